@@ -1,0 +1,54 @@
+"""The one exception hierarchy of recio.
+
+Every error about bad data says *where*: the file, and the byte offset or line number.
+``RecordIOError`` is a ``ValueError`` so code that already catches ``ValueError`` keeps working.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+
+class RecordIOError(ValueError):
+    """Bad or unreadable record data; carries ``path``, ``offset`` (bytes) and ``line``."""
+
+    def __init__(self, message: str, path: Optional[str] = None,
+                 offset: Optional[int] = None, line: Optional[int] = None) -> None:
+        self.message = message
+        self.path = None if path is None else str(path)
+        self.offset = offset
+        self.line = line
+        where = []
+        if self.path is not None:
+            where.append(self.path)
+        if line is not None:
+            where.append(f"line {line}")
+        if offset is not None:
+            where.append(f"byte {offset}")
+        super().__init__(": ".join(where + [message]))
+
+    def __reduce__(self):  # keep path/offset/line when crossing process boundaries
+        return (type(self), (self.message, self.path, self.offset, self.line))
+
+
+class IndexFileError(RecordIOError):
+    """A malformed ``.idx`` file or one that does not match its ``.rec``."""
+
+
+class ListFileError(RecordIOError):
+    """A malformed ``.lst`` image-list line."""
+
+
+class ImageError(RecordIOError):
+    """An image that cannot be decoded, encoded or is too large."""
+
+
+class CBFError(RecordIOError):
+    """A malformed CNTK Binary Format file."""
+
+
+class SequenceError(RecordIOError):
+    """A malformed sequence record or sample-count sidecar."""
+
+
+__all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
+           "SequenceError"]
