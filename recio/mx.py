@@ -1,0 +1,201 @@
+"""A drop-in for ``mxnet.recordio``: change ``from mxnet import recordio`` to
+``from recio import mx as recordio`` and the rest of the code keeps working.
+
+Same classes, methods, attributes and arrays as MXNet 1.9: ``MXRecordIO(uri, flag)``,
+``MXIndexedRecordIO(idx_path, uri, flag, key_type=int)`` (index path first), ``IRHeader``,
+``pack``/``unpack``, and ``pack_img``/``unpack_img`` with **BGR** arrays as OpenCV gives them.
+Like MXNet, an object used in a new process (fork or pickle, e.g. a DataLoader worker) reopens
+its files there; reading goes through a memory map, so keys may be NumPy integers and no file
+pointer is shared between processes.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, List, Optional
+
+import numpy as np
+
+from .header import IRHeader, decode_image, encode_image, pack, unpack
+from .index import read_index
+from .reader import RecordReader
+from .writer import RecordWriter
+
+__all__ = ["MXRecordIO", "MXIndexedRecordIO", "IRHeader", "pack", "unpack", "pack_img",
+           "unpack_img"]
+
+
+class MXRecordIO:
+    """Sequential RecordIO reader (``flag='r'``) or writer (``flag='w'``), as ``mxnet.recordio``."""
+
+    def __init__(self, uri: str, flag: str) -> None:
+        self.uri = os.fspath(uri)
+        self.flag = flag
+        self.pid: Optional[int] = None
+        self.is_open = False
+        self._reader: Optional[RecordReader] = None
+        self._writer: Optional[RecordWriter] = None
+        self.open()
+
+    def open(self) -> None:
+        """Open the file for the mode given by ``flag``."""
+        if self.flag == "w":
+            self._writer = RecordWriter(self.uri, atomic=False)
+            self.writable = True
+        elif self.flag == "r":
+            self._reader = RecordReader(self.uri)
+            self.writable = False
+        else:
+            raise ValueError(f"Invalid flag {self.flag}")
+        self.pid = os.getpid()
+        self.is_open = True
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __getstate__(self) -> dict:
+        """Pickle as MXNet does: closed, remembering whether to reopen on the other side."""
+        is_open = self.is_open
+        self.close()
+        state = dict(self.__dict__)
+        state["is_open"] = is_open
+        state["_reader"] = state["_writer"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        is_open = state["is_open"]
+        self.is_open = False
+        if is_open:
+            self.open()
+
+    def _check_pid(self, allow_reset: bool = False) -> None:
+        """Reopen in a new process (readers), as MXNet's ``_check_pid`` does."""
+        if self.pid != os.getpid():
+            if allow_reset:
+                self.reset()
+            else:
+                raise RuntimeError("Forbidden operation in multiple processes")
+
+    def close(self) -> None:
+        """Close the file (a writer flushes)."""
+        if not self.is_open:
+            return
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self.is_open = False
+        self.pid = None
+
+    def reset(self) -> None:
+        """Close and reopen: a reader starts again from the first record."""
+        self.close()
+        self.open()
+
+    def write(self, buf: bytes) -> None:
+        """Append one record."""
+        if not self.writable:
+            raise RuntimeError(f"{self.uri}: opened for reading (flag 'r'), cannot write")
+        self._check_pid(allow_reset=False)
+        self._writer.write(buf)
+
+    def read(self) -> Optional[bytes]:
+        """The next record, or ``None`` at the end."""
+        if self.writable:
+            raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
+        self._check_pid(allow_reset=True)
+        return self._reader.read()
+
+    def tell(self) -> int:
+        """Current byte offset (of the next record)."""
+        return self._writer.tell() if self.writable else self._reader.tell()
+
+
+class MXIndexedRecordIO(MXRecordIO):
+    """Keyed RecordIO with an ``.idx`` file: ``read_idx(key)``, ``write_idx(key, buf)``, ``keys``."""
+
+    def __init__(self, idx_path: str, uri: str, flag: str,
+                 key_type: Callable[[Any], Any] = int) -> None:
+        self.idx_path = os.fspath(idx_path)
+        self.idx: dict = {}
+        self.keys: List[Any] = []
+        self.key_type = key_type
+        self.fidx = None
+        super().__init__(uri, flag)
+
+    def open(self) -> None:
+        super().open()
+        if self.writable:
+            self.fidx = open(self.idx_path, "w")
+            self.idx, self.keys = {}, []
+            return
+        self.fidx = None
+        stat = os.stat(self.idx_path)
+        stamp = (stat.st_size, stat.st_mtime_ns, self._reader.size)
+        if stamp == getattr(self, "_idx_stamp", None):  # reopened in a worker: index unchanged
+            self.idx, self.keys = self._idx_cache
+            return
+        keys, offsets = read_index(self.idx_path, self.key_type, rec_size=self._reader.size)
+        self.idx = dict(zip(keys, offsets))
+        self.keys = keys
+        self._idx_stamp, self._idx_cache = stamp, (self.idx, self.keys)
+
+    def close(self) -> None:
+        if not self.is_open:
+            return
+        super().close()
+        if self.fidx is not None:
+            self.fidx.close()
+            self.fidx = None
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["fidx"] = None
+        return state
+
+    def seek(self, idx: Any) -> None:
+        """Position the reader at the record of key ``idx``."""
+        if self.writable:
+            raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot seek")
+        self._check_pid(allow_reset=True)
+        self._reader.seek(self.idx[idx])
+
+    def read_idx(self, idx: Any) -> bytes:
+        """The record of key ``idx`` (NumPy integer keys work)."""
+        if self.pid != os.getpid():
+            self._check_pid(allow_reset=True)
+        reader = self._reader
+        reader.seek(self.idx[idx])
+        return reader.read()
+
+    def write_idx(self, idx: Any, buf: bytes) -> None:
+        """Append a record under key ``idx`` and its ``.idx`` line."""
+        key = self.key_type(idx)
+        pos = self.tell()
+        self.write(buf)
+        self.fidx.write(f"{key}\t{pos}\n")
+        self.idx[key] = pos
+        self.keys.append(key)
+
+
+def _bgr_to_rgb(img: np.ndarray) -> np.ndarray:
+    if img.ndim == 3 and img.shape[2] in (3, 4):
+        order = [2, 1, 0] if img.shape[2] == 3 else [2, 1, 0, 3]
+        return img[:, :, order]
+    return img
+
+
+def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
+    """Encode a **BGR** array (as OpenCV/MXNet use) and pack it with ``header``."""
+    return pack(header, encode_image(_bgr_to_rgb(np.asarray(img)), quality, img_fmt))
+
+
+def unpack_img(s: bytes, iscolor: int = -1) -> tuple:
+    """Unpack an image record to ``(header, BGR array)``; ``iscolor`` as OpenCV's imdecode flag."""
+    header, payload = unpack(s)
+    return header, np.ascontiguousarray(_bgr_to_rgb(decode_image(payload, iscolor)))
