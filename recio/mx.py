@@ -20,6 +20,19 @@ from .index import read_index
 from .reader import RecordReader
 from .writer import RecordWriter
 
+# This process's id, refreshed in a forked child: comparing with it is cheaper than a getpid()
+# system call on every read, and still tells when an object crossed into another process.
+_PID = os.getpid()
+
+
+def _refresh_pid() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_refresh_pid)
+
 __all__ = ["MXRecordIO", "MXIndexedRecordIO", "IRHeader", "pack", "unpack", "pack_img",
            "unpack_img"]
 
@@ -46,7 +59,7 @@ class MXRecordIO:
             self.writable = False
         else:
             raise ValueError(f"Invalid flag {self.flag}")
-        self.pid = os.getpid()
+        self.pid = _PID
         self.is_open = True
 
     def __del__(self) -> None:
@@ -73,7 +86,7 @@ class MXRecordIO:
 
     def _check_pid(self, allow_reset: bool = False) -> None:
         """Reopen in a new process (readers), as MXNet's ``_check_pid`` does."""
-        if self.pid != os.getpid():
+        if self.pid != _PID:
             if allow_reset:
                 self.reset()
             else:
@@ -106,9 +119,10 @@ class MXRecordIO:
 
     def read(self) -> Optional[bytes]:
         """The next record, or ``None`` at the end."""
-        if self.writable:
-            raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
-        self._check_pid(allow_reset=True)
+        if self.pid != _PID or self.writable:
+            if self.writable:
+                raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
+            self._check_pid(allow_reset=True)
         return self._reader.read()
 
     def tell(self) -> int:
@@ -167,7 +181,9 @@ class MXIndexedRecordIO(MXRecordIO):
 
     def read_idx(self, idx: Any) -> bytes:
         """The record of key ``idx`` (NumPy integer keys work)."""
-        if self.pid != os.getpid():
+        if self.pid != _PID or self.writable:
+            if self.writable:
+                raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
             self._check_pid(allow_reset=True)
         reader = self._reader
         reader.seek(self.idx[idx])

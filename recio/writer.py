@@ -11,7 +11,7 @@ import os
 from typing import Any, BinaryIO, Callable, Optional, Union
 
 from .atomic import AtomicFile
-from .errors import IndexFileError, RecordIOError
+from .errors import RecordIOError
 from .framing import (MAGIC, MAGIC_BYTES, MAX_RECORD_LENGTH, PADDING, PART_HEADER, frame_parts,
                       split_payload)
 
@@ -52,41 +52,48 @@ class RecordWriter:
         self._buffer = bytearray()
         self._buffer_size = buffer_size
         self.closed = False
-        self.records = 0
 
     def write(self, data: Buffer) -> int:
         """Append one record; returns the byte offset of its first part (what ``.idx`` stores)."""
+        if type(data) is not bytes:
+            data = self._as_bytes(data)
+        n = len(data)
+        if self.closed or n >= MAX_RECORD_LENGTH:
+            self._refuse(n)
+        offset = self._offset
+        if n < _DIRECT_WRITE and data.find(MAGIC_BYTES) < 0:  # hot path: one whole part
+            buffer = self._buffer
+            buffer += PART_HEADER.pack(MAGIC, n) + data + PADDING[n & 3]
+            self._offset = offset + 8 + n + (-n & 3)
+            if len(buffer) >= self._buffer_size:
+                self._drain()
+            return offset
+        if data.find(MAGIC_BYTES) < 0:  # a large record: skip the buffer, one copy fewer
+            self._drain()
+            for chunk in (PART_HEADER.pack(MAGIC, n), data, PADDING[n & 3]):
+                self._file.write(chunk)
+                self._offset += len(chunk)
+            return offset
+        for chunk in frame_parts(split_payload(data)):  # aligned magic inside: multi-part
+            self._buffer += chunk
+            self._offset += len(chunk)
+        if len(self._buffer) >= self._buffer_size:
+            self._drain()
+        return offset
+
+    def _as_bytes(self, data: Buffer) -> bytes:
+        """bytes of any buffer (bytearray, memoryview, NumPy array), size-checked before copying."""
+        view = memoryview(data)
+        if view.nbytes >= MAX_RECORD_LENGTH:
+            self._refuse(view.nbytes)
+        return view.tobytes()
+
+    def _refuse(self, n: int) -> None:
         if self.closed:
             raise ValueError(f"{self.path or 'RecordWriter'}: write to a closed writer")
-        n = len(data) if isinstance(data, (bytes, bytearray)) else memoryview(data).nbytes
-        if n >= MAX_RECORD_LENGTH:
-            raise RecordIOError(f"record of {n} bytes is too large: RecordIO's 29-bit length field "
-                                f"allows at most 2**29 - 1 = {MAX_RECORD_LENGTH - 1} bytes; split the payload",
-                                self.path, self._offset)
-        if not isinstance(data, (bytes, bytearray)):
-            data = bytes(memoryview(data).cast("B"))
-        offset = self._offset
-        buffer = self._buffer
-        if data.find(MAGIC_BYTES) < 0:  # the common case: one whole part, cflag 0
-            pad = PADDING[n & 3]
-            if n >= _DIRECT_WRITE:
-                self._drain()
-                self._file.write(PART_HEADER.pack(MAGIC, n))
-                self._file.write(data)
-                self._file.write(pad)
-            else:
-                buffer += PART_HEADER.pack(MAGIC, n)
-                buffer += data
-                buffer += pad
-            self._offset = offset + 8 + n + len(pad)
-        else:
-            for chunk in frame_parts(split_payload(data)):
-                buffer += chunk
-                self._offset += len(chunk)
-        if len(buffer) >= self._buffer_size:
-            self._drain()
-        self.records += 1
-        return offset
+        raise RecordIOError(f"record of {n} bytes is too large: RecordIO's 29-bit length field "
+                            f"allows at most 2**29 - 1 = {MAX_RECORD_LENGTH - 1} bytes; "
+                            f"split the payload", self.path, self._offset)
 
     def tell(self) -> int:
         """Byte offset at which the next record will start."""
@@ -157,28 +164,32 @@ class IndexedRecordWriter:
             self._idx_atomic = None
             idx_file = open(self.idx_path, "wb")
         self._idx_file = idx_file
-        self._idx_lines: list = []
-        self._seen: set = set()
+        self._write_record = self._records.write
+        self._keys: list = []  # index lines not yet written, formatted in bulk
+        self._offsets: list = []
         self.closed = False
 
     def write(self, key: Any, data: Buffer) -> int:
-        """Append a record under ``key`` (unique); returns its byte offset."""
+        """Append a record under ``key``; returns its byte offset.
+
+        Keys should be unique: like MXNet, the writer does not keep every key to check (that
+        would grow without bound); readers warn about duplicates and use the last one.
+        """
         key = self.key_type(key)
-        if key in self._seen:
-            raise IndexFileError(f"duplicate key {key!r}: each record needs its own key",
-                                 self.idx_path)
-        offset = self._records.write(data)
-        self._seen.add(key)
-        lines = self._idx_lines
-        lines.append(f"{key}\t{offset}\n")
-        if len(lines) >= 8192:
+        offset = self._write_record(data)
+        keys = self._keys
+        keys.append(key)
+        self._offsets.append(offset)
+        if len(keys) >= 8192:
             self._drain_index()
         return offset
 
     def _drain_index(self) -> None:
-        if self._idx_lines:
-            self._idx_file.write("".join(self._idx_lines).encode())
-            self._idx_lines.clear()
+        if self._keys:
+            lines = "".join([f"{key}\t{offset}\n" for key, offset in zip(self._keys, self._offsets)])
+            self._idx_file.write(lines.encode())
+            self._keys.clear()
+            self._offsets.clear()
 
     def tell(self) -> int:
         """Byte offset at which the next record will start."""

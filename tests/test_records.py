@@ -157,11 +157,15 @@ def test_atomic_writer_leaves_nothing_on_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_duplicate_key_rejected(tmp_path):
+def test_duplicate_keys_warn_on_read_and_last_wins(tmp_path):
     with recio.IndexedRecordWriter(tmp_path / "a.rec", tmp_path / "a.idx") as writer:
         writer.write(1, b"x")
-        with pytest.raises(recio.IndexFileError, match="duplicate key 1"):
-            writer.write(1, b"y")
+        writer.write(2, b"y")
+        writer.write(1, b"z")
+    assert (tmp_path / "a.idx").read_text() == "1\t0\n2\t12\n1\t24\n"
+    with pytest.warns(UserWarning, match="1 duplicate keys"):
+        reader = recio.IndexedRecordReader(tmp_path / "a.rec")
+    assert reader.keys() == [1, 2] and reader[1] == b"z"
 
 
 def test_string_keys(tmp_path):
