@@ -36,7 +36,7 @@ _LAZY = {
     "bucket_boundaries": "recio.bucketing",
     "BucketBatchSampler": "recio.bucketing",
 }
-_SUBMODULES = {"mx", "cbf", "torch", "framing", "lists", "packing", "sequence", "minibatch",
+_SUBMODULES = {"mx", "cbf", "torch", "framing", "lists", "packing", "sequence", "minibatch", "stats",
                "bucketing", "split", "imageiter", "threaded", "atomic"}
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",

@@ -1,0 +1,78 @@
+"""``recio index``: rebuild a ``.idx`` by scanning the ``.rec`` (MXNet's ``tools/rec2idx.py``)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import click
+
+from .common import EXIT_USAGE, fail, handle_errors, progress
+
+
+@click.command("index")
+@click.argument("rec", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Index file to write (default: REC with .idx).")
+@click.option("--key", "key", type=click.Choice(["position", "id"]), default="position",
+              show_default=True,
+              help="position: keys 0..n-1 like rec2idx; id: the image header's id.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary line.")
+@handle_errors
+def index_cmd(rec: str, output: Optional[str], key: str, quiet: bool) -> None:
+    """Write an index for REC: one `key<TAB>offset` line per record, atomically.
+
+    \b
+    Examples:
+      recio index train.rec                 # train.idx, keys 0..n-1 (as rec2idx)
+      recio index train.rec --key id -o by_id.idx
+    """
+    from recio.index import sibling_index_path, write_index
+    from recio.split import record_heads
+
+    output = output or sibling_index_path(rec)
+    size = os.path.getsize(rec)
+    with progress(total=size, desc="index", unit="B", unit_scale=True, quiet=quiet) as bar:
+        offsets = []
+        last = 0
+        for off in record_heads(rec):
+            offsets.append(off)
+            if off - last >= 1 << 26:
+                bar.update(off - last)
+                last = off
+        bar.update(size - last)
+    if key == "position":
+        keys = list(range(len(offsets)))
+    else:
+        keys = _ids(rec, offsets)
+        if len(set(keys)) != len(keys):
+            fail(f"{rec}: record ids are not unique ({len(keys) - len(set(keys))} repeats); an "
+                 f"index needs unique keys, use --key position", EXIT_USAGE)
+    write_index(output, keys, offsets)
+    if not quiet:
+        click.echo(f"wrote {output}: {len(offsets):,} records (keys: {key})")
+
+
+def _ids(rec: str, offsets: list) -> list:
+    """The IRHeader id of each record (from its first 24 payload bytes)."""
+    from recio.errors import RecordIOError
+    from recio.header import unpack
+    from recio.split import read_record_at
+
+    fd = os.open(rec, os.O_RDONLY)
+    try:
+        ids = []
+        for off in offsets:
+            head = os.pread(fd, 32, off)
+            if len(head) == 32 and (int.from_bytes(head[4:8], "little") & ((1 << 29) - 1)) >= 24 \
+                    and head[7] >> 5 == 0:
+                payload = head[8:]
+            else:  # short or multi-part first part: read the whole record
+                payload = read_record_at(fd, rec, off)
+            if len(payload) < 24:
+                raise RecordIOError(f"record of {len(payload)} bytes has no image header (24 "
+                                    f"bytes) to take an id from; use --key position",
+                                    path=rec, offset=off)
+            ids.append(unpack(bytes(payload[:24]))[0].id)
+        return ids
+    finally:
+        os.close(fd)
