@@ -35,9 +35,11 @@ _LAZY = {
     "INFINITELY_REPEAT": "recio.minibatch",
     "bucket_boundaries": "recio.bucketing",
     "BucketBatchSampler": "recio.bucketing",
+    "CBFReader": "recio.cbf",
+    "CBFWriter": "recio.cbf",
 }
-_SUBMODULES = {"mx", "cbf", "torch", "framing", "lists", "packing", "sequence", "minibatch", "stats",
-               "bucketing", "split", "imageiter", "threaded", "atomic"}
+_SUBMODULES = {"mx", "cbf", "torch", "framing", "lists", "packing", "sequence", "minibatch",
+               "stats", "convert", "bucketing", "split", "imageiter", "threaded", "atomic"}
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
            "SequenceError", *_LAZY]
