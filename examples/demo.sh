@@ -11,3 +11,9 @@ echo
 echo "== 2. inspect and verify it with the recio command"
 recio inspect out/records.rec --show 3
 recio verify out/records.rec --images
+
+echo
+echo "== 3. im2rec: list the example photos, pack them resized, inspect the result"
+im2rec out/photos images --list --recursive
+im2rec out/photos images --resize 64 --quality 90 --num-thread 2
+recio inspect out/photos.rec

@@ -39,7 +39,8 @@ _LAZY = {
     "CBFWriter": "recio.cbf",
 }
 _SUBMODULES = {"mx", "cbf", "torch", "framing", "lists", "packing", "sequence", "minibatch",
-               "stats", "convert", "bucketing", "split", "imageiter", "threaded", "atomic"}
+               "stats", "convert", "imageproc", "bucketing", "split", "imageiter", "threaded",
+               "atomic"}
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
            "SequenceError", *_LAZY]

@@ -1,0 +1,362 @@
+"""im2rec pack mode: MXNet's headers and sizes, list order with workers, bad images, resume."""
+import io
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import time
+import zlib
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings, strategies as st
+from PIL import Image
+
+import recio
+from recio.errors import ImageError
+from recio.imageproc import (ImageOptions, center_crop_box, have_fast_decoder, render_image,
+                             target_size, transform_image)
+from recio.packing import pack_list, partial_paths
+from recio_cli.im2rec import im2rec_cmd
+
+
+@pytest.fixture(scope="module")
+def manifest(golden):
+    with open(golden / "im2rec" / "manifest.json") as f:
+        return json.load(f)
+
+
+def records(rec, idx=None):
+    """What a packed .rec holds, as the manifest describes it (plus image mode)."""
+    out = []
+    reader = recio.IndexedRecordReader(str(rec), str(idx or str(rec)[:-4] + ".idx"))
+    for key in reader.keys():
+        header, payload = recio.unpack(reader[key])
+        image = Image.open(io.BytesIO(payload))
+        label = header.label.tolist() if header.flag else header.label
+        out.append({"key": key, "flag": header.flag, "label": label, "id": header.id,
+                    "id2": header.id2, "height": image.height, "width": image.width,
+                    "mode": image.mode})
+    return out
+
+
+def as_manifest(recs):
+    return [{k: r[k] for k in ("key", "flag", "label", "id", "height", "width")} for r in recs]
+
+
+def pack_args(manifest, case, prefix, root):
+    """The manifest's command (``all ROOT --resize ...``) with our prefix and root."""
+    args = list(manifest["commands"][case]["args"])
+    assert args[1] == "ROOT"
+    return [str(prefix), str(root)] + args[2:]
+
+
+# --------------------------------------------------------------------------------- golden cases
+
+
+@pytest.mark.parametrize("workers, executor", [(1, "auto"), (2, "thread"), (2, "process")])
+@pytest.mark.parametrize("name", ["all", "multi"])
+def test_pack_matches_mxnet_headers_and_sizes(name, workers, executor, manifest, golden, tmp_path):
+    shutil.copy(golden / "im2rec" / f"{name}.lst", tmp_path)
+    args = pack_args(manifest, f"pack_{name}", tmp_path / name, golden / "im2rec" / "images")
+    result = CliRunner().invoke(im2rec_cmd, args + ["--num-thread", str(workers),
+                                                    "--executor", executor])
+    assert result.exit_code == 0, result.output
+    assert "packed 13 images, skipped 0" in result.stdout
+    recs = records(tmp_path / f"{name}.rec")
+    assert as_manifest(recs) == manifest["packed"][name]
+    assert all(r["id2"] == 0 and r["mode"] == "RGB" for r in recs)
+    # the index is MXNet's: the key column in list order, offsets of each record's head
+    keys, offsets = recio.read_index(str(tmp_path / f"{name}.idx"))
+    assert keys == [r["key"] for r in manifest["packed"][name]]
+    assert offsets == recio.build_index(str(tmp_path / f"{name}.rec"))
+    assert not os.path.exists(tmp_path / f"{name}.errors.tsv")
+    assert sorted(os.listdir(tmp_path)) == sorted(f"{name}{s}" for s in (".lst", ".rec", ".idx"))
+
+
+def test_console_script_packs_and_both_decoders_agree(script, manifest, golden, tmp_path):
+    shutil.copy(golden / "im2rec" / "all.lst", tmp_path)
+    args = pack_args(manifest, "pack_all", tmp_path / "all", golden / "im2rec" / "images")
+    proc = subprocess.run([script("im2rec"), *args, "--decoder", "pillow"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert as_manifest(records(tmp_path / "all.rec")) == manifest["packed"]["all"]
+    decoder = "simplejpeg" if have_fast_decoder() else "auto"
+    proc = subprocess.run([script("recio"), "im2rec", *args, "--decoder", decoder],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert as_manifest(records(tmp_path / "all.rec")) == manifest["packed"]["all"]
+
+
+def test_every_list_with_the_prefix_is_packed(golden, tmp_path):
+    root = str(golden / "im2rec" / "images")
+    for name in ("split_train", "split_test", "split_val"):
+        shutil.copy(golden / "im2rec" / f"{name}.lst", tmp_path)
+    result = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "split"), root, "--resize", "16"])
+    assert result.exit_code == 0, result.output
+    sizes = {n: len(records(tmp_path / f"{n}.rec")) for n in ("split_train", "split_test",
+                                                                "split_val")}
+    assert sizes == {"split_train": 7, "split_test": 2, "split_val": 4}
+
+
+def test_no_list_found_is_a_usage_error(golden, tmp_path):
+    result = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "none"),
+                                             str(golden / "im2rec" / "images")])
+    assert result.exit_code == 2 and "--list" in result.output
+
+
+# ---------------------------------------------------------------------------- image processing
+
+
+@settings(max_examples=25, deadline=None)
+@given(w=st.integers(1, 90), h=st.integers(1, 90), size=st.integers(1, 40), crop=st.booleans(),
+       fmt=st.sampled_from(["JPEG", "PNG"]))
+def test_output_size_follows_mxnet_rule_with_both_decoders(w, h, size, crop, fmt):
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), (200, 30, 90)).save(buf, fmt)
+    box = center_crop_box(w, h) if crop else (0, 0, w, h)
+    expected = target_size(box[2] - box[0], box[3] - box[1], size)
+    for decoder in (["pillow", "simplejpeg"] if have_fast_decoder() else ["pillow"]):
+        out = transform_image(buf.getvalue(), ImageOptions(resize=size, center_crop=crop,
+                                                           decoder=decoder))
+        assert Image.open(io.BytesIO(out)).size == expected
+
+
+def test_geometry_helpers():
+    assert target_size(50, 20, 32) == (80, 32) and target_size(30, 88, 32) == (32, 93)
+    assert center_crop_box(10, 4) == (3, 0, 7, 4) and center_crop_box(4, 9) == (0, 2, 4, 6)
+
+
+def _png(mode, size=(20, 10), color=None):
+    buf = io.BytesIO()
+    Image.new(mode, size, color).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def test_color_modes_and_alpha():
+    rgba = _png("RGBA", color=(10, 200, 30, 0))
+    img = render_image(rgba, ImageOptions(color=1))
+    assert img.mode == "RGB" and img.getpixel((0, 0)) == (10, 200, 30)  # alpha dropped, not blended
+    assert render_image(rgba, ImageOptions(color=0)).mode == "L"
+    assert render_image(rgba, ImageOptions(color=-1, encoding=".png")).mode == "RGBA"
+    assert render_image(rgba, ImageOptions(color=-1)).mode == "RGB"  # JPEG cannot hold alpha
+    gray = render_image(_png("L", color=77), ImageOptions(color=-1))
+    assert gray.mode == "L"
+    deep = Image.fromarray(np.full((4, 6), 0xABCD, dtype=np.uint16))
+    buf = io.BytesIO()
+    deep.save(buf, "PNG")
+    assert render_image(buf.getvalue(), ImageOptions(color=0)).getpixel((0, 0)) == 0xAB
+    out = transform_image(rgba, ImageOptions(color=-1, encoding=".png", quality=95))
+    assert Image.open(io.BytesIO(out)).format == "PNG"
+
+
+def test_exif_orientation_is_opt_in():
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees when displayed
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 20), (1, 2, 3)).save(buf, "JPEG", exif=exif.tobytes())
+    data = buf.getvalue()
+    assert render_image(data, ImageOptions(resize=10)).size == (20, 10)  # as MXNet: ignored
+    assert render_image(data, ImageOptions(resize=10, exif_transpose=True)).size == (10, 20)
+
+
+def test_decode_failures_become_image_errors():
+    jpeg = io.BytesIO()
+    Image.effect_noise((64, 64), 50).convert("RGB").save(jpeg, "JPEG")
+    bad = {
+        "text": b"this is not an image\n",
+        "truncated": jpeg.getvalue()[: len(jpeg.getvalue()) // 2],
+        "empty": b"",
+        "bomb": _declared_png(50_000, 50_000),
+    }
+    for decoder in (["pillow", "simplejpeg"] if have_fast_decoder() else ["pillow"]):
+        for what, data in bad.items():
+            with pytest.raises(ImageError):
+                transform_image(data, ImageOptions(resize=32, decoder=decoder), what)
+    with pytest.raises(ImageError, match="decompression-bomb"):
+        transform_image(jpeg.getvalue(), ImageOptions(max_pixels=1000))
+
+
+def _declared_png(width, height):
+    """A tiny PNG whose header declares a huge image (a decompression bomb)."""
+    def chunk(kind, body):
+        return (struct.pack(">I", len(body)) + kind + body
+                + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+            + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b""))
+
+
+# ------------------------------------------------------------------------------- bad input
+
+
+def _folder_with_bad_images(tmp_path):
+    root = tmp_path / "img"
+    (root / "ok").mkdir(parents=True)
+    good = []
+    for i in range(6):
+        Image.new("RGB", (30 + i, 20), (i * 40, 0, 0)).save(root / "ok" / f"g{i}.jpg")
+        good.append(f"ok/g{i}.jpg")
+    full = (root / "ok" / "g0.jpg").read_bytes()
+    (root / "trunc.jpg").write_bytes(full[: len(full) // 2])
+    (root / "text.jpg").write_text("hello, I am not a JPEG\n")
+    (root / "bomb.png").write_bytes(_declared_png(60_000, 60_000))
+    names = ["ok/g0.jpg", "missing.jpg", "ok/g1.jpg", "trunc.jpg", "ok/g2.jpg", "text.jpg",
+             "ok/g3.jpg", "bomb.png", "ok/g4.jpg", "ok/g5.jpg"]
+    lst = tmp_path / "data.lst"
+    lst.write_text("".join(f"{i}\t{i % 3}.000000\t{n}\n" for i, n in enumerate(names)))
+    return root, lst, names
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_bad_images_are_skipped_reported_and_good_ones_kept(tmp_path, workers):
+    root, lst, names = _folder_with_bad_images(tmp_path)
+    args = [str(tmp_path / "data"), str(root), "--resize", "16", "--num-thread", str(workers)]
+    result = CliRunner().invoke(im2rec_cmd, args)
+    assert result.exit_code == 0, result.output
+    assert "packed 6 images, skipped 4" in result.stdout and "Traceback" not in result.output
+    assert [r["key"] for r in records(tmp_path / "data.rec")] == [0, 2, 4, 6, 8, 9]
+    rows = (tmp_path / "data.errors.tsv").read_text().splitlines()
+    assert rows[0] == "line\tindex\tpath\treason"
+    table = {row.split("\t")[2]: row.split("\t") for row in rows[1:]}
+    assert sorted(table) == ["bomb.png", "missing.jpg", "text.jpg", "trunc.jpg"]
+    assert table["missing.jpg"][:2] == ["2", "1"] and "cannot read" in table["missing.jpg"][3]
+    assert "truncated" in table["trunc.jpg"][3] or "decode" in table["trunc.jpg"][3]
+    assert "pixels" in table["bomb.png"][3] or "bomb" in table["bomb.png"][3].lower()
+    strict = CliRunner().invoke(im2rec_cmd, args + ["--strict"])
+    assert strict.exit_code == 1 and "4 image(s) could not be packed" in strict.output
+
+
+def test_a_clean_rerun_removes_a_stale_errors_file(tmp_path):
+    root, lst, names = _folder_with_bad_images(tmp_path)
+    pack_list(lst, root)
+    assert os.path.exists(tmp_path / "data.errors.tsv")
+    lst.write_text("0\t0\tok/g0.jpg\n")
+    result = pack_list(lst, root)
+    assert result.errors_path is None and not os.path.exists(tmp_path / "data.errors.tsv")
+
+
+def test_pass_through_stores_file_bytes(golden, tmp_path):
+    shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
+    root = golden / "im2rec" / "images"
+    result = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "multi"), str(root),
+                                             "--pass-through"])
+    assert result.exit_code == 0, result.output
+    reader = recio.IndexedRecordReader(str(tmp_path / "multi.rec"), str(tmp_path / "multi.idx"))
+    header, payload = recio.unpack(reader[2])
+    assert payload == (root / "cat" / "cat_1.jpeg").read_bytes()
+    assert header.flag == 0 and header.label == 1.0  # first label only without --pack-label
+
+
+def test_malformed_list_line_is_reported_with_file_and_line(tmp_path, golden):
+    lst = tmp_path / "bad.lst"
+    lst.write_text("0\t0.000000\ttop_level.jpg\n1\tcat/cat_0.jpg\n")
+    result = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "bad"),
+                                             str(golden / "im2rec" / "images")])
+    assert result.exit_code == 2 and f"{lst}: line 2:" in result.output
+    assert "Traceback" not in result.output
+    assert not any(n.endswith((".rec", ".idx", ".partial")) for n in os.listdir(tmp_path))
+
+
+# ----------------------------------------------------------------------- interruption, resume
+
+
+def _fifo_folder(tmp_path, n=40, blocker=25):
+    """Images 0..n-1 where image ``blocker`` is a FIFO: a packer blocks there until killed."""
+    root = tmp_path / "img"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        if i != blocker:
+            Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).save(
+                root / f"{i}.jpg", quality=90)
+    os.mkfifo(root / f"{blocker}.jpg")
+    lst = tmp_path / "job.lst"
+    lst.write_text("".join(f"{i}\t{i % 5}.000000\t{i}.jpg\n" for i in range(n)))
+    return root, lst
+
+
+def _wait_for_journal(journal, entries, proc, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(journal):
+            with open(journal, "rb") as f:
+                if f.read().count(b"\n") >= entries + 1:  # + the header line
+                    return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    raise AssertionError("the packer made no progress")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
+@pytest.mark.parametrize("sig, workers", [
+    (signal.SIGKILL, ["--num-thread", "1"]),
+    (signal.SIGINT, ["--num-thread", "1"]),
+    (signal.SIGINT, ["--num-thread", "2", "--executor", "process"]),
+    (signal.SIGINT, ["--num-thread", "2", "--executor", "thread"]),
+], ids=["kill", "ctrl-c", "ctrl-c-processes", "ctrl-c-threads"])
+def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, tmp_path, sig,
+                                                                        workers):
+    """A worker blocks on a FIFO posing as image 25; the packer is killed or interrupted there
+    (a stuck worker must not keep Ctrl-C from stopping it), then --resume completes the job."""
+    root, lst = _fifo_folder(tmp_path)
+    prefix = str(tmp_path / "job")
+    cmd = [script("im2rec"), prefix, str(root), "--resize", "16", "--quality", "90", *workers]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rec_partial, journal = partial_paths(lst)
+    _wait_for_journal(journal, 24, proc)  # batches of 4 or 8: 0..23 done, blocked on 25.jpg
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "Traceback" not in err and "--resume" in err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    # nothing that looks like a finished pack
+    assert not os.path.exists(prefix + ".rec") and not os.path.exists(prefix + ".idx")
+    assert os.path.exists(rec_partial) and os.path.exists(journal)
+    # a torn tail (half a record, half a journal line) must be ignored on resume
+    with open(rec_partial, "ab") as f:
+        f.write(recio.framing.MAGIC_BYTES + b"\x10\x00")
+    with open(journal, "ab") as f:
+        f.write(b"R\t24\t24\t99")
+    os.unlink(root / "25.jpg")
+    Image.new("RGB", (32, 24), (9, 9, 9)).save(root / "25.jpg", quality=90)
+    done = subprocess.run(cmd + ["--resume", "--num-thread", "2"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "resumed after 24" in done.stdout
+    recs = records(prefix + ".rec")
+    assert [r["key"] for r in recs] == list(range(40))  # every record exactly once, in order
+    assert [r["label"] for r in recs] == [float(i % 5) for i in range(40)]
+    assert not os.path.exists(rec_partial) and not os.path.exists(journal)
+    # byte-identical to an uninterrupted run
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    shutil.copy(lst, fresh / "job.lst")
+    pack_list(fresh / "job.lst", root, ImageOptions(resize=16, quality=90))
+    assert (fresh / "job.rec").read_bytes() == open(prefix + ".rec", "rb").read()
+    assert (fresh / "job.idx").read_bytes() == open(prefix + ".idx", "rb").read()
+
+
+def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path):
+    root = golden / "im2rec" / "images"
+    shutil.copy(golden / "im2rec" / "all.lst", tmp_path)
+    lst = tmp_path / "all.lst"
+
+    def stop(done, total):
+        if done >= 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pack_list(lst, root, ImageOptions(resize=20), progress=stop)
+    other = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "all"), str(root), "--resize", "30",
+                                            "--resume"])
+    assert other.exit_code == 2 and "different settings" in other.output
+    again = pack_list(lst, root, ImageOptions(resize=20), resume=True)
+    assert again.resumed == 4 and again.packed == 13
+    finished = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "all"), str(root), "--resize",
+                                               "20", "--resume"])
+    assert finished.exit_code == 0 and "already packed" in finished.output
