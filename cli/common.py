@@ -29,6 +29,9 @@ def handle_errors(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except RecordIOError as exc:
             fail(str(exc))
+        except BrokenPipeError:  # output piped into `head` and closed: not an error
+            sys.stderr.close()
+            sys.exit(0)
         except OSError as exc:
             name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
             fail(f"{name}{exc.strerror or exc}")

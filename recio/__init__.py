@@ -35,6 +35,8 @@ _LAZY = {
     "INFINITELY_REPEAT": "recio.minibatch",
     "bucket_boundaries": "recio.bucketing",
     "BucketBatchSampler": "recio.bucketing",
+    "padded_cost": "recio.bucketing",
+    "padding_waste": "recio.bucketing",
     "CBFReader": "recio.cbf",
     "CBFWriter": "recio.cbf",
 }
