@@ -8,7 +8,7 @@ crash never leaves a complete-looking file.
 from __future__ import annotations
 
 import os
-from typing import Any, BinaryIO, Callable, Optional, Union
+from typing import Any, BinaryIO, Callable, Optional, Tuple, Union
 
 from .atomic import AtomicFile
 from .errors import RecordIOError
@@ -22,7 +22,50 @@ Buffer = Union[bytes, bytearray, memoryview]
 _DIRECT_WRITE = 1 << 16
 
 
-class RecordWriter:
+def _open_output(path: str, atomic: bool) -> Tuple[BinaryIO, Optional[AtomicFile]]:
+    """A new binary output file: under a temporary name when ``atomic``."""
+    if atomic:
+        target = AtomicFile(path)
+        return target.file, target
+    return open(path, "wb"), None
+
+
+def _finish_output(file: BinaryIO, atomic: Optional[AtomicFile], keep: bool) -> None:
+    """Close an output file; an atomic one is renamed into place (``keep``) or deleted."""
+    if atomic is None:
+        file.close()
+    elif keep:
+        atomic.commit()
+    else:
+        atomic.discard()
+
+
+class _Transaction:
+    """Context-manager protocol of the writers: ``close()`` on success, ``abort()`` on error."""
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def abort(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class RecordWriter(_Transaction):
     """Append records to a RecordIO file; ``write()`` returns each record's byte offset.
 
     ``target`` is a path (created atomically unless ``atomic=False``) or an open binary file
@@ -34,11 +77,7 @@ class RecordWriter:
         self._atomic: Optional[AtomicFile] = None
         if isinstance(target, (str, os.PathLike)):
             self.path: Optional[str] = os.fspath(target)
-            if atomic:
-                self._atomic = AtomicFile(self.path)
-                self._file: BinaryIO = self._atomic.file
-            else:
-                self._file = open(self.path, "wb")
+            self._file, self._atomic = _open_output(self.path, atomic)
             self._owns_file = True
             self._offset = 0
         else:
@@ -115,10 +154,8 @@ class RecordWriter:
             return
         self.flush()
         self.closed = True
-        if self._atomic is not None:
-            self._atomic.commit()
-        elif self._owns_file:
-            self._file.close()
+        if self._owns_file:
+            _finish_output(self._file, self._atomic, keep=True)
 
     def abort(self) -> None:
         """Stop without producing the file (a path target's temporary file is deleted)."""
@@ -126,28 +163,11 @@ class RecordWriter:
             return
         self.closed = True
         self._buffer.clear()
-        if self._atomic is not None:
-            self._atomic.discard()
-        elif self._owns_file:
-            self._file.close()
-
-    def __enter__(self) -> "RecordWriter":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        if self._owns_file:
+            _finish_output(self._file, self._atomic, keep=False)
 
 
-class IndexedRecordWriter:
+class IndexedRecordWriter(_Transaction):
     """A ``RecordWriter`` that also writes MXNet's ``.idx``: one ``key\\toffset\\n`` line a record."""
 
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
@@ -157,13 +177,7 @@ class IndexedRecordWriter:
         self.key_type = key_type
         self._records = RecordWriter(rec_path, atomic=atomic)
         self.path = self._records.path
-        if atomic:
-            self._idx_atomic: Optional[AtomicFile] = AtomicFile(self.idx_path)
-            idx_file = self._idx_atomic.file
-        else:
-            self._idx_atomic = None
-            idx_file = open(self.idx_path, "wb")
-        self._idx_file = idx_file
+        self._idx_file, self._idx_atomic = _open_output(self.idx_path, atomic)
         self._write_record = self._records.write
         self._keys: list = []  # index lines not yet written, formatted in bulk
         self._offsets: list = []
@@ -208,10 +222,7 @@ class IndexedRecordWriter:
         self._drain_index()
         self._records.close()
         self.closed = True
-        if self._idx_atomic is not None:
-            self._idx_atomic.commit()
-        else:
-            self._idx_file.close()
+        _finish_output(self._idx_file, self._idx_atomic, keep=True)
 
     def abort(self) -> None:
         """Stop without producing either file."""
@@ -219,25 +230,7 @@ class IndexedRecordWriter:
             return
         self.closed = True
         self._records.abort()
-        if self._idx_atomic is not None:
-            self._idx_atomic.discard()
-        else:
-            self._idx_file.close()
-
-    def __enter__(self) -> "IndexedRecordWriter":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        _finish_output(self._idx_file, self._idx_atomic, keep=False)
 
 
 __all__ = ["RecordWriter", "IndexedRecordWriter"]
