@@ -28,6 +28,8 @@ _LAZY = {
     "InputSplit": "recio.split",
     "ThreadedIter": "recio.threaded",
     "ImageRecordIter": "recio.imageiter",
+    "DataBatch": "recio.imageiter",
+    "SkippedRecordWarning": "recio.imageiter",
     "pack_sequence": "recio.sequence",
     "unpack_sequence": "recio.sequence",
     "MinibatchSource": "recio.minibatch",
