@@ -32,6 +32,9 @@ _LAZY = {
     "SkippedRecordWarning": "recio.imageiter",
     "pack_sequence": "recio.sequence",
     "unpack_sequence": "recio.sequence",
+    "SequenceWriter": "recio.sequence",
+    "Sparse": "recio.sequence",
+    "sample_counts": "recio.sequence",
     "MinibatchSource": "recio.minibatch",
     "FULL_DATA_SWEEP": "recio.minibatch",
     "INFINITELY_REPEAT": "recio.minibatch",
@@ -44,7 +47,7 @@ _LAZY = {
 }
 _SUBMODULES = {"mx", "cbf", "torch", "framing", "lists", "packing", "sequence", "minibatch",
                "stats", "convert", "imageproc", "bucketing", "split", "imageiter", "threaded",
-               "atomic"}
+               "atomic", "torch_minibatch"}
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
            "SequenceError", *_LAZY]
