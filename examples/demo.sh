@@ -17,3 +17,7 @@ echo "== 3. im2rec: list the example photos, pack them resized, inspect the resu
 im2rec out/photos images --list --recursive
 im2rec out/photos images --resize 64 --quality 90 --num-thread 2
 recio inspect out/photos.rec
+
+echo
+echo "== 4. sample-counted minibatches: train, get killed, restore, continue identically"
+python minibatch_resume.py | tail -n 3
