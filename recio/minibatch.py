@@ -300,16 +300,21 @@ class ConcatCorpus:
                 close()
 
 
-def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES) -> Any:
-    """A corpus for a path (``.rec``; ``.cbf`` via recio.cbf), a corpus, or a list of them."""
+def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
+                per_stream_counts: bool = False) -> Any:
+    """A corpus for a path (``.rec``; ``.cbf`` via recio.cbf), a corpus, or a list of them.
+
+    ``per_stream_counts`` asks corpora that can give each stream's sample counts (CBF, at the cost
+    of reading chunk bodies) to do so: ``defines_mb_size`` needs them.
+    """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if path.lower().endswith(".cbf"):
             from .cbf import CBFReader
-            return CBFReader(path)
+            return CBFReader(path, per_stream_counts=per_stream_counts)
         return RecordCorpus(path, chunk_samples=chunk_samples)
     if isinstance(source, (list, tuple)):
-        parts = [open_corpus(s, chunk_samples) for s in source]
+        parts = [open_corpus(s, chunk_samples, per_stream_counts) for s in source]
         return parts[0] if len(parts) == 1 else ConcatCorpus(parts)
     if hasattr(source, "read_chunk") and hasattr(source, "chunk_sample_counts"):
         return source
@@ -499,7 +504,8 @@ class MinibatchSource:
         if chunk_samples is None:
             chunk_samples = DEFAULT_CHUNK_SAMPLES if randomization_window is None else \
                 max(1, min(DEFAULT_CHUNK_SAMPLES, randomization_window // 8))
-        self.corpus = open_corpus(files, chunk_samples)
+        self.corpus = open_corpus(files, chunk_samples,
+                                  per_stream_counts=defines_mb_size is not None)
         names = list(self.corpus.stream_names)
         if streams is None:
             self.stream_map = {n: n for n in names}
@@ -531,6 +537,9 @@ class MinibatchSource:
         sizes, chunk_len = [], []
         for i in range(self.corpus.num_chunks):
             counts = np.asarray(self.corpus.chunk_sample_counts(i))
+            if counts.ndim == 1 and mb_column is not None:
+                raise ValueError(f"defines_mb_size={defines_mb_size!r} needs each stream's sample "
+                                 f"counts, but this corpus gives one count per sequence")
             if counts.ndim == 1:
                 size = counts
             elif mb_column is not None:

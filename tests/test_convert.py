@@ -312,3 +312,29 @@ def test_console_script(golden, tmp_path, script):
                            str(tmp_path / "x.idx")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert done.stderr.startswith("Error: ")
+
+
+def test_minibatch_source_on_cbf_path_honours_defines_mb_size(golden):
+    path = str(golden / "cbf" / "float.cbf")
+    mb = recio.MinibatchSource(path, randomize=False, defines_mb_size="labels").next_minibatch(11)
+    assert mb.ids.tolist() == [0, 1] and mb.num_samples == 11
+    assert recio.MinibatchSource(path, randomize=False).next_minibatch(11).ids.tolist() == [0]
+
+
+class _OneCountCorpus:
+    """A corpus that knows only one sample count per sequence (as a plain CBF reader does)."""
+    stream_names = ["a", "b"]
+    num_chunks = 1
+
+    def chunk_sample_counts(self, i):
+        return np.array([2, 3])
+
+    def read_chunk(self, i):
+        return [{"a": np.zeros((2, 1)), "b": np.zeros((1, 1))},
+                {"a": np.zeros((3, 1)), "b": np.zeros((1, 1))}]
+
+
+def test_defines_mb_size_needs_per_stream_counts():
+    with pytest.raises(ValueError, match="defines_mb_size='b' needs each stream"):
+        recio.MinibatchSource(_OneCountCorpus(), defines_mb_size="b")
+    assert recio.MinibatchSource(_OneCountCorpus(), randomize=False).next_minibatch(5).num_samples == 5
