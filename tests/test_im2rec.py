@@ -125,6 +125,41 @@ def test_output_size_follows_mxnet_rule_with_both_decoders(w, h, size, crop, fmt
         assert Image.open(io.BytesIO(out)).size == expected
 
 
+@pytest.mark.parametrize("size, crop, scale", [(120, False, 8), (100, False, 8), (85, False, 6),
+                                               (60, False, 4), (20, False, 2), (70, True, 5)])
+def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(monkeypatch, size,
+                                                                             crop, scale):
+    """The smallest libjpeg-turbo scale m/8 not below the target, except 7/8 (slower than 8/8
+    and no cheaper resize); the scaled decode is then cropped and resized to the same pixels as
+    a full-size decode would give, give or take the DCT scaling's own error."""
+    simplejpeg = pytest.importorskip("simplejpeg")
+    from recio import imageproc
+
+    x = np.linspace(0, 255, 160)
+    y = np.linspace(0, 255, 120)[:, None]
+    smooth = np.stack([np.broadcast_to(x, (120, 160)), np.broadcast_to(y, (120, 160)),
+                       (x + y) / 2], axis=-1).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(smooth).save(buf, "JPEG", quality=95)
+    calls = []
+    decode = simplejpeg.decode_jpeg
+
+    def spy(data, *args, **kwargs):
+        array = decode(data, *args, **kwargs)
+        calls.append(array.shape[:2])
+        return array
+
+    monkeypatch.setattr(simplejpeg, "decode_jpeg", spy)
+    options = ImageOptions(resize=size, center_crop=crop, decoder="simplejpeg")
+    fast = np.asarray(imageproc.render_image(buf.getvalue(), options)).astype(float)
+    assert calls == [(-(-120 * scale // 8), -(-160 * scale // 8))]
+    full = np.asarray(render_image(buf.getvalue(), ImageOptions(resize=size, center_crop=crop,
+                                                               decoder="pillow"))).astype(float)
+    assert fast.shape == full.shape
+    assert fast.shape[:2][::-1] == target_size(*((120, 120) if crop else (160, 120)), size)
+    assert np.abs(fast - full).mean() < 2.0  # same geometry: no shift, no scale error
+
+
 def test_geometry_helpers():
     assert target_size(50, 20, 32) == (80, 32) and target_size(30, 88, 32) == (32, 93)
     assert center_crop_box(10, 4) == (3, 0, 7, 4) and center_crop_box(4, 9) == (0, 2, 4, 6)
