@@ -124,7 +124,11 @@ def main() -> None:
                 target = TARGETS.get((kind, base))
                 if name.endswith(" mx"):
                     native = results[base][0]
-                    note = f"mx/native = {rps / native:.2f} (>= {MX_FLOOR:.2f})"
+                    note = f"{rps / native:.2f} of native"
+                    if target is not None:
+                        rate = bps if kind == "large" else rps
+                        ok = "OK" if rate >= MX_FLOOR * target else "MISS"
+                        note += f", {rate / target:.2f} of target (>= {MX_FLOOR:.2f}) {ok}"
                 elif target is None:
                     note = ""
                 elif kind == "large":

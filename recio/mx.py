@@ -11,13 +11,14 @@ pointer is shared between processes.
 from __future__ import annotations
 
 import os
+from array import array
 from typing import Any, Callable, List, Optional
 
 import numpy as np
 
 from .header import IRHeader, decode_image, encode_image, pack, unpack
 from .index import read_index
-from .reader import RecordReader
+from .reader import RecordReader, _is_range
 from .writer import RecordWriter
 
 # This process's id, refreshed in a forked child: comparing with it is cheaper than a getpid()
@@ -56,6 +57,7 @@ class MXRecordIO:
             self.writable = True
         elif self.flag == "r":
             self._reader = RecordReader(self.uri)
+            self._read = self._reader.read
             self.writable = False
         else:
             raise ValueError(f"Invalid flag {self.flag}")
@@ -74,7 +76,7 @@ class MXRecordIO:
         self.close()
         state = dict(self.__dict__)
         state["is_open"] = is_open
-        state["_reader"] = state["_writer"] = None
+        state["_reader"] = state["_writer"] = state["_read"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -112,10 +114,15 @@ class MXRecordIO:
 
     def write(self, buf: bytes) -> None:
         """Append one record."""
-        if not self.writable:
-            raise RuntimeError(f"{self.uri}: opened for reading (flag 'r'), cannot write")
-        self._check_pid(allow_reset=False)
-        self._writer.write(buf)
+        self._append(buf)
+
+    def _append(self, buf: bytes) -> int:
+        """Append one record and return its offset (checks the mode and the process)."""
+        if self.pid != _PID or not self.writable:
+            if not self.writable:
+                raise RuntimeError(f"{self.uri}: opened for reading (flag 'r'), cannot write")
+            self._check_pid(allow_reset=False)
+        return self._writer.write(buf)
 
     def read(self) -> Optional[bytes]:
         """The next record, or ``None`` at the end."""
@@ -123,7 +130,7 @@ class MXRecordIO:
             if self.writable:
                 raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
             self._check_pid(allow_reset=True)
-        return self._reader.read()
+        return self._read()
 
     def tell(self) -> int:
         """Current byte offset (of the next record)."""
@@ -144,6 +151,7 @@ class MXIndexedRecordIO(MXRecordIO):
 
     def open(self) -> None:
         super().open()
+        self._dense = None
         if self.writable:
             self.fidx = open(self.idx_path, "w")
             self.idx, self.keys = {}, []
@@ -153,11 +161,15 @@ class MXIndexedRecordIO(MXRecordIO):
         stamp = (stat.st_size, stat.st_mtime_ns, self._reader.size)
         if stamp == getattr(self, "_idx_stamp", None):  # reopened in a worker: index unchanged
             self.idx, self.keys = self._idx_cache
+            if _is_range(self.keys):
+                self._dense = array("q", self.idx.values())
             return
         keys, offsets = read_index(self.idx_path, self.key_type, rec_size=self._reader.size)
         self.idx = dict(zip(keys, offsets))
         self.keys = keys
         self._idx_stamp, self._idx_cache = stamp, (self.idx, self.keys)
+        if _is_range(keys):  # the usual 0..n-1 keys: look offsets up by position
+            self._dense = array("q", offsets)
 
     def close(self) -> None:
         if not self.is_open:
@@ -185,15 +197,19 @@ class MXIndexedRecordIO(MXRecordIO):
             if self.writable:
                 raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
             self._check_pid(allow_reset=True)
+        dense = self._dense
+        if dense is not None and type(idx) is int and 0 <= idx < len(dense):  # keys 0..n-1
+            pos = dense[idx]
+        else:
+            pos = self.idx[idx]
         reader = self._reader
-        reader.seek(self.idx[idx])
+        reader.seek(pos)
         return reader.read()
 
     def write_idx(self, idx: Any, buf: bytes) -> None:
         """Append a record under key ``idx`` and its ``.idx`` line."""
         key = self.key_type(idx)
-        pos = self.tell()
-        self.write(buf)
+        pos = self._append(buf)
         self.fidx.write(f"{key}\t{pos}\n")
         self.idx[key] = pos
         self.keys.append(key)

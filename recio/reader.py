@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import io
 import mmap
+import operator
 import os
 import warnings
+from array import array
 from collections.abc import Mapping
-from typing import (Any, BinaryIO, Callable, Iterator, List, Optional, Sequence, Tuple, Union)
+from typing import (Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 from .errors import RecordIOError
 from .framing import (CFLAG_FIRST, CFLAG_LAST, CFLAG_MIDDLE, HEADER_SIZE, LENGTH_MASK, MAGIC,
@@ -21,6 +24,7 @@ from .framing import (CFLAG_FIRST, CFLAG_LAST, CFLAG_MIDDLE, HEADER_SIZE, LENGTH
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 Span = Tuple[int, int]
 
+_unpack_header = PART_HEADER.unpack_from
 _FIRST_CONTINUATION_LREC = 1 << 29  # lrecord words below this have cflag 0 (a whole record)
 _CFLAG_NAMES = {0: "a whole record", 1: "a first part", 2: "a middle part", 3: "a last part"}
 
@@ -250,13 +254,30 @@ class RecordReader:
         """The record whose first part starts at byte ``offset``; the position is unchanged."""
         buf = self._buf
         if buf is not None and 0 <= offset <= self.size - 8:
-            magic, lrec = PART_HEADER.unpack_from(buf, offset)
+            magic, lrec = _unpack_header(buf, offset)
             end = offset + 8 + lrec
             if magic == MAGIC and lrec < _FIRST_CONTINUATION_LREC and end <= self.size:
                 return buf[offset + 8:end]
         offset = int(offset)
         spans, _ = self._locate(offset)
         return self._join(spans)
+
+    def read_many_at(self, offsets: Iterable[int]) -> List[bytes]:
+        """The records at each of ``offsets`` (a batch of ``read_at`` without a call per record)."""
+        buf, size, read_at = self._buf, self.size, self.read_at
+        if buf is None:
+            return [read_at(offset) for offset in offsets]
+        out: List[bytes] = []
+        append = out.append
+        for offset in offsets:
+            if 0 <= offset <= size - 8:
+                magic, lrec = _unpack_header(buf, offset)
+                end = offset + 8 + lrec
+                if magic == MAGIC and lrec < _FIRST_CONTINUATION_LREC and end <= size:
+                    append(buf[offset + 8:end])
+                    continue
+            append(read_at(offset))
+        return out
 
     def iter_offsets(self) -> Iterator[int]:
         """Offsets of every record head from the current position, validating framing but not
@@ -318,6 +339,11 @@ class RecordReader:
         self._pos = state["pos"]
 
 
+def _is_range(keys: List[Any]) -> bool:
+    """True when ``keys`` are exactly the ints 0..n-1 in order (the usual MXNet index)."""
+    return all(type(k) is int for k in keys[:1]) and keys == list(range(len(keys)))
+
+
 class IndexedRecordReader(Mapping):
     """Read-only mapping ``key -> record`` over a ``.rec`` and its ``.idx`` (index order).
 
@@ -341,24 +367,52 @@ class IndexedRecordReader(Mapping):
             keys: Sequence[Any] = list(range(len(offsets)))
         else:
             keys, offsets = read_index(self.idx_path, key_type, rec_size=self.reader.size)
-        self.offsets = dict(zip(keys, offsets))
-        if len(self.offsets) != len(keys):
-            warnings.warn(f"{self.idx_path}: {len(keys) - len(self.offsets)} duplicate keys; "
+        self._read_at = self.reader.read_at
+        self._dense: Optional[array] = None  # offsets by position when the keys are 0..n-1
+        self._offsets: Optional[dict] = None
+        if keys == range(len(keys)) or (isinstance(keys, list) and _is_range(keys)):
+            self._dense = array("q", offsets)
+            self._keys: Sequence[Any] = range(len(keys))
+            return
+        self._offsets = dict(zip(keys, offsets))
+        if len(self._offsets) != len(keys):
+            warnings.warn(f"{self.idx_path}: {len(keys) - len(self._offsets)} duplicate keys; "
                           f"the last offset of each is used (as MXNet does)", stacklevel=2)
-            keys = list(self.offsets)
+            keys = list(self._offsets)
         self._keys = list(keys)
 
-    def __getitem__(self, key: Any) -> bytes:
-        try:
-            offset = self.offsets[key]
-        except KeyError:
-            raise KeyError(key) from None
-        return self.reader.read_at(offset)
+    @property
+    def offsets(self) -> dict:
+        """``{key: byte offset}`` (built on first use when the keys are simply 0..n-1)."""
+        if self._offsets is None:
+            self._offsets = dict(zip(self._keys, self._dense))
+        return self._offsets
 
-    def read_many(self, keys: Sequence[Any]) -> List[bytes]:
+    def _offset(self, key: Any) -> int:
+        """Byte offset of ``key``; ``KeyError`` if it is not in the index."""
+        dense = self._dense
+        if dense is not None:
+            try:
+                position = operator.index(key)
+            except TypeError:
+                raise KeyError(key) from None
+            if 0 <= position < len(dense):
+                return dense[position]
+            raise KeyError(key)
+        try:
+            return self._offsets[key]
+        except (KeyError, TypeError):
+            raise KeyError(key) from None
+
+    def __getitem__(self, key: Any) -> bytes:
+        dense = self._dense
+        if dense is not None and type(key) is int and 0 <= key < len(dense):  # hot path
+            return self._read_at(dense[key])
+        return self._read_at(self._offset(key))
+
+    def read_many(self, keys: Iterable[Any]) -> List[bytes]:
         """The records of ``keys`` as a list (a batch read: one call instead of many)."""
-        offsets, read_at = self.offsets, self.reader.read_at
-        return [read_at(offsets[key]) for key in keys]
+        return self.reader.read_many_at(map(self._offset, keys))
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._keys)
@@ -368,8 +422,9 @@ class IndexedRecordReader(Mapping):
 
     def __contains__(self, key: Any) -> bool:
         try:
-            return key in self.offsets
-        except TypeError:
+            self._offset(key)
+            return True
+        except KeyError:
             return False
 
     def keys(self) -> List[Any]:  # type: ignore[override]

@@ -104,6 +104,7 @@ def test_roundtrip_any_payloads(payloads, trailing):
     reader = recio.RecordReader(io.BytesIO(data))
     assert list(reader) == payloads
     assert [reader.read_at(o) for o in offsets] == payloads
+    assert reader.read_many_at(offsets[::-1]) == payloads[::-1]
     assert list(recio.RecordReader(io.BytesIO(data)).iter_offsets()) == offsets
     batch_reader = recio.RecordReader(io.BytesIO(data))
     assert batch_reader.read_batch(7) + batch_reader.read_batch(10 ** 6) == payloads
@@ -184,6 +185,7 @@ def test_indexed_reader_without_idx_scans(golden, tmp_path):
     assert reader.idx_path is None
     assert reader.keys() == list(range(18))
     assert [reader[k] for k in reader] == list(recio.RecordReader(tmp_path / "noidx.rec"))
+    assert reader.read_many(np.arange(17, -1, -1)) == [reader[k] for k in range(17, -1, -1)]
     assert np.int32(3) in reader and len(reader) == 18
     with pytest.raises(KeyError):
         reader[18]
