@@ -55,24 +55,16 @@ def index_cmd(rec: str, output: Optional[str], key: str, quiet: bool) -> None:
 def _ids(rec: str, offsets: list) -> list:
     """The IRHeader id of each record (from its first 24 payload bytes)."""
     from recio.errors import RecordIOError
-    from recio.header import unpack
-    from recio.split import read_record_at
+    from recio.header import IR_SIZE, unpack
+    from recio.reader import RecordReader
 
-    fd = os.open(rec, os.O_RDONLY)
-    try:
+    with RecordReader(rec) as reader:
         ids = []
         for off in offsets:
-            head = os.pread(fd, 32, off)
-            if len(head) == 32 and (int.from_bytes(head[4:8], "little") & ((1 << 29) - 1)) >= 24 \
-                    and head[7] >> 5 == 0:
-                payload = head[8:]
-            else:  # short or multi-part first part: read the whole record
-                payload = read_record_at(fd, rec, off)
-            if len(payload) < 24:
-                raise RecordIOError(f"record of {len(payload)} bytes has no image header (24 "
+            head = reader.peek_at(off, IR_SIZE)
+            if len(head) < IR_SIZE:
+                raise RecordIOError(f"record of {len(head)} bytes has no image header ({IR_SIZE} "
                                     f"bytes) to take an id from; use --key position",
                                     path=rec, offset=off)
-            ids.append(unpack(bytes(payload[:24]))[0].id)
+            ids.append(unpack(head)[0].id)
         return ids
-    finally:
-        os.close(fd)

@@ -262,6 +262,17 @@ class RecordReader:
         spans, _ = self._locate(offset)
         return self._join(spans)
 
+    def peek_at(self, offset: int, n: int) -> bytes:
+        """The first ``n`` bytes of the record at ``offset`` (e.g. its image header), without
+        copying the rest of a large record."""
+        buf = self._buf
+        if buf is not None and 0 <= offset <= self.size - 8:
+            magic, lrec = _unpack_header(buf, offset)
+            if magic == MAGIC and n <= lrec < _FIRST_CONTINUATION_LREC \
+                    and offset + 8 + lrec <= self.size:
+                return buf[offset + 8:offset + 8 + n]
+        return self.read_at(offset)[:n]
+
     def read_many_at(self, offsets: Iterable[int]) -> List[bytes]:
         """The records at each of ``offsets`` (a batch of ``read_at`` without a call per record)."""
         buf, size, read_at = self._buf, self.size, self.read_at

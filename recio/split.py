@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import bisect
 import glob
-import mmap
 import os
 import warnings
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import framing
 from .errors import IndexFileError, RecordIOError
+from .reader import RecordReader
 
 PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, Sequence[PathLike]]
@@ -270,16 +270,16 @@ class InputSplit:
             for span in self.spans:
                 yield from iter_span(span.path, span.start, span.end, self.chunk_size)
             return
-        by_file: dict = {}
+        readers: dict = {}
         try:
             for path, off in self.record_offsets():
-                f = by_file.get(path)
-                if f is None:
-                    f = by_file[path] = open(path, "rb", buffering=0)
-                yield read_record_at(f.fileno(), path, off)
+                reader = readers.get(path)
+                if reader is None:
+                    reader = readers[path] = RecordReader(path)
+                yield reader.read_at(off)
         finally:
-            for f in by_file.values():
-                f.close()
+            for reader in readers.values():
+                reader.close()
 
     def read(self) -> Optional[bytes]:
         """The next record of the part, or ``None`` at its end (MXNet's ``NextRecord``)."""
@@ -362,40 +362,15 @@ def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None) -> I
 
     Raises ``RecordIOError`` (with the offset) on anything that is not a well-formed record.
     """
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        end = size if end is None else min(end, size)
+    with RecordReader(path) as reader:
+        end = reader.size if end is None else min(end, reader.size)
         if start >= end:
             return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            unpack = framing.PART_HEADER.unpack_from
-            magic_word, mask = framing.MAGIC, framing.LENGTH_MASK
-            off = start
-            while off < end:
-                head = off
-                cflag_expected = (0, 1)
-                while True:
-                    if off + 8 > size:
-                        raise RecordIOError(f"truncated record header ({size - off} of 8 bytes); "
-                                            f"the file ends mid-record", path=path, offset=off)
-                    magic, lrec = unpack(mm, off)
-                    if magic != magic_word:
-                        raise RecordIOError(f"expected the record magic 0x{magic_word:08X}, found "
-                                            f"0x{magic:08X}", path=path, offset=off)
-                    cflag, length = lrec >> 29, lrec & mask
-                    if cflag not in cflag_expected:
-                        raise RecordIOError(f"unexpected part flag {cflag} (expected one of "
-                                            f"{cflag_expected})", path=path, offset=off)
-                    nxt = off + 8 + length + (-length & 3)
-                    if off + 8 + length > size:
-                        raise RecordIOError(f"record part of {length} bytes runs past the end of "
-                                            f"the file ({size} bytes)", path=path, offset=off)
-                    off = nxt
-                    if cflag in (0, 3):
-                        break
-                    cflag_expected = (2, 3)
-                yield head
+        reader.seek(start)
+        for offset in reader.iter_offsets():
+            if offset >= end:
+                return
+            yield offset
 
 
 def iter_heads_with_keys(path: PathLike, start: int, end: int, keys: Optional[dict],
@@ -408,36 +383,6 @@ def iter_heads_with_keys(path: PathLike, start: int, end: int, keys: Optional[di
             key = str(counter[0])
         counter[0] += 1
         yield key, off
-
-
-def read_record_at(fd: int, path: str, offset: int) -> bytes:
-    """The payload of the record whose head is at ``offset`` (parts joined), read with ``pread``."""
-    pieces = []
-    off = offset
-    expected: Tuple[int, ...] = (0, 1)
-    while True:
-        header = os.pread(fd, framing.HEADER_SIZE, off)
-        if len(header) < framing.HEADER_SIZE:
-            raise RecordIOError(f"truncated record header ({len(header)} of 8 bytes)", path=path,
-                                offset=off)
-        magic, lrec = framing.PART_HEADER.unpack(header)
-        if magic != framing.MAGIC:
-            raise RecordIOError(f"expected the record magic 0x{framing.MAGIC:08X}, found "
-                                f"0x{magic:08X} (is the index stale?)", path=path, offset=off)
-        cflag, length = lrec >> 29, lrec & framing.LENGTH_MASK
-        if cflag not in expected:
-            raise RecordIOError(f"unexpected part flag {cflag} (expected one of {expected})",
-                                path=path, offset=off)
-        data = os.pread(fd, length, off + 8)
-        if len(data) < length:
-            raise RecordIOError(f"record part of {length} bytes runs past the end of the file",
-                                path=path, offset=off)
-        pieces.append(data)
-        if cflag in (0, 3):
-            break
-        off += 8 + length + (-length & 3)
-        expected = (2, 3)
-    return pieces[0] if len(pieces) == 1 else framing.MAGIC_BYTES.join(pieces)
 
 
 class _ChunkedFile:
@@ -529,5 +474,5 @@ def split_boundaries(source: Source, num_parts: int,
 
 
 __all__ = ["InputSplit", "FileSpan", "expand_source", "nominal_range", "seek_record_head",
-           "split_boundaries", "record_heads", "iter_heads_with_keys", "read_record_at",
+           "split_boundaries", "record_heads", "iter_heads_with_keys",
            "iter_span", "DEFAULT_CHUNK_SIZE"]

@@ -563,14 +563,14 @@ def check_images(path: "os.PathLike[str] | str", heads: "array | List[int]",
 
     from PIL import Image
 
-    from .split import read_record_at
+    from .reader import RecordReader
 
     path = os.fspath(path)
     bad: List[DamageRegion] = []
-    fd = os.open(path, os.O_RDONLY)
+    reader = RecordReader(path)
     try:
         for i, off in enumerate(heads):
-            record = read_record_at(fd, path, off)
+            record = reader.read_at(off)
             if progress is not None:
                 progress(1)
             if len(record) < _IR_SIZE:
@@ -590,7 +590,7 @@ def check_images(path: "os.PathLike[str] | str", heads: "array | List[int]",
                 bad.append(DamageRegion(off, off + 8 + len(record),
                                         f"record id {rid}: image does not decode ({exc})"))
     finally:
-        os.close(fd)
+        reader.close()
     return bad
 
 

@@ -105,6 +105,7 @@ def test_roundtrip_any_payloads(payloads, trailing):
     assert list(reader) == payloads
     assert [reader.read_at(o) for o in offsets] == payloads
     assert reader.read_many_at(offsets[::-1]) == payloads[::-1]
+    assert [reader.peek_at(o, 6) for o in offsets] == [p[:6] for p in payloads]
     assert list(recio.RecordReader(io.BytesIO(data)).iter_offsets()) == offsets
     batch_reader = recio.RecordReader(io.BytesIO(data))
     assert batch_reader.read_batch(7) + batch_reader.read_batch(10 ** 6) == payloads
