@@ -54,6 +54,12 @@ def bench(kind, count, size, folder, runs):
             for i, p in enumerate(payloads):
                 write(i, p)
 
+    def write_rec_only():
+        with recio.RecordWriter(rec) as w:
+            write = w.write
+            for p in payloads:
+                write(p)
+
     def write_mx():
         w = mx.MXIndexedRecordIO(idx, rec, "w")
         for i, p in enumerate(payloads):
@@ -98,7 +104,8 @@ def bench(kind, count, size, folder, runs):
     def load_index():
         recio.IndexedRecordReader(rec, idx).close()
 
-    for name, fn in [("write", write_native), ("write mx", write_mx), ("read", read_native),
+    for name, fn in [("write", write_native), ("write .rec only", write_rec_only),
+                     ("write mx", write_mx), ("read", read_native),
                      ("read_batch", read_batch), ("read mx", read_mx),
                      ("random", random_native), ("random read_many", random_batch),
                      ("random mx", random_mx), ("load .idx", load_index)]:
