@@ -21,7 +21,8 @@ setup(
     extras_require={
         "dev": ["pytest>=7", "hypothesis>=6"],
         "torch": ["torch>=1.12"],
-        "fast": ["simplejpeg>=1.6"],
+        # scaled JPEG decoding (simplejpeg) and OpenCV's resize, used automatically when present
+        "fast": ["simplejpeg>=1.6", "opencv-python-headless>=4.5"],
     },
     entry_points={
         "console_scripts": [

@@ -3,12 +3,15 @@
 Corpus: ``benchmarks/corpus.py`` (2,000 photo-like images cut from skimage.data photographs,
 10 class folders, ~85% with the long side 400-640 px, ~15% 1200-2400 px, a few PNG).
 Packs with ``im2rec PREFIX ROOT --resize 256 --quality 95 --num-thread 2`` (the installed
-console script, as a user runs it) with the optional simplejpeg decoder and with Pillow alone,
+console script, as a user runs it) with the optional fast extra (simplejpeg decoder + OpenCV
+resizer, each used when installed; ``RECIO_RESIZER=pillow`` turns the OpenCV resize off) and with
+Pillow alone,
 with thread and process workers, and an MXNet-like OpenCV baseline (imread, INTER_LINEAR
 resize, imencode, 2 processes; MXNet itself is not needed). Resize quality is the PSNR against
 an exact floating-point Lanczos downscale of the full-resolution source.
 
 Benchmark-only requirements: ``pip install scikit-image opencv-python-headless simplejpeg``.
+(opencv-python-headless is also the resizer of the ``recio[fast]`` extra.)
 Usage: ``python benchmarks/bench_im2rec.py [--n 2000] [--repeats 3] [--quality-sample 150]``.
 """
 from __future__ import annotations
@@ -51,7 +54,7 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def run_pack(prefix: str, root: str, extra: list) -> tuple:
+def run_pack(prefix: str, root: str, extra: list, resizer: str = "auto") -> tuple:
     """One pack run: (images/s, seconds, peak RSS MiB of the whole process tree)."""
     im2rec = shutil.which("im2rec")
     if im2rec is None:
@@ -62,7 +65,8 @@ def run_pack(prefix: str, root: str, extra: list) -> tuple:
     cmd = [im2rec, prefix, root, "--resize", "256", "--quality", "95", "--num-thread", "2",
            "--quiet", *extra]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "RECIO_RESIZER": resizer})
     peak = [0]
 
     def sample() -> None:
@@ -109,13 +113,17 @@ def run_opencv_baseline(paths: list) -> float:
     return len(paths) / seconds
 
 
-def cpu_cost(paths: list, decoder: str, sample: int = 400) -> tuple:
+def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tuple:
     """CPU milliseconds per image for read + transform + pack in one thread (load-independent),
     and where they go: ``{"resize": ms, "encode": ms, "decode and rest": ms}`` per image."""
     from PIL import Image
 
+    from recio import imageproc
     from recio.header import IRHeader, pack
     from recio.imageproc import ImageOptions, transform_image
+
+    imageproc.USE_OPENCV = resizer == "opencv"
+    cv2 = imageproc._cv2()
 
     options = ImageOptions(resize=256, quality=95, decoder=decoder)
     chosen = paths[::max(1, len(paths) // sample)][:sample]
@@ -132,6 +140,10 @@ def cpu_cost(paths: list, decoder: str, sample: int = 400) -> tuple:
         return call
 
     Image.Image.resize, Image.Image.save = timed("resize"), timed("encode")
+    if cv2 is not None:
+        originals["cv2"] = cv2.resize
+        cv2.resize = lambda *a, **k: timed("cv2")(*a, **k)
+        spent["cv2"] = 0.0
     try:
         start = time.process_time()
         for path in chosen:
@@ -140,16 +152,22 @@ def cpu_cost(paths: list, decoder: str, sample: int = 400) -> tuple:
         total = time.process_time() - start
     finally:
         Image.Image.resize, Image.Image.save = originals["resize"], originals["encode"]
+        if cv2 is not None:
+            cv2.resize = originals["cv2"]
+            spent["resize"] += spent.pop("cv2")
+        imageproc.USE_OPENCV = None
     stages = {k: 1000 * v / len(chosen) for k, v in spent.items()}
     stages["decode and rest"] = 1000 * (total - sum(spent.values())) / len(chosen)
     return 1000 * total / len(chosen), stages
 
 
-def thread_speedup(paths: list, decoder: str, sample: int = 200) -> float:
+def thread_speedup(paths: list, decoder: str, resizer: str, sample: int = 200) -> float:
     """Wall-clock speed-up of 2 threads over 1 on the same images (2.0: the codecs release the
     GIL all the time; a loaded machine lowers it too)."""
+    from recio import imageproc
     from recio.imageproc import ImageOptions, transform_image
 
+    imageproc.USE_OPENCV = resizer == "opencv"
     options = ImageOptions(resize=256, quality=95, decoder=decoder)
     datas = []
     for path in paths[::max(1, len(paths) // sample)][:sample]:
@@ -169,6 +187,7 @@ def thread_speedup(paths: list, decoder: str, sample: int = 200) -> float:
         t.start()
     for t in threads:
         t.join()
+    imageproc.USE_OPENCV = None
     return one / (time.perf_counter() - start)
 
 
@@ -178,7 +197,8 @@ def resize_quality(paths: list, sample: int) -> dict:
     import numpy as np
     from PIL import Image
 
-    from recio.imageproc import ImageOptions, have_fast_decoder, render_image, target_size
+    from recio import imageproc
+    from recio.imageproc import ImageOptions, render_image, target_size
 
     def psnr(a, ref):
         mse = np.mean((a.astype(np.float64) - np.clip(ref, 0, 255)) ** 2)
@@ -186,7 +206,6 @@ def resize_quality(paths: list, sample: int) -> dict:
 
     step = max(1, len(paths) // sample)
     scores: dict = {}
-    decoders = ["pillow"] + (["simplejpeg"] if have_fast_decoder() else [])
     for path in paths[::step][:sample]:
         data = open(path, "rb").read()
         src = Image.open(io.BytesIO(data)).convert("RGB")
@@ -197,10 +216,25 @@ def resize_quality(paths: list, sample: int) -> dict:
         linear = cv2.cvtColor(cv2.resize(bgr, size, interpolation=cv2.INTER_LINEAR),
                               cv2.COLOR_BGR2RGB)
         scores.setdefault("opencv INTER_LINEAR (MXNet)", []).append(psnr(linear, ref))
-        for decoder in decoders:
+        for decoder, resizer in combos():
+            imageproc.USE_OPENCV = resizer == "opencv"
             ours = np.asarray(render_image(data, ImageOptions(resize=256, decoder=decoder)))
-            scores.setdefault(f"recio ({decoder})", []).append(psnr(ours, ref))
+            scores.setdefault(f"recio ({decoder} + {resizer})", []).append(psnr(ours, ref))
+    imageproc.USE_OPENCV = None
     return {k: (statistics.mean(v), min(v), len(v)) for k, v in scores.items()}
+
+
+def combos() -> list:
+    """The (decoder, resizer) pairs that can run here, Pillow-only first."""
+    from recio.imageproc import have_fast_decoder
+
+    try:
+        import cv2  # noqa: F401
+        resizers = ["pillow", "opencv"]
+    except ImportError:
+        resizers = ["pillow"]
+    decoders = ["pillow"] + (["simplejpeg"] if have_fast_decoder() else [])
+    return [(d, r) for d in decoders for r in resizers]
 
 
 def main() -> None:
@@ -212,7 +246,7 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(HERE, "out", "im2rec"))
     args = parser.parse_args()
 
-    from recio.imageproc import have_fast_decoder
+    from recio.imageproc import have_fast_decoder, resizer_name
 
     os.makedirs(args.out, exist_ok=True)
     root = os.path.join(args.out, "corpus")
@@ -225,30 +259,32 @@ def main() -> None:
                    check=True, stdout=subprocess.DEVNULL)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
 
-    configs = []
-    if have_fast_decoder():
-        configs.append(("fast (simplejpeg)", ["--decoder", "simplejpeg"], "fast"))
-    else:
-        print("simplejpeg is not installed: the fast configuration is skipped "
-              "(pip install 'recio[fast]')")
-    configs.append(("Pillow only", ["--decoder", "pillow"], "pillow"))
+    fast_decoder = "simplejpeg" if have_fast_decoder() else "pillow"
+    fast_resizer = resizer_name()  # RECIO_RESIZER and whether cv2 imports, as im2rec decides
+    print(f"fast path here: decoder {fast_decoder} + resizer {fast_resizer} "
+          "(pip install 'recio[fast]' for simplejpeg + opencv)")
+    configs = [(f"fast ({fast_decoder} + {fast_resizer})", ["--decoder", fast_decoder],
+                fast_resizer, "fast"),
+               ("Pillow only (pillow + pillow)", ["--decoder", "pillow"], "pillow", "pillow")]
     print(f"\n== im2rec --resize 256 --quality 95 --num-thread 2 (median of {args.repeats})")
-    for name, extra, target in configs:
-        runs = [run_pack(prefix, root, extra) for _ in range(args.repeats)]
+    for name, extra, resizer, target in configs:
+        runs = [run_pack(prefix, root, extra, resizer) for _ in range(args.repeats)]
         rate = statistics.median(r[0] for r in runs)
         mem = max(r[2] for r in runs)
         print(f"{name:32s} {rate:7.0f} images/s (runs: "
               f"{', '.join(f'{r[0]:.0f}' for r in runs)}; target >= {TARGETS[target]:.0f})  "
               f"peak RSS {mem:5.0f} MiB (target < {TARGETS['mem_mb']:.0f})")
-    print("\n== workers: processes instead of the default threads (1 run each)")
-    for name, extra in [("Pillow only, processes", ["--decoder", "pillow", "--executor",
-                                                    "process"]),
-                        ("fast, processes", ["--decoder", "simplejpeg", "--executor",
-                                             "process"])]:
-        if "simplejpeg" in extra and not have_fast_decoder():
+    print("\n== other decoder + resizer pairs, threads (1 run each)")
+    for decoder, resizer in combos():
+        if (decoder, resizer) in (("pillow", "pillow"), (fast_decoder, fast_resizer)):
             continue
-        rate, seconds, mem = run_pack(prefix, root, extra)
-        print(f"{name:32s} {rate:7.0f} images/s  peak RSS {mem:5.0f} MiB, all processes")
+        rate, seconds, mem = run_pack(prefix, root, ["--decoder", decoder], resizer)
+        print(f"{decoder + ' + ' + resizer:32s} {rate:7.0f} images/s  peak RSS {mem:5.0f} MiB")
+    print("\n== workers: processes instead of the default threads (1 run each)")
+    for name, extra, resizer, _ in configs:
+        rate, seconds, mem = run_pack(prefix, root, extra + ["--executor", "process"], resizer)
+        print(f"{name + ', processes':32s} {rate:7.0f} images/s  peak RSS {mem:5.0f} MiB, "
+              "all processes")
     try:
         rate = run_opencv_baseline(paths)
         print(f"{'OpenCV baseline (MXNet-like)':32s} {rate:7.0f} images/s  (imread + "
@@ -257,15 +293,18 @@ def main() -> None:
         print("opencv-python-headless not installed: baseline skipped")
 
     print("\n== CPU cost per image, one thread (independent of the machine's load)")
-    for decoder in ["pillow"] + (["simplejpeg"] if have_fast_decoder() else []):
-        ms, stages = cpu_cost(paths, decoder)
-        print(f"{decoder:32s} {ms:5.2f} CPU ms/image (budget for the target "
-              f"{CPU_BUDGET_MS[decoder]:.1f}) -> {2000 / ms:5.0f} images/s on 2 idle cores if "
+    for decoder, resizer in combos():
+        ms, stages = cpu_cost(paths, decoder, resizer)
+        budget = CPU_BUDGET_MS["pillow" if (decoder, resizer) == ("pillow", "pillow")
+                               else "simplejpeg"]
+        print(f"{decoder + ' + ' + resizer:32s} {ms:5.2f} CPU ms/image (budget for the target "
+              f"{budget:.1f}) -> {2000 / ms:5.0f} images/s on 2 idle cores if "
               "the work splits perfectly")
         print(f"{'':32s} " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
     print("\n== 2 threads vs 1, in one process (do the codecs release the GIL?)")
-    for decoder in ["pillow"] + (["simplejpeg"] if have_fast_decoder() else []):
-        print(f"{decoder:32s} {thread_speedup(paths, decoder):5.2f}x wall-clock speed-up "
+    for decoder, resizer in combos():
+        speedup = thread_speedup(paths, decoder, resizer)
+        print(f"{decoder + ' + ' + resizer:32s} {speedup:5.2f}x wall-clock speed-up "
               f"(load average {os.getloadavg()[0]:.2f})")
 
     print(f"\n== resize quality: PSNR vs exact float Lanczos, {args.quality_sample} images "

@@ -34,7 +34,7 @@ from .atomic import AtomicFile
 from .errors import ImageError, RecordIOError
 from .framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
 from .header import IRHeader, pack
-from .imageproc import ImageOptions, transform_image
+from .imageproc import ImageOptions, set_opencv_threads, transform_image
 from .lists import ListItem, read_list_numbered
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -156,6 +156,7 @@ def _init_process_worker() -> None:
     """Worker processes leave Ctrl-C to the parent, which stops them cleanly."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+    set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
 
 
 def _batched(tasks: Iterable[Task], size: int) -> Iterator[List[Task]]:
@@ -384,6 +385,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
         batch_size = 8 if workers > 1 and kind == "process" else 4
     window = window or 4 * workers
     pool: Optional[Pool] = None
+    opencv_threads = set_opencv_threads(1)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -411,6 +413,9 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
         rec.close()
         log.close()
         raise  # the partial files stay for resume
+    finally:
+        if opencv_threads is not None:
+            set_opencv_threads(opencv_threads)
     if pool is not None:
         pool.close()
         pool.join()

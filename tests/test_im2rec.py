@@ -131,10 +131,12 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
                                                                              crop, scale):
     """The smallest libjpeg-turbo scale m/8 not below the target, except 7/8 (slower than 8/8
     and no cheaper resize); the scaled decode is then cropped and resized to the same pixels as
-    a full-size decode would give, give or take the DCT scaling's own error."""
+    a full-size decode would give, give or take the DCT scaling's own error. (Pillow resizer;
+    the OpenCV one keeps to the SIMD scales, see the next test.)"""
     simplejpeg = pytest.importorskip("simplejpeg")
     from recio import imageproc
 
+    monkeypatch.setattr(imageproc, "USE_OPENCV", False)
     x = np.linspace(0, 255, 160)
     y = np.linspace(0, 255, 120)[:, None]
     smooth = np.stack([np.broadcast_to(x, (120, 160)), np.broadcast_to(y, (120, 160)),
@@ -158,6 +160,158 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
     assert fast.shape == full.shape
     assert fast.shape[:2][::-1] == target_size(*((120, 120) if crop else (160, 120)), size)
     assert np.abs(fast - full).mean() < 2.0  # same geometry: no shift, no scale error
+
+
+def _smooth_jpeg(w=160, h=120, quality=95):
+    x = np.linspace(0, 255, w)
+    y = np.linspace(0, 255, h)[:, None]
+    smooth = np.stack([np.broadcast_to(x, (h, w)), np.broadcast_to(y, (h, w)),
+                       (x + y) / 2], axis=-1).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(smooth).save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("size, crop, scale", [(120, False, 8), (85, False, 8), (60, False, 4),
+                                               (40, False, 4), (20, False, 2), (70, True, 8)])
+def test_opencv_resizer_keeps_to_simd_scales_and_the_geometry(monkeypatch, size, crop, scale):
+    """With OpenCV resizing, simplejpeg decodes only at 1/8, 2/8, 4/8 or 8/8 (the 3/8-6/8
+    scales cost PSNR below MXNet's); the output has MXNet's size and Pillow's pixels, nearly."""
+    pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
+    simplejpeg = pytest.importorskip("simplejpeg")
+    from recio import imageproc
+
+    data = _smooth_jpeg()
+    calls = []
+    decode = simplejpeg.decode_jpeg
+
+    def spy(data, *args, **kwargs):
+        array = decode(data, *args, **kwargs)
+        calls.append(array.shape[:2])
+        return array
+
+    monkeypatch.setattr(simplejpeg, "decode_jpeg", spy)
+    monkeypatch.setattr(imageproc, "USE_OPENCV", True)
+    assert imageproc.resizer_name() == "opencv"
+    fast = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
+                                                      decoder="simplejpeg"))).astype(float)
+    assert calls == [(-(-120 * scale // 8), -(-160 * scale // 8))]
+    monkeypatch.setattr(imageproc, "USE_OPENCV", False)
+    assert imageproc.resizer_name() == "pillow"
+    full = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
+                                                      decoder="pillow"))).astype(float)
+    assert fast.shape == full.shape
+    assert fast.shape[:2][::-1] == target_size(*((120, 120) if crop else (160, 120)), size)
+    assert np.abs(fast - full).mean() < 2.0  # same geometry: no shift, no scale error
+
+
+@pytest.mark.parametrize("crop", [False, True])
+@pytest.mark.parametrize("decoder", ["pillow", "simplejpeg"])
+def test_opencv_resizer_keeps_the_exact_fractional_geometry(monkeypatch, decoder, crop):
+    """An odd-sized JPEG decoded at 1/2 has a rounded-up size (102x76 for 101.5x75.5 pixels):
+    the OpenCV path must map pixels as Pillow's exact box does, not stretch the extra half
+    pixel (a plain dsize resize is off by ~10 grey levels on this pattern, we are within 2)."""
+    pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
+    if decoder == "simplejpeg":
+        pytest.importorskip("simplejpeg")
+    from recio import imageproc
+
+    x, y = np.arange(203)[None, :], np.arange(151)[:, None]
+    wave = np.broadcast_to(127.5 + 100 * np.sin(x / 3.0) * np.cos(y / 4.0), (151, 203))
+    buf = io.BytesIO()
+    Image.fromarray(np.stack([wave, wave[::-1], wave[:, ::-1]], -1).astype(np.uint8)).save(
+        buf, "JPEG", quality=98)
+    options = ImageOptions(resize=60, center_crop=crop, decoder=decoder)
+    monkeypatch.setattr(imageproc, "USE_OPENCV", True)
+    fast = np.asarray(render_image(buf.getvalue(), options), dtype=float)
+    monkeypatch.setattr(imageproc, "USE_OPENCV", False)
+    exact = np.asarray(render_image(buf.getvalue(), ImageOptions(
+        resize=60, center_crop=crop, decoder="pillow")), dtype=float)
+    assert fast.shape == exact.shape == ((60, 60, 3) if crop else (60, 80, 3))
+    assert np.abs(fast - exact).mean() < 2.5
+
+
+@settings(max_examples=20, deadline=None)
+@given(w=st.integers(1, 70), h=st.integers(1, 70), size=st.integers(1, 40), crop=st.booleans(),
+       color=st.sampled_from([-1, 0, 1]), mode=st.sampled_from(["RGB", "L", "RGBA", "P"]),
+       fmt=st.sampled_from(["JPEG", "PNG"]), encoding=st.sampled_from([".jpg", ".png"]))
+def test_opencv_and_pillow_resizers_give_the_same_sizes_and_modes(w, h, size, crop, color, mode,
+                                                                  fmt, encoding):
+    """Every format, colour mode and encoding works on both resizers with identical sizes and
+    modes, and pixels of a flat image agree."""
+    pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
+    from recio import imageproc
+
+    if fmt == "JPEG" and mode not in ("RGB", "L"):
+        mode = "RGB"
+    buf = io.BytesIO()
+    Image.new(mode, (w, h), 90 if mode in ("L", "P") else (200, 30, 90, 255)[:len(mode)]
+              ).save(buf, fmt)
+    data = buf.getvalue()
+    out = {}
+    saved = imageproc.USE_OPENCV
+    try:
+        for use in (True, False):
+            imageproc.USE_OPENCV = use
+            for decoder in ["pillow"] + (["simplejpeg"] if have_fast_decoder() else []):
+                options = ImageOptions(resize=size, center_crop=crop, color=color,
+                                       encoding=encoding, decoder=decoder)
+                img = render_image(data, options)
+                out[use, decoder] = img
+                encoded = Image.open(io.BytesIO(transform_image(data, options)))
+                assert encoded.size == img.size
+    finally:
+        imageproc.USE_OPENCV = saved
+    box = center_crop_box(w, h) if crop else (0, 0, w, h)
+    expected = target_size(box[2] - box[0], box[3] - box[1], size)
+    reference = out[False, "pillow"]
+    for img in out.values():
+        assert img.size == expected and img.mode == reference.mode
+        diff = np.abs(np.asarray(img, dtype=float) - np.asarray(reference, dtype=float))
+        assert diff.max() <= 8  # flat colour: only JPEG rounding differs
+
+
+def test_resizer_environment_switch(tmp_path):
+    """RECIO_RESIZER=pillow forces Pillow; a bad value says what is allowed; importing recio
+    never imports cv2."""
+    pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
+    import sys
+
+    code = ("import sys, recio, recio.imageproc as ip; "
+            "assert sys.modules.get('cv2') is None; "
+            "print(ip.resizer_name())")
+    env = dict(os.environ)
+    for value, expected in [("pillow", "pillow"), ("auto", "opencv"), ("opencv", "opencv")]:
+        env["RECIO_RESIZER"] = value
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == expected
+    # without OpenCV: auto falls back to Pillow, opencv says what to install
+    hidden = "import sys; sys.modules['cv2'] = None; " + code
+    env["RECIO_RESIZER"] = "auto"
+    proc = subprocess.run([sys.executable, "-c", hidden], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "pillow", proc.stderr
+    env["RECIO_RESIZER"] = "opencv"
+    proc = subprocess.run([sys.executable, "-c", hidden], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0 and "pip install 'recio[fast]'" in proc.stderr
+    env["RECIO_RESIZER"] = "magic"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode != 0 and "RECIO_RESIZER must be auto, opencv or pillow" in proc.stderr
+
+
+@pytest.mark.parametrize("resizer", ["pillow", "auto"])
+def test_console_script_packs_golden_sizes_with_either_resizer(resizer, script, manifest, golden,
+                                                               tmp_path):
+    shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
+    args = pack_args(manifest, "pack_multi", tmp_path / "multi", golden / "im2rec" / "images")
+    proc = subprocess.run([script("im2rec"), *args, "--num-thread", "2"], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "RECIO_RESIZER": resizer})
+    assert proc.returncode == 0, proc.stderr
+    assert as_manifest(records(tmp_path / "multi.rec")) == manifest["packed"]["multi"]
 
 
 def test_geometry_helpers():
