@@ -11,7 +11,7 @@ install:
 	$(PIP) install -q -e .
 
 install-dev:
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,fast]'
 
 install-torch:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install -q '$(TORCH_PIN)' || \
