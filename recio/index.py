@@ -67,6 +67,23 @@ def write_index(idx_path: PathLike, keys: Iterable[Any], offsets: Iterable[int])
         f.write("".join(batch).encode())
 
 
+def load_index(rec_path: PathLike, idx_path: Optional[PathLike] = None,
+               key_type: Callable[[str], Any] = int,
+               rec_size: Optional[int] = None) -> Tuple[Optional[str], List[Any], List[int]]:
+    """``(idx path used, keys, offsets)`` for a ``.rec``: from ``idx_path``, else from the ``.idx``
+    beside it when there is one, else by scanning the file (keys ``0..n-1``, like ``rec2idx``)."""
+    if idx_path is None:
+        candidate = sibling_index_path(rec_path)
+        idx_path = candidate if os.path.exists(candidate) else None
+    if idx_path is None:
+        offsets = build_index(rec_path)
+        return None, list(range(len(offsets))), offsets
+    if rec_size is None:
+        rec_size = os.path.getsize(rec_path)
+    keys, offsets = read_index(idx_path, key_type, rec_size=rec_size)
+    return os.fspath(idx_path), keys, offsets
+
+
 def build_index(rec_path: PathLike) -> List[int]:
     """Offsets of every record in a ``.rec`` by scanning its headers (MXNet's ``rec2idx``)."""
     from .reader import RecordReader
@@ -75,4 +92,4 @@ def build_index(rec_path: PathLike) -> List[int]:
         return list(reader.iter_offsets())
 
 
-__all__ = ["read_index", "write_index", "build_index", "sibling_index_path"]
+__all__ = ["read_index", "write_index", "build_index", "load_index", "sibling_index_path"]

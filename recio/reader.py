@@ -365,19 +365,12 @@ class IndexedRecordReader(Mapping):
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Optional[Union[str, "os.PathLike[str]"]] = None,
                  key_type: Callable[[str], Any] = int) -> None:
-        from .index import build_index, read_index, sibling_index_path
+        from .index import load_index
 
         self.path = os.fspath(rec_path)
         self.reader = RecordReader(self.path)
-        if idx_path is None:
-            candidate = sibling_index_path(self.path)
-            idx_path = candidate if os.path.exists(candidate) else None
-        self.idx_path = None if idx_path is None else os.fspath(idx_path)
-        if self.idx_path is None:
-            offsets = build_index(self.path)
-            keys: Sequence[Any] = list(range(len(offsets)))
-        else:
-            keys, offsets = read_index(self.idx_path, key_type, rec_size=self.reader.size)
+        self.idx_path, keys, offsets = load_index(self.path, idx_path, key_type,
+                                                  rec_size=self.reader.size)
         self._read_at = self.reader.read_at
         self._dense: Optional[array] = None  # offsets by position when the keys are 0..n-1
         self._offsets: Optional[dict] = None

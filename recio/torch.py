@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -132,19 +132,11 @@ class RecordDataset(Dataset):
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
                  mode: str = "RGB", key_type: Callable[[str], Any] = int,
                  decoder: str = "auto") -> None:
-        from .index import build_index, read_index, sibling_index_path
+        from .index import load_index
 
         self.path_imgrec = os.fspath(path_imgrec)
-        if path_imgidx is None:
-            candidate = sibling_index_path(self.path_imgrec)
-            path_imgidx = candidate if os.path.exists(candidate) else None
-        self.path_imgidx = None if path_imgidx is None else os.fspath(path_imgidx)
-        if self.path_imgidx is None:
-            all_offsets = build_index(self.path_imgrec)
-            all_keys: List[Any] = list(range(len(all_offsets)))
-        else:
-            all_keys, all_offsets = read_index(self.path_imgidx, key_type,
-                                               rec_size=os.path.getsize(self.path_imgrec))
+        self.path_imgidx, all_keys, all_offsets = load_index(self.path_imgrec, path_imgidx,
+                                                             key_type)
         by_key = dict(zip(all_keys, all_offsets))
         if keys is None:
             self.keys = list(by_key)
