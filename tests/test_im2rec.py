@@ -125,6 +125,30 @@ def test_output_size_follows_mxnet_rule_with_both_decoders(w, h, size, crop, fmt
         assert Image.open(io.BytesIO(out)).size == expected
 
 
+def _smooth_jpeg(w=160, h=120, quality=95):
+    x = np.linspace(0, 255, w)
+    y = np.linspace(0, 255, h)[:, None]
+    smooth = np.stack([np.broadcast_to(x, (h, w)), np.broadcast_to(y, (h, w)),
+                       (x + y) / 2], axis=-1).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(smooth).save(buf, "JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def _record_decodes(monkeypatch, simplejpeg):
+    """Spy on simplejpeg.decode_jpeg: the returned list collects each decode's (height, width)."""
+    calls = []
+    decode = simplejpeg.decode_jpeg
+
+    def spy(data, *args, **kwargs):
+        array = decode(data, *args, **kwargs)
+        calls.append(array.shape[:2])
+        return array
+
+    monkeypatch.setattr(simplejpeg, "decode_jpeg", spy)
+    return calls
+
+
 @pytest.mark.parametrize("size, crop, scale", [(120, False, 8), (100, False, 8), (85, False, 6),
                                                (60, False, 4), (20, False, 2), (70, True, 5)])
 def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(monkeypatch, size,
@@ -137,39 +161,16 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
     from recio import imageproc
 
     monkeypatch.setattr(imageproc, "USE_OPENCV", False)
-    x = np.linspace(0, 255, 160)
-    y = np.linspace(0, 255, 120)[:, None]
-    smooth = np.stack([np.broadcast_to(x, (120, 160)), np.broadcast_to(y, (120, 160)),
-                       (x + y) / 2], axis=-1).astype(np.uint8)
-    buf = io.BytesIO()
-    Image.fromarray(smooth).save(buf, "JPEG", quality=95)
-    calls = []
-    decode = simplejpeg.decode_jpeg
-
-    def spy(data, *args, **kwargs):
-        array = decode(data, *args, **kwargs)
-        calls.append(array.shape[:2])
-        return array
-
-    monkeypatch.setattr(simplejpeg, "decode_jpeg", spy)
+    data = _smooth_jpeg()
+    calls = _record_decodes(monkeypatch, simplejpeg)
     options = ImageOptions(resize=size, center_crop=crop, decoder="simplejpeg")
-    fast = np.asarray(imageproc.render_image(buf.getvalue(), options)).astype(float)
+    fast = np.asarray(imageproc.render_image(data, options)).astype(float)
     assert calls == [(-(-120 * scale // 8), -(-160 * scale // 8))]
-    full = np.asarray(render_image(buf.getvalue(), ImageOptions(resize=size, center_crop=crop,
-                                                               decoder="pillow"))).astype(float)
+    full = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
+                                                      decoder="pillow"))).astype(float)
     assert fast.shape == full.shape
     assert fast.shape[:2][::-1] == target_size(*((120, 120) if crop else (160, 120)), size)
     assert np.abs(fast - full).mean() < 2.0  # same geometry: no shift, no scale error
-
-
-def _smooth_jpeg(w=160, h=120, quality=95):
-    x = np.linspace(0, 255, w)
-    y = np.linspace(0, 255, h)[:, None]
-    smooth = np.stack([np.broadcast_to(x, (h, w)), np.broadcast_to(y, (h, w)),
-                       (x + y) / 2], axis=-1).astype(np.uint8)
-    buf = io.BytesIO()
-    Image.fromarray(smooth).save(buf, "JPEG", quality=quality)
-    return buf.getvalue()
 
 
 @pytest.mark.parametrize("size, crop, scale", [(120, False, 8), (85, False, 8), (60, False, 4),
@@ -182,15 +183,7 @@ def test_opencv_resizer_keeps_to_simd_scales_and_the_geometry(monkeypatch, size,
     from recio import imageproc
 
     data = _smooth_jpeg()
-    calls = []
-    decode = simplejpeg.decode_jpeg
-
-    def spy(data, *args, **kwargs):
-        array = decode(data, *args, **kwargs)
-        calls.append(array.shape[:2])
-        return array
-
-    monkeypatch.setattr(simplejpeg, "decode_jpeg", spy)
+    calls = _record_decodes(monkeypatch, simplejpeg)
     monkeypatch.setattr(imageproc, "USE_OPENCV", True)
     assert imageproc.resizer_name() == "opencv"
     fast = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
