@@ -16,7 +16,7 @@ _LAZY = {
     "RecordWriter": "recio.writer",
     "IndexedRecordWriter": "recio.writer",
     "RecordReader": "recio.reader",
-    "IndexedRecordReader": "recio.reader",
+    "IndexedRecordReader": "recio.indexed",
     "build_index": "recio.index",
     "read_index": "recio.index",
     "write_index": "recio.index",
@@ -47,7 +47,7 @@ _LAZY = {
 }
 _SUBMODULES = {"mx", "cbf", "torch", "framing", "lists", "packing", "sequence", "minibatch",
                "stats", "convert", "imageproc", "bucketing", "split", "imageiter", "threaded",
-               "atomic", "torch_minibatch"}
+               "atomic", "torch_minibatch", "indexed", "index", "reader", "writer", "errors"}
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
            "SequenceError", *_LAZY]

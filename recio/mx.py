@@ -18,7 +18,8 @@ import numpy as np
 
 from .header import IRHeader, decode_image, encode_image, pack, unpack
 from .index import read_index
-from .reader import RecordReader, _is_range
+from .indexed import _is_range
+from .reader import RecordReader
 from .writer import RecordWriter
 
 # This process's id, refreshed in a forked child: comparing with it is cheaper than a getpid()
