@@ -17,11 +17,21 @@ appears at a 4-aligned file offset except as a part header.
 Why a length word can never be taken for the magic: ``(MAGIC >> 29) & 7 == 6`` and valid
 cflags are 0..3, so a scan for "aligned magic followed by cflag 0 or 1" finds exactly the record
 heads. That is what lets a file be split at arbitrary byte offsets (see ``find_record_head``).
+
+It also makes a corrupt length visible: a length field that grew swallows the records after it,
+and their heads are magic words at 4-aligned offsets *inside* the record's data, which a valid
+writer never leaves there. ``check_part_header`` is the one header rule and
+``first_aligned_magic``/``count_aligned_magic`` the one data rule; every parser in recio calls
+them (the reader's hot loop copies the header rule verbatim, and says so).
 """
 from __future__ import annotations
 
 import struct
-from typing import List, Union
+from typing import Any, List, Optional, Tuple, Union
+
+import numpy as np
+
+from .errors import RecordIOError
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -134,8 +144,114 @@ def find_record_head(buf: Buffer, start: int = 0, end: int = -1, base: int = 0) 
 
 
 _WORD = struct.Struct("<I")
+_MAGIC_U32 = np.uint32(MAGIC)
+#: below this many bytes a ``find`` loop is cheaper than a NumPy pass
+_SMALL_SEARCH = 2048
+#: the NumPy pass looks at this many bytes at a time (bounds its temporary arrays)
+_SEARCH_BLOCK = 1 << 22
+CFLAG_NAMES = {0: "a whole record", 1: "a first part", 2: "a middle part", 3: "a last part"}
+
+
+# -- the framing checks: one rule, raised with one set of messages --------------------------------
+def check_part_header(magic: int, lrecord: int, offset: int, size: int, record_offset: int,
+                      path: Optional[str] = None) -> Tuple[int, int]:
+    """Check the part header read at ``offset`` of a ``size``-byte file; return ``(cflag, length)``.
+
+    ``record_offset`` is where the record began (equal to ``offset`` for its first part). The
+    claimed length is checked against the bytes that exist *before* anything is read or
+    allocated for it. Raises ``RecordIOError`` naming ``path`` and the offset.
+    """
+    if magic != MAGIC:
+        what = "a record" if offset == record_offset else f"the record at byte {record_offset}"
+        raise RecordIOError(
+            f"bad magic 0x{magic:08x} where a part of {what} should start (expected "
+            f"0x{MAGIC:08x}): the file is corrupt here or the offset is not a record head",
+            path, offset)
+    cflag, length = lrecord >> 29, lrecord & LENGTH_MASK
+    if offset == record_offset:
+        if cflag > CFLAG_FIRST:
+            raise RecordIOError(
+                f"record starts with cflag {cflag} ({CFLAG_NAMES.get(cflag, 'invalid')}); a "
+                f"record must start with cflag 0 or 1", path, offset)
+    elif cflag != CFLAG_MIDDLE and cflag != CFLAG_LAST:
+        raise RecordIOError(
+            f"multi-part record started at byte {record_offset} expects a middle or last part "
+            f"(cflag 2 or 3) here, found cflag {cflag} ({CFLAG_NAMES.get(cflag, 'invalid')})",
+            path, offset)
+    if offset + HEADER_SIZE + length > size:
+        raise RecordIOError(
+            f"part claims {length} bytes but the file ends {size - offset - HEADER_SIZE} bytes "
+            f"after its header (truncated file or corrupt length)", path, offset)
+    return cflag, length
+
+
+def truncated_header_error(offset: int, size: int, record_offset: int,
+                           path: Optional[str] = None) -> RecordIOError:
+    """The error for a part header that the end of the file cuts short (or an offset past it)."""
+    if offset < 0 or (offset == record_offset and offset >= size):
+        return RecordIOError(f"offset is outside the {size}-byte file", path, offset)
+    cut = "" if offset == record_offset else f"; the record at byte {record_offset} is cut off"
+    return RecordIOError(f"truncated file: a part header needs 8 bytes but the file ends "
+                         f"{size - offset} bytes after this offset{cut}", path, offset)
+
+
+def swallowed_head_error(record_offset: int, inner: int,
+                         path: Optional[str] = None) -> RecordIOError:
+    """The error for a record whose data holds a 4-aligned magic word at ``inner``.
+
+    A valid writer never leaves one there, so the record's length field is corrupt: it runs over
+    the record(s) that start at ``inner``.
+    """
+    return RecordIOError(
+        f"the record's data holds a record magic at the 4-aligned byte {inner}, which a RecordIO "
+        f"writer never leaves inside data: its length field is corrupt and swallows the "
+        f"record(s) after it (read with on_error='skip' to recover them)", path, record_offset)
+
+
+def first_aligned_magic(buf: Any, start: int, end: int) -> int:
+    """Offset of the first magic word at a 4-aligned offset in ``buf[start:end]``, or -1.
+
+    ``buf[0]`` must sit at a 4-aligned file offset (a whole file, mmap or bytes) and ``start``
+    must be 4-aligned. Small ranges use ``find``; larger ones a NumPy pass over 32-bit words.
+    """
+    if end - start < _SMALL_SEARCH:
+        find = getattr(buf, "find", None)
+        if find is None:  # a memoryview
+            chunk = bytes(buf[start:end])
+            find, base, start, end = chunk.find, start, 0, len(chunk)
+        else:
+            base = 0
+        pos = find(MAGIC_BYTES, start, end)
+        while pos >= 0:
+            if pos & 3 == 0:
+                return base + pos
+            pos = find(MAGIC_BYTES, pos + 1, end)
+        return -1
+    for block in range(start, end, _SEARCH_BLOCK):
+        stop = min(block + _SEARCH_BLOCK, end)
+        words = np.frombuffer(buf, dtype="<u4", count=(stop - block) >> 2, offset=block)
+        hits = np.flatnonzero(words == _MAGIC_U32)
+        del words
+        if len(hits):
+            return block + 4 * int(hits[0])
+    return -1
+
+
+def count_aligned_magic(buf: Any, start: int, end: int) -> int:
+    """How many magic words lie at 4-aligned offsets in ``buf[start:end]`` (same alignment
+    rules as ``first_aligned_magic``). In a valid file that is exactly the number of part
+    headers in the range, which is how a reader checks a run of records in one pass."""
+    total = 0
+    for block in range(start, end, _SEARCH_BLOCK):
+        stop = min(block + _SEARCH_BLOCK, end)
+        words = np.frombuffer(buf, dtype="<u4", count=(stop - block) >> 2, offset=block)
+        total += int(np.count_nonzero(words == _MAGIC_U32))
+        del words
+    return total
 
 __all__ = ["MAGIC", "MAGIC_BYTES", "PART_HEADER", "HEADER_SIZE", "MAX_RECORD_LENGTH",
            "LENGTH_MASK", "CFLAG_WHOLE", "CFLAG_FIRST", "CFLAG_MIDDLE", "CFLAG_LAST", "PADDING",
            "encode_lrecord", "decode_cflag", "decode_length", "pad_size", "split_payload",
-           "frame_parts", "encode_record", "find_record_head"]
+           "frame_parts", "encode_record", "find_record_head", "check_part_header",
+           "truncated_header_error", "swallowed_head_error", "first_aligned_magic",
+           "count_aligned_magic", "CFLAG_NAMES"]

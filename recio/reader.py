@@ -1,4 +1,4 @@
-"""Record readers: ``RecordReader`` (sequential and by offset) and ``IndexedRecordReader`` (by key).
+"""``RecordReader``: sequential and by-offset reading of a RecordIO file (by key: ``recio.indexed``).
 
 Local files are memory-mapped and read by position, so a reader opened before ``fork()`` keeps
 working in DataLoader workers and no file pointer is shared. Every framing problem raises
@@ -10,31 +10,54 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from typing import Any, BinaryIO, Iterable, Iterator, List, Optional, Tuple, Union
+
+import numpy as np
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
 from .errors import RecordIOError
-from .framing import (CFLAG_FIRST, CFLAG_LAST, CFLAG_MIDDLE, HEADER_SIZE, LENGTH_MASK, MAGIC,
-                      MAGIC_BYTES, PART_HEADER, find_record_head)
+from .framing import (CFLAG_LAST, HEADER_SIZE, MAGIC, MAGIC_BYTES, PART_HEADER,
+                      check_part_header, find_record_head,
+                      first_aligned_magic, swallowed_head_error, truncated_header_error)
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 Span = Tuple[int, int]
+#: called in skip mode for every damaged region passed over: (start, end, the error)
+DamageHandler = Callable[[int, int, RecordIOError], None]
 
 _unpack_header = PART_HEADER.unpack_from
 _FIRST_CONTINUATION_LREC = 1 << 29  # lrecord words below this have cflag 0 (a whole record)
-_CFLAG_NAMES = {0: "a whole record", 1: "a first part", 2: "a middle part", 3: "a last part"}
+#: a sequential window covers at most this many bytes (it starts smaller and grows)
+_WINDOW_BYTES = 1 << 20
+#: a sequential read() checks this much ahead at first, growing while reads stay sequential
+_FIRST_WINDOW = 1 << 12
+#: records shorter than this are searched for a swallowed head in their own copy
+_SMALL_RECORD = 4096
+_MAGIC_WORD = np.uint32(MAGIC)
+_MAGIC_FIRST_BYTE = MAGIC_BYTES[0]
 
 
 class RecordReader:
     """Reads a RecordIO file: iterate for records, ``read()`` for the next, ``read_at()`` by offset.
 
-    ``on_error="skip"`` resynchronises after damage at the next valid record head, counting the
-    bytes passed over in ``skipped_bytes`` and keeping the errors in ``errors``.
+    Every record is checked before it is returned: its part headers (``framing.check_part_header``)
+    and its data, which must not hold a magic word at a 4-aligned offset (a length field that
+    swallows the records after it would otherwise return them as one garbage record). Damage
+    raises ``RecordIOError`` with the file and byte offset.
+
+    ``on_error="skip"`` instead resynchronises at the next record head after damage, counting
+    the bytes passed over in ``skipped_bytes``, keeping the errors in ``errors`` (the first
+    10,000) and calling ``on_damage(start, end, error)`` for each region passed over.
+    ``trust_lengths=True`` is the fast mode: it does not look inside record data for swallowed
+    records (as MXNet reads); header checks stay.
     """
 
-    def __init__(self, source: PathOrFile, on_error: str = "raise") -> None:
+    def __init__(self, source: PathOrFile, on_error: str = "raise", *,
+                 trust_lengths: bool = False, on_damage: Optional[DamageHandler] = None) -> None:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         self.on_error = on_error
+        self.trust_lengths = trust_lengths
+        self.on_damage = on_damage
         self._file: Optional[BinaryIO] = None
         self._owns_file = False
         if isinstance(source, (str, os.PathLike)):
@@ -49,6 +72,7 @@ class RecordReader:
         self._buf: Any = None  # mmap or bytes when the whole file is addressable, else None
         self._open_buffer()
         self._pos = 0
+        self._clear_ahead()
         self.skipped_bytes = 0
         self.errors: List[RecordIOError] = []
 
@@ -72,53 +96,43 @@ class RecordReader:
             raise TypeError(f"{self.path or f!r}: RecordReader needs a path or a seekable binary file")
         self.size = f.seek(0, os.SEEK_END)  # a seekable stream: read by seek + read
 
-    # -- low level -------------------------------------------------------------------------
-    def _header(self, pos: int, record_pos: int) -> Tuple[int, int]:
-        """(magic, lrecord) of the part at ``pos`` (of the record at ``record_pos``), checked."""
-        if pos < 0 or pos + HEADER_SIZE > self.size:
-            if pos < 0 or (pos == record_pos and pos >= self.size):
-                raise RecordIOError(f"offset is outside the {self.size}-byte file",
-                                    self.path, pos)
-            cut = "" if pos == record_pos else f"; the record at byte {record_pos} is cut off"
-            raise RecordIOError(f"truncated file: a part header needs 8 bytes but the file ends "
-                                f"{self.size - pos} bytes after this offset{cut}", self.path, pos)
+    # -- one record: the slow, fully general path --------------------------------------------
+    def _bytes(self, start: int, end: int) -> Any:
+        """``file[start:end]`` (a slice of the map, or read from a stream)."""
         if self._buf is not None:
-            return PART_HEADER.unpack_from(self._buf, pos)
-        self._file.seek(pos)
-        return PART_HEADER.unpack(self._file.read(HEADER_SIZE))
+            return self._buf[start:end]
+        self._file.seek(start)
+        return self._file.read(end - start)
 
     def _locate(self, pos: int) -> Tuple[List[Span], int]:
-        """Validate the record whose first part is at ``pos``: its data spans and the next offset."""
+        """Check the record whose first part is at ``pos``: its data spans and the next offset."""
         spans: List[Span] = []
-        part_pos = pos
+        part_pos, size = pos, self.size
+        if pos & 3 and 0 <= pos < size:
+            raise RecordIOError("offset is not 4-aligned, so it is not a record head",
+                                self.path, pos)
         while True:
-            what = "a record" if part_pos == pos else f"the record at byte {pos}"
-            magic, lrec = self._header(part_pos, pos)
-            if magic != MAGIC:
-                raise RecordIOError(
-                    f"bad magic 0x{magic:08x} where a part of {what} should start (expected "
-                    f"0x{MAGIC:08x}): the file is corrupt here or the offset is not a record head",
-                    self.path, part_pos)
-            cflag, length = lrec >> 29, lrec & LENGTH_MASK
+            if part_pos < 0 or part_pos + HEADER_SIZE > size:
+                raise truncated_header_error(part_pos, size, pos, self.path)
+            magic, lrec = PART_HEADER.unpack(self._bytes(part_pos, part_pos + HEADER_SIZE))
+            cflag, length = check_part_header(magic, lrec, part_pos, size, pos, self.path)
             start = part_pos + HEADER_SIZE
-            if start + length > self.size:
-                raise RecordIOError(
-                    f"part claims {length} bytes but the file ends {self.size - start} bytes after "
-                    f"its header (truncated file?)", self.path, part_pos)
-            if part_pos == pos:
-                if cflag > CFLAG_FIRST:
-                    raise RecordIOError(
-                        f"record starts with cflag {cflag} ({_CFLAG_NAMES.get(cflag, 'invalid')}); "
-                        f"a record must start with cflag 0 or 1", self.path, part_pos)
-            elif cflag not in (CFLAG_MIDDLE, CFLAG_LAST):
-                raise RecordIOError(
-                    f"multi-part record started at byte {pos} expects a middle or last part "
-                    f"(cflag 2 or 3) here, found cflag {cflag} "
-                    f"({_CFLAG_NAMES.get(cflag, 'invalid')})", self.path, part_pos)
+            part_end = start + length + (-length & 3)
+            if not self.trust_lengths:
+                inner = self._stray_magic(start, min(part_end, size))
+                if inner >= 0:
+                    raise swallowed_head_error(pos, inner, self.path)
             spans.append((start, start + length))
-            part_pos = start + length + (-length & 3)
+            part_pos = part_end
             if cflag == 0 or cflag == CFLAG_LAST:
                 return spans, part_pos
+
+    def _stray_magic(self, start: int, end: int) -> int:
+        """File offset of a 4-aligned magic word in ``[start, end)``, or -1."""
+        if self._buf is not None:
+            return first_aligned_magic(self._buf, start, end)
+        found = first_aligned_magic(self._bytes(start, end), 0, end - start)
+        return found if found < 0 else start + found
 
     def _join(self, spans: List[Span]) -> bytes:
         """The record bytes for its part spans, magic re-inserted between parts (one copy)."""
@@ -129,43 +143,35 @@ class RecordReader:
                 return buf[start:end]
             with memoryview(buf) as view:
                 return MAGIC_BYTES.join([view[a:b] for a, b in spans])
-        pieces = []
-        for a, b in spans:
-            self._file.seek(a)
-            pieces.append(self._file.read(b - a))
-        return MAGIC_BYTES.join(pieces)
+        return MAGIC_BYTES.join([self._bytes(a, b) for a, b in spans])
 
     def _next_spans(self, pos: int) -> Tuple[Optional[int], List[Span], int]:
         """(offset, part spans, next offset) of the first readable record at or after ``pos``.
 
-        In skip mode damage is passed over (and a record whose span holds another record head is
-        dropped: its length is corrupt); offset is None when nothing is left.
+        In skip mode damage is passed over to the next record head; offset is None when
+        nothing is left.
         """
         while pos < self.size:
             try:
                 spans, nxt = self._locate(pos)
-                if self.on_error == "skip":
-                    inner = self._find_head(pos + 4, nxt)
-                    if inner >= 0:
-                        raise RecordIOError(f"record overlaps the record head at byte {inner}: "
-                                            f"its length field is corrupt", self.path, pos)
                 return pos, spans, nxt
             except RecordIOError as exc:
                 if self.on_error != "skip":
                     raise
-                if len(self.errors) < 10000:
-                    self.errors.append(exc)
                 head = self._find_head(pos + 4)
-                self.skipped_bytes += (self.size if head < 0 else head) - pos
+                stop = self.size if head < 0 else head
+                self._skipped(pos, stop, exc)
                 if head < 0:
                     return None, [], self.size
                 pos = head
         return None, [], pos
 
-    def _next(self, pos: int) -> Tuple[Optional[int], Optional[bytes], int]:
-        """Like ``_next_spans`` but with the record's bytes."""
-        offset, spans, nxt = self._next_spans(pos)
-        return offset, (None if offset is None else self._join(spans)), nxt
+    def _skipped(self, start: int, end: int, exc: RecordIOError) -> None:
+        self.skipped_bytes += end - start
+        if len(self.errors) < 10000:
+            self.errors.append(exc)
+        if self.on_damage is not None:
+            self.on_damage(start, end, exc)
 
     def _find_head(self, start: int, end: int = -1) -> int:
         """File offset of the next record head in ``[start, end)`` (default: to EOF), or -1."""
@@ -183,6 +189,92 @@ class RecordReader:
             pos += chunk
         return -1
 
+    # -- many records: the checked window walk -------------------------------------------------
+    def _walk(self, pos: int, max_bytes: int) -> Tuple[List[int], List[int], int]:
+        """``(heads, ends, next)`` of the consecutive whole records from ``pos`` that lie in the
+        next ``max_bytes``, checked; empty when the slow path must look at ``pos`` itself.
+
+        In a valid file the 4-aligned magic words of a window are exactly its part heads, so
+        one NumPy pass finds them and checks the chain: each head's ``lrecord`` says cflag 0
+        and a length that ends where the next head begins. A magic word inside a record's data
+        (a swallowed record) or a cflag other than 0 stops the run before that record; a
+        missing head stops it after the record before the gap. The slow path (``_next_spans``)
+        then raises, skips or joins a multi-part record there. A first record larger than the
+        window is checked on its own.
+        """
+        buf, size = self._buf, self.size
+        if buf is None or pos & 3 or pos > size - HEADER_SIZE:
+            return [], [], pos
+        if self.trust_lengths:
+            return self._walk_trusting(pos, max_bytes)
+        nwin = (min(size, pos + max_bytes) - pos) >> 2  # words in the window
+        nall = min(nwin + 1, (size - pos) >> 2)  # one more: the lrecord of a head at its end
+        words = np.frombuffer(buf, dtype="<u4", count=nall, offset=pos)
+        hits = np.flatnonzero(words[:nwin] == _MAGIC_WORD)
+        if not len(hits) or hits[0] != 0:
+            del words
+            return [], [], pos
+        hits = hits[hits + 1 < nall]
+        lrec = words[hits + 1].astype(np.int64)
+        del words
+        heads = pos + 4 * hits
+        ends = heads + HEADER_SIZE + lrec  # only meaningful where cflag == 0 (lrec < 2**29)
+        padded = (ends + 3) & ~3
+        window_end = pos + 4 * nwin
+        stop = (lrec >= _FIRST_CONTINUATION_LREC) | (padded > window_end)
+        stop[:-1] |= padded[:-1] > heads[1:]  # the next head lies inside this record
+        gap = np.zeros(len(hits), dtype=bool)
+        gap[:-1] = padded[:-1] < heads[1:]  # no head where this record ends: keep it, stop after
+        gap[-1] = padded[-1] < window_end
+        first_stop = int(np.argmax(stop)) if stop.any() else len(hits)
+        first_gap = int(np.argmax(gap)) + 1 if gap.any() else len(hits)
+        k = min(first_stop, first_gap)
+        if k == 0:  # a record larger than the window, or the slow path's business
+            end = self._check_whole(pos)
+            return ([pos], [end], min(size, (end + 3) & ~3)) if end >= 0 else ([], [], pos)
+        return heads[:k].tolist(), ends[:k].tolist(), min(size, int(padded[k - 1]))
+
+    def _walk_trusting(self, pos: int, max_bytes: int) -> Tuple[List[int], List[int], int]:
+        """``_walk`` for ``trust_lengths``: hop from header to header, not looking at data."""
+        buf, size = self._buf, self.size
+        heads: List[int] = []
+        ends: List[int] = []
+        add_head, add_end = heads.append, ends.append
+        stop_at, last, p = pos + max_bytes, size - HEADER_SIZE, pos
+        while p <= last:
+            magic, lrec = _unpack_header(buf, p)
+            end = p + 8 + lrec
+            # framing.check_part_header for a whole record, copied for speed: magic, cflag 0,
+            # length inside the file (anything else goes to the slow path, which raises)
+            if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > size:
+                break
+            add_head(p)
+            add_end(end)
+            p = end + (-lrec & 3)
+            if p >= stop_at:
+                break
+        return heads, ends, min(p, size)
+
+    def _spans_from(self, pos: int, window: int) -> Tuple[List[int], List[List[Span]], int]:
+        """Offsets and part spans of the next records from ``pos`` (a window, or one record via
+        the slow path), and the offset after them; empty at the end of the file."""
+        heads, ends, nxt = self._walk(pos, window)
+        if heads:
+            return heads, [[(h + 8, e)] for h, e in zip(heads, ends)], nxt
+        offset, spans, nxt = self._next_spans(pos)
+        if offset is None:
+            return [], [], nxt
+        return [offset], [spans], nxt
+
+    def _clear_ahead(self) -> None:
+        """Forget the records ``read()`` checked ahead (after a seek or reset)."""
+        self._ahead_heads: List[int] = []
+        self._ahead_ends: List[int] = []
+        self._ahead_next: List[int] = []
+        self._ahead_i = 0
+        self._window = 0  # bytes read() checks ahead; 0: one record (after a seek)
+        self._sequential_at = -1  # where read() left off: reading on from here is sequential
+
     # -- public API ------------------------------------------------------------------------
     def records_with_offsets(self) -> Iterator[Tuple[int, bytes]]:
         """Yield ``(offset, record)`` from the current position to the end of the file."""
@@ -192,58 +284,143 @@ class RecordReader:
         return self._scan(False)
 
     def _scan(self, with_offsets: bool) -> Iterator[Any]:
-        buf, size, unpack = self._buf, self.size, PART_HEADER.unpack_from
-        fast = buf is not None and self.on_error == "raise"  # skip mode checks every record
+        buf = self._buf
+        window = _FIRST_WINDOW
         while True:
             pos = self._pos
-            if pos >= size:
+            if pos >= self.size:
                 return
-            if fast and pos + 8 <= size:  # hot path: a whole record, cflag 0
-                magic, lrec = unpack(buf, pos)
-                end = pos + 8 + lrec
-                if magic == MAGIC and lrec < _FIRST_CONTINUATION_LREC and end <= size:
-                    self._pos = end + (-lrec & 3)
-                    yield (pos, buf[pos + 8:end]) if with_offsets else buf[pos + 8:end]
-                    continue
-            offset, record, self._pos = self._next(pos)
+            self._clear_ahead()
+            heads, ends, nxt = self._walk(pos, window)
+            if heads:
+                window = min(window * 4, _WINDOW_BYTES)
+                for head, end, after in zip(heads, ends, heads[1:] + [nxt]):
+                    self._pos = after
+                    yield (head, buf[head + 8:end]) if with_offsets else buf[head + 8:end]
+                continue
+            offset, spans, self._pos = self._next_spans(pos)
             if offset is None:
                 return
+            record = self._join(spans)
             yield (offset, record) if with_offsets else record
+
+    def iter_spans(self) -> Iterator[Tuple[int, List[Span]]]:
+        """Yield ``(offset, part spans)`` of every record from the current position, checked
+        like any read but copying nothing (the spans are ``(start, end)`` of each part's data)."""
+        window = _FIRST_WINDOW
+        while self._pos < self.size:
+            self._clear_ahead()
+            offsets, spans, nxt = self._spans_from(self._pos, window)
+            if not offsets:
+                self._pos = nxt
+                return
+            window = min(window * 4, _WINDOW_BYTES)
+            for i, offset in enumerate(offsets):
+                self._pos = offsets[i + 1] if i + 1 < len(offsets) else nxt
+                yield offset, spans[i]
 
     def read(self) -> Optional[bytes]:
         """The next record, or ``None`` at the end of the file."""
-        pos, buf = self._pos, self._buf
-        if buf is not None and 0 <= pos <= self.size - 8 and self.on_error == "raise":
-            magic, lrec = PART_HEADER.unpack_from(buf, pos)
-            end = pos + 8 + lrec
-            if magic == MAGIC and lrec < _FIRST_CONTINUATION_LREC and end <= self.size:
-                self._pos = end + (-lrec & 3)
-                return buf[pos + 8:end]
-        offset, record, self._pos = self._next(pos)
-        return record
+        i = self._ahead_i
+        heads = self._ahead_heads
+        if i < len(heads) and heads[i] == self._pos:
+            self._ahead_i = i + 1
+            self._pos = self._sequential_at = self._ahead_next[i]
+            return self._buf[heads[i] + 8:self._ahead_ends[i]]
+        return self._read_window()
+
+    def _read_window(self) -> Optional[bytes]:
+        """``read()`` when nothing checked is pending: after a seek one record, and while the
+        reads stay sequential a window ahead that grows each time; or the slow path."""
+        pos = self._pos
+        if pos >= self.size:
+            return None
+        self._ahead_heads = []
+        if pos != self._sequential_at:
+            self._window = 0
+        if self._window == 0:  # random access: check just this record
+            self._window = _FIRST_WINDOW
+            record = self._read_whole(pos)
+            if record is not None:
+                lrec = len(record)
+                self._pos = self._sequential_at = min(self.size, pos + 8 + lrec + (-lrec & 3))
+                return record
+        else:
+            heads, ends, nxt = self._walk(pos, self._window)
+            self._window = min(self._window * 4, _WINDOW_BYTES)
+            if heads:
+                self._ahead_heads, self._ahead_ends = heads, ends
+                self._ahead_next = heads[1:] + [nxt]
+                self._ahead_i = 1
+                self._pos = self._sequential_at = self._ahead_next[0]
+                return self._buf[pos + 8:ends[0]]
+        offset, spans, self._pos = self._next_spans(pos)
+        self._sequential_at = self._pos
+        return None if offset is None else self._join(spans)
 
     def read_batch(self, n: int) -> List[bytes]:
-        """Up to ``n`` next records as a list (fewer at the end): the fastest sequential read."""
+        """Up to ``n`` next records as a list (fewer at the end): the fastest sequential read.
+
+        Damage after some records of the batch ends the batch early; the next call raises.
+        """
         out: List[bytes] = []
-        append = out.append
-        buf, size, unpack = self._buf, self.size, PART_HEADER.unpack_from
-        pos = self._pos
-        if buf is not None and self.on_error == "raise":
-            limit = size - 8
-            while len(out) < n and pos <= limit:
-                magic, lrec = unpack(buf, pos)
-                end = pos + 8 + lrec
-                if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > size:
+        buf, pos = self._buf, self._pos
+        self._clear_ahead()
+        while len(out) < n and pos < self.size:
+            heads, ends, nxt = self._walk(pos, _WINDOW_BYTES)
+            if heads:
+                want = n - len(out)
+                if len(heads) > want:
+                    heads, ends, nxt = heads[:want], ends[:want], heads[want]
+                out += [buf[h + 8:e] for h, e in zip(heads, ends)]
+                pos = nxt
+                continue
+            try:
+                offset, spans, pos = self._next_spans(pos)
+            except RecordIOError:
+                if out:
                     break
-                append(buf[pos + 8:end])
-                pos = end + (-lrec & 3)
-        self._pos = pos
-        while len(out) < n:
-            record = self.read()
-            if record is None:
+                self._pos = pos
+                raise
+            if offset is None:
                 break
-            append(record)
+            out.append(self._join(spans))
+        self._pos = pos
         return out
+
+    def _check_whole(self, offset: int) -> int:
+        """End of the whole (single-part) record at ``offset`` if its framing and data check
+        out on the fast path, else -1 (the slow path then decides)."""
+        buf = self._buf
+        if buf is None or offset & 3 or not 0 <= offset <= self.size - 8:
+            return -1
+        magic, lrec = _unpack_header(buf, offset)
+        end = offset + 8 + lrec
+        # framing.check_part_header for a whole record, copied for speed (see _walk)
+        if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
+            return -1
+        if not self.trust_lengths and \
+                first_aligned_magic(buf, offset + 8, min(end + (-lrec & 3), self.size)) >= 0:
+            return -1
+        return end
+
+    def _read_whole(self, offset: int) -> Optional[bytes]:
+        """The whole (single-part) record at ``offset`` if it checks out on the fast path, else
+        None (the slow path then decides)."""
+        buf = self._buf
+        if buf is None or offset & 3 or not 0 <= offset <= self.size - 8:
+            return None
+        magic, lrec = _unpack_header(buf, offset)
+        end = offset + 8 + lrec
+        # framing.check_part_header for a whole record, copied for speed (see _walk_trusting)
+        if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
+            return None
+        if self.trust_lengths:
+            return buf[offset + 8:end]
+        padded = min(end + (-lrec & 3), self.size)
+        if first_aligned_magic(buf, offset + 8, padded) >= 0:
+            return None
+        return buf[offset + 8:end]
 
     def read_at(self, offset: int) -> bytes:
         """The record whose first part starts at byte ``offset``; the position is unchanged."""
@@ -251,58 +428,64 @@ class RecordReader:
         if buf is not None and 0 <= offset <= self.size - 8:
             magic, lrec = _unpack_header(buf, offset)
             end = offset + 8 + lrec
-            if magic == MAGIC and lrec < _FIRST_CONTINUATION_LREC and end <= self.size:
-                return buf[offset + 8:end]
-        offset = int(offset)
-        spans, _ = self._locate(offset)
+            # framing.check_part_header for a small whole record, copied for speed; its data
+            # (and a word running into the padding) must hold no aligned magic: without the
+            # magic's first byte (a memchr) it holds none
+            if magic == MAGIC and lrec < _SMALL_RECORD and end <= self.size and not offset & 3:
+                data = buf[offset + 8:end]
+                if self.trust_lengths or _MAGIC_FIRST_BYTE not in data or (
+                        MAGIC_BYTES not in data and (
+                            not lrec & 3 or buf[end & ~3:(end & ~3) + 4] != MAGIC_BYTES)):
+                    return data
+        record = self._read_whole(offset)
+        if record is not None:
+            return record
+        spans, _ = self._locate(int(offset))
+        return self._join(spans)
+
+    def view_at(self, offset: int) -> Any:
+        """The record at ``offset`` as a read-only zero-copy ``memoryview`` of the map where it
+        is a single part (a ``bytes`` copy otherwise), checked like ``read_at``."""
+        end = self._check_whole(offset)
+        if end >= 0:
+            return memoryview(self._buf)[offset + 8:end]
+        spans, _ = self._locate(int(offset))
         return self._join(spans)
 
     def peek_at(self, offset: int, n: int) -> bytes:
         """The first ``n`` bytes of the record at ``offset`` (e.g. its image header), without
         copying the rest of a large record."""
-        buf = self._buf
-        if buf is not None and 0 <= offset <= self.size - 8:
-            magic, lrec = _unpack_header(buf, offset)
-            if magic == MAGIC and n <= lrec < _FIRST_CONTINUATION_LREC \
-                    and offset + 8 + lrec <= self.size:
-                return buf[offset + 8:offset + 8 + n]
+        end = self._check_whole(offset)
+        if end >= 0:
+            return self._buf[offset + 8:min(offset + 8 + n, end)]
         return self.read_at(offset)[:n]
 
     def read_many_at(self, offsets: Iterable[int]) -> List[bytes]:
-        """The records at each of ``offsets`` (a batch of ``read_at`` without a call per record)."""
-        buf, size, read_at = self._buf, self.size, self.read_at
-        if buf is None:
-            return [read_at(offset) for offset in offsets]
-        out: List[bytes] = []
-        append = out.append
-        for offset in offsets:
-            if 0 <= offset <= size - 8:
-                magic, lrec = _unpack_header(buf, offset)
-                end = offset + 8 + lrec
-                if magic == MAGIC and lrec < _FIRST_CONTINUATION_LREC and end <= size:
-                    append(buf[offset + 8:end])
-                    continue
-            append(read_at(offset))
-        return out
+        """The records at each of ``offsets`` (a batch of ``read_at``)."""
+        return [self.read_at(offset) for offset in offsets]
 
     def iter_offsets(self) -> Iterator[int]:
-        """Offsets of every record head from the current position, validating framing but not
-        copying payloads (what ``build_index`` uses)."""
-        buf, size, unpack = self._buf, self.size, PART_HEADER.unpack_from
-        fast = buf is not None and self.on_error == "raise"
-        pos = self._pos
-        while pos < size:
-            if fast and pos + 8 <= size:
-                magic, lrec = unpack(buf, pos)
-                end = pos + 8 + lrec
-                if magic == MAGIC and lrec < _FIRST_CONTINUATION_LREC and end <= size:
-                    yield pos
-                    pos = end + (-lrec & 3)
-                    continue
-            offset, _, pos = self._next_spans(pos)
+        """Offsets of every record head from the current position, checked like any read but
+        copying no payloads (what ``build_index`` uses)."""
+        window = _FIRST_WINDOW
+        while self._pos < self.size:
+            self._clear_ahead()
+            heads, _, nxt = self._walk(self._pos, window)
+            if heads:
+                window = min(window * 4, _WINDOW_BYTES)
+                for head, after in zip(heads, heads[1:] + [nxt]):
+                    self._pos = after
+                    yield head
+                continue
+            offset, _, self._pos = self._next_spans(self._pos)
             if offset is None:
                 return
             yield offset
+
+    @property
+    def buffer(self) -> Any:
+        """The memory-mapped file (``bytes`` for an in-memory file, ``None`` for a stream)."""
+        return self._buf
 
     def seek(self, offset: int) -> None:
         """Move to byte ``offset`` (which should be a record head, e.g. from an ``.idx``)."""
@@ -318,15 +501,20 @@ class RecordReader:
     def reset(self) -> None:
         """Go back to the start of the file."""
         self._pos = 0
+        self._clear_ahead()
 
     def close(self) -> None:
         """Release the memory map and the file (if the reader opened it)."""
         if isinstance(self._buf, mmap.mmap):
-            self._buf.close()
+            try:
+                self._buf.close()
+            except BufferError:  # a view_at() memoryview is still alive: the GC unmaps later
+                pass
         self._buf = None
         if self._owns_file and self._file is not None:
             self._file.close()
         self._file = None
+        self._clear_ahead()
 
     def __enter__(self) -> "RecordReader":
         return self
@@ -338,10 +526,12 @@ class RecordReader:
         if not self._owns_file:
             raise TypeError("a RecordReader over a caller's file object cannot be pickled; "
                             "open it from a path instead")
-        return {"path": self.path, "pos": self._pos, "on_error": self.on_error}
+        return {"path": self.path, "pos": self._pos, "on_error": self.on_error,
+                "trust_lengths": self.trust_lengths}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], on_error=state["on_error"])
+        self.__init__(state["path"], on_error=state["on_error"],
+                      trust_lengths=state.get("trust_lengths", False))
         self._pos = state["pos"]
 
 

@@ -1,4 +1,4 @@
-"""InputSplit: part k of n of one logical byte stream made of several ``.rec`` files (SPEC §4).
+"""InputSplit: part k of n of one logical byte stream made of several ``.rec`` files.
 
 This reproduces dmlc-core's ``InputSplitBase::ResetPartition`` + ``RecordIOSplitter``, which is
 what MXNet's ``ImageRecordIter(num_parts=n, part_index=k)`` reads:
@@ -10,8 +10,9 @@ what MXNet's ``ImageRecordIter(num_parts=n, part_index=k)`` reads:
   that holds the offset; reaching that file's end means "the start of the next file".
 
 A record belongs to the part that holds its head, so for every n every record is read by exactly
-one part, in file order. Finding a boundary reads only a few KB around it (``os.pread``), and a
-part is read in bounded chunks of ``chunk_size`` bytes, never loaded whole.
+one part, in file order. Finding a boundary reads only a few KB around it (``os.pread``); a part
+is read through ``RecordReader`` (a memory map: only the pages of the part are touched), so a
+damaged part raises exactly what any other reader raises.
 
 An *indexed* split (``balance="records"``) uses the ``.idx`` files instead and gives each part
 ``ceil(N / n)`` records, like dmlc's ``IndexedRecordIOSplitter``; ``shuffle=True`` then reads a
@@ -26,7 +27,7 @@ import warnings
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import framing
-from .errors import IndexFileError, RecordIOError
+from .errors import IndexFileError
 from .reader import RecordReader
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -132,7 +133,7 @@ class _Layout:
         return bisect.bisect_right(self.starts, pos) - 1
 
     def to_head(self, pos: int, max_window: int) -> int:
-        """Move global offset ``pos`` forward to the next record head (the rule of SPEC §4)."""
+        """Move global offset ``pos`` forward to the next record head (dmlc's rule, above)."""
         i = self.file_of(pos)
         if i >= len(self.paths) or pos == self.starts[i]:
             return pos
@@ -385,83 +386,23 @@ def iter_heads_with_keys(path: PathLike, start: int, end: int, keys: Optional[di
         yield key, off
 
 
-class _ChunkedFile:
-    """A read-ahead window over a file: reads up to ``limit`` in chunks, further only on demand."""
-
-    def __init__(self, f, start: int, limit: int, chunk_size: int) -> None:
-        self.f, self.limit = f, limit
-        self.buf = bytearray(chunk_size)
-        self.view = memoryview(self.buf)
-        self.lo = self.hi = 0  # valid unread bytes are buf[lo:hi]
-        self.offset = start  # file offset of buf[lo]
-        f.seek(start)
-
-    def ensure(self, n: int) -> bool:
-        """Make ``buf[lo:lo+n]`` valid; False if the file ends first."""
-        have = self.hi - self.lo
-        if have >= n:
-            return True
-        rest = bytes(self.view[self.lo:self.hi])
-        if n > len(self.buf):  # a record larger than a chunk: grow to fit it
-            self.view.release()
-            self.buf = bytearray(n)
-            self.view = memoryview(self.buf)
-        self.buf[:have] = rest
-        self.lo, self.hi = 0, have
-        # read ahead to the part's end, never past it unless the record needs it
-        stop = min(len(self.buf), max(self.limit - self.offset, n))
-        while self.hi < stop:
-            got = self.f.readinto(self.view[self.hi:stop])
-            if not got:
-                break
-            self.hi += got
-        return self.hi >= n
-
-    def advance(self, n: int) -> None:
-        self.lo += n
-        self.offset += n
-
-
 def iter_span(path: PathLike, start: int, end: int,
               chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[bytes]:
-    """Payloads of the records whose heads lie in ``[start, end)`` of ``path``, read in chunks.
+    """Payloads of the records whose heads lie in ``[start, end)`` of ``path``.
 
     ``start`` must be a record head; the last record is read to its end even past ``end``.
+    Records are read and checked by ``RecordReader`` (the one parser), so damage raises the same
+    ``RecordIOError`` at the same offset as any other reader; ``chunk_size`` is kept for
+    compatibility (the file is memory-mapped, and only the pages read are touched).
     """
-    path = os.fspath(path)
-    unpack = framing.PART_HEADER.unpack_from
-    magic_word, mask = framing.MAGIC, framing.LENGTH_MASK
-    with open(path, "rb", buffering=0) as f:
-        r = _ChunkedFile(f, start, end, chunk_size)
-        while r.offset < end:
-            pieces: List[bytes] = []
-            expected: Tuple[int, ...] = (0, 1)
-            while True:
-                if not r.ensure(8):
-                    raise RecordIOError(f"truncated record header ({r.hi - r.lo} of 8 bytes); the "
-                                        f"file ends mid-record", path=path, offset=r.offset)
-                magic, lrec = unpack(r.buf, r.lo)
-                if magic != magic_word:
-                    raise RecordIOError(f"expected the record magic 0x{magic_word:08X}, found "
-                                        f"0x{magic:08X}", path=path, offset=r.offset)
-                cflag, length = lrec >> 29, lrec & mask
-                if cflag not in expected:
-                    raise RecordIOError(f"unexpected part flag {cflag} (expected one of "
-                                        f"{expected})", path=path, offset=r.offset)
-                total = 8 + length + (-length & 3)
-                if not r.ensure(total):
-                    raise RecordIOError(f"record part of {length} bytes runs past the end of the "
-                                        f"file", path=path, offset=r.offset)
-                data = bytes(r.view[r.lo + 8:r.lo + 8 + length])
-                r.advance(total)
-                if cflag == 0:
-                    yield data
-                    break
-                pieces.append(data)
-                if cflag == 3:
-                    yield framing.MAGIC_BYTES.join(pieces)
-                    break
-                expected = (2, 3)
+    if start >= end:
+        return
+    with RecordReader(path) as reader:
+        reader.seek(start)
+        for record in reader:
+            yield record
+            if reader.tell() >= end:  # the next record is the next part's (damage there too)
+                return
 
 
 def split_boundaries(source: Source, num_parts: int,

@@ -1,16 +1,16 @@
 """What is in a ``.rec`` file, and where it is damaged: the library side of inspect and verify.
 
-``scan_file`` makes one pass over an mmap of the file, hopping from part header to part header
-with ``struct.unpack_from`` (payloads are not copied, except multi-part records and the sampled
-image headers), so it runs at page-cache speed on files of many GB in bounded memory. Along the
-way it gathers record statistics, image-header statistics (``IRHeader`` flags, labels, ids,
-image formats, and width x height of a sample read from the JPEG/PNG/GIF/BMP/WebP headers
-without decoding), recognises the face-recognition layout (SPEC §10), checks the ``.idx`` beside
-the file, and records every damaged byte region (``DamageRegion``) instead of stopping.
+``scan_file`` makes one pass over a memory map of the file through ``RecordReader`` in skip mode
+(payloads are not copied, except multi-part records and the sampled image headers), so it runs
+at page-cache speed on files of many GB in bounded memory, and finds damage exactly where every
+reader would raise. Along the way it gathers record statistics, image-header statistics
+(``IRHeader`` flags, labels, ids, image formats, and width x height of a sample read from the
+JPEG/PNG/GIF/BMP/WebP headers without decoding), recognises the face-recognition layout (header
+record 0 holding ``[first identity key, end]``), checks the ``.idx`` beside the file, and
+records every damaged byte region (``DamageRegion``) instead of stopping.
 """
 from __future__ import annotations
 
-import bisect
 import mmap
 import os
 import random
@@ -227,12 +227,6 @@ def image_size(buf: Any, start: int = 0, end: Optional[int] = None
 
 
 # -- the scan -----------------------------------------------------------------------------------
-def _resync(mm: Any, pos: int, size: int) -> int:
-    """The next record head at or after ``pos`` (or the file size): framing's one resync rule."""
-    found = framing.find_record_head(mm, pos, size, base=0)
-    return size if found < 0 else found
-
-
 def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int = 0,
               index_path: Optional[str] = None, check_index: bool = True, deep: bool = False,
               collect_heads: bool = False,
@@ -240,12 +234,18 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
               ) -> Tuple[FileStats, Optional[array]]:
     """Scan ``path`` once; return its ``FileStats`` and (if ``collect_heads``) the record heads.
 
+    The records are walked by ``RecordReader`` in skip mode, so what counts as damage here is
+    exactly what makes every reader raise (bad headers, lengths past the end, interrupted
+    multi-part records, and record data holding an aligned magic word: a corrupt length that
+    swallows the records after it); each damaged region is what skip mode passes over.
     ``sample``: how many image records (spread over the file) have their width x height read.
-    ``show``: describe the first ``show`` records in ``stats.shown``. ``deep``: also search every
-    payload for aligned magic words (a false record head would mis-split the file; this reads
-    every byte). ``index_path`` (default: the ``.idx`` beside the file) is checked when it exists.
-    ``progress(nbytes)`` is called now and then with the bytes scanned since the last call.
+    ``show``: describe the first ``show`` records in ``stats.shown``. ``deep`` is accepted for
+    compatibility: every scan now reads every byte for swallowed record heads. ``index_path``
+    (default: the ``.idx`` beside the file) is checked when it exists. ``progress(nbytes)`` is
+    called now and then with the bytes scanned since the last call.
     """
+    from .reader import RecordReader
+
     path = os.fspath(path)
     if index_path is None:
         candidate = os.path.splitext(path)[0] + ".idx"
@@ -253,28 +253,35 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     want_heads = collect_heads or index_path is not None
     heads = array("Q")
     st = FileStats(path=path)
-    with open(path, "rb") as f:
-        st.size = size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            if index_path is not None:
-                st.index = check_index_file(index_path, heads, size)
-            return st, (heads if collect_heads else None)
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-                mm.madvise(mmap.MADV_SEQUENTIAL)
-            _scan(mm, st, heads if want_heads else None, sample, show, deep, progress)
+    damage = st.damage
+
+    def add_damage(start: int, end: int, error: RecordIOError) -> None:
+        reason = error.message
+        if damage and damage[-1].end == start:
+            damage[-1].end = end
+            damage[-1].reason += "; " + reason
+        else:
+            damage.append(DamageRegion(start, end, reason))
+        if "swallows" in reason:
+            st.stray_heads += 1
+
+    with RecordReader(path, on_error="skip", on_damage=add_damage) as reader:
+        st.size = reader.size
+        mm = reader.buffer
+        if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+            mm.madvise(mmap.MADV_SEQUENTIAL)
+        _scan(reader, st, heads if want_heads else None, sample, show, progress)
     if index_path is not None:
-        st.index = check_index_file(index_path, heads, size)
+        st.index = check_index_file(index_path, heads, st.size)
     return st, (heads if collect_heads else None)
 
 
-def _scan(mm: Any, st: FileStats, heads: Optional[array], sample: int, show: int, deep: bool,
+def _scan(reader: Any, st: FileStats, heads: Optional[array], sample: int, show: int,
           progress: Optional[Callable[[int], None]]) -> None:
-    size = st.size
-    unpack = framing.PART_HEADER.unpack_from
+    mm, size = reader.buffer, st.size
     ir_unpack = _IR.unpack_from
     f32_unpack = _F32.unpack_from
-    magic_word, mask, magic_bytes = framing.MAGIC, framing.LENGTH_MASK, framing.MAGIC_BYTES
+    magic_bytes = framing.MAGIC_BYTES
     signatures = _SIGNATURES
     img = st.images
     lengths = array("L")
@@ -289,95 +296,23 @@ def _scan(mm: Any, st: FileStats, heads: Optional[array], sample: int, show: int
     face: Optional[Dict[str, Any]] = None
     face_identity_records = 0
     records = parts = multipart = payload_bytes = 0
-    damage = st.damage
     reported = 0
-
-    def add_damage(start: int, end: int, reason: str) -> None:
-        if damage and damage[-1].end == start:
-            damage[-1].end = end
-            damage[-1].reason += "; " + reason
-        else:
-            damage.append(DamageRegion(start, end, reason))
-
-    part_offsets = array("Q") if deep else None
-    hop_progress = None if deep else progress  # a deep scan reports its byte pass instead
-    off = 0
-    while off < size:
-        if hop_progress is not None and off - reported >= _PROGRESS_EVERY:
+    for off, spans in reader.iter_spans():
+        if progress is not None and off - reported >= _PROGRESS_EVERY:
             progress(off - reported)
             reported = off
-        if size - off < 8:
-            add_damage(off, size, f"truncated record header ({size - off} of 8 bytes) at the end "
-                                  f"of the file")
-            break
-        magic, lrec = unpack(mm, off)
-        if magic != magic_word:
-            nxt = _resync(mm, off + 4, size)
-            add_damage(off, nxt, f"expected the record magic, found 0x{magic:08X}")
-            off = nxt
-            continue
-        cflag = lrec >> 29
-        length = lrec & mask
-        data_end = off + 8 + length
-        nxt = data_end + (-length & 3)
+        nxt = reader.tell()
+        nparts = len(spans)
         joined = None
-        nparts = 1
-        if cflag == 0:
-            if nxt > size:
-                resync = _resync(mm, off + 4, size)
-                add_damage(off, resync, f"record of {length} bytes runs past the end of the file "
-                                        f"({size} bytes)")
-                off = resync
-                continue
-        elif cflag == 1:
-            pieces = [mm[off + 8:data_end]]
-            p = nxt
-            problem = None
-            while True:
-                if p + 8 > size:
-                    problem = "multi-part record cut off by the end of the file"
-                    break
-                magic, lrec = unpack(mm, p)
-                pflag, plen = lrec >> 29, lrec & mask
-                if magic != magic_word or pflag not in (2, 3):
-                    problem = (f"multi-part record interrupted at byte {p} "
-                               + ("(bad magic)" if magic != magic_word else
-                                  f"by part flag {pflag}"))
-                    break
-                if p + 8 + plen + (-plen & 3) > size:
-                    problem = "multi-part record runs past the end of the file"
-                    break
-                pieces.append(mm[p + 8:p + 8 + plen])
-                p += 8 + plen + (-plen & 3)
-                nparts += 1
-                if pflag == 3:
-                    break
-            if problem is not None:
-                resync = _resync(mm, off + 4, size)
-                add_damage(off, resync, problem)
-                off = resync
-                continue
-            joined = magic_bytes.join(pieces)
-            length = len(joined)
-            nxt = p
+        if nparts == 1:
+            length = spans[0][1] - spans[0][0]
         else:
-            resync = _resync(mm, off + 4, size)
-            add_damage(off, resync, f"part with flag {cflag} but no first part before it"
-                                    if cflag < 4 else f"invalid part flag {cflag}")
-            off = resync
-            continue
+            joined = magic_bytes.join([mm[a:b] for a, b in spans])
+            length = len(joined)
 
         # -- a well-formed record at `off`, `nparts` parts, payload `length` bytes
         if heads is not None:
             heads.append(off)
-        if part_offsets is not None:
-            part_offsets.append(off)
-            if nparts > 1:
-                p = off
-                for _ in range(nparts - 1):
-                    plen = unpack(mm, p)[1] & mask
-                    p += 8 + plen + (-plen & 3)
-                    part_offsets.append(p)
         records += 1
         parts += nparts
         if nparts > 1:
@@ -389,7 +324,7 @@ def _scan(mm: Any, st: FileStats, heads: Optional[array], sample: int, show: int
             j = rng.randrange(records)
             if j < MEDIAN_EXACT_LIMIT:
                 lengths[j] = length
-        buf, base = (mm, off + 8) if joined is None else (joined, 0)
+        buf, base = (mm, spans[0][0]) if joined is None else (joined, 0)
         entry: Dict[str, Any] = {"offset": off, "length": length, "parts": nparts}
         showing = len(st.shown) < show
         if showing:
@@ -454,12 +389,9 @@ def _scan(mm: Any, st: FileStats, heads: Optional[array], sample: int, show: int
                             dims[(w, h)] += 1
         if fmt is None:
             st.non_image_records += 1
-        off = nxt
 
-    if hop_progress is not None and size > reported:
-        hop_progress(size - reported)
-    if part_offsets is not None:
-        _find_stray_magic(mm, st, part_offsets, progress)
+    if progress is not None and size > reported:
+        progress(size - reported)
     st.records, st.parts, st.multipart_records, st.payload_bytes = (records, parts, multipart,
                                                                     payload_bytes)
     if lengths:
@@ -483,44 +415,6 @@ def _scan(mm: Any, st: FileStats, heads: Optional[array], sample: int, show: int
         face["consistent"] = (records == face["records_expected"]
                               and face_identity_records == face["identities"])
         st.layout = {"name": "face-recognition", **face}
-
-
-def _find_stray_magic(mm: Any, st: FileStats, part_offsets: array,
-                      progress: Optional[Callable[[int], None]]) -> None:
-    """Every aligned magic word that is not a part header and not inside a damaged region.
-
-    Such a word (left by a writer that did not escape it, or by corruption) would be taken for
-    a record head by a reader that splits the file. Vectorised: the file is viewed as uint32
-    words, one block at a time, so this reads every byte at memory speed.
-    """
-    import numpy as np
-
-    size = st.size
-    words_end = size - size % 4
-    block = 16 << 20
-    known = np.frombuffer(part_offsets, dtype=np.uint64)
-    starts = [d.start for d in st.damage]
-    stray: List[int] = []
-    for begin in range(0, words_end, block):
-        n = min(block, words_end - begin)
-        words = np.frombuffer(mm, dtype="<u4", count=n // 4, offset=begin)
-        hits = np.flatnonzero(words == framing.MAGIC).astype(np.uint64) * 4 + begin
-        del words
-        if len(hits):
-            for hit in hits[~np.isin(hits, known)].tolist():
-                i = bisect.bisect_right(starts, hit) - 1
-                if i < 0 or hit >= st.damage[i].end:
-                    stray.append(hit)
-        if progress is not None:
-            progress(n)
-    if progress is not None and size > words_end:
-        progress(size - words_end)
-    st.stray_heads = len(stray)
-    for hit in stray:
-        st.damage.append(DamageRegion(hit, hit + 4, "aligned magic word inside a record payload "
-                                                    "(not escaped by the writer); a reader that "
-                                                    "splits the file would take it for a record"))
-    st.damage.sort(key=lambda d: d.start)
 
 
 def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -> IndexCheck:

@@ -1,0 +1,321 @@
+"""Every parser of ``.rec`` framing agrees on damaged files, and none allocates a claimed length.
+
+The reference is ``RecordReader(on_error="skip")``: the records it returns and the byte regions
+it passes over. In the default (raise) mode every other entry point must return exactly the
+reference records that come before the first damaged region, then raise ``RecordIOError`` at
+an offset inside that region; ``recio inspect``'s scan must report exactly those regions.
+"""
+import os
+import signal
+import tracemalloc
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import recio
+from recio import framing, mx
+from recio.minibatch import RecordCorpus
+from recio.split import InputSplit
+from recio.stats import scan_file
+
+MAGIC = framing.MAGIC_BYTES
+
+
+@contextmanager
+def hang_guard(seconds=30):
+    """Fail instead of hanging forever (a generous bound, not a speed test)."""
+    def on_alarm(*_):
+        raise TimeoutError(f"parser did not finish within {seconds} s")
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def reference(path):
+    """(records as (offset, bytes), damaged regions as (start, end)) from skip mode: one region
+    for each place where a reader in raise mode would stop."""
+    regions = []
+    with recio.RecordReader(path, on_error="skip",
+                            on_damage=lambda a, b, e: regions.append((a, b, e))) as reader:
+        records = [(o, bytes(r)) for o, r in reader.records_with_offsets()]
+    return records, regions
+
+
+def merged(regions):
+    """Regions that touch, joined (as ``recio inspect`` reports them)."""
+    out = []
+    for a, b, _ in regions:
+        if out and out[-1][1] == a:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def outcome(produce):
+    """(items produced, the RecordIOError that ended it or None); any other exception fails."""
+    items = []
+    try:
+        for item in produce():
+            items.append(item)
+    except recio.RecordIOError as exc:
+        return items, exc
+    return items, None
+
+
+def expect_prefix(records, regions, begin=0, end=None):
+    """The reference records in ``[begin, end)`` before the first region starting there, and
+    that region (or None)."""
+    end = float("inf") if end is None else end
+    first = next((r for r in regions if begin <= r[0] < end), None)
+    stop = end if first is None else first[0]
+    return [r for r in records if begin <= r[0] < stop], first
+
+
+def check_error(error, region, path):
+    """``error`` is the one skip mode met at ``region`` (same message and offset), or both None."""
+    if region is None:
+        assert error is None, f"unexpected error {error}"
+        return
+    assert error is not None, f"damage at {region[:2]} passed silently"
+    expected = region[2]
+    assert (error.message, error.offset) == (expected.message, expected.offset)
+    assert error.path == os.fspath(path) and type(error) is recio.RecordIOError
+
+
+def read_all_sequential(path):
+    with recio.RecordReader(path) as reader:
+        while True:
+            record = reader.read()
+            if record is None:
+                return
+            yield record
+
+
+def read_all_batches(path):
+    with recio.RecordReader(path) as reader:
+        while True:
+            batch = reader.read_batch(3)
+            if not batch:
+                return
+            yield from batch
+
+
+def read_mx(path):
+    record_io = mx.MXRecordIO(str(path), "r")
+    try:
+        while True:
+            record = record_io.read()
+            if record is None:
+                return
+            yield record
+    finally:
+        record_io.close()
+
+
+def assert_agreement(path):
+    records, regions = reference(path)
+    payloads = [r for _, r in records]
+    prefix, region = expect_prefix(records, regions)
+    want = [r for _, r in prefix]
+
+    entry_points = {
+        "iterate": lambda: iter(recio.RecordReader(path)),
+        "read": lambda: read_all_sequential(path),
+        "read_batch": lambda: read_all_batches(path),
+        "records_with_offsets": lambda: (r for _, r in
+                                         recio.RecordReader(path).records_with_offsets()),
+        "recio.mx": lambda: read_mx(path),
+        "InputSplit": lambda: iter(InputSplit(path)),
+    }
+    for name, produce in entry_points.items():
+        got, error = outcome(produce)
+        assert [bytes(g) for g in got] == want, name
+        check_error(error, region, path)
+
+    offsets, error = outcome(lambda: recio.RecordReader(path).iter_offsets())
+    assert offsets == [o for o, _ in prefix]
+    check_error(error, region, path)
+    # the scanning IndexedRecordReader and the sequence corpus build the index the same way
+    for open_index in (lambda: recio.IndexedRecordReader(path), lambda: RecordCorpus(path)):
+        _, error = outcome(lambda: [open_index()])
+        check_error(error, region, path)
+    # inspect / verify: the same regions, the same records
+    stats, heads = scan_file(path, sample=0, collect_heads=True, check_index=False)
+    assert [(d.start, d.end) for d in stats.damage] == merged(regions)
+    assert list(heads) == [o for o, _ in records] and stats.records == len(records)
+    # by offset: every reference record reads back alone
+    with recio.RecordReader(path) as reader:
+        assert [bytes(reader.read_at(o)) for o, _ in records] == payloads
+    # every part of every split reads its own share, and raises at damage inside it
+    for n in (2, 3, 5):
+        for part in InputSplit.all_parts(path, n):
+            got, error = outcome(lambda: iter(part))
+            part_prefix, part_region = expect_prefix(records, regions, part.begin, part.end)
+            assert [bytes(g) for g in got] == [r for _, r in part_prefix], (n, part)
+            check_error(error, part_region, path)
+
+
+def build(payloads):
+    return b"".join(framing.encode_record(p) for p in payloads)
+
+
+payload = st.one_of(
+    st.binary(max_size=40),
+    # payloads holding the magic at aligned and unaligned places: multi-part records
+    st.lists(st.sampled_from([b"ab", b"abcd", MAGIC, b"\0"]), max_size=8).map(b"".join),
+)
+
+mutation = st.one_of(
+    st.tuples(st.just("flip"), st.integers(0, 10 ** 6), st.integers(0, 7)),
+    st.tuples(st.just("word"), st.integers(0, 10 ** 6), st.integers(0, 2 ** 32 - 1)),
+    st.tuples(st.just("grow"), st.integers(0, 10 ** 6), st.integers(1, 400)),
+    st.tuples(st.just("truncate"), st.integers(0, 10 ** 6), st.just(0)),
+    st.tuples(st.just("insert"), st.integers(0, 10 ** 6), st.integers(1, 7)),
+)
+
+
+def mutate(data, mutations):
+    data = bytearray(data)
+    for kind, where, value in mutations:
+        if not data:
+            break
+        at = where % len(data)
+        if kind == "flip":
+            data[at] ^= 1 << value
+        elif kind == "word":  # overwrite an aligned word (a magic or a length field)
+            at &= ~3
+            data[at:at + 4] = value.to_bytes(4, "little")[:len(data) - at]
+        elif kind == "grow":  # a length field that swallows what follows it
+            heads = [i for i in range(0, len(data) - 7, 4) if data[i:i + 4] == MAGIC]
+            if heads:
+                head = heads[where % len(heads)]
+                lrec = int.from_bytes(data[head + 4:head + 8], "little")
+                data[head + 4:head + 8] = ((lrec + value) & 0xFFFFFFFF).to_bytes(4, "little")
+        elif kind == "truncate":
+            del data[at:]
+        else:
+            data[at:at] = b"\xa5" * value
+    return bytes(data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(payload, min_size=1, max_size=12), st.lists(mutation, min_size=1, max_size=3))
+def test_every_entry_point_agrees_on_damaged_files(tmp_path_factory, payloads, mutations):
+    path = tmp_path_factory.mktemp("agree") / "d.rec"
+    path.write_bytes(mutate(build(payloads), mutations))
+    with hang_guard():
+        assert_agreement(path)
+
+
+def swallowing_file(tmp_path, extra=0):
+    """Five records; the second's length grows by ``extra`` + two records' worth of bytes."""
+    payloads = [bytes([65 + i]) * 20 for i in range(5)]
+    data = bytearray(build(payloads))  # each record: 8 + 20 bytes
+    data[28 + 4:28 + 8] = (20 + 2 * 28 + extra).to_bytes(4, "little")
+    path = tmp_path / "swallow.rec"
+    path.write_bytes(bytes(data))
+    return path, payloads
+
+
+def test_a_length_that_swallows_records_raises_in_default_mode(tmp_path):
+    path, payloads = swallowing_file(tmp_path)
+    with pytest.raises(recio.RecordIOError, match="swallows") as info:
+        list(recio.RecordReader(path))
+    assert info.value.offset == 28
+    assert_agreement(path)
+    records, regions = reference(path)
+    # skip mode drops only the damaged record: the two it swallowed come back
+    assert [r for _, r in records] == [payloads[0]] + payloads[2:]
+    assert merged(regions) == [(28, 56)]
+    stats, _ = scan_file(path)
+    assert stats.damage and "swallows" in stats.damage[0].reason
+
+
+def test_trust_lengths_is_the_documented_fast_mode(tmp_path):
+    path, payloads = swallowing_file(tmp_path)
+    with recio.RecordReader(path, trust_lengths=True) as reader:
+        got = list(reader)
+    # as MXNet reads it: the damaged record comes back with the records it swallowed
+    assert got[0] == payloads[0] and len(got) == 3 and len(got[1]) == 20 + 2 * 28
+    clean = tmp_path / "clean.rec"
+    clean.write_bytes(build(payloads))
+    for trust in (False, True):
+        with recio.RecordReader(clean, trust_lengths=trust) as reader:
+            assert list(reader) == payloads
+
+
+def test_read_at_checks_the_record_it_reads(tmp_path):
+    path, payloads = swallowing_file(tmp_path)
+    with recio.RecordReader(path) as reader:
+        assert reader.read_at(0) == payloads[0]
+        with pytest.raises(recio.RecordIOError, match="swallows"):
+            reader.read_at(28)
+        with pytest.raises(recio.RecordIOError, match="swallows"):
+            reader.peek_at(28, 4)
+        assert reader.read_at(56) == payloads[2]
+
+
+def test_large_records_are_checked_too(tmp_path):
+    big = [os.urandom(300_000).replace(MAGIC, b"xxxx") for _ in range(3)]
+    data = bytearray(build(big))
+    head = 8 + 300_000
+    data[head + 4:head + 8] = (300_000 + 8 + 300_000).to_bytes(4, "little")
+    path = tmp_path / "big.rec"
+    path.write_bytes(bytes(data))
+    assert_agreement(path)
+    with pytest.raises(recio.RecordIOError, match="swallows"):
+        recio.RecordReader(path).read_at(head)
+
+
+CLAIM = framing.MAX_RECORD_LENGTH - 1  # a 512 MiB record
+
+
+def claiming_file(tmp_path):
+    """A 4.8 KB file whose third record claims 512 MiB."""
+    data = bytearray(build([b"x" * 1500, b"y" * 1500, b"z" * 1500]))
+    data[2 * 1508 + 4:2 * 1508 + 8] = CLAIM.to_bytes(4, "little")
+    path = tmp_path / "claims.rec"
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("entry", [
+    "iterate", "read", "read_batch", "read_at", "iter_offsets", "recio.mx", "InputSplit",
+    "InputSplit-parts", "InputSplit-records", "IndexedRecordReader", "scan_file", "RecordCorpus",
+    "skip-mode",
+])
+def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
+    path = claiming_file(tmp_path)
+    runs = {
+        "iterate": lambda: list(recio.RecordReader(path)),
+        "read": lambda: list(read_all_sequential(path)),
+        "read_batch": lambda: list(read_all_batches(path)),
+        "read_at": lambda: recio.RecordReader(path).read_at(2 * 1508),
+        "iter_offsets": lambda: list(recio.RecordReader(path).iter_offsets()),
+        "recio.mx": lambda: list(read_mx(path)),
+        "InputSplit": lambda: list(InputSplit(path)),
+        "InputSplit-parts": lambda: [list(p) for p in InputSplit.all_parts(path, 3)],
+        "InputSplit-records": lambda: list(InputSplit(path, balance="records")),
+        "IndexedRecordReader": lambda: recio.IndexedRecordReader(path),
+        "scan_file": lambda: scan_file(path),
+        "RecordCorpus": lambda: RecordCorpus(path),
+        "skip-mode": lambda: list(recio.RecordReader(path, on_error="skip")),
+    }
+    tracemalloc.start()
+    try:
+        with hang_guard():
+            try:
+                runs[entry]()
+            except recio.RecordIOError as exc:
+                assert exc.offset is not None and exc.path == os.fspath(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"{entry} allocated {peak} bytes for a 4.5 KB file"
