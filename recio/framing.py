@@ -205,7 +205,7 @@ def swallowed_head_error(record_offset: int, inner: int,
     return RecordIOError(
         f"the record's data holds a record magic at the 4-aligned byte {inner}, which a RecordIO "
         f"writer never leaves inside data: its length field is corrupt and swallows the "
-        f"record(s) after it (read with on_error='skip' to recover them)", path, record_offset)
+        f"record(s) after it (reading in skip mode recovers them)", path, record_offset)
 
 
 def first_aligned_magic(buf: Any, start: int, end: int) -> int:

@@ -214,8 +214,10 @@ class RecordReader:
         if not len(hits) or hits[0] != 0:
             del words
             return [], [], pos
-        hits = hits[hits + 1 < nall]
-        lrec = words[hits + 1].astype(np.int64)
+        # a head whose lrecord word lies past the end still marks where the record before ends
+        lrec = np.full(len(hits), _FIRST_CONTINUATION_LREC, dtype=np.int64)
+        readable = hits + 1 < nall
+        lrec[readable] = words[hits[readable] + 1]
         del words
         heads = pos + 4 * hits
         ends = heads + HEADER_SIZE + lrec  # only meaningful where cflag == 0 (lrec < 2**29)

@@ -11,7 +11,7 @@ import tracemalloc
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import recio
@@ -143,9 +143,12 @@ def assert_agreement(path):
     assert offsets == [o for o, _ in prefix]
     check_error(error, region, path)
     # the scanning IndexedRecordReader and the sequence corpus build the index the same way
-    for open_index in (lambda: recio.IndexedRecordReader(path), lambda: RecordCorpus(path)):
-        _, error = outcome(lambda: [open_index()])
-        check_error(error, region, path)
+    _, error = outcome(lambda: [recio.IndexedRecordReader(path)])
+    check_error(error, region, path)
+    _, error = outcome(lambda: [RecordCorpus(path)])
+    if region is None and isinstance(error, recio.SequenceError):
+        error = None  # framing is fine; a record that starts like a sequence but is not one
+    check_error(error, region, path)
     # inspect / verify: the same regions, the same records
     stats, heads = scan_file(path, sample=0, collect_heads=True, check_index=False)
     assert [(d.start, d.end) for d in stats.damage] == merged(regions)
@@ -207,6 +210,14 @@ def mutate(data, mutations):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(payload, min_size=1, max_size=12), st.lists(mutation, min_size=1, max_size=3))
+# found by longer runs: a head in the file's last word, whose length word is missing, still
+# shows that the record before it swallows it
+@example(payloads=[b"", b"", b"", b"ab\x00\n#\xd7\xce"], mutations=[("insert", 32, 1)])
+# an interrupted multi-part record: the error names the part that broke
+@example(payloads=[b"ab\x00\x00\n#\xd7\xce", b""], mutations=[("word", 257840, 0)])
+# damage that begins exactly where a part begins belongs to that part
+@example(payloads=[b"", b"\x00" * 5], mutations=[("flip", 0, 0), ("flip", 0, 0),
+                                                 ("truncate", 352, 0)])
 def test_every_entry_point_agrees_on_damaged_files(tmp_path_factory, payloads, mutations):
     path = tmp_path_factory.mktemp("agree") / "d.rec"
     path.write_bytes(mutate(build(payloads), mutations))
@@ -289,10 +300,13 @@ def claiming_file(tmp_path):
 @pytest.mark.parametrize("entry", [
     "iterate", "read", "read_batch", "read_at", "iter_offsets", "recio.mx", "InputSplit",
     "InputSplit-parts", "InputSplit-records", "IndexedRecordReader", "scan_file", "RecordCorpus",
-    "skip-mode",
+    "skip-mode", "ImageRecordIter", "torch.RecordDataset", "torch.RecordIterableDataset",
 ])
+@pytest.mark.filterwarnings("ignore::recio.SkippedRecordWarning")
 def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
     path = claiming_file(tmp_path)
+    if entry.startswith("torch."):
+        rtorch = pytest.importorskip("recio.torch", reason="torch is not installed (recio[torch])")
     runs = {
         "iterate": lambda: list(recio.RecordReader(path)),
         "read": lambda: list(read_all_sequential(path)),
@@ -307,14 +321,18 @@ def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
         "scan_file": lambda: scan_file(path),
         "RecordCorpus": lambda: RecordCorpus(path),
         "skip-mode": lambda: list(recio.RecordReader(path, on_error="skip")),
+        "ImageRecordIter": lambda: list(recio.ImageRecordIter(path_imgrec=str(path),
+                                                              data_shape=(3, 8, 8), batch_size=2)),
+        "torch.RecordDataset": lambda: [rtorch.RecordDataset(str(path))[i] for i in range(3)],
+        "torch.RecordIterableDataset": lambda: list(rtorch.RecordIterableDataset(str(path))),
     }
     tracemalloc.start()
     try:
         with hang_guard():
             try:
                 runs[entry]()
-            except recio.RecordIOError as exc:
-                assert exc.offset is not None and exc.path == os.fspath(path)
+            except recio.RecordIOError as exc:  # framing (offset) or content (record number)
+                assert exc.path == os.fspath(path)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
