@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+from array import array
+from typing import Optional, Sequence
 
 import click
 
@@ -26,28 +27,35 @@ def index_cmd(rec: str, output: Optional[str], key: str, quiet: bool) -> None:
       recio index train.rec                 # train.idx, keys 0..n-1 (as rec2idx)
       recio index train.rec --key id -o by_id.idx
     """
-    from recio.index import sibling_index_path, write_index
+    import numpy as np
+
+    from recio.index import index_cache_path, sibling_index_path, write_index
     from recio.split import record_heads
 
     output = output or sibling_index_path(rec)
     size = os.path.getsize(rec)
     with progress(total=size, desc="index", unit="B", unit_scale=True, quiet=quiet) as bar:
-        offsets = []
+        heads = array("q")  # 8 bytes per record, not a Python int each
         last = 0
         for off in record_heads(rec):
-            offsets.append(off)
+            heads.append(off)
             if off - last >= 1 << 26:
                 bar.update(off - last)
                 last = off
         bar.update(size - last)
+    offsets = np.frombuffer(heads, np.int64) if heads else np.empty(0, np.int64)
     if key == "position":
-        keys = list(range(len(offsets)))
+        keys: Sequence[int] = range(len(offsets))
     else:
-        keys = _ids(rec, offsets)
+        keys = _ids(rec, offsets.tolist())
         if len(set(keys)) != len(keys):
             fail(f"{rec}: record ids are not unique ({len(keys) - len(set(keys))} repeats); an "
                  f"index needs unique keys, use --key position", EXIT_USAGE)
     write_index(output, keys, offsets)
+    try:  # the old index's sidecar cache no longer applies (it would be ignored anyway)
+        os.remove(index_cache_path(output))
+    except OSError:
+        pass
     if not quiet:
         click.echo(f"wrote {output}: {len(offsets):,} records (keys: {key})")
 

@@ -86,9 +86,10 @@ def _print_table(rows: List[Dict], files: List[str], total: int, num_parts: int)
 
 
 def _write_parts(parts: List[InputSplit], prefix: str, quiet: bool) -> None:
-    """Copy each part's byte ranges verbatim into PREFIX_k.rec and index them (atomic files)."""
-    from recio.atomic import AtomicFile
-    from recio.index import write_index
+    """Copy each part's byte ranges verbatim into PREFIX_k.rec and index them (atomic files:
+    each part's .rec and .idx appear together, the .rec first, only once both are written)."""
+    from recio.atomic import OutputSet
+    from recio.writer import format_index
 
     folder = os.path.dirname(os.path.abspath(prefix))
     os.makedirs(folder, exist_ok=True)
@@ -97,19 +98,21 @@ def _write_parts(parts: List[InputSplit], prefix: str, quiet: bool) -> None:
     total = sum(p.nbytes for p in parts)
     with progress(total=total, desc="writing", unit="B", unit_scale=True, quiet=quiet) as bar:
         for p in parts:
-            rec_path = f"{prefix}_{p.part_index}.rec"
-            out = AtomicFile(rec_path)
+            out = OutputSet.create([(f"{prefix}_{p.part_index}.rec", "wb", -1),
+                                    (f"{prefix}_{p.part_index}.idx", "wb", -1)])
+            rec, idx = out.files[0].file, out.files[1].file
             try:
                 keys: List[str] = []
                 offsets: List[int] = []
                 for span in p.spans:
-                    base = out.file.tell()
+                    base = rec.tell()
                     for key, off in iter_heads_with_keys(span.path, span.start, span.end,
                                                          keys_of.get(span.path), counter):
                         keys.append(key)
                         offsets.append(base + off - span.start)
-                    _copy_range(span.path, span.start, span.end, out.file, bar)
-                write_index(f"{prefix}_{p.part_index}.idx", keys, offsets)
+                    _copy_range(span.path, span.start, span.end, rec, bar)
+                for i in range(0, len(keys), 8192):
+                    idx.write(format_index(keys[i:i + 8192], offsets[i:i + 8192]))
             except BaseException:
                 out.discard()
                 raise

@@ -1,58 +1,405 @@
-"""Atomic file creation: write under a temporary name in the same folder, rename when complete.
+"""Output files of recio's writers, and the one lifecycle every writer shares.
 
-An interrupted or failed writer leaves no file that looks complete under the final name.
+A writer's files are created under temporary names in their final folders and renamed into
+place only by ``close()``: data files first, the files that describe them (``.idx``, ``.len``,
+...) last, after any old copies of those were removed, so a reader never finds a new ``.rec``
+beside a stale index. ``abort()``, an exception inside ``with``, a writer that is garbage
+collected or still open at interpreter exit, and a constructor that fails all delete the
+temporary files: no output that looks complete appears unless ``close()`` returned.
+
+What survives what: without ``fsync`` a returned ``close()`` survives the process dying (the
+data is in the OS's page cache), not an OS crash or power loss, after which a renamed file may
+be empty or short. With ``fsync=True`` each file is fsynced before its rename and the folder
+after it, so a returned ``close()`` survives those too. A process killed mid-write (SIGKILL,
+``os._exit``) can leave temporary files (``.NAME.PID.XXXXXXXX.tmp``) but never a final name.
 """
 from __future__ import annotations
 
 import os
 import secrets
-from typing import BinaryIO, Iterator, Union
+import sys
+import warnings
+import weakref
 from contextlib import contextmanager
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class AtomicFile:
-    """A binary file opened under a temporary name; ``commit()`` renames it into place."""
+def _temp_name(path: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(path)),
+                        f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
-    def __init__(self, path: PathLike, mode: str = "wb") -> None:
+
+def _create_exclusive(path: str) -> tuple:
+    """``(fd, temp path)`` of a new file beside ``path``; like mkstemp, but with the umask's
+    permissions rather than 0600."""
+    while True:
+        temp = _temp_name(path)
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temp
+        except FileExistsError:
+            continue
+
+
+def fsync_folder(path: PathLike) -> None:
+    """fsync the folder holding ``path`` so a rename in it survives an OS crash (POSIX only)."""
+    if os.name != "posix":
+        return
+    fd = os.open(os.path.dirname(os.path.abspath(os.fspath(path))), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_FALLOCATE: Any = None  # libc's fallocate via ctypes (Linux), False where there is none
+
+
+def _load_fallocate() -> Any:
+    global _FALLOCATE
+    func: Any = False
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            func = getattr(libc, "fallocate64", None)  # 64-bit offsets on any word size
+            if func is None and ctypes.sizeof(ctypes.c_long) == 8:
+                func = libc.fallocate
+            if func:
+                func.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+                func.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            func = False
+    _FALLOCATE = func or False
+    return _FALLOCATE
+
+
+def preallocate(fd: int, offset: int, length: int) -> bool:
+    """Reserve disk blocks for ``fd[offset:offset + length]`` without changing the file's size
+    (Linux ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``); False where that is not supported.
+
+    A writer that reserves ahead of what it writes spares the file system allocating blocks
+    page by page; it must ``os.ftruncate(fd, size)`` when done to hand back what it did not
+    use. Reading the file is unaffected: its size is what was written.
+    """
+    func = _FALLOCATE if _FALLOCATE is not None else _load_fallocate()
+    return bool(func) and func(fd, 1, offset, length) == 0
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class AtomicFile:
+    """A binary file opened under a temporary name; ``commit()`` renames it into place.
+
+    ``buffering=0`` gives a raw file (``os.write``/``os.writev`` on ``file.fileno()`` are then
+    the same as ``file.write``). ``fsync=True``: ``commit()`` fsyncs the file before the rename
+    and the folder after it.
+    """
+
+    #: the file is renamed into place (False: it is written at its final name)
+    atomic = True
+    #: ``discard()`` keeps the temporary file (a resumable partial file)
+    keep_on_discard = False
+
+    def __init__(self, path: PathLike, mode: str = "wb", buffering: int = -1, *,
+                 fsync: bool = False) -> None:
         self.path = os.fspath(path)
-        folder = os.path.dirname(os.path.abspath(self.path))
-        while True:  # like mkstemp, but with the umask's permissions rather than 0600
-            self.temp_path = os.path.join(
-                folder, f".{os.path.basename(self.path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-            try:
-                fd = os.open(self.temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-                break
-            except FileExistsError:
-                continue
-        self.file: BinaryIO = os.fdopen(fd, mode)
+        self.fsync = fsync
+        fd, self.temp_path = _create_exclusive(self.path)
+        try:
+            self.file: BinaryIO = os.fdopen(fd, mode, buffering)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(self.temp_path)
+            raise
         self.done = False
+
+    @classmethod
+    def adopt(cls, path: PathLike, temp_path: PathLike, file: BinaryIO, *,
+              keep_on_discard: bool = True, fsync: bool = False) -> "AtomicFile":
+        """An already open ``file`` at ``temp_path`` that ``commit()`` renames to ``path``;
+        ``discard()`` only closes it (``keep_on_discard``), e.g. a resumable ``.partial``."""
+        self = cls.__new__(cls)
+        self.path, self.temp_path, self.file = os.fspath(path), os.fspath(temp_path), file
+        self.fsync, self.done, self.keep_on_discard = fsync, False, keep_on_discard
+        return self
+
+    def finish_file(self) -> None:
+        """Flush (and fsync when asked) and close the file; nothing is renamed yet."""
+        if self.file.closed:
+            return
+        try:
+            self.file.flush()
+            if self.fsync:
+                os.fsync(self.file.fileno())
+        finally:
+            self.file.close()
+
+    def publish(self) -> None:
+        """Rename the finished file into place."""
+        os.replace(self.temp_path, self.path)
+        self.done = True
 
     def commit(self) -> None:
         """Flush, close and rename to the final name (idempotent)."""
         if self.done:
             return
-        self.file.close()
-        os.replace(self.temp_path, self.path)
-        self.done = True
+        self.finish_file()
+        self.publish()
+        if self.fsync:
+            fsync_folder(self.path)
 
     def discard(self) -> None:
         """Close and delete the temporary file, leaving any existing final file untouched."""
         if self.done:
             return
-        self.file.close()
+        self.done = True
         try:
-            os.unlink(self.temp_path)
+            self.file.close()
+        finally:
+            if not self.keep_on_discard:
+                _unlink_quietly(self.temp_path)
+
+
+class InPlaceFile(AtomicFile):
+    """A file written straight at its final name (what MXNet does): ``commit()`` only closes it,
+    ``discard()`` closes and deletes it.
+
+    An existing regular file is *replaced* by a new empty one (renamed over it at once, with its
+    permission bits) rather than truncated: a process still reading the old file (recio maps it
+    into memory) keeps its records instead of faulting on pages that vanished, and on ext4 it
+    saves the flush that truncating a file to zero sets up for its ``close``. A symlink, a file
+    with other hard links, one owned by someone else or one we may not write is opened as
+    ``open(path, "wb")`` would (truncated, or refused), so they keep their identity.
+    """
+
+    atomic = False
+
+    def __init__(self, path: PathLike, mode: str = "wb", buffering: int = -1, *,
+                 fsync: bool = False) -> None:
+        self.path = self.temp_path = os.fspath(path)
+        self.fsync = fsync
+        self.done = False
+        try:
+            st = os.lstat(self.path)
         except FileNotFoundError:
-            pass
+            st = None
+        if st is not None and _replaceable(st) and os.access(self.path, os.W_OK):
+            fd, temp = _create_exclusive(self.path)
+            try:
+                if hasattr(os, "fchmod"):
+                    os.fchmod(fd, st.st_mode & 0o7777)
+                os.replace(temp, self.path)
+            except BaseException:
+                os.close(fd)
+                _unlink_quietly(temp)
+                raise
+        else:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            self.file = os.fdopen(fd, mode, buffering)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def publish(self) -> None:
         self.done = True
 
 
+def _replaceable(st: os.stat_result) -> bool:
+    import stat
+
+    return (stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+            and (not hasattr(os, "geteuid") or st.st_uid == os.geteuid()))
+
+
+class OutputSet:
+    """The files one writer produces, committed together or discarded together.
+
+    ``files[0]`` is the data file; the rest describe it and are renamed last, after any old
+    copies of them (and the ``obsolete`` paths, e.g. a previous run's error report) were
+    deleted. Creating the set is all or nothing: if one file cannot be created, those already
+    created are deleted and the error is raised.
+    """
+
+    def __init__(self, files: Sequence[AtomicFile] = ()) -> None:
+        self.files: List[AtomicFile] = list(files)
+        self.obsolete: List[str] = []
+        self.done = False
+
+    @classmethod
+    def create(cls, specs: Iterable[tuple], *, atomic: bool = True,
+               fsync: bool = False) -> "OutputSet":
+        """Open one file per ``(path, mode, buffering)``; all or none."""
+        kind = AtomicFile if atomic else InPlaceFile
+        made: List[AtomicFile] = []
+        try:
+            for path, mode, buffering in specs:
+                made.append(kind(path, mode, buffering, fsync=fsync))
+        except BaseException:
+            cls(made).discard()
+            raise
+        return cls(made)
+
+    def add(self, target: AtomicFile) -> AtomicFile:
+        """Add a file created by the caller (renamed after those already in the set)."""
+        self.files.append(target)
+        return target
+
+    @property
+    def atomic(self) -> bool:
+        """True when every file is renamed into place (nothing shows before ``commit``)."""
+        return all(f.atomic for f in self.files)
+
+    @property
+    def fsync(self) -> bool:
+        return any(f.fsync for f in self.files)
+
+    def commit(self) -> None:
+        """Finish every file, then rename them in order: data first, descriptions last."""
+        if self.done:
+            return
+        try:
+            for f in self.files:
+                f.finish_file()
+            for f in self.files[1:]:
+                if f.atomic:
+                    _unlink_quietly(f.path)  # never a new data file beside an old index
+            for path in self.obsolete:
+                _unlink_quietly(path)
+            for f in self.files:
+                f.publish()
+        except BaseException:
+            self.discard()
+            raise
+        self.done = True
+        if self.fsync:  # one fsync for each folder that holds a renamed file
+            folders = {os.path.dirname(os.path.abspath(f.path)): f.path for f in self.files}
+            for path in folders.values():
+                fsync_folder(path)
+
+    def discard(self) -> None:
+        """Close and delete every file not yet renamed into place (the first error is raised
+        after all were tried)."""
+        self.done = True
+        error: Optional[BaseException] = None
+        for f in self.files:
+            try:
+                f.discard()
+            except BaseException as exc:  # keep going: the others must go too
+                error = error or exc
+        if error is not None:
+            raise error
+
+
+def _reap(outputs: OutputSet, what: str, salvage: Optional[Callable[[], Any]]) -> None:
+    """The finalizer of a writer that was never closed (it holds no reference to the writer)."""
+    if outputs.done:
+        return
+    if not outputs.files:  # a borrowed file object: only the buffered bytes are lost
+        dropped = salvage() if salvage is not None else 0
+        if dropped:
+            warnings.warn(f"{what} was not closed: {dropped} buffered bytes were never written "
+                          f"to its file (call close())", ResourceWarning, stacklevel=2)
+        return
+    if outputs.atomic:
+        outputs.discard()
+        warnings.warn(f"{what} was not closed: its temporary files were deleted and nothing "
+                      f"was written under the final names (call close(), or use a with block)",
+                      ResourceWarning, stacklevel=2)
+        return
+    note = "it was closed as written"  # written in place (MXNet's way): keep it, like a file
+    try:
+        if salvage is not None:
+            salvage()
+        outputs.commit()
+    except Exception:
+        outputs.discard()
+        note = "closing it failed, so it was deleted"
+    warnings.warn(f"{what} was not closed; {note}", ResourceWarning, stacklevel=2)
+
+
+class ManagedWriter:
+    """The lifecycle of every recio writer: ``close()`` commits, ``abort()`` discards.
+
+    A subclass creates its :class:`OutputSet`, then calls ``_begin``; it implements ``_finish``
+    (write what is still buffered and any trailer, before the files are renamed) and ``_drop``
+    (forget what is buffered). ``with`` commits on success and aborts on an exception. A writer
+    garbage collected, or still open at interpreter exit, without ``close()`` has its temporary
+    files deleted and emits ``ResourceWarning`` (files written in place are closed as written
+    instead, after ``salvage()``; for a borrowed file object, ``salvage()`` returns how many
+    bytes it dropped).
+    """
+
+    closed = True
+    _outputs: OutputSet
+
+    def _begin(self, outputs: OutputSet, what: str,
+               salvage: Optional[Callable[[], Any]] = None) -> None:
+        self._outputs = outputs
+        self.closed = False
+        self._finalizer = weakref.finalize(self, _reap, outputs, what, salvage)
+
+    def _finish(self) -> None:
+        """Write buffered data and trailers (the files are then committed)."""
+
+    def _drop(self) -> None:
+        """Forget buffered data (the files are then discarded)."""
+
+    def close(self) -> Any:
+        """Write what is buffered and rename the files into place (data first, index last).
+
+        If that fails, the files are discarded and the error is raised.
+        """
+        if self.closed:
+            return None
+        if not self._finalizer.alive:  # reaped at interpreter exit while still referenced
+            self.closed = True
+            return None
+        try:
+            self._finish()
+            self._finalizer.detach()
+            self.closed = True
+            self._outputs.commit()
+        except BaseException:
+            self.closed = False
+            self.abort()
+            raise
+        return None
+
+    def abort(self) -> None:
+        """Stop without producing any output: the temporary files are deleted (a file written
+        in place is deleted too; a borrowed file object keeps what was already handed to it)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._finalizer.detach()
+        try:
+            self._drop()
+        finally:
+            self._outputs.discard()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
 @contextmanager
-def atomic_open(path: PathLike, mode: str = "wb") -> Iterator[BinaryIO]:
+def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False) -> Iterator[BinaryIO]:
     """``with atomic_open(p, "w") as f:`` — ``p`` appears only if the block completes."""
-    target = AtomicFile(path, mode)
+    target = AtomicFile(path, mode, fsync=fsync)
     try:
         yield target.file
     except BaseException:
@@ -61,4 +408,5 @@ def atomic_open(path: PathLike, mode: str = "wb") -> Iterator[BinaryIO]:
     target.commit()
 
 
-__all__ = ["AtomicFile", "atomic_open"]
+__all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
+           "fsync_folder", "preallocate"]

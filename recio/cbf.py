@@ -37,7 +37,7 @@ from typing import (Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Se
 
 import numpy as np
 
-from .atomic import AtomicFile
+from .atomic import ManagedWriter, OutputSet
 from .errors import CBFError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -181,8 +181,19 @@ def _error(path: str, message: str, offset: int, chunk: Optional[int] = None) ->
     return CBFError(where + message, path=path, offset=offset)
 
 
+def _check_count_bytes(path: str, index: int, offset: int, num_sequences: int,
+                       size: int) -> None:
+    """A chunk starts with one uint32 sample count per sequence: a chunk table entry whose
+    sequences' counts would not fit in the chunk's ``size`` bytes is damaged."""
+    if 4 * num_sequences > size:
+        raise _error(path, f"{num_sequences} sequence sample counts need {4 * num_sequences} "
+                     f"bytes but the chunk has {size} (chunk table damaged)", offset, index)
+
+
 def read_header(path: PathLike) -> Tuple[int, List[StreamInfo], List[ChunkInfo], int, int]:
-    """Validate prefix, trailer and header of a CBF file without reading any chunk.
+    """Validate prefix, trailer and header of a CBF file without reading any chunk: stream
+    descriptions, chunk offsets in order inside the file, every chunk large enough for its
+    sequences' sample counts.
 
     Returns ``(version, streams, chunks, header_offset, file_size)``; raises CBFError.
     """
@@ -263,13 +274,14 @@ def read_header(path: PathLike) -> Tuple[int, List[StreamInfo], List[ChunkInfo],
             raise _error(path, f"chunk {i} offset {start} is out of range: chunks lie in "
                          f"[{PREFIX.size}, {header_offset}] (prefix end to header start)",
                          table_at + i * CHUNK_ENTRY.size)
+    seqs = table["seqs"].tolist()
     for i, (start, end) in enumerate(zip(offsets, ends)):
         if start > end:
             raise _error(path, f"chunk {i} offset {start} is past the next chunk's offset "
                          f"{end}: chunk offsets must not decrease",
                          table_at + i * CHUNK_ENTRY.size)
-        chunks.append(ChunkInfo(i, start, end - start, int(table["seqs"][i]),
-                                int(table["samples"][i])))
+        _check_count_bytes(path, i, start, seqs[i], end - start)
+        chunks.append(ChunkInfo(i, start, end - start, seqs[i], int(table["samples"][i])))
     return version, streams, chunks, header_offset, size
 
 
@@ -401,12 +413,9 @@ class CBFReader:
             return out
         if info.index in self._cache:
             return self._cache[info.index][0]
-        need = 4 * info.num_sequences
-        if need > info.size:
-            raise _error(self.path, f"chunk {info.index}: {info.num_sequences} sequence sample "
-                         f"counts need {need} bytes but the chunk has {info.size}",
-                         info.offset)
-        return np.frombuffer(self._read_bytes(info.offset, need), dtype=_COUNT_DTYPE)
+        _check_count_bytes(self.path, info.index, info.offset, info.num_sequences, info.size)
+        return np.frombuffer(self._read_bytes(info.offset, 4 * info.num_sequences),
+                             dtype=_COUNT_DTYPE)
 
     def __iter__(self) -> Iterator[SequenceDict]:
         """Every sequence, chunk by chunk, in file order."""
@@ -470,17 +479,15 @@ def decode_chunk(buf: bytes, info: ChunkInfo, streams: Sequence[StreamInfo], pat
     Arrays are views over ``buf`` (read-only when ``buf`` is bytes), sliced from one
     ``frombuffer`` per element type and phase (every field is 4-byte aligned). Every count
     is checked against the chunk's end; sparse indices and per-sample counts are checked for the
-    whole stream at once.
+    whole stream at once, and the streams must fill the chunk exactly.
     """
     S = info.num_sequences
     end = len(buf)
     base = info.offset
     pos = 4 * S
-    if pos > end:
-        raise _error(path, f"{S} sequence sample counts need {pos} bytes but the chunk has "
-                     f"{end} (chunk table damaged)", base, info.index)
+    _check_count_bytes(path, info.index, base, S, end)
     counts = np.frombuffer(buf, dtype=_COUNT_DTYPE, count=S)
-    if S and int(counts.sum(dtype=np.uint64)) != info.num_samples:
+    if int(counts.sum(dtype=np.uint64)) != info.num_samples:
         raise _error(path, f"sequence sample counts add up to {int(counts.sum())} but the chunk "
                      f"table says {info.num_samples}", base, info.index)
     seqs: List[SequenceDict] = [{} for _ in range(S)]
@@ -536,6 +543,10 @@ def decode_chunk(buf: bytes, info: ChunkInfo, streams: Sequence[StreamInfo], pat
         if densify:
             for seq in seqs:
                 seq[name] = seq[name].toarray()
+    if pos != end:
+        raise _error(path, f"{end - pos} bytes follow the last stream's data of the chunk's {S} "
+                     f"sequences; the chunk table or a sample count is wrong", base + pos,
+                     info.index)
     return counts, seqs
 
 
@@ -660,8 +671,12 @@ def encode_sparse(stream: StreamInfo, data: Any) -> bytes:
                      np.ascontiguousarray(seq.counts)))
 
 
-class CBFWriter:
+class CBFWriter(ManagedWriter):
     """Writes a version-1 CBF file atomically (temporary name, renamed on ``close``).
+
+    The lifecycle is ``recio.atomic.ManagedWriter``'s: ``abort()`` (also ``discard()``), an
+    exception inside ``with``, or a writer dropped without ``close()`` leaves no file.
+    ``fsync=True``: a returned ``close()`` survives an OS crash.
 
     ``streams``: StreamInfo objects or ``(name, storage, dtype, sample_dim)`` tuples.
     ``write(seq)`` takes a dict with every stream: dense ``(N, dim)`` arrays, sparse
@@ -671,7 +686,7 @@ class CBFWriter:
     """
 
     def __init__(self, path: PathLike, streams: Sequence[Any],
-                 chunk_size_bytes: int = 32 << 20) -> None:
+                 chunk_size_bytes: int = 32 << 20, *, fsync: bool = False) -> None:
         self.streams: List[StreamInfo] = [StreamInfo.coerce(s) for s in streams]
         names = [s.name for s in self.streams]
         if len(set(names)) != len(names):
@@ -687,11 +702,15 @@ class CBFWriter:
         self._meta: List[int] = []
         self._chunk_bytes = 0
         self._chunk_samples = 0
-        self._target = AtomicFile(self.path)
-        self._file = self._target.file
-        self._file.write(PREFIX.pack(MAGIC, VERSION))
+        outputs = OutputSet.create([(self.path, "wb", -1)], fsync=fsync)
+        self._file = outputs.files[0].file
+        try:
+            self._file.write(PREFIX.pack(MAGIC, VERSION))
+        except BaseException:
+            outputs.discard()
+            raise
         self._pos = PREFIX.size
-        self.closed = False
+        self._begin(outputs, f"CBFWriter({self.path!r})")
 
     def write(self, sequence: Mapping[str, Any], num_samples: Optional[int] = None) -> None:
         """Add one sequence; ``num_samples`` (meta) defaults to the largest stream's N."""
@@ -747,44 +766,27 @@ class CBFWriter:
         self._chunk_bytes = 0
         self._chunk_samples = 0
 
+    def _finish(self) -> None:
+        self.end_chunk()
+        parts = [HEADER_HEAD.pack(MAGIC, len(self.chunks), len(self.streams))]
+        for s in self.streams:
+            name = s.name.encode("ascii")
+            parts.append(STREAM_STORAGE.pack(_STORAGE_CODES[s.storage], len(name)))
+            parts.append(name)
+            parts.append(STREAM_TAIL.pack(_ELEM_DTYPES.index(s.dtype), s.sample_dim))
+        parts.extend(CHUNK_ENTRY.pack(c.offset, c.num_sequences, c.num_samples)
+                     for c in self.chunks)
+        parts.append(TRAILER.pack(self._pos))
+        self._file.write(b"".join(parts))
+
     def close(self) -> List[ChunkInfo]:
         """Write the last chunk and the header, then rename into place; returns the chunks."""
-        if self.closed:
-            return self.chunks
-        try:
-            self.end_chunk()
-            parts = [HEADER_HEAD.pack(MAGIC, len(self.chunks), len(self.streams))]
-            for s in self.streams:
-                name = s.name.encode("ascii")
-                parts.append(STREAM_STORAGE.pack(_STORAGE_CODES[s.storage], len(name)))
-                parts.append(name)
-                parts.append(STREAM_TAIL.pack(_ELEM_DTYPES.index(s.dtype), s.sample_dim))
-            parts.extend(CHUNK_ENTRY.pack(c.offset, c.num_sequences, c.num_samples)
-                         for c in self.chunks)
-            parts.append(TRAILER.pack(self._pos))
-            self._file.write(b"".join(parts))
-            self._target.commit()
-        except BaseException:
-            self._target.discard()
-            raise
-        finally:
-            self.closed = True
+        super().close()
         return self.chunks
 
     def discard(self) -> None:
-        """Abandon the file: nothing appears under ``path``."""
-        if not self.closed:
-            self._target.discard()
-            self.closed = True
-
-    def __enter__(self) -> "CBFWriter":
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
+        """Abandon the file: nothing appears under ``path`` (same as ``abort()``)."""
+        self.abort()
 
 
 __all__ = ["CBFReader", "CBFWriter", "minibatch_source", "StreamInfo", "ChunkInfo",

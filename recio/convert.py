@@ -53,7 +53,12 @@ def cbf_to_rec(cbf_path: PathLike, rec_path: PathLike, idx_path: Optional[PathLi
                         most = max(most, len(data))
                     streams[stream.name] = data
                 mismatched += meta != most
-                writer.write(streams)
+                try:
+                    writer.write(streams)
+                except SequenceError as exc:  # e.g. a stream name longer than 255 bytes
+                    raise SequenceError(f"sequence {count} cannot be written as a sequence "
+                                        f"record: {exc.message}", path=reader.path,
+                                        offset=info.offset) from None
                 count += 1
             if progress is not None:
                 progress(info.size)

@@ -214,26 +214,30 @@ def first_aligned_magic(buf: Any, start: int, end: int) -> int:
     ``buf[0]`` must sit at a 4-aligned file offset (a whole file, mmap or bytes) and ``start``
     must be 4-aligned. Small ranges use ``find``; larger ones a NumPy pass over 32-bit words.
     """
-    if end - start < _SMALL_SEARCH:
-        find = getattr(buf, "find", None)
-        if find is None:  # a memoryview
-            chunk = bytes(buf[start:end])
-            find, base, start, end = chunk.find, start, 0, len(chunk)
-        else:
-            base = 0
-        pos = find(MAGIC_BYTES, start, end)
-        while pos >= 0:
-            if pos & 3 == 0:
-                return base + pos
-            pos = find(MAGIC_BYTES, pos + 1, end)
+    near = min(end, start + _SMALL_SEARCH)  # most hits, and all small records: a find loop
+    find = getattr(buf, "find", None)
+    if find is None:  # a memoryview
+        chunk = bytes(buf[start:near])
+        find, base, lo, hi = chunk.find, start, 0, len(chunk)
+    else:
+        base, lo, hi = 0, start, near
+    pos = find(MAGIC_BYTES, lo, hi + 3)
+    while 0 <= pos < hi and base + pos + 4 <= end:
+        if (base + pos) & 3 == 0:
+            return base + pos
+        pos = find(MAGIC_BYTES, pos + 1, hi + 3)
+    if near >= end:
         return -1
-    for block in range(start, end, _SEARCH_BLOCK):
-        stop = min(block + _SEARCH_BLOCK, end)
+    start = near
+    block, step = start, _SMALL_SEARCH
+    while block < end:  # blocks grow, so the cost follows the distance to the first hit
+        stop = min(block + step, end)
         words = np.frombuffer(buf, dtype="<u4", count=(stop - block) >> 2, offset=block)
         hits = np.flatnonzero(words == _MAGIC_U32)
         del words
         if len(hits):
             return block + 4 * int(hits[0])
+        block, step = stop, min(step * 4, _SEARCH_BLOCK)
     return -1
 
 

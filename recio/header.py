@@ -21,7 +21,7 @@ from typing import Tuple, Union
 
 import numpy as np
 
-from .errors import ImageError, RecordIOError
+from .errors import ImageError
 
 IR_FORMAT = "<IfQQ"
 IR_STRUCT = struct.Struct(IR_FORMAT)
@@ -65,21 +65,35 @@ def _warn_if_inexact(values: np.ndarray) -> None:
                       stacklevel=3)
 
 
-def unpack(record: Record) -> Tuple[IRHeader, bytes]:
-    """Split an image record into its header and payload; vector labels become float32 arrays."""
+def unpack_header(record: Record) -> Tuple[IRHeader, int]:
+    """The header of an image record and the byte where its image starts.
+
+    The one rule for reading an IRHeader: a record shorter than 24 bytes, or whose ``flag``
+    announces more float32 labels than the record holds, raises :class:`ImageError` (checked
+    before anything is allocated). Vector labels are float32 views into ``record``.
+    """
     if len(record) < IR_SIZE:
-        raise RecordIOError(f"image record of {len(record)} bytes is shorter than the "
-                            f"{IR_SIZE}-byte IRHeader; is this an image .rec?")
+        raise ImageError(f"image record of {len(record)} bytes is shorter than the "
+                         f"{IR_SIZE}-byte IRHeader; is this an image .rec?")
     flag, label, id_, id2 = IR_STRUCT.unpack_from(record, 0)
     if flag == 0:
-        return IRHeader(0, label, id_, id2), bytes(record[IR_SIZE:])
+        return IRHeader(0, label, id_, id2), IR_SIZE
     end = IR_SIZE + 4 * flag
     if end > len(record):
-        raise RecordIOError(f"IRHeader flag {flag} announces {flag} float32 labels "
-                            f"({4 * flag} bytes) but the record has only "
-                            f"{len(record) - IR_SIZE} bytes after the header")
+        raise ImageError(f"IRHeader flag {flag} announces {flag} float32 labels "
+                         f"({4 * flag} bytes) but the record has only "
+                         f"{len(record) - IR_SIZE} bytes after the header")
     labels = np.frombuffer(record, dtype="<f4", count=flag, offset=IR_SIZE)
-    return IRHeader(flag, labels, id_, id2), bytes(record[end:])
+    return IRHeader(flag, labels, id_, id2), end
+
+
+def unpack(record: Record) -> Tuple[IRHeader, bytes]:
+    """Split an image record into its header and payload; vector labels become float32 arrays.
+
+    A damaged header raises :class:`ImageError` (see :func:`unpack_header`).
+    """
+    header, end = unpack_header(record)
+    return header, bytes(record[end:])
 
 
 def _pil():
@@ -113,11 +127,24 @@ def encode_image(img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> b
 
 
 def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
-    """Decode image bytes to a uint8 array: ``iscolor`` 1 = RGB, 0 = grey, -1 = as stored."""
+    """Decode image bytes to a uint8 array: ``iscolor`` 1 = RGB, 0 = grey, -1 = as stored.
+
+    Damaged data raises :class:`ImageError`, and so does an image declaring more than
+    ``recio.imageproc.DEFAULT_MAX_PIXELS`` pixels (the packer's decompression-bomb limit),
+    before its pixels are allocated.
+    """
+    from .imageproc import DEFAULT_MAX_PIXELS
+
     Image = _pil()
     try:
         image = Image.open(io.BytesIO(data))
+        width, height = image.size
+        if width * height > DEFAULT_MAX_PIXELS:
+            raise ImageError(f"image declares {width}x{height} = {width * height} pixels, above "
+                             f"the limit of {DEFAULT_MAX_PIXELS} (decompression-bomb guard)")
         image.load()
+    except ImageError:
+        raise
     except Exception as exc:  # Pillow raises many types for bad data; report them as one
         raise ImageError(f"cannot decode image ({len(data)} bytes): {exc}") from exc
     if iscolor == 1:
@@ -130,7 +157,8 @@ def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
 
 
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
-    """Encode an RGB array with Pillow and pack it with ``header`` (``quality``: JPEG 1-100, PNG 0-9)."""
+    """Encode an RGB array with Pillow and pack it with ``header`` (``quality``: JPEG 1-100,
+    PNG 0-9)."""
     return pack(header, encode_image(img, quality, img_fmt))
 
 
@@ -140,5 +168,6 @@ def unpack_img(record: Record, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]
     return header, decode_image(payload, iscolor)
 
 
-__all__ = ["IRHeader", "IR_FORMAT", "IR_SIZE", "pack", "unpack", "pack_img", "unpack_img",
+__all__ = ["IRHeader", "IR_FORMAT", "IR_SIZE", "pack", "unpack", "unpack_header", "pack_img",
+           "unpack_img",
            "encode_image", "decode_image", "FLOAT32_EXACT_INT"]

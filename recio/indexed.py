@@ -1,72 +1,51 @@
-"""``IndexedRecordReader``: a read-only mapping ``key -> record`` over a ``.rec`` and its ``.idx``."""
+"""``IndexedRecordReader``: a read-only mapping ``key -> record`` over a ``.rec`` and ``.idx``."""
 from __future__ import annotations
 
-import operator
 import os
 import warnings
-from array import array
 from collections.abc import Mapping
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
 
-from .index import load_index
+from .index import Index, IndexOffsets, index_for
 from .reader import RecordReader
-
-
-def _is_range(keys: List[Any]) -> bool:
-    """True when ``keys`` are exactly the ints 0..n-1 in order (the usual MXNet index)."""
-    return all(type(k) is int for k in keys[:1]) and keys == list(range(len(keys)))
 
 
 class IndexedRecordReader(Mapping):
     """Read-only mapping ``key -> record`` over a ``.rec`` and its ``.idx`` (index order).
 
     Without ``idx_path`` the ``.idx`` beside the ``.rec`` is used when present; otherwise the index
-    is built by scanning the file, with keys ``0..n-1`` as MXNet's ``rec2idx`` does.
+    is built by scanning the file, with keys ``0..n-1`` as MXNet's ``rec2idx`` does. The index is
+    held as arrays (``index``, see ``recio.index``), memory-mapped from its sidecar cache when
+    there is one, so forked workers share it; ``cache`` is passed to ``recio.index.open_index``.
     """
 
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Optional[Union[str, "os.PathLike[str]"]] = None,
-                 key_type: Callable[[str], Any] = int) -> None:
+                 key_type: Callable[[str], Any] = int, cache: Optional[bool] = None) -> None:
         self.path = os.fspath(rec_path)
         self.reader = RecordReader(self.path)
-        self.idx_path, keys, offsets = load_index(self.path, idx_path, key_type,
-                                                  rec_size=self.reader.size)
+        self.index: Index = index_for(self.path, idx_path, key_type, rec_size=self.reader.size,
+                                      cache=cache)
+        self.idx_path = self.index.path
+        self.key_type = key_type
+        self._bind()
+        duplicates = self.index.duplicates
+        if duplicates:
+            warnings.warn(f"{self.idx_path}: {duplicates} duplicate keys; the last offset of "
+                          f"each is used (as MXNet does)", stacklevel=2)
+
+    def _bind(self) -> None:
+        """Hot-path shortcuts: the reader's ``read_at`` and, for keys ``0..n-1``, the offsets
+        as a memoryview indexed by key."""
         self._read_at = self.reader.read_at
-        self._dense: Optional[array] = None  # offsets by position when the keys are 0..n-1
-        self._offsets: Optional[dict] = None
-        if keys == range(len(keys)) or (isinstance(keys, list) and _is_range(keys)):
-            self._dense = array("q", offsets)
-            self._keys: Sequence[Any] = range(len(keys))
-            return
-        self._offsets = dict(zip(keys, offsets))
-        if len(self._offsets) != len(keys):
-            warnings.warn(f"{self.idx_path}: {len(keys) - len(self._offsets)} duplicate keys; "
-                          f"the last offset of each is used (as MXNet does)", stacklevel=2)
-            keys = list(self._offsets)
-        self._keys = list(keys)
+        index = self.index
+        self._dense = index.memoryviews()[0] if index.base == 0 else None
+        self._offset = index.offset_of
 
     @property
-    def offsets(self) -> dict:
-        """``{key: byte offset}`` (built on first use when the keys are simply 0..n-1)."""
-        if self._offsets is None:
-            self._offsets = dict(zip(self._keys, self._dense))
-        return self._offsets
-
-    def _offset(self, key: Any) -> int:
-        """Byte offset of ``key``; ``KeyError`` if it is not in the index."""
-        dense = self._dense
-        if dense is not None:
-            try:
-                position = operator.index(key)
-            except TypeError:
-                raise KeyError(key) from None
-            if 0 <= position < len(dense):
-                return dense[position]
-            raise KeyError(key)
-        try:
-            return self._offsets[key]
-        except (KeyError, TypeError):
-            raise KeyError(key) from None
+    def offsets(self) -> IndexOffsets:
+        """``{key: byte offset}``, a read-only dict view over the index arrays."""
+        return self.index.offsets_view()
 
     def __getitem__(self, key: Any) -> bytes:
         dense = self._dense
@@ -76,24 +55,20 @@ class IndexedRecordReader(Mapping):
 
     def read_many(self, keys: Iterable[Any]) -> List[bytes]:
         """The records of ``keys`` as a list (a batch read: one call instead of many)."""
-        return self.reader.read_many_at(map(self._offset, keys))
+        return self.reader.read_many_at(self.index.offsets_of(keys))
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self._keys)
+        return iter(self.index.unique_keys())
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return self.index.unique_count()
 
     def __contains__(self, key: Any) -> bool:
-        try:
-            self._offset(key)
-            return True
-        except KeyError:
-            return False
+        return key in self.index
 
     def keys(self) -> List[Any]:  # type: ignore[override]
         """Keys in index order (a list, like MXNet's ``MXIndexedRecordIO.keys``)."""
-        return list(self._keys)
+        return list(self.index.unique_keys())
 
     def close(self) -> None:
         """Close the underlying reader."""
@@ -104,6 +79,17 @@ class IndexedRecordReader(Mapping):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def __getstate__(self) -> dict:
+        """Pickle without the memoryview shortcuts; a cached index reopens its cache."""
+        state = dict(self.__dict__)
+        for name in ("_read_at", "_dense", "_offset"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind()
 
 
 __all__ = ["IndexedRecordReader"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 from numbers import Real
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -65,9 +66,26 @@ def parse_list_line(line: str, path: Optional[PathLike] = None,
         bad = next(f for f in fields[1:-1] if not _is_float(f))
         raise ListFileError(f"labels (the fields between index and path) must be numbers, "
                             f"not {bad[:40]!r}", **where) from None
+    try:  # labels are stored as float32 in the record header
+        struct.pack("<%df" % len(labels), *labels)
+    except OverflowError:
+        bad = next(x for x in labels if not _fits_float32(x))
+        raise ListFileError(f"label {bad!r} is too large for float32, the type record headers "
+                            f"store labels in", **where) from None
     if not fields[-1]:
         raise ListFileError("the image path (last field) is empty", **where)
+    if "\0" in fields[-1]:
+        raise ListFileError(f"the image path {fields[-1][:80]!r} contains a NUL character",
+                            **where)
     return ListItem(index, labels, fields[-1])
+
+
+def _fits_float32(value: float) -> bool:
+    try:
+        struct.pack("<f", value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _is_float(text: str) -> bool:

@@ -53,8 +53,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .errors import RecordIOError, SequenceError
-from .framing import HEADER_SIZE, MAGIC, PART_HEADER
-from .sequence import unpack_sequence
+from .sequence import Sparse, stream_sample_counts, unpack_sequence
 
 #: ``epoch_size`` value: one epoch = one sweep, repeat forever (CNTK's SIZE_MAX)
 INFINITELY_REPEAT = sys.maxsize
@@ -84,7 +83,7 @@ class RecordCorpus:
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Optional[Union[str, "os.PathLike[str]"]] = None,
                  chunk_samples: int = DEFAULT_CHUNK_SAMPLES) -> None:
-        from .index import build_index, read_index
+        from .index import build_index, open_index
         from .reader import RecordReader
         from . import sequence
 
@@ -95,7 +94,7 @@ class RecordCorpus:
             os.path.splitext(self.rec_path)[0] + ".idx"
         rec_size = os.path.getsize(self.rec_path)
         if os.path.exists(self.idx_path):
-            _, offsets = read_index(self.idx_path, key_type=str, rec_size=rec_size)
+            offsets = open_index(self.idx_path, None, rec_size=rec_size).offsets
         else:
             offsets = build_index(self.rec_path)
         self.offsets = np.asarray(offsets, dtype=np.int64)
@@ -111,7 +110,7 @@ class RecordCorpus:
         side = sequence.sidecar_path(self.rec_path)
         if os.path.exists(side):
             self.kind = "sequence"
-            names, counts = sequence.read_sidecar(side, rec_size)
+            names, counts = sequence.read_sidecar(side, rec_size, len(self.offsets))
             self.stream_names = list(names)
             self.counts = counts
         elif len(self.offsets) and self._reader.read_at(int(self.offsets[0]))[:4] == \
@@ -121,18 +120,15 @@ class RecordCorpus:
                           f"{self.rec_path} to count samples; write it once with "
                           f"recio.sequence.rebuild_sidecar", stacklevel=3)
             self.kind = "sequence"
-            rows = [sequence.sequence_sample_counts(self._reader.read_at(int(o)))
-                    for o in self.offsets]
-            self.stream_names = list(rows[0])
-            self.counts = np.asarray([list(r.values()) for r in rows], dtype=np.uint32)
+            self.stream_names, self.counts = self._count_samples()
         else:
             self.kind = "image"
             self.stream_names = list(IMAGE_STREAMS)
             self.counts = np.ones((len(self.offsets), 2), dtype=np.uint32)
-        if len(self.counts) != len(self.offsets):
-            raise SequenceError(f"the sample-count sidecar lists {len(self.counts)} records but "
-                                f"the index has {len(self.offsets)}; rebuild it with "
-                                f"recio.sequence.rebuild_sidecar", path=side)
+        self._side = side
+        # the counts as a flat buffer of Python-int items, for the per-record check in decode_at
+        self._flat_counts = memoryview(
+            np.ascontiguousarray(self.counts, dtype=np.uint32).reshape(-1))
         # chunk boundaries: close a chunk once it holds >= chunk_samples samples
         size = self.counts.max(axis=1).astype(np.int64) if self.counts.shape[1] else \
             np.zeros(len(self.counts), np.int64)
@@ -140,6 +136,27 @@ class RecordCorpus:
         _, starts = np.unique(before // chunk_samples, return_index=True)
         self.bounds = np.append(starts, len(size)).astype(np.int64)
         self.num_chunks = len(self.bounds) - 1
+
+    def _count_samples(self) -> Tuple[List[str], np.ndarray]:
+        """Stream names and ``counts[records, streams]`` from every record's stream table."""
+        from .sequence import sequence_sample_counts
+
+        names: List[str] = []
+        counts = None
+        for row, offset in enumerate(self.offsets.tolist()):
+            try:
+                got = sequence_sample_counts(self._reader.read_at(offset))
+            except RecordIOError as exc:
+                raise type(exc)(exc.message, path=self.rec_path, offset=offset) from None
+            if counts is None:
+                names = list(got)
+                counts = np.zeros((len(self.offsets), len(names)), np.uint32)
+            elif list(got) != names:
+                raise SequenceError(f"record {row} has streams {list(got)}, the first record "
+                                    f"has {names}; all records need the same streams",
+                                    path=self.rec_path, offset=offset)
+            counts[row] = list(got.values())
+        return names, counts
 
     def chunk_sample_counts(self, i: int) -> np.ndarray:
         """Samples per stream of each sequence of chunk ``i`` (from the sidecar, no decoding)."""
@@ -158,23 +175,47 @@ class RecordCorpus:
                     self._map.madvise(advice, start, end - start)
                 except (OSError, ValueError):  # not supported by this kernel: just slower
                     pass
-        return _LazyChunk(self, offsets)
+        return _LazyChunk(self, offsets, int(self.bounds[i]))
 
-    def decode_at(self, offset: int) -> Dict[str, Any]:
-        """The sequence (or image record as a sequence) whose record starts at ``offset``."""
-        view, size = self._view, self._size
-        record = None
-        if view is not None and offset + HEADER_SIZE <= size:
-            magic, lrec = PART_HEADER.unpack_from(view, offset)
-            if magic == MAGIC and lrec >> 29 == 0 and offset + HEADER_SIZE + lrec <= size:
-                record = view[offset + HEADER_SIZE:offset + HEADER_SIZE + lrec]
-        if record is None:  # a multi-part record (or damage, which the reader reports)
-            record = self._reader.read_at(offset)
+    def decode_at(self, offset: int, row: Optional[int] = None) -> Dict[str, Any]:
+        """The sequence (or image record as a sequence) whose record starts at ``offset``.
+
+        With ``row`` (the record's place in the index), a sequence must have the streams and
+        sample counts the sidecar gives for that row: the minibatch plan was made from those.
+        """
+        # checked like every read (framing and swallowed heads); a zero-copy view of the map
+        record = self._reader.view_at(offset)
         try:
-            return unpack_sequence(record) if self.kind == "sequence" else \
-                _image_sequence(record)
+            if self.kind != "sequence":
+                return _image_sequence(record)
+            seq = unpack_sequence(record)
+            if row is not None:
+                self._check_counts(seq, row)
+            return seq
         except RecordIOError as exc:
             raise type(exc)(exc.message, path=self.rec_path, offset=offset) from None
+
+    def _check_counts(self, seq: Dict[str, Any], row: int) -> None:
+        """A decoded record against its row of ``counts``: same streams, same sample counts."""
+        names, flat, width = self.stream_names, self._flat_counts, len(self.stream_names)
+        base = row * width
+        same = len(seq) == width
+        if same:
+            for k, (name, data) in enumerate(seq.items()):
+                # a stream's samples as recio.sequence._samples_of counts them (inlined: this
+                # runs for every record decoded; decoded arrays are never 0-d)
+                n = data.num_samples if type(data) is Sparse else len(data)
+                if name != names[k] or n != flat[base + k]:
+                    same = False
+                    break
+        if not same:
+            got = stream_sample_counts(seq)
+            expected = self.counts[row].tolist()
+            raise SequenceError(
+                f"record {row} decodes to {got} samples but the sample-count sidecar "
+                f"{self._side} says {dict(zip(self.stream_names, expected))}; the record or "
+                f"the sidecar is damaged (if the records are right, rebuild the sidecar with "
+                f"recio.sequence.rebuild_sidecar)")
 
     def close(self) -> None:
         """Release the memory map (left to the garbage collector while arrays still use it)."""
@@ -195,37 +236,34 @@ class _LazyChunk:
     thousands of small objects alive only feeds the garbage collector.
     """
 
-    __slots__ = ("corpus", "offsets")
+    __slots__ = ("corpus", "offsets", "first")
 
-    def __init__(self, corpus: RecordCorpus, offsets: np.ndarray) -> None:
+    def __init__(self, corpus: RecordCorpus, offsets: np.ndarray, first: int) -> None:
         self.corpus, self.offsets = corpus, offsets  # a view: no Python int per record
+        self.first = first  # the index row of offsets[0]
 
     def __len__(self) -> int:
         return len(self.offsets)
 
     def __getitem__(self, j: int) -> Dict[str, Any]:
-        return self.corpus.decode_at(int(self.offsets[j]))
+        if j < 0:
+            j += len(self.offsets)
+        return self.corpus.decode_at(int(self.offsets[j]), self.first + j)
 
     def __iter__(self):
         return (self[j] for j in range(len(self.offsets)))
 
 
 def _image_sequence(record: bytes) -> Dict[str, np.ndarray]:
-    from .header import IR_SIZE, IR_STRUCT
+    """An image record as two one-sample streams, as views into ``record`` (ImageError when
+    its header is damaged)."""
+    from .header import unpack_header
 
-    if len(record) < IR_SIZE:
-        raise RecordIOError(f"image record of {len(record)} bytes is shorter than its "
-                            f"{IR_SIZE}-byte IRHeader; is this an image .rec?")
-    flag, label, _, _ = IR_STRUCT.unpack_from(record, 0)
-    if flag:
-        end = IR_SIZE + 4 * flag
-        if end > len(record):
-            raise RecordIOError(f"IRHeader flag {flag} announces {flag} labels but the record "
-                                f"is too short")
-        labels = np.frombuffer(record, "<f4", flag, IR_SIZE).reshape(1, flag)
+    header, end = unpack_header(record)
+    if header.flag:
+        labels = header.label.reshape(1, header.flag)
     else:
-        end = IR_SIZE
-        labels = np.array([[label]], dtype=np.float32)
+        labels = np.array([[header.label]], dtype=np.float32)
     image = np.frombuffer(record, np.uint8, offset=end).reshape(1, -1)
     return {"label": labels, "image": image}
 

@@ -11,14 +11,13 @@ pointer is shared between processes.
 from __future__ import annotations
 
 import os
-from array import array
+import weakref
 from typing import Any, Callable, List, Optional
 
 import numpy as np
 
 from .header import IRHeader, decode_image, encode_image, pack, unpack
-from .index import read_index
-from .indexed import _is_range
+from .index import open_index
 from .reader import RecordReader
 from .writer import RecordWriter
 
@@ -35,12 +34,29 @@ def _refresh_pid() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_refresh_pid)
 
+
+def _close_all(files: list) -> None:
+    """Close an MX writer's files at interpreter exit, keeping them (MXNet's ``__del__``)."""
+    for f in files:
+        try:
+            f.close()
+        except Exception:
+            pass
+
 __all__ = ["MXRecordIO", "MXIndexedRecordIO", "IRHeader", "pack", "unpack", "pack_img",
            "unpack_img"]
 
 
 class MXRecordIO:
-    """Sequential RecordIO reader (``flag='r'``) or writer (``flag='w'``), as ``mxnet.recordio``."""
+    """Sequential RecordIO reader (``flag='r'``) or writer (``flag='w'``), as ``mxnet.recordio``.
+
+    A writer behaves as MXNet's, not as recio's own writers: it writes straight to the final
+    name (an existing file is replaced by a new empty one at once), and an object that is
+    garbage collected or still open at interpreter exit without ``close()`` is closed and its
+    file *kept* with what was written, since ported scripts that never call ``close()`` rely on
+    that. So a script that fails half way leaves a short but valid-looking ``.rec``/``.idx``;
+    use ``recio.IndexedRecordWriter`` where that matters.
+    """
 
     def __init__(self, uri: str, flag: str) -> None:
         self.uri = os.fspath(uri)
@@ -55,6 +71,10 @@ class MXRecordIO:
         """Open the file for the mode given by ``flag``."""
         if self.flag == "w":
             self._writer = RecordWriter(self.uri, atomic=False)
+            # at interpreter exit: close (and keep) before the writer's own finalizer, which
+            # was made first and so runs later, would warn about an unclosed writer
+            self._closing = [self._writer]
+            weakref.finalize(self, _close_all, self._closing)
             self.writable = True
         elif self.flag == "r":
             self._reader = RecordReader(self.uri)
@@ -100,6 +120,7 @@ class MXRecordIO:
         if not self.is_open:
             return
         if self._writer is not None:
+            self._closing.clear()
             self._writer.close()
             self._writer = None
         if self._reader is not None:
@@ -139,7 +160,13 @@ class MXRecordIO:
 
 
 class MXIndexedRecordIO(MXRecordIO):
-    """Keyed RecordIO with an ``.idx`` file: ``read_idx(key)``, ``write_idx(key, buf)``, ``keys``."""
+    """Keyed RecordIO with an ``.idx`` file: ``read_idx(key)``, ``write_idx(key, buf)``, ``keys``.
+
+    A reader holds the index as arrays (``recio.index.Index``, memory-mapped from the ``.idx``'s
+    sidecar cache when there is one, so forked workers share it); ``keys`` and ``idx`` are
+    read-only list- and dict-like views of them: what code does with MXNet's list and dict
+    (``len``, indexing, slicing, ``in``, ``list()``, ``np.array()``, ``idx[key]``) works.
+    """
 
     def __init__(self, idx_path: str, uri: str, flag: str,
                  key_type: Callable[[Any], Any] = int) -> None:
@@ -154,23 +181,33 @@ class MXIndexedRecordIO(MXRecordIO):
         super().open()
         self._dense = None
         if self.writable:
-            self.fidx = open(self.idx_path, "w")
+            try:
+                self.fidx = open(self.idx_path, "w")
+            except BaseException:  # leave no empty .rec behind
+                self._closing.clear()
+                self._writer.abort()
+                self._writer = None
+                self.is_open = False
+                raise
+            self._closing.append(self.fidx)
             self.idx, self.keys = {}, []
             return
         self.fidx = None
+        self._resume = None
+        self._read_at = self._reader.read_at
         stat = os.stat(self.idx_path)
         stamp = (stat.st_size, stat.st_mtime_ns, self._reader.size)
-        if stamp == getattr(self, "_idx_stamp", None):  # reopened in a worker: index unchanged
-            self.idx, self.keys = self._idx_cache
-            if _is_range(self.keys):
-                self._dense = array("q", self.idx.values())
-            return
-        keys, offsets = read_index(self.idx_path, self.key_type, rec_size=self._reader.size)
-        self.idx = dict(zip(keys, offsets))
-        self.keys = keys
-        self._idx_stamp, self._idx_cache = stamp, (self.idx, self.keys)
-        if _is_range(keys):  # the usual 0..n-1 keys: look offsets up by position
-            self._dense = array("q", offsets)
+        index = getattr(self, "_index", None)
+        if index is None or stamp != getattr(self, "_idx_stamp", None):
+            # arrays, mapped from the sidecar cache when there is one (see recio.index); a
+            # worker reopening an unchanged index keeps the arrays it shares with the parent
+            index = open_index(self.idx_path, self.key_type, rec_size=self._reader.size)
+            self._index, self._idx_stamp = index, stamp
+        # list- and dict-like views computed from the arrays on demand (MXNet's list and dict)
+        self.keys, self.idx = index.keys_view(), index.offsets_view()
+        self._offset_of = index.offset_of
+        if index.base == 0:  # the usual 0..n-1 keys: offsets by position, as Python ints
+            self._dense = index.memoryviews()[0]
 
     def close(self) -> None:
         if not self.is_open:
@@ -183,13 +220,38 @@ class MXIndexedRecordIO(MXRecordIO):
     def __getstate__(self) -> dict:
         state = super().__getstate__()
         state["fidx"] = None
+        # memoryview and bound-method shortcuts are rebuilt by open(); the index pickles as
+        # a reopen of its cache when it has one (else as its arrays)
+        for name in ("_dense", "_read_at", "_offset_of", "_resume"):
+            state.pop(name, None)
         return state
+
+    # After read_idx the next read() continues after that record, as MXNet's seek + read
+    # leaves it; read_idx only notes where, and the position is caught up when it matters.
+    _resume: Optional[int] = None
+
+    def _catch_up(self) -> None:
+        pos, self._resume = self._resume, None
+        if self._reader is not None:
+            self._reader.seek(pos)
+            self._reader.read()
+
+    def read(self) -> Optional[bytes]:
+        if self._resume is not None and self.pid == _PID:
+            self._catch_up()
+        return super().read()
+
+    def tell(self) -> int:
+        if self._resume is not None and not self.writable:
+            self._catch_up()
+        return super().tell()
 
     def seek(self, idx: Any) -> None:
         """Position the reader at the record of key ``idx``."""
         if self.writable:
             raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot seek")
         self._check_pid(allow_reset=True)
+        self._resume = None
         self._reader.seek(self.idx[idx])
 
     def read_idx(self, idx: Any) -> bytes:
@@ -202,10 +264,9 @@ class MXIndexedRecordIO(MXRecordIO):
         if dense is not None and type(idx) is int and 0 <= idx < len(dense):  # keys 0..n-1
             pos = dense[idx]
         else:
-            pos = self.idx[idx]
-        reader = self._reader
-        reader.seek(pos)
-        return reader.read()
+            pos = self._offset_of(idx)
+        self._resume = pos
+        return self._read_at(pos)
 
     def write_idx(self, idx: Any, buf: bytes) -> None:
         """Append a record under key ``idx`` and its ``.idx`` line."""

@@ -30,7 +30,7 @@ from typing import Callable, Deque, Iterable, Iterator, List, Optional, Tuple, U
 
 from PIL import Image
 
-from .atomic import AtomicFile
+from .atomic import AtomicFile, ManagedWriter, OutputSet
 from .errors import ImageError, RecordIOError
 from .framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
 from .header import IRHeader, pack
@@ -258,19 +258,73 @@ def _journal_entries(journal: str) -> Iterator[List[str]]:
             yield line.rstrip("\n").split("\t")
 
 
-def _finish(lst_path: str, rec_partial: str, journal: str) -> Tuple[Optional[str], int]:
-    """Write ``.idx`` and ``.errors.tsv`` from the journal, then move everything into place."""
-    rec_path, idx_path, errors_path = output_paths(lst_path)
-    idx = AtomicFile(idx_path, "wb")
-    errors = None
-    try:
+class _PackOutput(ManagedWriter):
+    """The files of one pack, with recio's writer lifecycle (``recio.atomic.ManagedWriter``).
+
+    Records go to ``.rec.partial`` and each finished item to the journal, the journal line only
+    after the record's bytes were handed to the OS. ``close()`` writes ``.idx`` and
+    ``.errors.tsv`` from the journal and renames ``.rec.partial`` to ``.rec``, then the others
+    into place (an old ``.idx`` goes first, an old ``.errors.tsv`` too when nothing failed this
+    time), then deletes the journal. ``abort()`` (an error, Ctrl-C) and an output dropped
+    without ``close()`` keep the ``.partial`` and the journal, which ``resume`` continues from;
+    no final name appears. Opening is all or nothing: a fresh ``.rec.partial`` whose journal
+    cannot be created is deleted again.
+    """
+
+    def __init__(self, lst_path: str, settings: dict, state: _Progress, fsync: bool) -> None:
+        self.rec_path, self.idx_path, self.errors_path = output_paths(lst_path)
+        self.rec_partial, self.journal = partial_paths(lst_path)
+        self.fsync = fsync
+        if state.next_pos:
+            self.rec = open(self.rec_partial, "r+b", buffering=_BUFFER)
+            try:
+                self.rec.truncate(state.rec_end)
+                self.rec.seek(state.rec_end)
+                self.log = open(self.journal, "r+b", buffering=_BUFFER)
+                self.log.truncate(state.journal_end)
+                self.log.seek(state.journal_end)
+            except BaseException:
+                self.rec.close()
+                raise
+        else:
+            self.rec = open(self.rec_partial, "wb", buffering=_BUFFER)
+            try:
+                self.log = open(self.journal, "wb", buffering=_BUFFER)
+                try:
+                    self.log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} "
+                                   f"{json.dumps(settings)}\n".encode())
+                    self.log.flush()
+                except BaseException:
+                    self.log.close()
+                    os.unlink(self.journal)
+                    raise
+            except BaseException:
+                self.rec.close()
+                os.unlink(self.rec_partial)
+                raise
+        self._begin(OutputSet([AtomicFile.adopt(self.rec_path, self.rec_partial, self.rec,
+                                                keep_on_discard=True, fsync=fsync)]),
+                    f"pack output {self.rec_partial!r}")
+
+    def write(self, entries: List[str]) -> None:
+        """Vouch in the journal for a batch whose records were written to ``self.rec``."""
+        self.rec.flush()  # record bytes reach the OS before the journal vouches for them
+        self.log.write("".join(entries).encode("utf-8", "surrogateescape"))
+        self.log.flush()
+
+    def _finish(self) -> None:
+        self.rec.flush()
+        self.log.close()
+        outputs = self._outputs
+        idx = outputs.add(AtomicFile(self.idx_path, "wb", fsync=self.fsync))
+        errors: Optional[AtomicFile] = None
         lines: List[str] = []
-        for fields in _journal_entries(journal):
+        for fields in _journal_entries(self.journal):
             if fields[0] == "R":
                 lines.append(f"{fields[2]}\t{fields[3]}\n")
             else:
                 if errors is None:
-                    errors = AtomicFile(errors_path, "wb")
+                    errors = outputs.add(AtomicFile(self.errors_path, "wb", fsync=self.fsync))
                     errors.file.write(b"line\tindex\tpath\treason\n")
                 errors.file.write("\t".join(fields[2:6]).encode("utf-8", "surrogateescape")
                                   + b"\n")
@@ -278,23 +332,19 @@ def _finish(lst_path: str, rec_partial: str, journal: str) -> Tuple[Optional[str
                 idx.file.write("".join(lines).encode())
                 lines.clear()
         idx.file.write("".join(lines).encode())
-    except BaseException:
-        idx.discard()
-        if errors is not None:
-            errors.discard()
-        raise
-    size = os.path.getsize(rec_partial)
-    # no moment where a new .rec sits beside a stale .idx: drop the old index first
-    if os.path.exists(idx_path):
-        os.unlink(idx_path)
-    os.replace(rec_partial, rec_path)
-    idx.commit()
-    if errors is not None:
-        errors.commit()
-    elif os.path.exists(errors_path):
-        os.unlink(errors_path)  # from an earlier run; nothing failed this time
-    os.unlink(journal)
-    return (errors_path if errors is not None else None), size
+        if errors is None:
+            outputs.obsolete.append(self.errors_path)  # from an earlier run; none failed now
+        self.errors_written = errors is not None
+
+    def _drop(self) -> None:
+        self.log.close()
+
+    def close(self) -> None:
+        """Write ``.idx`` and ``.errors.tsv`` and move everything into place (journal last)."""
+        if self.closed:
+            return
+        super().close()
+        os.unlink(self.journal)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,7 +355,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
               pass_through: bool = False, pack_label: bool = False, workers: int = 1,
               executor: str = "auto", resume: bool = False,
               progress: Optional[ProgressCallback] = None, batch_size: int = 0,
-              window: int = 0) -> PackResult:
+              window: int = 0, fsync: bool = False) -> PackResult:
     """Pack the images of ``lst_path`` (paths relative to ``root``) into ``.rec`` + ``.idx``.
 
     Records are written in list order with ``id = index``, ``id2 = 0`` and the first label (all
@@ -313,6 +363,9 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     processes (``executor``). ``resume`` continues an interrupted pack of the same list with the
     same settings (or returns at once if the outputs are already complete). ``progress(done,
     total)`` is called as items finish. A malformed list raises ListFileError before any work.
+    ``fsync=True`` fsyncs the finished files before they are renamed into place (and their
+    folder after), so a returned result survives an OS crash; resuming after an OS crash is
+    best effort (the journal is flushed to the OS, not fsynced, after every batch).
     """
     lst_path = os.path.abspath(os.fspath(lst_path))
     root = os.path.abspath(os.fspath(root))
@@ -341,17 +394,8 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     result.resumed = state.next_pos
     result.packed, result.skipped = state.packed, state.skipped
 
-    if state.next_pos:
-        rec = open(rec_partial, "r+b", buffering=_BUFFER)
-        rec.truncate(state.rec_end)
-        rec.seek(state.rec_end)
-        log = open(journal, "r+b", buffering=_BUFFER)
-        log.truncate(state.journal_end)
-        log.seek(state.journal_end)
-    else:
-        rec = open(rec_partial, "wb", buffering=_BUFFER)
-        log = open(journal, "wb", buffering=_BUFFER)
-        log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} {json.dumps(settings)}\n".encode())
+    out = _PackOutput(lst_path, settings, state, fsync)
+    rec = out.rec
     offset = state.rec_end
     done = state.next_pos
     if progress is not None:
@@ -371,9 +415,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
                 entries.append(f"S\t{pos}\t{line}\t{item.index}\t{_clean(item.path)}\t"
                                f"{_clean(reason)}\n")
                 result.skipped += 1
-        rec.flush()  # record bytes reach the OS before the journal vouches for them
-        log.write("".join(entries).encode("utf-8", "surrogateescape"))
-        log.flush()
+        out.write(entries)
         done += len(outcomes)
         if progress is not None:
             progress(done, total)
@@ -410,8 +452,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     except BaseException:
         if pool is not None:
             pool.terminate()
-        rec.close()
-        log.close()
+        out.abort()
         raise  # the partial files stay for resume
     finally:
         if opencv_threads is not None:
@@ -419,9 +460,9 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     if pool is not None:
         pool.close()
         pool.join()
-    rec.close()
-    log.close()
-    result.errors_path, result.bytes = _finish(lst_path, rec_partial, journal)
+    out.close()
+    result.errors_path = errors_path if out.errors_written else None
+    result.bytes = offset
     result.seconds = time.perf_counter() - started
     return result
 

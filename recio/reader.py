@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, 
 
 from .errors import RecordIOError
 from .framing import (CFLAG_LAST, HEADER_SIZE, MAGIC, MAGIC_BYTES, PART_HEADER,
-                      check_part_header, find_record_head,
+                      check_part_header, count_aligned_magic, find_record_head,
                       first_aligned_magic, swallowed_head_error, truncated_header_error)
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
@@ -25,15 +25,24 @@ Span = Tuple[int, int]
 DamageHandler = Callable[[int, int, RecordIOError], None]
 
 _unpack_header = PART_HEADER.unpack_from
+_HEADER_UNPACK = PART_HEADER.unpack
 _FIRST_CONTINUATION_LREC = 1 << 29  # lrecord words below this have cflag 0 (a whole record)
 #: a sequential window covers at most this many bytes (it starts smaller and grows)
 _WINDOW_BYTES = 1 << 20
 #: a sequential read() checks this much ahead at first, growing while reads stay sequential
-_FIRST_WINDOW = 1 << 12
+_FIRST_WINDOW = 1 << 10
 #: records shorter than this are searched for a swallowed head in their own copy
 _SMALL_RECORD = 4096
+#: records at least this large are read one at a time, copied with ``pread`` and checked in
+#: the copy; smaller ones are checked a window at a time on the map
+_LARGE_RECORD = 1 << 16
 _MAGIC_WORD = np.uint32(MAGIC)
 _MAGIC_FIRST_BYTE = MAGIC_BYTES[0]
+
+
+def _after(offset: int, length: int, size: int) -> int:
+    """Where the record after a whole record of ``length`` bytes at ``offset`` begins."""
+    return min(size, offset + 8 + length + (-length & 3))
 
 
 class RecordReader:
@@ -70,6 +79,7 @@ class RecordReader:
                 self.path = None
             self._file = source
         self._buf: Any = None  # mmap or bytes when the whole file is addressable, else None
+        self._fd: Optional[int] = None  # large records are read with pread (see _read_whole)
         self._open_buffer()
         self._pos = 0
         self._clear_ahead()
@@ -91,6 +101,7 @@ class RecordReader:
         if fileno is not None:
             self.size = size
             self._buf = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ) if size else b""
+            self._fd = fileno
             return
         if not (hasattr(f, "seek") and f.seekable()):
             raise TypeError(f"{self.path or f!r}: RecordReader needs a path or a seekable binary file")
@@ -190,7 +201,8 @@ class RecordReader:
         return -1
 
     # -- many records: the checked window walk -------------------------------------------------
-    def _walk(self, pos: int, max_bytes: int) -> Tuple[List[int], List[int], int]:
+    def _walk(self, pos: int, max_bytes: int,
+              copying: bool = False) -> Tuple[List[int], List[int], int]:
         """``(heads, ends, next)`` of the consecutive whole records from ``pos`` that lie in the
         next ``max_bytes``, checked; empty when the slow path must look at ``pos`` itself.
 
@@ -200,7 +212,8 @@ class RecordReader:
         (a swallowed record) or a cflag other than 0 stops the run before that record; a
         missing head stops it after the record before the gap. The slow path (``_next_spans``)
         then raises, skips or joins a multi-part record there. A first record larger than the
-        window is checked on its own.
+        window is checked on its own. ``copying``: the caller copies the records out, so the run
+        also stops before a large one (``_large_at`` reads those).
         """
         buf, size = self._buf, self.size
         if buf is None or pos & 3 or pos > size - HEADER_SIZE:
@@ -224,6 +237,8 @@ class RecordReader:
         padded = (ends + 3) & ~3
         window_end = pos + 4 * nwin
         stop = (lrec >= _FIRST_CONTINUATION_LREC) | (padded > window_end)
+        if copying:  # large records are copied and checked one by one (_read_whole)
+            stop |= lrec >= _LARGE_RECORD
         stop[:-1] |= padded[:-1] > heads[1:]  # the next head lies inside this record
         gap = np.zeros(len(hits), dtype=bool)
         gap[:-1] = padded[:-1] < heads[1:]  # no head where this record ends: keep it, stop after
@@ -232,6 +247,8 @@ class RecordReader:
         first_gap = int(np.argmax(gap)) + 1 if gap.any() else len(hits)
         k = min(first_stop, first_gap)
         if k == 0:  # a record larger than the window, or the slow path's business
+            if first_stop > 0 or len(hits) > 1 or lrec[0] >= _FIRST_CONTINUATION_LREC:
+                return [], [], pos
             end = self._check_whole(pos)
             return ([pos], [end], min(size, (end + 3) & ~3)) if end >= 0 else ([], [], pos)
         return heads[:k].tolist(), ends[:k].tolist(), min(size, int(padded[k - 1]))
@@ -268,6 +285,15 @@ class RecordReader:
             return [], [], nxt
         return [offset], [spans], nxt
 
+    @staticmethod
+    def _next_window(window: int, start: int, stop: int) -> int:
+        """The window after a walk from ``start`` to ``stop``: larger when the walk used most of
+        it, back to the smallest after damage or a multi-part record (so a file full of damage
+        costs in proportion to its size, not to the number of damaged places times a window)."""
+        if stop - start >= window >> 1:
+            return min(window * 4, _WINDOW_BYTES)
+        return _FIRST_WINDOW
+
     def _clear_ahead(self) -> None:
         """Forget the records ``read()`` checked ahead (after a seek or reset)."""
         self._ahead_heads: List[int] = []
@@ -293,9 +319,14 @@ class RecordReader:
             if pos >= self.size:
                 return
             self._clear_ahead()
-            heads, ends, nxt = self._walk(pos, window)
+            record = self._large_at(pos)
+            if record is not None:
+                self._pos = _after(pos, len(record), self.size)
+                yield (pos, record) if with_offsets else record
+                continue
+            heads, ends, nxt = self._walk(pos, window, copying=True)
+            window = self._next_window(window, pos, nxt)
             if heads:
-                window = min(window * 4, _WINDOW_BYTES)
                 for head, end, after in zip(heads, ends, heads[1:] + [nxt]):
                     self._pos = after
                     yield (head, buf[head + 8:end]) if with_offsets else buf[head + 8:end]
@@ -312,11 +343,12 @@ class RecordReader:
         window = _FIRST_WINDOW
         while self._pos < self.size:
             self._clear_ahead()
-            offsets, spans, nxt = self._spans_from(self._pos, window)
+            start = self._pos
+            offsets, spans, nxt = self._spans_from(start, window)
             if not offsets:
                 self._pos = nxt
                 return
-            window = min(window * 4, _WINDOW_BYTES)
+            window = self._next_window(window, start, nxt)
             for i, offset in enumerate(offsets):
                 self._pos = offsets[i + 1] if i + 1 < len(offsets) else nxt
                 yield offset, spans[i]
@@ -344,12 +376,15 @@ class RecordReader:
             self._window = _FIRST_WINDOW
             record = self._read_whole(pos)
             if record is not None:
-                lrec = len(record)
-                self._pos = self._sequential_at = min(self.size, pos + 8 + lrec + (-lrec & 3))
+                self._pos = self._sequential_at = _after(pos, len(record), self.size)
                 return record
         else:
-            heads, ends, nxt = self._walk(pos, self._window)
-            self._window = min(self._window * 4, _WINDOW_BYTES)
+            record = self._large_at(pos)
+            if record is not None:
+                self._pos = self._sequential_at = _after(pos, len(record), self.size)
+                return record
+            heads, ends, nxt = self._walk(pos, self._window, copying=True)
+            self._window = self._next_window(self._window, pos, nxt)
             if heads:
                 self._ahead_heads, self._ahead_ends = heads, ends
                 self._ahead_next = heads[1:] + [nxt]
@@ -368,8 +403,15 @@ class RecordReader:
         out: List[bytes] = []
         buf, pos = self._buf, self._pos
         self._clear_ahead()
+        window = _WINDOW_BYTES
         while len(out) < n and pos < self.size:
-            heads, ends, nxt = self._walk(pos, _WINDOW_BYTES)
+            record = self._large_at(pos)
+            if record is not None:
+                out.append(record)
+                pos = _after(pos, len(record), self.size)
+                continue
+            heads, ends, nxt = self._walk(pos, window, copying=True)
+            window = self._next_window(window, pos, nxt)
             if heads:
                 want = n - len(out)
                 if len(heads) > want:
@@ -406,23 +448,51 @@ class RecordReader:
             return -1
         return end
 
-    def _read_whole(self, offset: int) -> Optional[bytes]:
+    def _read_whole(self, offset: int,
+                    header: Optional[Tuple[int, int]] = None) -> Optional[bytes]:
         """The whole (single-part) record at ``offset`` if it checks out on the fast path, else
-        None (the slow path then decides)."""
+        None (the slow path then decides).
+
+        A large record is copied first (``pread`` from a file: no page faults on the map) and
+        its copy searched for a swallowed head while it is still in the CPU cache, so its bytes
+        are read from memory once. ``header``: the part header, when the caller has read it.
+        """
         buf = self._buf
         if buf is None or offset & 3 or not 0 <= offset <= self.size - 8:
             return None
-        magic, lrec = _unpack_header(buf, offset)
+        magic, lrec = header or _unpack_header(buf, offset)
         end = offset + 8 + lrec
         # framing.check_part_header for a whole record, copied for speed (see _walk_trusting)
         if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
             return None
+        if lrec >= _LARGE_RECORD and self._fd is not None:
+            data = os.pread(self._fd, lrec, offset + 8)
+            if len(data) != lrec:  # the file shrank under us: the slow path reports it
+                return None
+        else:
+            data = buf[offset + 8:end]
         if self.trust_lengths:
-            return buf[offset + 8:end]
-        padded = min(end + (-lrec & 3), self.size)
-        if first_aligned_magic(buf, offset + 8, padded) >= 0:
+            return data
+        if count_aligned_magic(data, 0, lrec):
             return None
-        return buf[offset + 8:end]
+        tail = lrec & 3  # a word running into the padding: its first bytes end the data
+        if tail and data[lrec - tail:] == MAGIC_BYTES[:tail] and \
+                buf[end:end + 4 - tail] == MAGIC_BYTES[tail:]:
+            return None
+        return data
+
+    def _large_at(self, pos: int) -> Optional[bytes]:
+        """The record at ``pos`` when it is a large whole record that checks out, else None:
+        sequential reads take large records one by one (see ``_read_whole``)."""
+        if self._fd is None or pos > self.size - 8 or pos & 3:
+            return None
+        # the header with pread too: a header on a page of the map not yet touched costs a
+        # page fault, several times a small read
+        header = _HEADER_UNPACK(os.pread(self._fd, HEADER_SIZE, pos))
+        magic, lrec = header
+        if magic != MAGIC or not _LARGE_RECORD <= lrec < _FIRST_CONTINUATION_LREC:
+            return None
+        return self._read_whole(pos, header)
 
     def read_at(self, offset: int) -> bytes:
         """The record whose first part starts at byte ``offset``; the position is unchanged."""
@@ -473,8 +543,8 @@ class RecordReader:
         while self._pos < self.size:
             self._clear_ahead()
             heads, _, nxt = self._walk(self._pos, window)
+            window = self._next_window(window, self._pos, nxt)
             if heads:
-                window = min(window * 4, _WINDOW_BYTES)
                 for head, after in zip(heads, heads[1:] + [nxt]):
                     self._pos = after
                     yield head

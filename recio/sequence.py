@@ -25,9 +25,11 @@ start, gaps are zero bytes)::
       sparse: indptr[N + 1] (int64), indices[nnz] (int32), values[nnz] (dtype)
 
 ``unpack_sequence`` returns NumPy views into the record buffer (no copy; read-only when the
-buffer is ``bytes``). The sample count of a record (CNTK's definition: the largest stream, or the
-stream that ``defines_mb_size``) is kept in a sidecar ``PREFIX.len`` beside ``PREFIX.idx`` so a
-reader can plan minibatches and sweeps from the index alone::
+buffer is ``bytes``), after checking every count against the record's bytes and every sparse
+stream's indptr and indices: a damaged record raises ``SequenceError``. The sample count of a
+record (CNTK's definition: the largest stream, or the stream that ``defines_mb_size``) is kept
+in a sidecar ``PREFIX.len`` beside ``PREFIX.idx`` so a reader can plan minibatches and sweeps
+from the index alone::
 
     +------------+-------------+--------------+-----------+-------------+
     | "RECIOLEN" | u32 version | u32 nstreams | u64 nrecs | u64 recsize |   32 bytes, version = 1
@@ -45,9 +47,9 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from .atomic import AtomicFile
+from .atomic import ManagedWriter, OutputSet, atomic_open
 from .errors import SequenceError
-from . import framing
+from .writer import RecordWriter
 
 Buffer = Union[bytes, bytearray, memoryview]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -77,6 +79,7 @@ _DTYPE_OBJECTS = tuple(np.dtype(d) for d in DTYPES)
 _NAMES: Dict[bytes, str] = {}  # decoded stream names (they repeat in every record)
 _INDPTR = np.dtype("<i8")
 _INDICES = np.dtype("<i4")
+_UINDICES = np.dtype("<u4")
 
 
 class Sparse(NamedTuple):
@@ -110,8 +113,44 @@ class Sparse(NamedTuple):
         values = np.concatenate(val) if val else np.zeros(0, dtype)
         return cls(indptr, indices, values, int(dim))
 
+    def validate(self, name: Optional[str] = None) -> "Sparse":
+        """Check the CSR invariants and return ``self``; raises :class:`SequenceError`.
+
+        ``indptr`` (N + 1 entries) starts at 0, never decreases and ends at ``len(indices) ==
+        len(values)``; every index lies in ``[0, dim)``. :func:`unpack_sequence` checks every
+        decoded stream with this, so ``to_dense`` and friends never see a broken one. ``name``
+        (the stream's) goes into the error message.
+        """
+        indptr, indices = np.asarray(self.indptr), np.asarray(self.indices)
+        n, nnz, dim = len(indptr) - 1, len(indices), int(self.dim)
+        problem = None
+        if n < 0 or len(self.values) != nnz:
+            problem = (f"{len(indptr)} indptr entries, {nnz} indices and {len(self.values)} "
+                       f"values; need N + 1 >= 1 indptr entries and one value per index")
+        elif int(indptr[0]) != 0 or int(indptr[-1]) != nnz:
+            problem = (f"indptr runs from {int(indptr[0])} to {int(indptr[-1])}; it must run "
+                       f"from 0 to nnz = {nnz}")
+        elif n > 1 and np.count_nonzero(indptr[1:] < indptr[:-1]):
+            k = int(np.argmax(indptr[1:] < indptr[:-1]))
+            a, b = int(indptr[k]), int(indptr[k + 1])
+            problem = (f"indptr decreases from {a} to {b}: sample {k} would have {b - a} "
+                       f"non-zeros")
+        elif nnz:
+            if indices.dtype == _INDICES:  # one pass: a negative int32 is >= 2**31 as uint32
+                outside = dim <= 0 or int(indices.view(_UINDICES).max()) >= min(dim, 1 << 31)
+            else:
+                outside = dim <= 0 or int(indices.min()) < 0 or int(indices.max()) >= dim
+            if outside:
+                bad = int(np.argmax((indices < 0) | (indices >= dim)))
+                problem = f"index {int(indices[bad])} (non-zero {bad}) lies outside [0, {dim})"
+        if problem is not None:
+            label = "sparse stream" if name is None else f"sparse stream {name!r}"
+            raise SequenceError(f"{label}: {problem}")
+        return self
+
     def to_dense(self) -> np.ndarray:
         """The ``N x dim`` dense array (duplicate indices add up)."""
+        self.validate()
         out = np.zeros((self.num_samples, self.dim), dtype=self.values.dtype)
         rows = np.repeat(np.arange(self.num_samples), np.diff(self.indptr))
         np.add.at(out, (rows, self.indices), self.values)
@@ -202,8 +241,31 @@ def pack_sequence(streams: Dict[str, Stream]) -> bytes:
     return b"".join(parts)
 
 
+def _stream_name(raw: bytes, at: int) -> str:
+    """The stream name stored as ``raw`` at byte ``at`` of a record: 1..255 bytes of UTF-8."""
+    name = _NAMES.get(raw)
+    if name is not None:
+        return name
+    if not raw:
+        raise SequenceError(f"stream at byte {at} of the record has an empty name")
+    try:
+        name = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SequenceError(f"stream name {raw!r} at byte {at} of the record is not valid "
+                            f"UTF-8") from None
+    if len(_NAMES) < 4096:
+        _NAMES[raw] = name
+    return name
+
+
 def _parse_descriptors(buf: Buffer):
-    """Yield ``(name, kind, dtype, flags, dim, n, nnz)`` and return the data start offset."""
+    """``([(name, kind, dtype, flags, dim, n, nnz), ...], data start)`` of a sequence payload.
+
+    Checks all that the stream table tells alone: magic and version, at least one stream, the
+    table inside the record, known kinds, dtype codes and flags (1-D only for dense dim 1),
+    nnz 0 for dense streams, names 1..255 bytes of valid UTF-8 (the callers check that they
+    are unique, see :func:`_duplicate_name`). Does not look at the sections.
+    """
     size = len(buf)
     if size < SEQUENCE_HEADER.size:
         raise SequenceError(f"sequence record of {size} bytes is shorter than its "
@@ -216,37 +278,75 @@ def _parse_descriptors(buf: Buffer):
         raise SequenceError(f"sequence record version {version}; this recio reads version "
                             f"{SEQUENCE_VERSION} (upgrade recio)")
     pos = SEQUENCE_HEADER.size
+    if nstreams == 0:
+        raise SequenceError("sequence record declares 0 streams; a sequence has at least one")
+    least = pos + nstreams * (STREAM_DESCRIPTOR.size + 1)
+    if least > size:
+        raise SequenceError(f"sequence record truncated in its stream table: {nstreams} streams "
+                            f"need at least {least} bytes, the record has {size}")
     out = []
     unpack_descriptor = STREAM_DESCRIPTOR.unpack_from
     for _ in range(nstreams):
+        at = pos
         if pos + STREAM_DESCRIPTOR.size > size:
             raise SequenceError(f"sequence record truncated in its stream table at byte {pos}")
         kind, code, flags, namelen, dim, n, nnz = unpack_descriptor(buf, pos)
         pos += STREAM_DESCRIPTOR.size
         if pos + namelen > size:
             raise SequenceError(f"sequence record truncated in a stream name at byte {pos}")
-        raw = bytes(buf[pos:pos + namelen])
-        name = _NAMES.get(raw)
-        if name is None:
-            name = raw.decode("utf-8", errors="replace")
-            if len(_NAMES) < 4096:
-                _NAMES[raw] = name
+        name = _stream_name(bytes(buf[pos:pos + namelen]), at)
         pos += namelen
-        if kind > SPARSE or code >= len(DTYPES):
-            raise SequenceError(f"stream {name!r}: unknown kind {kind} or dtype code {code} "
-                                f"(record written by a newer recio?)")
+        if kind > SPARSE or code >= len(DTYPES) or flags & ~FLAG_1D:
+            raise SequenceError(f"stream {name!r} at byte {at}: unknown kind {kind}, dtype code "
+                                f"{code} or flags {flags:#x} (record written by a newer recio?)")
+        if flags and (kind != DENSE or dim != 1):
+            raise SequenceError(f"stream {name!r} at byte {at}: the 1-D flag is set on a "
+                                f"{'sparse' if kind else 'dense'} stream of dim {dim}; only a "
+                                f"dense stream of dim 1 can be 1-D")
+        if kind == DENSE and nnz:
+            raise SequenceError(f"stream {name!r} at byte {at}: a dense stream with nnz {nnz} "
+                                f"(nnz is 0 for dense streams)")
         out.append((name, kind, _DTYPE_OBJECTS[code], flags, dim, n, nnz))
     return out, pos + _pad8(pos)
 
 
+def _duplicate_name(descriptors: List[tuple]) -> SequenceError:
+    """The error for a stream table naming a stream twice (its users find that out cheaply:
+    their ``{name: ...}`` dict comes out shorter than the table)."""
+    names = [d[0] for d in descriptors]
+    twice = next(x for x in names if names.count(x) > 1)
+    return SequenceError(f"stream name {twice!r} appears twice in the stream table; stream "
+                         f"names are unique")
+
+
+def _section_sizes(kind: int, dtype: np.dtype, n: int, dim: int,
+                   nnz: int) -> Tuple[Tuple[str, np.dtype, int], ...]:
+    """``(what, dtype, count)`` of each section of a stream, in file order."""
+    if kind == DENSE:
+        return (("values", dtype, n * dim),)
+    return (("indptr", _INDPTR, n + 1), ("indices", _INDICES, nnz), ("values", dtype, nnz))
+
+
+def _check_end(pos: int, size: int) -> None:
+    """After the last section (``pos``: its padded end) only that padding may be missing."""
+    if pos < size:
+        raise SequenceError(f"{size - pos} bytes follow the last stream's data at byte {pos}; "
+                            f"the stream table does not describe them")
+
+
 def unpack_sequence(buf: Buffer) -> Dict[str, Stream]:
-    """Decode a :func:`pack_sequence` payload into ``{name: array or Sparse}`` (zero-copy views)."""
+    """Decode a :func:`pack_sequence` payload into ``{name: array or Sparse}`` (zero-copy views).
+
+    Every count is checked against the bytes of the record before a view is made, sparse
+    streams are checked with :meth:`Sparse.validate`, and bytes left after the last stream are
+    an error: a damaged record raises :class:`SequenceError` (naming the byte of the record).
+    """
     descriptors, pos = _parse_descriptors(buf)
     size = len(buf)
     out: Dict[str, Stream] = {}
     frombuffer = np.frombuffer
     for name, kind, dtype, flags, dim, n, nnz in descriptors:
-        if kind == DENSE:
+        if kind == DENSE:  # the hot path: _section_sizes inlined
             count = n * dim
             nbytes = count * dtype.itemsize
             if pos + nbytes > size:
@@ -258,21 +358,40 @@ def unpack_sequence(buf: Buffer) -> Dict[str, Stream]:
             continue
         arrays = []
         for what, dt, count in (("indptr", _INDPTR, n + 1), ("indices", _INDICES, nnz),
-                                ("values", dtype, nnz)):
+                                ("values", dtype, nnz)):  # as _section_sizes, inlined
             nbytes = count * dt.itemsize
             if pos + nbytes > size:
                 raise SequenceError(f"sequence record truncated: stream {name!r} needs {nbytes} "
                                     f"bytes of {what} at byte {pos}, record has {size}")
             arrays.append(frombuffer(buf, dt, count, pos))
             pos += nbytes + (-nbytes & 7)
-        out[name] = Sparse(arrays[0], arrays[1], arrays[2], dim)
+        out[name] = Sparse(arrays[0], arrays[1], arrays[2], dim).validate(name)
+    _check_end(pos, size)
+    if len(out) != len(descriptors):
+        raise _duplicate_name(descriptors)
     return out
 
 
 def sequence_sample_counts(buf: Buffer) -> Dict[str, int]:
-    """``{stream: samples}`` of a packed sequence, read from its stream table only."""
-    descriptors, _ = _parse_descriptors(buf)
-    return {d[0]: d[5] for d in descriptors}
+    """``{stream: samples}`` of a packed sequence, from its stream table only.
+
+    The sections are not decoded, but their sizes must add up to the record's size, so a
+    count that the bytes cannot hold is an error rather than a wrong number.
+    """
+    descriptors, pos = _parse_descriptors(buf)
+    size = len(buf)
+    for name, kind, dtype, _, dim, n, nnz in descriptors:
+        for what, dt, count in _section_sizes(kind, dtype, n, dim, nnz):
+            nbytes = count * dt.itemsize
+            if pos + nbytes > size:
+                raise SequenceError(f"sequence record truncated: stream {name!r} needs {nbytes} "
+                                    f"bytes of {what} at byte {pos}, record has {size}")
+            pos += nbytes + (-nbytes & 7)
+    _check_end(pos, size)
+    counts = {d[0]: d[5] for d in descriptors}
+    if len(counts) != len(descriptors):
+        raise _duplicate_name(descriptors)
+    return counts
 
 
 # --------------------------------------------------------------------------- sidecar
@@ -282,9 +401,8 @@ def sidecar_path(rec_path: PathLike) -> str:
     return os.path.splitext(os.fspath(rec_path))[0] + ".len"
 
 
-def write_sidecar(path: PathLike, stream_names: Sequence[str], counts: np.ndarray,
-                  rec_size: int) -> None:
-    """Write a sample-count sidecar atomically (``counts``: records x streams)."""
+def _sidecar_bytes(stream_names: Sequence[str], counts: np.ndarray, rec_size: int) -> bytes:
+    """The bytes of a sample-count sidecar (layout in the module docstring), checked first."""
     counts = np.asarray(counts)
     if counts.ndim != 2 or counts.shape[1] != len(stream_names):
         raise SequenceError(f"counts must be records x {len(stream_names)} streams, got shape "
@@ -298,18 +416,28 @@ def write_sidecar(path: PathLike, stream_names: Sequence[str], counts: np.ndarra
         head.append(_NAME_LEN.pack(len(b)) + b)
     size = sum(len(h) for h in head)
     head.append(b"\0" * _pad8(size))
-    target = AtomicFile(path)
-    try:
-        target.file.write(b"".join(head))
-        target.file.write(np.ascontiguousarray(counts, dtype="<u4").tobytes())
-    except BaseException:
-        target.discard()
-        raise
-    target.commit()
+    head.append(np.ascontiguousarray(counts, dtype="<u4").tobytes())
+    return b"".join(head)
 
 
-def read_sidecar(path: PathLike, rec_size: Optional[int] = None) -> Tuple[List[str], np.ndarray]:
-    """``(stream names, counts[records, streams])`` of a sidecar, checked against the .rec size."""
+def write_sidecar(path: PathLike, stream_names: Sequence[str], counts: np.ndarray,
+                  rec_size: int, *, fsync: bool = False) -> None:
+    """Write a sample-count sidecar atomically (``counts``: records x streams)."""
+    data = _sidecar_bytes(stream_names, counts, rec_size)
+    with atomic_open(path, "wb", fsync=fsync) as f:
+        f.write(data)
+
+
+def read_sidecar(path: PathLike, rec_size: Optional[int] = None,
+                 num_records: Optional[int] = None) -> Tuple[List[str], np.ndarray]:
+    """``(stream names, counts[records, streams])`` of a sidecar; raises :class:`SequenceError`.
+
+    Checks magic and version, the ``.rec`` size it describes against ``rec_size`` and its record
+    count against ``num_records`` (the index's) when given, the stream names (1..255 bytes of
+    valid UTF-8, unique, at most 65535 of them, none for a file without records) and that the
+    file is exactly as long as the header promises. Sample counts themselves are checked
+    against the records when those are decoded (:class:`recio.minibatch.RecordCorpus`).
+    """
     path = os.fspath(path)
     with open(path, "rb") as f:
         data = f.read()
@@ -325,13 +453,37 @@ def read_sidecar(path: PathLike, rec_size: Optional[int] = None) -> Tuple[List[s
         raise SequenceError(f"sidecar describes a .rec of {size} bytes but the .rec has "
                             f"{rec_size}; rebuild it with recio.sequence.rebuild_sidecar",
                             path=path, offset=24)
+    if num_records is not None and nrecs != num_records:
+        raise SequenceError(f"sidecar lists {nrecs} records but the index has {num_records}; "
+                            f"rebuild it with recio.sequence.rebuild_sidecar",
+                            path=path, offset=16)
+    if nstreams > MAX_STREAMS or (nstreams == 0 and nrecs):
+        raise SequenceError(f"sidecar declares {nstreams} streams for {nrecs} records; a "
+                            f"sequence has 1..{MAX_STREAMS} streams", path=path, offset=12)
+    # every name takes at least 3 bytes: a count this large cannot be in the file
+    if SIDECAR_HEADER.size + 3 * nstreams > len(data):
+        raise SequenceError(f"sidecar declares {nstreams} stream names but has only "
+                            f"{len(data)} bytes", path=path, offset=12)
     pos = SIDECAR_HEADER.size
-    names = []
+    names: List[str] = []
+    seen = set()
     for _ in range(nstreams):
-        if pos + 2 > len(data):
+        if pos + _NAME_LEN.size > len(data):
             raise SequenceError("sidecar truncated in its stream names", path=path, offset=pos)
         (n,) = _NAME_LEN.unpack_from(data, pos)
-        names.append(data[pos + 2:pos + 2 + n].decode("utf-8", errors="replace"))
+        raw = data[pos + 2:pos + 2 + n]
+        if len(raw) != n:
+            raise SequenceError(f"sidecar truncated in a stream name of {n} bytes", path=path,
+                                offset=pos)
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            name = None
+        if not 0 < n <= 255 or name is None or name in seen:
+            raise SequenceError(f"sidecar stream name {raw[:40]!r} is empty, longer than 255 "
+                                f"bytes, not UTF-8 or repeated", path=path, offset=pos)
+        names.append(name)
+        seen.add(name)
         pos += 2 + n
     pos += _pad8(pos)
     need = pos + 4 * nrecs * nstreams
@@ -346,15 +498,21 @@ def sample_counts(rec_path: PathLike, stream: Optional[str] = None) -> np.ndarra
     """Samples per record of ``PREFIX.rec`` in index order, from the ``PREFIX.len`` sidecar.
 
     ``stream=None`` gives CNTK's count (the largest stream of each record); a name gives that
-    stream's count (what ``defines_mb_size`` uses). No record is decoded.
+    stream's count (what ``defines_mb_size`` uses). No record is decoded; when ``PREFIX.idx``
+    exists, the sidecar must list as many records as it does.
     """
+    from .index import open_index, sibling_index_path
+
     rec_path = os.fspath(rec_path)
     side = sidecar_path(rec_path)
     if not os.path.exists(side):
         raise SequenceError(f"no sample-count sidecar {side}; write the file with "
                             f"recio.sequence.SequenceWriter or run "
                             f"recio.sequence.rebuild_sidecar({rec_path!r})", path=rec_path)
-    names, counts = read_sidecar(side, os.path.getsize(rec_path))
+    rec_size = os.path.getsize(rec_path)
+    idx = sibling_index_path(rec_path)
+    num_records = len(open_index(idx, None, rec_size=rec_size)) if os.path.exists(idx) else None
+    names, counts = read_sidecar(side, rec_size, num_records)
     if stream is None:
         return counts.max(axis=1) if names else np.zeros(len(counts), np.uint32)
     if stream not in names:
@@ -363,13 +521,17 @@ def sample_counts(rec_path: PathLike, stream: Optional[str] = None) -> np.ndarra
 
 
 def rebuild_sidecar(rec_path: PathLike, idx_path: Optional[PathLike] = None) -> str:
-    """Re-create ``PREFIX.len`` from each record's stream table (for files written elsewhere)."""
-    from .index import read_index
+    """Re-create ``PREFIX.len`` from each record's stream table (for files written elsewhere).
+
+    Every record must be a sequence record with the first record's streams, its sections
+    filling it exactly (:func:`sequence_sample_counts`); errors name the record's offset.
+    """
+    from .index import open_index
     from .reader import RecordReader
 
     rec_path = os.fspath(rec_path)
     idx_path = idx_path or os.path.splitext(rec_path)[0] + ".idx"
-    _, offsets = read_index(idx_path)
+    offsets = open_index(idx_path, None, rec_size=os.path.getsize(rec_path)).offsets.tolist()
     names: Optional[List[str]] = None
     rows = np.zeros((len(offsets), 0), np.uint32)
     reader = RecordReader(rec_path)
@@ -398,27 +560,32 @@ def rebuild_sidecar(rec_path: PathLike, idx_path: Optional[PathLike] = None) -> 
 
 # --------------------------------------------------------------------------- writer
 
-class SequenceWriter:
+class SequenceWriter(ManagedWriter):
     """Write sequence records: ``PREFIX.rec``, ``.idx`` and ``.len`` sidecar, atomically on close.
 
     ``write(streams, key=None) -> offset``; keys default to 0, 1, 2, ... Every record must have
-    the same stream names (in any order; stored in the first record's order).
+    the same stream names (in any order; stored in the first record's order). The lifecycle is
+    ``recio.atomic.ManagedWriter``'s: ``close()`` renames the ``.rec``, then the ``.len``, then
+    the ``.idx`` into place; ``abort()`` (also ``discard()``), an exception inside ``with`` or a
+    writer dropped without ``close()`` leaves none of them. ``fsync=True``: a returned
+    ``close()`` survives an OS crash.
     """
 
-    def __init__(self, rec_path: PathLike, idx_path: Optional[PathLike] = None) -> None:
+    def __init__(self, rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
+                 fsync: bool = False) -> None:
         self.rec_path = os.fspath(rec_path)
         self.idx_path = os.fspath(idx_path) if idx_path is not None else \
             os.path.splitext(self.rec_path)[0] + ".idx"
         self.len_path = sidecar_path(self.rec_path)
         self.stream_names: Optional[List[str]] = None
         self._counts: List[List[int]] = []
-        self._keys: List[str] = []
-        self._rec = AtomicFile(self.rec_path)
-        self._idx = AtomicFile(self.idx_path, "w")
-        self._pos = 0
-        self._buffer: List[Buffer] = []
-        self._buffered = 0
-        self.closed = False
+        self._written = 0
+        outputs = OutputSet.create([(self.rec_path, "wb", 0), (self.len_path, "wb", -1),
+                                    (self.idx_path, "wb", -1)], fsync=fsync)
+        self._records = RecordWriter._sink(outputs.files[0].file, self.rec_path)
+        self._len_file = outputs.files[1].file
+        self._idx_file = outputs.files[2].file
+        self._begin(outputs, f"SequenceWriter({self.rec_path!r})")
 
     def write(self, streams: Dict[str, Stream], key: Any = None) -> int:
         """Append one sequence; returns its byte offset in the .rec."""
@@ -427,63 +594,39 @@ class SequenceWriter:
         if self.stream_names is None:
             self.stream_names = list(streams)
         elif set(streams) != set(self.stream_names) or len(streams) != len(self.stream_names):
-            raise SequenceError(f"sequence {len(self._keys)} has streams {sorted(streams)}; the "
+            raise SequenceError(f"sequence {self._written} has streams {sorted(streams)}; the "
                                 f"file has {sorted(self.stream_names)} (all records need the same)",
                                 path=self.rec_path)
         ordered = {name: streams[name] for name in self.stream_names}
-        payload = pack_sequence(ordered)
-        record = framing.encode_record(payload)
-        offset = self._pos
-        self._buffer.append(record)
-        self._buffered += len(record)
-        self._pos += len(record)
-        if self._buffered >= 1 << 20:
-            self._flush()
+        offset = self._records.write(pack_sequence(ordered))
         self._counts.append([_samples_of(d) for d in ordered.values()])
-        self._keys.append(str(len(self._keys) if key is None else key))
-        self._idx.file.write(f"{self._keys[-1]}\t{offset}\n")
+        self._idx_file.write(f"{self._written if key is None else key}\t{offset}\n".encode())
+        self._written += 1
         return offset
-
-    def _flush(self) -> None:
-        if self._buffer:
-            self._rec.file.write(b"".join(self._buffer))
-            self._buffer.clear()
-            self._buffered = 0
 
     def tell(self) -> int:
         """Bytes written so far (the offset of the next record)."""
-        return self._pos
+        return self._records.tell()
+
+    def _finish(self) -> None:
+        self._records._finish()
+        self._records.closed = True
+        counts = np.asarray(self._counts, dtype=np.int64).reshape(
+            len(self._counts), len(self.stream_names or []))
+        self._len_file.write(_sidecar_bytes(self.stream_names or [], counts, self.tell()))
+
+    def _drop(self) -> None:
+        self._records.closed = True
+        self._records._drop()
 
     def close(self) -> None:
-        """Finish: flush and move .rec, .idx and .len into place."""
-        if self.closed:
-            return
-        try:
-            self._flush()
-            counts = np.asarray(self._counts, dtype=np.int64).reshape(
-                len(self._counts), len(self.stream_names or []))
-            write_sidecar(self.len_path, self.stream_names or [], counts, self._pos)
-        except BaseException:
-            self.discard()
-            raise
-        self._rec.commit()
-        self._idx.commit()
-        self.closed = True
+        """Finish: write what is buffered and the sidecar, then move .rec, .len and .idx into
+        place."""
+        super().close()
 
     def discard(self) -> None:
-        """Abandon the files: nothing appears under the final names."""
-        self._rec.discard()
-        self._idx.discard()
-        self.closed = True
-
-    def __enter__(self) -> "SequenceWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
+        """Abandon the files: nothing appears under the final names (same as ``abort()``)."""
+        self.abort()
 
 
 def write_sequences(rec_path: PathLike, sequences: Iterable[Dict[str, Stream]],

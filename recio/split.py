@@ -162,7 +162,9 @@ def _load_offsets(layout: _Layout,
                   index_paths: Optional[Sequence[PathLike]]) -> List[Tuple[int, int]]:
     """(file number, offset) of every record, from the ``.idx`` files (scanning where one is
     missing)."""
-    from .index import build_index, read_index
+    import numpy as np
+
+    from .index import build_index, open_index
 
     if index_paths is None:
         index_paths = [_index_path(p) for p in layout.paths]
@@ -172,11 +174,11 @@ def _load_offsets(layout: _Layout,
     records: List[Tuple[int, int]] = []
     for i, (rec, idx) in enumerate(zip(layout.paths, index_paths)):
         if os.path.exists(idx):
-            _, offsets = read_index(idx, key_type=str, rec_size=layout.sizes[i])
-            offsets = sorted(offsets)
-            if len(set(offsets)) != len(offsets):
+            offsets = np.sort(open_index(idx, None, rec_size=layout.sizes[i]).offsets)
+            if len(offsets) > 1 and bool((offsets[1:] == offsets[:-1]).any()):
                 raise IndexFileError("two keys point at the same record; rebuild it with "
                                      "`recio index`", path=os.fspath(idx))
+            offsets = offsets.tolist()
         else:
             warnings.warn(f"{idx} not found: scanning {rec} for its records "
                           f"(write it once with `recio index {rec}`)", stacklevel=3)

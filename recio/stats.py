@@ -48,11 +48,20 @@ _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 @dataclass
 class DamageRegion:
-    """Bytes ``[start, end)`` of the file that do not form valid records, and why."""
+    """Bytes ``[start, end)`` of the file that do not form valid records, and why.
+
+    Adjacent damaged places are one region; ``problems`` counts them and ``reason`` names the
+    first few (``REASONS_KEPT``).
+    """
 
     start: int
     end: int
     reason: str
+    problems: int = 1
+
+
+#: how many reasons a merged damage region spells out (the rest are counted)
+REASONS_KEPT = 3
 
 
 @dataclass
@@ -258,8 +267,13 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     def add_damage(start: int, end: int, error: RecordIOError) -> None:
         reason = error.message
         if damage and damage[-1].end == start:
-            damage[-1].end = end
-            damage[-1].reason += "; " + reason
+            region = damage[-1]
+            region.end = end
+            region.problems += 1
+            if region.problems <= REASONS_KEPT:
+                region.reason += "; " + reason
+            elif region.problems == REASONS_KEPT + 1:
+                region.reason += "; ..."
         else:
             damage.append(DamageRegion(start, end, reason))
         if "swallows" in reason:

@@ -132,21 +132,25 @@ class RecordDataset(Dataset):
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
                  mode: str = "RGB", key_type: Callable[[str], Any] = int,
                  decoder: str = "auto") -> None:
-        from .index import load_index
+        from .index import index_for
 
         self.path_imgrec = os.fspath(path_imgrec)
-        self.path_imgidx, all_keys, all_offsets = load_index(self.path_imgrec, path_imgidx,
-                                                             key_type)
-        by_key = dict(zip(all_keys, all_offsets))
+        # arrays (or the memory-mapped index cache), so forked DataLoader workers share them
+        # instead of touching millions of Python objects
+        index = index_for(self.path_imgrec, path_imgidx, key_type)
+        self.path_imgidx = index.path
         if keys is None:
-            self.keys = list(by_key)
+            self.keys: Sequence[Any] = index.keys_view() if not index.duplicates else \
+                index.unique_keys()
+            self.offsets = index.offsets if not index.duplicates else \
+                np.asarray(index.offsets_of(self.keys), dtype=np.int64)
         else:
             self.keys = [k.item() if isinstance(k, np.generic) else k for k in keys]
-            missing = [k for k in self.keys if k not in by_key]
+            missing = [k for k in self.keys if k not in index]
             if missing:
                 raise KeyError(f"{len(missing)} keys are not in the index "
                                f"{self.path_imgidx or self.path_imgrec}, e.g. {missing[:5]}")
-        self.offsets = [by_key[k] for k in self.keys]
+            self.offsets = np.asarray(index.offsets_of(self.keys), dtype=np.int64)
         self._decoder = _Decoder(decode, mode, transform, target_transform, decoder)
         self._reader: Any = None
         self._pid: Optional[int] = None
@@ -164,7 +168,7 @@ class RecordDataset(Dataset):
 
     def read_record(self, i: int) -> bytes:
         """The raw payload of the i-th record (no decoding)."""
-        return self._open().read_at(self.offsets[i])
+        return self._open().read_at(int(self.offsets[i]))
 
     def __getitem__(self, i: int) -> Tuple[Any, Any]:
         i = int(i)  # NumPy / torch integer indices work too
@@ -172,7 +176,7 @@ class RecordDataset(Dataset):
             i += len(self.keys)
         if not 0 <= i < len(self.keys):
             raise IndexError(f"index {i} out of range for {len(self.keys)} records")
-        offset = self.offsets[i]
+        offset = int(self.offsets[i])
         return self._decoder(self._open().read_at(offset), self.path_imgrec,
                              f"key {self.keys[i]!r}", offset)
 

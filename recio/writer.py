@@ -1,118 +1,171 @@
 """Record writers: ``RecordWriter`` (a ``.rec`` file) and ``IndexedRecordWriter`` (plus ``.idx``).
 
 Byte-identical to dmlc-core's writer: each record is framed as in ``recio.framing``; a payload
-holding the magic at 4-aligned offsets becomes a multi-part record. Output is buffered, and
-files created from a path are written under a temporary name and renamed on ``close()``, so a
-crash never leaves a complete-looking file.
+holding the magic at 4-aligned offsets becomes a multi-part record. Both share the lifecycle of
+``recio.atomic.ManagedWriter``: files created from a path are written under temporary names and
+renamed into place by ``close()`` (``.rec`` before ``.idx``); ``abort()``, an exception inside
+``with``, or a writer dropped without ``close()`` leaves no output (``ResourceWarning``).
+
+Small records are gathered in a buffer; a large one goes to the OS in one ``writev`` together
+with whatever is buffered, without being copied.
 """
 from __future__ import annotations
 
+import io
 import os
+from functools import partial
 from itertools import chain
-from typing import Any, BinaryIO, Callable, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Optional, Sequence, Union
 
-from .atomic import AtomicFile
+from .atomic import ManagedWriter, OutputSet, preallocate
 from .errors import RecordIOError
-from .framing import (MAGIC, MAGIC_BYTES, MAX_RECORD_LENGTH, PADDING, PART_HEADER, frame_parts,
-                      split_payload)
+from .framing import (MAGIC, MAGIC_BYTES, MAX_RECORD_LENGTH, PADDING, PART_HEADER,
+                      count_aligned_magic, frame_parts, split_payload)
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 Buffer = Union[bytes, bytearray, memoryview]
 
-#: records at least this large skip the write buffer (one copy fewer)
+#: records at least this large skip the write buffer: they go to the OS as they are
 _DIRECT_WRITE = 1 << 16
+#: disk space is reserved ahead of the writes in steps that grow with the file up to this
+_RESERVE_STEP = 32 << 20
+#: smaller payloads are searched with one ``bytes.find`` for the magic anywhere (a hit, aligned
+#: or not, takes the multi-part path, which cuts only at aligned ones); larger ones with
+#: ``framing.count_aligned_magic``, one NumPy pass that does not slow down at unaligned matches
+_WIDE_SEARCH = 1 << 12
+
+def _writev_all(fd: int, chunks: Sequence[Buffer]) -> None:
+    """Write ``chunks`` to ``fd`` in order: one system call unless the OS takes only part."""
+    total = sum(map(len, chunks))
+    written = _writev(fd, chunks)
+    if written == total:
+        return
+    views = [memoryview(c).cast("B") for c in chunks]
+    while written < total:  # a short write (a signal, a full disk about to raise): go on
+        rest, skip = [], written
+        for v in views:
+            if skip >= len(v):
+                skip -= len(v)
+            else:
+                rest.append(v[skip:])
+                skip = 0
+        n = _writev(fd, rest)
+        if n <= 0:
+            raise OSError(f"write to file descriptor {fd} made no progress")
+        written += n
 
 
-def _open_output(path: str, atomic: bool) -> Tuple[BinaryIO, Optional[AtomicFile]]:
-    """A new binary output file: under a temporary name when ``atomic``."""
-    if atomic:
-        target = AtomicFile(path)
-        return target.file, target
-    return open(path, "wb"), None
+def _write_joined(fd: int, chunks: Sequence[Buffer]) -> int:
+    return os.write(fd, b"".join(chunks))
 
 
-def _finish_output(file: BinaryIO, atomic: Optional[AtomicFile], keep: bool) -> None:
-    """Close an output file; an atomic one is renamed into place (``keep``) or deleted."""
-    if atomic is None:
-        file.close()
-    elif keep:
-        atomic.commit()
-    else:
-        atomic.discard()
+_writev: Callable[[int, Sequence[Buffer]], int] = getattr(os, "writev", _write_joined)
 
 
-class _Transaction:
-    """Context-manager protocol of the writers: ``close()`` on success, ``abort()`` on error."""
+def format_index(keys: Sequence[Any], offsets: Sequence[int]) -> bytes:
+    """MXNet's ``.idx`` lines (``key<TAB>offset<LF>``, ``str(key)``), in one C-level pass.
 
-    def close(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def abort(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+    The format is ``recio.index``'s (``write_index`` there writes the same lines); this copy
+    formats a whole batch at once for the writers' hot loop.
+    """
+    return (("%s\t%d\n" * len(keys)) % tuple(chain.from_iterable(zip(keys, offsets)))).encode()
 
 
-class RecordWriter(_Transaction):
+def _salvage_records(fd: int, buffer: bytearray) -> None:
+    """Finalizer of a writer written in place: hand its buffered records to the OS (and give
+    back the disk space reserved past them)."""
+    if buffer:
+        _writev_all(fd, (buffer,))
+        buffer.clear()
+    os.ftruncate(fd, os.lseek(fd, 0, os.SEEK_CUR))
+
+
+def _salvage_indexed(fd: int, buffer: bytearray, idx_fd: int, keys: list, offsets: list) -> None:
+    _salvage_records(fd, buffer)
+    if keys:
+        _writev_all(idx_fd, (format_index(keys, offsets),))
+
+
+class RecordWriter(ManagedWriter):
     """Append records to a RecordIO file; ``write()`` returns each record's byte offset.
 
-    ``target`` is a path (created atomically unless ``atomic=False``) or an open binary file
-    (written from its current position, never closed by the writer).
+    ``target`` is a path or an open binary file. A path's file is written under a temporary
+    name and renamed into place by ``close()``; ``atomic=False`` writes it straight at its final
+    name (as MXNet does; ``abort()`` then deletes it, and a writer dropped unclosed keeps what
+    it wrote). ``fsync=True`` makes a returned ``close()`` survive an OS crash too.
+
+    An open file object is written from its current position and never closed by the writer:
+    ``close()`` writes the buffered records and flushes it; ``abort()`` (and a writer dropped
+    without ``close()``) only forgets the records still in the writer's buffer; those already
+    handed to the file (by ``flush()``, or any large record) stay in it.
     """
 
-    def __init__(self, target: PathOrFile, atomic: bool = True,
-                 buffer_size: int = 1 << 20) -> None:
-        self._atomic: Optional[AtomicFile] = None
+    def __init__(self, target: PathOrFile, atomic: bool = True, buffer_size: int = 1 << 20, *,
+                 fsync: bool = False) -> None:
         if isinstance(target, (str, os.PathLike)):
-            self.path: Optional[str] = os.fspath(target)
-            self._file, self._atomic = _open_output(self.path, atomic)
-            self._owns_file = True
-            self._offset = 0
+            path = os.fspath(target)
+            outputs = OutputSet.create([(path, "wb", 0)], atomic=atomic, fsync=fsync)
+            self._bind(outputs.files[0].file, path, 0, buffer_size, owned=True)
+            salvage = partial(_salvage_records, self._fd, self._buffer)
         else:
-            self._file = target
-            self.path = getattr(target, "name", None)
-            self._owns_file = False
             try:
-                self._offset = target.tell()
+                offset = target.tell()
             except (OSError, AttributeError, ValueError):
-                self._offset = 0
-        self._buffer = bytearray()
-        self._buffer_size = buffer_size
+                offset = 0
+            self._bind(target, getattr(target, "name", None), offset, buffer_size)
+            outputs = OutputSet()
+            salvage = partial(len, self._buffer)  # what a dropped writer loses
+        self._begin(outputs, f"RecordWriter({self.path!r})", salvage)
+
+    @classmethod
+    def _sink(cls, file: BinaryIO, path: Optional[str]) -> "RecordWriter":
+        """The framing and buffering of a RecordWriter over a file another writer owns (the
+        owner drains it with ``_drain`` and has the lifecycle)."""
+        self = cls.__new__(cls)
+        self._bind(file, path, 0, 1 << 20, owned=True)
         self.closed = False
+        return self
+
+    def _bind(self, file: BinaryIO, path: Any, offset: int, buffer_size: int,
+              owned: bool = False) -> None:
+        self._file = file
+        self.path: Optional[str] = path
+        # a raw file (no buffer of its own): large records go to its descriptor with writev
+        self._fd: Optional[int] = file.fileno() if isinstance(file, io.FileIO) else None
+        # a file of our own that starts empty: reserve disk space ahead (ftruncate at the end)
+        self._reserve = owned and self._fd is not None and offset == 0
+        self._reserved = 0
+        self._offset = offset
+        self._buffer = bytearray()  # the same object for life: the finalizer holds it
+        self._buffer_size = buffer_size
 
     def write(self, data: Buffer) -> int:
         """Append one record; returns the byte offset of its first part (what ``.idx`` stores)."""
         if type(data) is not bytes:
-            data = self._as_bytes(data)
+            data = self._as_buffer(data)
         n = len(data)
         if self.closed or n >= MAX_RECORD_LENGTH:
             self._refuse(n)
         offset = self._offset
-        if n < _DIRECT_WRITE and data.find(MAGIC_BYTES) < 0:  # hot path: one whole part
-            buffer = self._buffer
-            buffer += PART_HEADER.pack(MAGIC, n) + data + PADDING[n & 3]
+        if n < _WIDE_SEARCH:
+            if data.find(MAGIC_BYTES) < 0:  # hot path: one whole part, into the buffer
+                buffer = self._buffer
+                buffer += PART_HEADER.pack(MAGIC, n) + data + PADDING[n & 3]
+                self._offset = offset + 8 + n + (-n & 3)
+                if len(buffer) >= self._buffer_size:
+                    self._drain()
+                return offset
+        elif not count_aligned_magic(data, 0, n):
             self._offset = offset + 8 + n + (-n & 3)
+            if n >= _DIRECT_WRITE:
+                self._write_large(PART_HEADER.pack(MAGIC, n), data, PADDING[n & 3])
+                return offset
+            buffer = self._buffer
+            buffer += PART_HEADER.pack(MAGIC, n)
+            buffer += data
+            buffer += PADDING[n & 3]
             if len(buffer) >= self._buffer_size:
                 self._drain()
-            return offset
-        if data.find(MAGIC_BYTES) < 0:  # a large record: skip the buffer, one copy fewer
-            self._drain()
-            for chunk in (PART_HEADER.pack(MAGIC, n), data, PADDING[n & 3]):
-                self._file.write(chunk)
-                self._offset += len(chunk)
             return offset
         for chunk in frame_parts(split_payload(data)):  # aligned magic inside: multi-part
             self._buffer += chunk
@@ -121,12 +174,15 @@ class RecordWriter(_Transaction):
             self._drain()
         return offset
 
-    def _as_bytes(self, data: Buffer) -> bytes:
-        """bytes of any buffer (bytearray, memoryview, NumPy array), size-checked before copying."""
+    def _as_buffer(self, data: Buffer) -> Buffer:
+        """Bytes of any buffer (bytearray, memoryview, NumPy array), size-checked first; a large
+        contiguous one is used as it is (a byte view), not copied."""
         view = memoryview(data)
         if view.nbytes >= MAX_RECORD_LENGTH:
             self._refuse(view.nbytes)
-        return view.tobytes()
+        if view.nbytes < _WIDE_SEARCH or not view.c_contiguous:
+            return view.tobytes()
+        return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
     def _refuse(self, n: int) -> None:
         if self.closed:
@@ -135,54 +191,105 @@ class RecordWriter(_Transaction):
                             f"allows at most 2**29 - 1 = {MAX_RECORD_LENGTH - 1} bytes; "
                             f"split the payload", self.path, self._offset)
 
+    def _write_large(self, header: bytes, data: Buffer, pad: bytes) -> None:
+        """Buffered records, then this record, straight to the OS (no copy of ``data``)."""
+        buffer = self._buffer
+        if self._fd is None:
+            self._drain()
+            write = self._file.write
+            write(header)
+            write(data)
+            write(pad)
+            return
+        if self._file.closed:
+            raise ValueError(f"{self.path}: write to a closed file")
+        if self._reserve and self._offset > self._reserved:
+            self._grow()
+        _writev_all(self._fd, (buffer, header, data, pad) if buffer else (header, data, pad))
+        buffer.clear()
+
+    def _grow(self) -> None:
+        """Reserve disk space up to a step past ``_offset`` (the end of what is being written),
+        so the file system allocates in a few large pieces rather than page by page."""
+        start = self._reserved
+        end = self._offset + min(max(start, 1 << 20), _RESERVE_STEP)
+        if preallocate(self._fd, start, end - start):
+            self._reserved = end
+        else:
+            self._reserve = False  # not supported here, or the disk is nearly full: write on
+
+    def _release(self) -> None:
+        """Give back the reserved space past the last record."""
+        if self._reserved:
+            os.ftruncate(self._fd, self._offset)
+            self._reserved = 0
+        self._reserve = False
+
     def tell(self) -> int:
         """Byte offset at which the next record will start."""
         return self._offset
 
     def _drain(self) -> None:
-        if self._buffer:
-            self._file.write(self._buffer)
-            self._buffer.clear()
+        buffer = self._buffer
+        if buffer:
+            if self._fd is None:
+                self._file.write(buffer)
+            elif self._file.closed:
+                raise ValueError(f"{self.path}: write to a closed file")
+            else:
+                if self._reserve and self._offset > self._reserved:
+                    self._grow()
+                _writev_all(self._fd, (buffer,))
+            buffer.clear()
 
     def flush(self) -> None:
         """Write buffered records to the file (the final name still appears only on ``close``)."""
         self._drain()
-        self._file.flush()
+        if self._fd is None:
+            self._file.flush()
+
+    def _finish(self) -> None:
+        self.flush()
+        self._release()
+
+    def _drop(self) -> None:
+        self._buffer.clear()
 
     def close(self) -> None:
-        """Flush and close; a path target is renamed from its temporary name into place."""
-        if self.closed:
-            return
-        self.flush()
-        self.closed = True
-        if self._owns_file:
-            _finish_output(self._file, self._atomic, keep=True)
+        """Write buffered records and rename the file into place (a file object is flushed)."""
+        super().close()
 
     def abort(self) -> None:
-        """Stop without producing the file (a path target's temporary file is deleted)."""
-        if self.closed:
-            return
-        self.closed = True
-        self._buffer.clear()
-        if self._owns_file:
-            _finish_output(self._file, self._atomic, keep=False)
+        """Stop without producing the file (its temporary file is deleted)."""
+        super().abort()
 
 
-class IndexedRecordWriter(_Transaction):
-    """A ``RecordWriter`` that also writes MXNet's ``.idx``: one ``key\\toffset\\n`` line a record."""
+class IndexedRecordWriter(ManagedWriter):
+    """A ``RecordWriter`` that also writes MXNet's ``.idx``: one ``key\\toffset\\n`` line a record.
+
+    Both files appear only on ``close()``: the ``.rec`` first, then the ``.idx`` (an old ``.idx``
+    is removed before the new ``.rec`` is renamed in, so they never mismatch). ``atomic`` and
+    ``fsync`` as for :class:`RecordWriter`.
+    """
 
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Union[str, "os.PathLike[str]"],
-                 key_type: Callable[[Any], Any] = int, atomic: bool = True) -> None:
+                 key_type: Callable[[Any], Any] = int, atomic: bool = True, *,
+                 fsync: bool = False) -> None:
         self.idx_path = os.fspath(idx_path)
         self.key_type = key_type
-        self._records = RecordWriter(rec_path, atomic=atomic)
-        self.path = self._records.path
-        self._idx_file, self._idx_atomic = _open_output(self.idx_path, atomic)
+        rec = os.fspath(rec_path)
+        outputs = OutputSet.create([(rec, "wb", 0), (self.idx_path, "wb", 0)], atomic=atomic,
+                                   fsync=fsync)
+        self._records = RecordWriter._sink(outputs.files[0].file, rec)
+        self.path = rec
+        self._idx_fd = outputs.files[1].file.fileno()
         self._write_record = self._records.write
         self._keys: list = []  # index lines not yet written, formatted in bulk
         self._offsets: list = []
-        self.closed = False
+        self._begin(outputs, f"IndexedRecordWriter({rec!r})",
+                    partial(_salvage_indexed, self._records._fd, self._records._buffer,
+                            self._idx_fd, self._keys, self._offsets))
 
     def write(self, key: Any, data: Buffer) -> int:
         """Append a record under ``key``; returns its byte offset.
@@ -202,9 +309,7 @@ class IndexedRecordWriter(_Transaction):
 
     def _drain_index(self) -> None:
         if self._keys:
-            pairs = tuple(chain.from_iterable(zip(self._keys, self._offsets)))
-            lines = ("%s\t%d\n" * len(self._keys)) % pairs  # one C-level pass: MXNet's format
-            self._idx_file.write(lines.encode())
+            _writev_all(self._idx_fd, (format_index(self._keys, self._offsets),))
             self._keys.clear()
             self._offsets.clear()
 
@@ -213,27 +318,28 @@ class IndexedRecordWriter(_Transaction):
         return self._records.tell()
 
     def flush(self) -> None:
-        """Write buffered records and index lines."""
+        """Write buffered records and index lines (the final names still appear on ``close``)."""
         self._records.flush()
         self._drain_index()
-        self._idx_file.flush()
+
+    def _finish(self) -> None:
+        self._records._finish()
+        self._drain_index()
+        self._records.closed = True
+
+    def _drop(self) -> None:
+        self._records.closed = True
+        self._records._drop()
+        self._keys.clear()
+        self._offsets.clear()
 
     def close(self) -> None:
-        """Flush both files and rename them into place (``.rec`` first, then ``.idx``)."""
-        if self.closed:
-            return
-        self._drain_index()
-        self._records.close()
-        self.closed = True
-        _finish_output(self._idx_file, self._idx_atomic, keep=True)
+        """Write what is buffered and rename both files into place (``.rec`` first)."""
+        super().close()
 
     def abort(self) -> None:
         """Stop without producing either file."""
-        if self.closed:
-            return
-        self.closed = True
-        self._records.abort()
-        _finish_output(self._idx_file, self._idx_atomic, keep=False)
+        super().abort()
 
 
-__all__ = ["RecordWriter", "IndexedRecordWriter"]
+__all__ = ["RecordWriter", "IndexedRecordWriter", "format_index"]
