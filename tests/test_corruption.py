@@ -2,9 +2,7 @@
 import io
 import multiprocessing
 import pickle
-import signal
 import struct
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -12,23 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recio
+from support import hang_guard
 from recio import framing
 
 MAGIC = framing.MAGIC_BYTES
-
-
-@contextmanager
-def hang_guard(seconds=30):
-    """Fail instead of hanging forever (a generous bound, not a speed test)."""
-    def on_alarm(*_):
-        raise TimeoutError(f"reader did not finish within {seconds} s")
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def build(payloads):

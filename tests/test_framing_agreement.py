@@ -6,35 +6,20 @@ reference records that come before the first damaged region, then raise ``Record
 an offset inside that region; ``recio inspect``'s scan must report exactly those regions.
 """
 import os
-import signal
 import tracemalloc
-from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import recio
+from support import hang_guard
 from recio import framing, mx
 from recio.minibatch import RecordCorpus
 from recio.split import InputSplit
 from recio.stats import scan_file
 
 MAGIC = framing.MAGIC_BYTES
-
-
-@contextmanager
-def hang_guard(seconds=30):
-    """Fail instead of hanging forever (a generous bound, not a speed test)."""
-    def on_alarm(*_):
-        raise TimeoutError(f"parser did not finish within {seconds} s")
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def reference(path):
