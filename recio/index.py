@@ -358,10 +358,13 @@ def _parse_file(f: Any, path: str, key_type: KeyType, rec_size: Optional[int],
 
 # -- the sidecar cache -------------------------------------------------------------------------
 _CACHE_MAGIC = b"RECIOIDX"
-_CACHE_VERSION = 1
-# magic, version, kind, flags, n, base, unique, idx size, idx mtime_ns, max offset; then a crc32
+_CACHE_VERSION = 2
+# magic, version, kind, flags, n, base, unique, idx size, idx mtime_ns, max offset; then the
+# crc32 of these fields and the crc32 of the arrays that follow (a damaged cache must never
+# give a wrong offset: checking the arrays costs one pass at memory speed on each open)
 _CACHE_FIELDS = struct.Struct("<8sIIIxxxxqqqqqq")
-_CACHE_HEADER_SIZE = _CACHE_FIELDS.size + 8  # crc32 and 4 pad bytes: arrays start 8-aligned
+_CACHE_CRCS = struct.Struct("<II")
+_CACHE_HEADER_SIZE = _CACHE_FIELDS.size + _CACHE_CRCS.size  # arrays start 8-aligned
 _KIND_RANGE, _KIND_INT, _KIND_NONE = 0, 1, 2
 _FLAG_SORTED = 1  # sorted unique keys and their offsets follow the keys
 _EDGE_BYTES = 4096
@@ -435,7 +438,7 @@ def _load_cache(idx_path: str, stat: os.stat_result, key_type: KeyType,
             return None
         head = f.read(_CACHE_HEADER_SIZE)
         fields = _CACHE_FIELDS.unpack_from(head)
-        crc, = struct.unpack_from("<I", head, _CACHE_FIELDS.size)
+        crc, data_crc = _CACHE_CRCS.unpack_from(head, _CACHE_FIELDS.size)
         if zlib.crc32(head[:_CACHE_FIELDS.size]) != crc:
             return None
         magic, version, kind, flags, n, base, unique, size, mtime_ns, max_offset = fields
@@ -452,6 +455,11 @@ def _load_cache(idx_path: str, stat: os.stat_result, key_type: KeyType,
                   (rec_size is not None and max_offset + 8 > rec_size)):
             return None
         buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        with memoryview(buf) as view:
+            intact = zlib.crc32(view[_CACHE_HEADER_SIZE:]) == data_crc
+        if not intact:
+            buf.close()
+            return None
         sections = []
         at = _CACHE_HEADER_SIZE
         for count in (n, n if kind == _KIND_INT else 0, unique if flags else 0,
@@ -502,12 +510,16 @@ def _write_cache(index: "Index", stat: os.stat_result) -> bool:
         fields = _CACHE_FIELDS.pack(_CACHE_MAGIC, _CACHE_VERSION, kind, flags, n,
                                     index.base or 0, unique, stat.st_size, stat.st_mtime_ns,
                                     max_offset)
-        header = fields + struct.pack("<I4x", zlib.crc32(fields))
+        blocks = [memoryview(np.ascontiguousarray(array, np.dtype("<i8"))) for array in arrays]
+        data_crc = 0
+        for block in blocks:
+            data_crc = zlib.crc32(block, data_crc)
+        header = fields + _CACHE_CRCS.pack(zlib.crc32(fields), data_crc)
         target = AtomicFile(index_cache_path(path))
         try:
             target.file.write(header)
-            for array in arrays:
-                target.file.write(memoryview(np.ascontiguousarray(array, np.dtype("<i8"))))
+            for block in blocks:
+                target.file.write(block)
             target.commit()
         except BaseException:
             target.discard()

@@ -242,6 +242,30 @@ def test_cache_of_int_keys(tmp_path, keys):
     assert cached.unique_keys() == list(dict.fromkeys(keys))
 
 
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.sampled_from([list(range(40)), [5, 3, 9, 3, 1, 40, 2]]),
+       where=st.integers(0, 10 ** 6), flip=st.integers(0, 7))
+def test_a_damaged_cache_is_never_trusted(tmp_path, keys, where, flip):
+    # any flipped bit (header or arrays) makes the cache be ignored: offsets come from the .idx
+    rec, idx = make_rec(tmp_path, keys)
+    expected = open_index(idx, cache=False)
+    os.unlink(index_mod.index_cache_path(idx)) if os.path.exists(
+        index_mod.index_cache_path(idx)) else None
+    open_index(idx, cache=True)
+    cache = index_mod.index_cache_path(idx)
+    data = bytearray(open(cache, "rb").read())
+    data[where % len(data)] ^= 1 << flip
+    stat = os.stat(cache)
+    with open(cache, "wb") as f:
+        f.write(bytes(data))
+    os.utime(cache, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert index_mod._load_cache(str(idx), os.stat(idx), int, None) is None
+    got = open_index(idx, cache=True)
+    assert got.offsets.tolist() == expected.offsets.tolist()
+    assert got.key_list() == expected.key_list()
+
+
 def test_cache_off_by_default_for_small_and_by_environment(tmp_path, monkeypatch):
     rec, idx = make_rec(tmp_path, range(20))
     open_index(idx)
