@@ -594,8 +594,10 @@ class MinibatchSource:
         self.num_sequences = len(self.sizes)
         self.num_samples = int(self.sizes.sum())
         if self.num_samples == 0:
+            where = os.fspath(files) if isinstance(files, (str, os.PathLike)) else \
+                ";".join(os.fspath(f) for f in files) if isinstance(files, (list, tuple)) else None
             raise SequenceError(f"the input has {self.num_sequences} sequences and no samples; "
-                                f"nothing to make minibatches from")
+                                f"nothing to make minibatches from", path=where)
         self.window = self.num_samples if randomization_window is None else \
             int(min(randomization_window, self.num_samples))
         self._epoch = self.num_samples if self.epoch_size in (INFINITELY_REPEAT, FULL_DATA_SWEEP) \

@@ -136,7 +136,7 @@ class RecordReader:
             spans.append((start, start + length))
             part_pos = part_end
             if cflag == 0 or cflag == CFLAG_LAST:
-                return spans, part_pos
+                return spans, min(part_pos, size)  # a last record may lack its padding
 
     def _stray_magic(self, start: int, end: int) -> int:
         """File offset of a 4-aligned magic word in ``[start, end)``, or -1."""

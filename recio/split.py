@@ -174,10 +174,16 @@ def _load_offsets(layout: _Layout,
     records: List[Tuple[int, int]] = []
     for i, (rec, idx) in enumerate(zip(layout.paths, index_paths)):
         if os.path.exists(idx):
-            offsets = np.sort(open_index(idx, None, rec_size=layout.sizes[i]).offsets)
-            if len(offsets) > 1 and bool((offsets[1:] == offsets[:-1]).any()):
-                raise IndexFileError("two keys point at the same record; rebuild it with "
-                                     "`recio index`", path=os.fspath(idx))
+            in_order = open_index(idx, None, rec_size=layout.sizes[i]).offsets
+            order = np.argsort(in_order, kind="stable")
+            offsets = in_order[order]
+            same = np.flatnonzero(offsets[1:] == offsets[:-1]) if len(offsets) > 1 else []
+            if len(same):
+                first, second = sorted(int(order[j]) for j in (same[0], same[0] + 1))
+                raise IndexFileError(
+                    f"entries {first + 1} and {second + 1} both point at the record at byte "
+                    f"{int(offsets[same[0]])}; rebuild the index with `recio index`",
+                    path=os.fspath(idx), line=second + 1)
             offsets = offsets.tolist()
         else:
             warnings.warn(f"{idx} not found: scanning {rec} for its records "
@@ -273,13 +279,24 @@ class InputSplit:
             for span in self.spans:
                 yield from iter_span(span.path, span.start, span.end, self.chunk_size)
             return
+        for _, _, record in self.records_with_offsets():
+            yield record
+
+    def records_with_offsets(self) -> Iterator[Tuple[str, int, bytes]]:
+        """``(path, offset, payload)`` of every record of the part, in the order ``iter`` gives
+        (for messages that name where a record is)."""
+        if not self.shuffle:
+            for span in self.spans:
+                for offset, record in iter_span_with_offsets(span.path, span.start, span.end):
+                    yield span.path, offset, record
+            return
         readers: dict = {}
         try:
             for path, off in self.record_offsets():
                 reader = readers.get(path)
                 if reader is None:
                     reader = readers[path] = RecordReader(path)
-                yield reader.read_at(off)
+                yield path, off, reader.read_at(off)
         finally:
             for reader in readers.values():
                 reader.close()
@@ -388,6 +405,20 @@ def iter_heads_with_keys(path: PathLike, start: int, end: int, keys: Optional[di
         yield key, off
 
 
+def iter_span_with_offsets(path: PathLike, start: int,
+                           end: int) -> Iterator[Tuple[int, bytes]]:
+    """``(offset, payload)`` of the records whose heads lie in ``[start, end)`` of ``path``
+    (see ``iter_span``)."""
+    if start >= end:
+        return
+    with RecordReader(path) as reader:
+        reader.seek(start)
+        for offset, record in reader.records_with_offsets():
+            yield offset, record
+            if reader.tell() >= end:  # the next record is the next part's (damage there too)
+                return
+
+
 def iter_span(path: PathLike, start: int, end: int,
               chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[bytes]:
     """Payloads of the records whose heads lie in ``[start, end)`` of ``path``.
@@ -397,14 +428,8 @@ def iter_span(path: PathLike, start: int, end: int,
     ``RecordIOError`` at the same offset as any other reader; ``chunk_size`` is kept for
     compatibility (the file is memory-mapped, and only the pages read are touched).
     """
-    if start >= end:
-        return
-    with RecordReader(path) as reader:
-        reader.seek(start)
-        for record in reader:
-            yield record
-            if reader.tell() >= end:  # the next record is the next part's (damage there too)
-                return
+    for _, record in iter_span_with_offsets(path, start, end):
+        yield record
 
 
 def split_boundaries(source: Source, num_parts: int,
@@ -418,4 +443,4 @@ def split_boundaries(source: Source, num_parts: int,
 
 __all__ = ["InputSplit", "FileSpan", "expand_source", "nominal_range", "seek_record_head",
            "split_boundaries", "record_heads", "iter_heads_with_keys",
-           "iter_span", "DEFAULT_CHUNK_SIZE"]
+           "iter_span", "iter_span_with_offsets", "DEFAULT_CHUNK_SIZE"]

@@ -285,13 +285,13 @@ class RecordIterableDataset(IterableDataset):
         part_index, num_parts = self.part()
         split = InputSplit(self.source, part_index, num_parts, balance=self.balance)
         name = f"record #{{}} of part {part_index}/{num_parts}"
-        stream: Iterator[Tuple[int, bytes]] = enumerate(split)
+        stream: Iterator[Tuple[int, Tuple[str, int, bytes]]] = \
+            enumerate(split.records_with_offsets())
         if self.shuffle_buffer:
             rng = np.random.default_rng([self.seed, self.epoch, part_index])
             stream = _shuffle_buffer(stream, self.shuffle_buffer, rng)
-        path = self.source if isinstance(self.source, str) else None
-        for n, payload in stream:
-            yield self._decoder(payload, path, name.format(n))
+        for n, (path, offset, payload) in stream:
+            yield self._decoder(payload, path, name.format(n), offset)
 
 
 __all__ = ["RecordDataset", "RecordIterableDataset", "ImageAugment"]

@@ -6,8 +6,11 @@ holding the magic at 4-aligned offsets becomes a multi-part record. Both share t
 renamed into place by ``close()`` (``.rec`` before ``.idx``); ``abort()``, an exception inside
 ``with``, or a writer dropped without ``close()`` leaves no output (``ResourceWarning``).
 
-Small records are gathered in a buffer; a large one goes to the OS in one ``writev`` together
-with whatever is buffered, without being copied.
+Small records are copied into a buffer. A large ``bytes`` payload is not copied: the writer
+keeps a reference to it (``bytes`` cannot change) and hands the buffer and the payloads to the
+OS together, one ``writev`` per ``_BATCH_BYTES``, which spares a system call (and the file
+system's work for each one) per record. Any other large buffer (bytearray, NumPy array, ...)
+may be changed by the caller once ``write()`` returns, so it is written before that.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import io
 import os
 from functools import partial
 from itertools import chain
-from typing import Any, BinaryIO, Callable, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, List, Optional, Sequence, Union
 
 from .atomic import ManagedWriter, OutputSet, preallocate
 from .errors import RecordIOError
@@ -27,6 +30,12 @@ Buffer = Union[bytes, bytearray, memoryview]
 
 #: records at least this large skip the write buffer: they go to the OS as they are
 _DIRECT_WRITE = 1 << 16
+#: large records kept by reference are written once they (and the buffer) hold this many bytes:
+#: few enough system calls; larger single writes were slower and less steady when measured
+#: (benchmarks/bench_records.py, "large write")
+_BATCH_BYTES = 2 << 20
+#: ... or once this many pieces wait (a ``writev`` takes at most ``IOV_MAX`` of them)
+_BATCH_PIECES = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024) - 1
 #: disk space is reserved ahead of the writes in steps that grow with the file up to this
 _RESERVE_STEP = 32 << 20
 #: smaller payloads are searched with one ``bytes.find`` for the magic anywhere (a hit, aligned
@@ -71,17 +80,24 @@ def format_index(keys: Sequence[Any], offsets: Sequence[int]) -> bytes:
     return (("%s\t%d\n" * len(keys)) % tuple(chain.from_iterable(zip(keys, offsets)))).encode()
 
 
-def _salvage_records(fd: int, buffer: bytearray) -> None:
-    """Finalizer of a writer written in place: hand its buffered records to the OS (and give
+def _salvage_records(fd: int, pieces: List[Buffer]) -> None:
+    """Finalizer of a writer written in place: hand its unwritten records to the OS (and give
     back the disk space reserved past them)."""
-    if buffer:
-        _writev_all(fd, (buffer,))
-        buffer.clear()
+    if any(pieces):
+        _writev_all(fd, pieces)
+        del pieces[:-1]
+        pieces[-1].clear()
     os.ftruncate(fd, os.lseek(fd, 0, os.SEEK_CUR))
 
 
-def _salvage_indexed(fd: int, buffer: bytearray, idx_fd: int, keys: list, offsets: list) -> None:
-    _salvage_records(fd, buffer)
+def _unwritten(pieces: List[Buffer]) -> int:
+    """Finalizer of a writer on a borrowed file: how many bytes it never wrote."""
+    return sum(map(len, pieces))
+
+
+def _salvage_indexed(fd: int, pieces: List[Buffer], idx_fd: int, keys: list,
+                     offsets: list) -> None:
+    _salvage_records(fd, pieces)
     if keys:
         _writev_all(idx_fd, (format_index(keys, offsets),))
 
@@ -106,7 +122,7 @@ class RecordWriter(ManagedWriter):
             path = os.fspath(target)
             outputs = OutputSet.create([(path, "wb", 0)], atomic=atomic, fsync=fsync)
             self._bind(outputs.files[0].file, path, 0, buffer_size, owned=True)
-            salvage = partial(_salvage_records, self._fd, self._buffer)
+            salvage = partial(_salvage_records, self._fd, self._pieces)
         else:
             try:
                 offset = target.tell()
@@ -114,7 +130,7 @@ class RecordWriter(ManagedWriter):
                 offset = 0
             self._bind(target, getattr(target, "name", None), offset, buffer_size)
             outputs = OutputSet()
-            salvage = partial(len, self._buffer)  # what a dropped writer loses
+            salvage = partial(_unwritten, self._pieces)  # what a dropped writer loses
         self._begin(outputs, f"RecordWriter({self.path!r})", salvage)
 
     @classmethod
@@ -136,8 +152,15 @@ class RecordWriter(ManagedWriter):
         self._reserve = owned and self._fd is not None and offset == 0
         self._reserved = 0
         self._offset = offset
-        self._buffer = bytearray()  # the same object for life: the finalizer holds it
+        # small records are appended to ``_buffer``
+        self._buffer = bytearray()
         self._buffer_size = buffer_size
+        # what is not written yet, in file order: buffers and large payloads, the last piece
+        # always ``_buffer`` (the same list for life: the finalizer holds it)
+        self._pieces: List[Buffer] = [self._buffer]
+        self._held = 0  # bytes in the pieces before ``_buffer``
+        # large ``bytes`` payloads wait in ``_pieces`` (a borrowed file gets each at once)
+        self._batch = owned and self._fd is not None
 
     def write(self, data: Buffer) -> int:
         """Append one record; returns the byte offset of its first part (what ``.idx`` stores)."""
@@ -192,21 +215,18 @@ class RecordWriter(ManagedWriter):
                             f"split the payload", self.path, self._offset)
 
     def _write_large(self, header: bytes, data: Buffer, pad: bytes) -> None:
-        """Buffered records, then this record, straight to the OS (no copy of ``data``)."""
+        """Queue one record after the buffered ones without copying ``data``; written now
+        unless ``data`` is ``bytes`` (which cannot change) on a file of the writer's own."""
         buffer = self._buffer
-        if self._fd is None:
+        buffer += header
+        pieces = self._pieces
+        pieces.append(data)
+        self._held += len(buffer) + len(data)
+        self._buffer = buffer = bytearray(pad)
+        pieces.append(buffer)
+        if (type(data) is not bytes or not self._batch or self._held >= _BATCH_BYTES
+                or len(pieces) >= _BATCH_PIECES):
             self._drain()
-            write = self._file.write
-            write(header)
-            write(data)
-            write(pad)
-            return
-        if self._file.closed:
-            raise ValueError(f"{self.path}: write to a closed file")
-        if self._reserve and self._offset > self._reserved:
-            self._grow()
-        _writev_all(self._fd, (buffer, header, data, pad) if buffer else (header, data, pad))
-        buffer.clear()
 
     def _grow(self) -> None:
         """Reserve disk space up to a step past ``_offset`` (the end of what is being written),
@@ -230,17 +250,30 @@ class RecordWriter(ManagedWriter):
         return self._offset
 
     def _drain(self) -> None:
+        """Hand every piece not yet written to the file, in order."""
         buffer = self._buffer
-        if buffer:
-            if self._fd is None:
-                self._file.write(buffer)
-            elif self._file.closed:
-                raise ValueError(f"{self.path}: write to a closed file")
-            else:
-                if self._reserve and self._offset > self._reserved:
-                    self._grow()
-                _writev_all(self._fd, (buffer,))
-            buffer.clear()
+        pieces = self._pieces
+        if not buffer and len(pieces) == 1:
+            return
+        if self._fd is None:
+            write = self._file.write
+            for piece in pieces:
+                if piece:
+                    write(piece)
+        elif self._file.closed:
+            raise ValueError(f"{self.path}: write to a closed file")
+        else:
+            if self._reserve and self._offset > self._reserved:
+                self._grow()
+            _writev_all(self._fd, pieces)
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop every piece not yet written (keeping the invariant ``_pieces == [_buffer]``)."""
+        buffer = self._buffer
+        buffer.clear()
+        self._pieces[:] = (buffer,)
+        self._held = 0
 
     def flush(self) -> None:
         """Write buffered records to the file (the final name still appears only on ``close``)."""
@@ -253,7 +286,7 @@ class RecordWriter(ManagedWriter):
         self._release()
 
     def _drop(self) -> None:
-        self._buffer.clear()
+        self._forget()
 
     def close(self) -> None:
         """Write buffered records and rename the file into place (a file object is flushed)."""
@@ -288,7 +321,7 @@ class IndexedRecordWriter(ManagedWriter):
         self._keys: list = []  # index lines not yet written, formatted in bulk
         self._offsets: list = []
         self._begin(outputs, f"IndexedRecordWriter({rec!r})",
-                    partial(_salvage_indexed, self._records._fd, self._records._buffer,
+                    partial(_salvage_indexed, self._records._fd, self._records._pieces,
                             self._idx_fd, self._keys, self._offsets))
 
     def write(self, key: Any, data: Buffer) -> int:

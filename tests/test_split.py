@@ -273,7 +273,7 @@ def test_corrupt_index_is_an_index_error(tmp_path):
     with pytest.raises(IndexFileError):
         InputSplit(path, balance="records")
     (tmp_path / "a.idx").write_text("0\t0\n1\t0\n")
-    with pytest.raises(IndexFileError, match="same record"):
+    with pytest.raises(IndexFileError, match="entries 1 and 2 both point at the record"):
         InputSplit(path, balance="records")
 
 

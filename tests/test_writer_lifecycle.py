@@ -412,6 +412,80 @@ def test_disk_space_reserved_ahead_is_given_back(tmp_path, atomic):
     assert path.stat().st_blocks * 512 < path.stat().st_size + (64 << 10)
 
 
+def _scribble(arg, n):
+    """Overwrite a mutable payload in place with magic words (what a caller reusing its buffer
+    does once ``write()`` returned)."""
+    junk = (MAGIC * (n // 4 + 1))[:n]
+    if isinstance(arg, np.ndarray):
+        arg[:] = np.frombuffer(junk, np.uint8)
+    else:
+        arg[:] = junk
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 10, 5000, 65536, 100_001, 400_000]), min_size=1,
+                      max_size=24),
+       forms=st.lists(st.sampled_from(["bytes", "bytearray", "numpy", "memoryview"]),
+                      min_size=1, max_size=5),
+       atomic=st.booleans())
+def test_a_buffer_changed_after_write_returns_is_written_as_it_was(tmp_path_factory, sizes,
+                                                                   forms, atomic):
+    """Large ``bytes`` payloads are held by reference until a batch is written; any other
+    buffer must be written (or copied) before ``write()`` returns."""
+    rng = np.random.default_rng(len(sizes) * 7 + len(forms))
+    path = tmp_path_factory.mktemp("m") / "m.rec"
+    payloads, offsets = [], []
+    with recio.RecordWriter(path, atomic=atomic) as w:
+        for i, n in enumerate(sizes):
+            p = rng.bytes(n)
+            form = forms[i % len(forms)]
+            arg = {"bytes": p, "bytearray": bytearray(p), "memoryview": memoryview(bytearray(p)),
+                   "numpy": np.frombuffer(p, np.uint8).copy()}[form]
+            offsets.append(w.write(arg))
+            assert w.tell() == offsets[-1] + len(framing.encode_record(p))
+            if form != "bytes":
+                _scribble(arg, n)
+            payloads.append(p)
+    framed = [framing.encode_record(p) for p in payloads]
+    assert path.read_bytes() == b"".join(framed)
+    assert offsets == [sum(map(len, framed[:i])) for i in range(len(framed))]
+
+
+def test_records_held_by_reference_go_out_in_bounded_batches_and_on_flush(tmp_path, monkeypatch):
+    from recio import writer
+
+    monkeypatch.setattr(writer, "_BATCH_PIECES", 7)  # as if IOV_MAX were 8
+    monkeypatch.setattr(writer, "_BATCH_BYTES", 1 << 40)
+    calls = []
+    real = writer._writev
+    monkeypatch.setattr(writer, "_writev", lambda fd, chunks: calls.append(len(chunks))
+                        or real(fd, chunks))
+    payloads = [p for i in range(12) for p in (os.urandom(70_001 + i), b"s%d" % i)]
+    path = tmp_path / "b.rec"
+    with recio.RecordWriter(path, atomic=False) as w:
+        offsets = [w.write(p) for p in payloads[:9]]
+        w.flush()  # everything written so far is in the file, not only in the writer
+        assert path.read_bytes() == b"".join(framing.encode_record(p) for p in payloads[:9])
+        assert w.tell() == len(path.read_bytes())
+        offsets += [w.write(p) for p in payloads[9:]]
+    data = path.read_bytes()
+    assert data == b"".join(framing.encode_record(p) for p in payloads)
+    with recio.RecordReader(path) as r:
+        assert [r.read_at(o) for o in offsets] == payloads
+    assert calls and max(calls) <= 8 and len(calls) >= 4
+
+
+def test_borrowed_raw_file_gets_each_large_record_at_once(tmp_path):
+    with open(tmp_path / "raw.rec", "wb", buffering=0) as f:
+        w = recio.RecordWriter(f)
+        w.write(b"small")
+        w.write(PAYLOADS[4])  # handed to the file with the buffered record before it
+        w.write(b"dropped")
+        w.abort()
+    assert (tmp_path / "raw.rec").read_bytes() == \
+        framing.encode_record(b"small") + framing.encode_record(PAYLOADS[4])
+
+
 # --------------------------------------------------------------------------- process endings
 
 CHILD = textwrap.dedent("""
