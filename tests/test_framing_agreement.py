@@ -322,3 +322,20 @@ def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
     finally:
         tracemalloc.stop()
     assert peak < 4 << 20, f"{entry} allocated {peak} bytes for a 4.5 KB file"
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+@pytest.mark.parametrize("last", [b"abcde", b"ab\0\0\n#\xd7\xce" + b"xyz"])  # whole, two parts
+def test_position_stays_inside_a_file_whose_last_record_lost_its_padding(tmp_path, on_error,
+                                                                          last):
+    data = build([b"x" * 10, last])
+    path = tmp_path / "short.rec"
+    path.write_bytes(data[:len(data) - (-len(last) & 3 or 0)] if -len(last) & 3 else data)
+    size = path.stat().st_size
+    for read_all in (lambda r: list(r), lambda r: list(iter(r.read, None)),
+                     lambda r: r.read_batch(10), lambda r: list(r.iter_offsets())):
+        with recio.RecordReader(path, on_error=on_error) as reader:
+            read_all(reader)
+            assert reader.tell() <= size
+            reader.seek(reader.tell())  # what a resuming caller does
+            assert reader.read() is None
