@@ -291,7 +291,8 @@ def claiming_file(tmp_path):
 def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
     path = claiming_file(tmp_path)
     if entry.startswith("torch."):
-        rtorch = pytest.importorskip("recio.torch", reason="torch is not installed (recio[torch])")
+        pytest.importorskip("torch", reason="torch is not installed (pip install 'recio[torch]')")
+        from recio import torch as rtorch
     runs = {
         "iterate": lambda: list(recio.RecordReader(path)),
         "read": lambda: list(read_all_sequential(path)),
