@@ -460,6 +460,8 @@ def _load_cache(idx_path: str, stat: os.stat_result, key_type: KeyType,
         if not intact:
             buf.close()
             return None
+        if hasattr(mmap, "MADV_DONTNEED"):  # the check touched every page: let them go from
+            buf.madvise(mmap.MADV_DONTNEED)  # this process (a read-only file map loses nothing)
         sections = []
         at = _CACHE_HEADER_SIZE
         for count in (n, n if kind == _KIND_INT else 0, unique if flags else 0,
