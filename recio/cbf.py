@@ -150,7 +150,13 @@ class SparseSequence(NamedTuple):
 
     def toarray(self) -> np.ndarray:
         """The dense ``(N, sample_dim)`` array (zeros where nothing is stored; a repeated
-        index within a sample adds up, as in :class:`recio.sequence.Sparse`)."""
+        index within a sample adds up, as in :class:`recio.sequence.Sparse`); refused with
+        ``CBFError`` past ``recio.sequence.MAX_DENSE_BYTES``."""
+        from .sequence import dense_size_problem
+
+        problem = dense_size_problem(len(self.counts), self.sample_dim, self.values.dtype.itemsize)
+        if problem is not None:
+            raise CBFError(problem)
         out = np.zeros((len(self.counts), self.sample_dim), dtype=self.values.dtype)
         rows = np.repeat(np.arange(len(self.counts)), self.counts)
         np.add.at(out, (rows, self.indices), self.values)
@@ -542,7 +548,11 @@ def decode_chunk(buf: bytes, info: ChunkInfo, streams: Sequence[StreamInfo], pat
         _check_sparse(path, info, stream, runs, index_views, count_views)
         if densify:
             for seq in seqs:
-                seq[name] = seq[name].toarray()
+                try:
+                    seq[name] = seq[name].toarray()
+                except CBFError as exc:
+                    raise _error(path, f"stream {name!r}: {exc.message}", base, info.index) \
+                        from None
     if pos != end:
         raise _error(path, f"{end - pos} bytes follow the last stream's data of the chunk's {S} "
                      f"sequences; the chunk table or a sample count is wrong", base + pos,

@@ -314,8 +314,9 @@ def _parse_file(f: Any, path: str, key_type: KeyType, rec_size: Optional[int],
     line = 1  # number of the first line of the next block
     pending: List[bytes] = []  # a line longer than a block, so far
     estimated = False
+    read_size = min(_CHUNK_BYTES, file_size + 1)  # a small file costs no 1 MiB buffer
     while True:
-        block = f.read(_CHUNK_BYTES)
+        block = f.read(read_size)
         final = not block
         if pending:
             if not final and block.find(b"\n") < 0:

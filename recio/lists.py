@@ -237,6 +237,7 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
     count = 0
     last = b"\n"
     with open(path, "rb") as f:
+        block = min(block, os.fstat(f.fileno()).st_size + 1)  # no large buffer for a small file
         while True:
             data = f.read(block)
             if not data:

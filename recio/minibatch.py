@@ -268,6 +268,14 @@ def _image_sequence(record: bytes) -> Dict[str, np.ndarray]:
     return {"label": labels, "image": image}
 
 
+def _source_name(source: Any) -> Optional[str]:
+    """The file a corpus source names (a path, or a reader's ``path``/``rec_path``), if any."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    name = getattr(source, "path", None) or getattr(source, "rec_path", None)
+    return None if name is None else os.fspath(name)
+
+
 class MemoryCorpus:
     """In-memory sequences (a list of ``{stream: array or Sparse}``) as a chunked corpus.
 
@@ -594,8 +602,8 @@ class MinibatchSource:
         self.num_sequences = len(self.sizes)
         self.num_samples = int(self.sizes.sum())
         if self.num_samples == 0:
-            where = os.fspath(files) if isinstance(files, (str, os.PathLike)) else \
-                ";".join(os.fspath(f) for f in files) if isinstance(files, (list, tuple)) else None
+            where = ";".join(filter(None, map(_source_name, files))) \
+                if isinstance(files, (list, tuple)) else _source_name(files)
             raise SequenceError(f"the input has {self.num_sequences} sequences and no samples; "
                                 f"nothing to make minibatches from", path=where)
         self.window = self.num_samples if randomization_window is None else \

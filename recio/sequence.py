@@ -82,6 +82,22 @@ _INDICES = np.dtype("<i4")
 _UINDICES = np.dtype("<u4")
 
 
+#: densifying a sparse stream into more bytes than this is refused: a damaged ``dim`` would
+#: otherwise claim gigabytes from a few bytes of input. Raise it for a genuinely larger stream.
+MAX_DENSE_BYTES = 1 << 31
+
+
+def dense_size_problem(samples: int, dim: int, itemsize: int) -> Optional[str]:
+    """Why a ``samples x dim`` dense array of ``itemsize``-byte values is refused, or None
+    (the one rule for densifying sparse data, in sequences and CBF alike)."""
+    need = int(samples) * int(dim) * int(itemsize)
+    if need <= MAX_DENSE_BYTES:
+        return None
+    return (f"densifying {samples} samples of dimension {dim} would need {need:,} bytes, over "
+            f"recio.sequence.MAX_DENSE_BYTES ({MAX_DENSE_BYTES:,}); the dimension may be "
+            f"damaged, or keep the stream sparse (or raise the limit)")
+
+
 class Sparse(NamedTuple):
     """A sparse stream (CSR-like): sample ``i`` has ``indices[indptr[i]:indptr[i+1]]``."""
 
@@ -149,8 +165,12 @@ class Sparse(NamedTuple):
         return self
 
     def to_dense(self) -> np.ndarray:
-        """The ``N x dim`` dense array (duplicate indices add up)."""
+        """The ``N x dim`` dense array (duplicate indices add up); refused with
+        ``SequenceError`` past ``MAX_DENSE_BYTES`` (see ``dense_size_problem``)."""
         self.validate()
+        problem = dense_size_problem(self.num_samples, self.dim, self.values.dtype.itemsize)
+        if problem is not None:
+            raise SequenceError(problem)
         out = np.zeros((self.num_samples, self.dim), dtype=self.values.dtype)
         rows = np.repeat(np.arange(self.num_samples), np.diff(self.indptr))
         np.add.at(out, (rows, self.indices), self.values)

@@ -603,3 +603,39 @@ def test_tiny_image_claiming_huge_size_is_refused_before_allocation():
     data = png_claiming(9_000, 10_000)  # 90 M pixels, just above the limit
     _, error = bounded(lambda: decode_image(data), len(data))
     assert isinstance(error, ImageError) and "decompression-bomb" in error.message
+
+
+# -- a damaged dimension must not become a huge dense allocation ------------------------------
+def test_densifying_a_damaged_cbf_dimension_is_refused(tmp_path):
+    path = tmp_path / "dim.cbf"
+    with recio.CBFWriter(path, [("s", "sparse", "float32", 10)]) as w:
+        w.write({"s": np.eye(2, 10, dtype=np.float32)})
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b"\x01\x01\x00\x00\x00s") + 7  # storage, name length, name, elem -> dim
+    struct.pack_into("<I", data, at, 2 ** 31 - 1)
+    path.write_bytes(bytes(data))
+    with pytest.raises(recio.CBFError, match="MAX_DENSE_BYTES") as info:
+        list(recio.CBFReader(path, densify=True))
+    assert info.value.path == str(path) and info.value.offset is not None
+    assert next(iter(recio.CBFReader(path)))["s"].sample_dim == 2 ** 31 - 1  # sparse: fine
+
+
+def test_padding_a_sparse_stream_with_a_damaged_dimension_is_refused(tmp_path):
+    path = tmp_path / "dim.rec"
+    with recio.SequenceWriter(path) as w:
+        w.write({"s": recio.Sparse.from_lists([([1], [1.0]), ([2], [2.0])], 10)})
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<I", data, 8 + 8 + 4, 2 ** 32 - 1)  # record header, RSEQ header, kind..
+    path.write_bytes(bytes(data))
+    batch = recio.MinibatchSource(str(path), randomize=False).next_minibatch(4)
+    with pytest.raises(recio.SequenceError, match="MAX_DENSE_BYTES"):
+        batch.padded("s")
+
+
+def test_a_cbf_without_samples_names_its_file(tmp_path):
+    path = tmp_path / "empty.cbf"
+    with recio.CBFWriter(path, [("x", "dense", "float32", 3)]) as w:
+        w.write({"x": np.zeros((0, 3), np.float32)})
+    with pytest.raises(recio.SequenceError, match="no samples") as info:
+        recio.cbf.minibatch_source(str(path))
+    assert info.value.path == str(path)
