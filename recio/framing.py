@@ -243,8 +243,8 @@ def first_aligned_magic(buf: Any, start: int, end: int) -> int:
 
 def count_aligned_magic(buf: Any, start: int, end: int) -> int:
     """How many magic words lie at 4-aligned offsets in ``buf[start:end]`` (same alignment
-    rules as ``first_aligned_magic``). In a valid file that is exactly the number of part
-    headers in the range, which is how a reader checks a run of records in one pass."""
+    rules as ``first_aligned_magic``), in one NumPy pass: the writer's test of whether a large
+    payload must be split into parts, and the reader's check of a record it has copied."""
     total = 0
     for block in range(start, end, _SEARCH_BLOCK):
         stop = min(block + _SEARCH_BLOCK, end)

@@ -98,15 +98,9 @@ class RecordCorpus:
         else:
             offsets = build_index(self.rec_path)
         self.offsets = np.asarray(offsets, dtype=np.int64)
+        # records are decoded as NumPy views straight into the reader's read-only map (no copy)
         self._reader = RecordReader(self.rec_path)
-        # records are decoded as NumPy views straight into this read-only map (no copy)
         self._size = rec_size
-        self._map: Optional[mmap.mmap] = None
-        self._view: Optional[memoryview] = None
-        if rec_size:
-            with open(self.rec_path, "rb") as f:
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            self._view = memoryview(self._map)
         side = sequence.sidecar_path(self.rec_path)
         if os.path.exists(side):
             self.kind = "sequence"
@@ -166,13 +160,14 @@ class RecordCorpus:
         """The sequences of chunk ``i``, each decoded when first indexed (zero-copy views into
         the mapped file), so a worker decodes only its own share."""
         offsets = self.offsets[self.bounds[i]:self.bounds[i + 1]]
-        if self._map is not None and len(offsets):
+        mapped = self._reader.buffer
+        if isinstance(mapped, mmap.mmap) and len(offsets):
             # one read-ahead request for the chunk's byte range (a cold file is read in chunks)
             start = int(offsets[0]) & ~(mmap.ALLOCATIONGRANULARITY - 1)
             end = int(self.offsets[self.bounds[i + 1]]) if i + 1 < self.num_chunks else self._size
             for advice in _CHUNK_ADVICE:
                 try:
-                    self._map.madvise(advice, start, end - start)
+                    mapped.madvise(advice, start, end - start)
                 except (OSError, ValueError):  # not supported by this kernel: just slower
                     pass
         return _LazyChunk(self, offsets, int(self.bounds[i]))
@@ -220,13 +215,6 @@ class RecordCorpus:
     def close(self) -> None:
         """Release the memory map (left to the garbage collector while arrays still use it)."""
         self._reader.close()
-        if self._view is not None:
-            try:
-                self._view.release()
-                self._map.close()
-            except BufferError:  # minibatch arrays still point into the map
-                pass
-        self._view = self._map = None
 
 
 class _LazyChunk:

@@ -247,7 +247,7 @@ class RecordReader:
         first_gap = int(np.argmax(gap)) + 1 if gap.any() else len(hits)
         k = min(first_stop, first_gap)
         if k == 0:  # a record larger than the window, or the slow path's business
-            if first_stop > 0 or len(hits) > 1 or lrec[0] >= _FIRST_CONTINUATION_LREC:
+            if len(hits) > 1 or lrec[0] >= _FIRST_CONTINUATION_LREC:
                 return [], [], pos
             end = self._check_whole(pos)
             return ([pos], [end], min(size, (end + 3) & ~3)) if end >= 0 else ([], [], pos)
@@ -432,19 +432,26 @@ class RecordReader:
         self._pos = pos
         return out
 
-    def _check_whole(self, offset: int) -> int:
-        """End of the whole (single-part) record at ``offset`` if its framing and data check
-        out on the fast path, else -1 (the slow path then decides)."""
+    def _whole_end(self, offset: int, header: Optional[Tuple[int, int]] = None) -> int:
+        """End of the data of the whole (single-part) record at ``offset`` if its header checks
+        out on the fast path, else -1 (the slow path then decides). ``header``: the part header,
+        when the caller has read it."""
         buf = self._buf
         if buf is None or offset & 3 or not 0 <= offset <= self.size - 8:
             return -1
-        magic, lrec = _unpack_header(buf, offset)
+        magic, lrec = header or _unpack_header(buf, offset)
         end = offset + 8 + lrec
-        # framing.check_part_header for a whole record, copied for speed (see _walk)
+        # framing.check_part_header for a whole record, copied for speed (see _walk_trusting)
         if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
             return -1
-        if not self.trust_lengths and \
-                first_aligned_magic(buf, offset + 8, min(end + (-lrec & 3), self.size)) >= 0:
+        return end
+
+    def _check_whole(self, offset: int) -> int:
+        """``_whole_end``, with the record's data (and padding) searched on the map for a
+        swallowed head: for callers that do not copy the record."""
+        end = self._whole_end(offset)
+        if end >= 0 and not self.trust_lengths and \
+                first_aligned_magic(self._buf, offset + 8, min((end + 3) & ~3, self.size)) >= 0:
             return -1
         return end
 
@@ -457,27 +464,23 @@ class RecordReader:
         its copy searched for a swallowed head while it is still in the CPU cache, so its bytes
         are read from memory once. ``header``: the part header, when the caller has read it.
         """
-        buf = self._buf
-        if buf is None or offset & 3 or not 0 <= offset <= self.size - 8:
+        end = self._whole_end(offset, header)
+        if end < 0:
             return None
-        magic, lrec = header or _unpack_header(buf, offset)
-        end = offset + 8 + lrec
-        # framing.check_part_header for a whole record, copied for speed (see _walk_trusting)
-        if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
-            return None
+        lrec = end - offset - 8
         if lrec >= _LARGE_RECORD and self._fd is not None:
             data = os.pread(self._fd, lrec, offset + 8)
             if len(data) != lrec:  # the file shrank under us: the slow path reports it
                 return None
         else:
-            data = buf[offset + 8:end]
+            data = self._buf[offset + 8:end]
         if self.trust_lengths:
             return data
         if count_aligned_magic(data, 0, lrec):
             return None
         tail = lrec & 3  # a word running into the padding: its first bytes end the data
         if tail and data[lrec - tail:] == MAGIC_BYTES[:tail] and \
-                buf[end:end + 4 - tail] == MAGIC_BYTES[tail:]:
+                self._buf[end:end + 4 - tail] == MAGIC_BYTES[tail:]:
             return None
         return data
 
