@@ -89,7 +89,7 @@ def _write_parts(parts: List[InputSplit], prefix: str, quiet: bool) -> None:
     """Copy each part's byte ranges verbatim into PREFIX_k.rec and index them (atomic files:
     each part's .rec and .idx appear together, the .rec first, only once both are written)."""
     from recio.atomic import OutputSet
-    from recio.writer import format_index
+    from recio.index import format_index
 
     folder = os.path.dirname(os.path.abspath(prefix))
     os.makedirs(folder, exist_ok=True)

@@ -17,13 +17,13 @@ from __future__ import annotations
 import io
 import os
 from functools import partial
-from itertools import chain
 from typing import Any, BinaryIO, Callable, List, Optional, Sequence, Union
 
 from .atomic import ManagedWriter, OutputSet, preallocate
 from .errors import RecordIOError
 from .framing import (MAGIC, MAGIC_BYTES, MAX_RECORD_LENGTH, PADDING, PART_HEADER,
                       count_aligned_magic, frame_parts, split_payload)
+from .index import format_index
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 Buffer = Union[bytes, bytearray, memoryview]
@@ -69,15 +69,6 @@ def _write_joined(fd: int, chunks: Sequence[Buffer]) -> int:
 
 
 _writev: Callable[[int, Sequence[Buffer]], int] = getattr(os, "writev", _write_joined)
-
-
-def format_index(keys: Sequence[Any], offsets: Sequence[int]) -> bytes:
-    """MXNet's ``.idx`` lines (``key<TAB>offset<LF>``, ``str(key)``), in one C-level pass.
-
-    The format is ``recio.index``'s (``write_index`` there writes the same lines); this copy
-    formats a whole batch at once for the writers' hot loop.
-    """
-    return (("%s\t%d\n" * len(keys)) % tuple(chain.from_iterable(zip(keys, offsets)))).encode()
 
 
 def _salvage_records(fd: int, pieces: List[Buffer]) -> None:
@@ -375,4 +366,4 @@ class IndexedRecordWriter(ManagedWriter):
         super().abort()
 
 
-__all__ = ["RecordWriter", "IndexedRecordWriter", "format_index"]
+__all__ = ["RecordWriter", "IndexedRecordWriter"]
