@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from recio import bucketing as bk
-from recio.bucketing import BucketBatchSampler
+from recio.sequence import bucketing as bk
+from recio.sequence.bucketing import BucketBatchSampler
 
 
 #: glibc: keep freed memory instead of returning big buffers to the OS after every batch, so a

@@ -6,7 +6,7 @@ times, each the median of --repeat runs:
 
 - read: every chunk loaded and decoded to per-sequence NumPy views (CBFReader), MB/s of file
   and of dense data, sequences/s. Target: >= 500 MB/s of dense data.
-- cbf -> rec and rec -> cbf conversion (recio.convert), MB/s of input, sequences/s.
+- cbf -> rec and rec -> cbf conversion (recio.sequence.convert), MB/s of input, sequences/s.
 
 The file is read from the page cache when memory allows (it was just written); say so when
 quoting. Usage: python benchmarks/bench_cbf.py [--size-mb 1024] [--repeat 3] [--keep DIR]
@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from recio.cbf import CBFReader, CBFWriter, SparseSequence, StreamInfo  # noqa: E402
-from recio.convert import cbf_to_rec, rec_to_cbf  # noqa: E402
+from recio.sequence.cbf import CBFReader, CBFWriter, SparseSequence, StreamInfo  # noqa: E402
+from recio.sequence.convert import cbf_to_rec, rec_to_cbf  # noqa: E402
 
 DENSE_DIM, SPARSE_DIM, NNZ = 40, 10_000, 5
 TARGET_DENSE_MBS = 500

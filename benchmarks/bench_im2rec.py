@@ -118,9 +118,9 @@ def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tupl
     and where they go: ``{"resize": ms, "encode": ms, "decode and rest": ms}`` per image."""
     from PIL import Image
 
-    from recio import imageproc
-    from recio.header import IRHeader, pack
-    from recio.imageproc import ImageOptions, transform_image
+    from recio.image import codec as imageproc
+    from recio.image.header import IRHeader, pack
+    from recio.image.codec import ImageOptions, transform_image
 
     imageproc.USE_OPENCV = resizer == "opencv"
     cv2 = imageproc._cv2()
@@ -164,8 +164,8 @@ def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tupl
 def thread_speedup(paths: list, decoder: str, resizer: str, sample: int = 200) -> float:
     """Wall-clock speed-up of 2 threads over 1 on the same images (2.0: the codecs release the
     GIL all the time; a loaded machine lowers it too)."""
-    from recio import imageproc
-    from recio.imageproc import ImageOptions, transform_image
+    from recio.image import codec as imageproc
+    from recio.image.codec import ImageOptions, transform_image
 
     imageproc.USE_OPENCV = resizer == "opencv"
     options = ImageOptions(resize=256, quality=95, decoder=decoder)
@@ -197,8 +197,8 @@ def resize_quality(paths: list, sample: int) -> dict:
     import numpy as np
     from PIL import Image
 
-    from recio import imageproc
-    from recio.imageproc import ImageOptions, render_image, target_size
+    from recio.image import codec as imageproc
+    from recio.image.codec import ImageOptions, render_image, target_size
 
     def psnr(a, ref):
         mse = np.mean((a.astype(np.float64) - np.clip(ref, 0, 255)) ** 2)
@@ -226,7 +226,7 @@ def resize_quality(paths: list, sample: int) -> dict:
 
 def combos() -> list:
     """The (decoder, resizer) pairs that can run here, Pillow-only first."""
-    from recio.imageproc import have_fast_decoder
+    from recio.image.codec import have_fast_decoder
 
     try:
         import cv2  # noqa: F401
@@ -246,7 +246,7 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(HERE, "out", "im2rec"))
     args = parser.parse_args()
 
-    from recio.imageproc import have_fast_decoder, resizer_name
+    from recio.image.codec import have_fast_decoder, resizer_name
 
     os.makedirs(args.out, exist_ok=True)
     root = os.path.join(args.out, "corpus")

@@ -34,8 +34,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from recio.framing import MAGIC  # noqa: E402
-from recio.index import index_cache_path, write_index  # noqa: E402
+from recio.records.framing import MAGIC  # noqa: E402
+from recio.records.index import index_cache_path, write_index  # noqa: E402
 
 #: MXNet at 5.8M records as measured by the issue's author (used when MXNet is not here)
 AUTHOR_MXNET = {"open_s": 2.7, "rss_mb": 734.0}
@@ -71,7 +71,7 @@ elif impl == "mx":
     def make():
         return recordio.MXIndexedRecordIO(idx, rec, "r")
 else:
-    from recio.indexed import IndexedRecordReader
+    from recio.records.indexed import IndexedRecordReader
     def make():
         return IndexedRecordReader(rec, idx)
 import numpy  # both sides: imports are not part of the open

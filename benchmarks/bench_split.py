@@ -27,9 +27,9 @@ import numpy as np
 from PIL import Image
 
 import recio
-from recio import framing
-from recio.split import InputSplit
-from recio.stats import scan_file
+from recio.records import framing
+from recio.records.split import InputSplit
+from recio.records.stats import scan_file
 
 
 def make_file(path: str, size: int, seed: int = 0) -> int:

@@ -6,48 +6,50 @@ cheap and an optional dependency is only needed by the feature that uses it.
 """
 from importlib import import_module as _import_module
 
-from .errors import (CBFError, ImageError, IndexFileError, ListFileError, RecordIOError,
+from recio import _moved
+
+from recio.errors import (CBFError, ImageError, IndexFileError, ListFileError, RecordIOError,
                      SequenceError)
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it (loaded lazily on first attribute access)
 _LAZY = {
-    "RecordWriter": "recio.writer",
-    "IndexedRecordWriter": "recio.writer",
-    "RecordReader": "recio.reader",
-    "IndexedRecordReader": "recio.indexed",
-    "build_index": "recio.index",
-    "read_index": "recio.index",
-    "write_index": "recio.index",
-    "IRHeader": "recio.header",
-    "pack": "recio.header",
-    "unpack": "recio.header",
-    "pack_img": "recio.header",
-    "unpack_img": "recio.header",
-    "InputSplit": "recio.split",
-    "ThreadedIter": "recio.threaded",
-    "ImageRecordIter": "recio.imageiter",
-    "DataBatch": "recio.imageiter",
-    "SkippedRecordWarning": "recio.imageiter",
+    "RecordWriter": "recio.records.writer",
+    "IndexedRecordWriter": "recio.records.writer",
+    "RecordReader": "recio.records.reader",
+    "IndexedRecordReader": "recio.records.indexed",
+    "build_index": "recio.records.index",
+    "read_index": "recio.records.index",
+    "write_index": "recio.records.index",
+    "IRHeader": "recio.image.header",
+    "pack": "recio.image.header",
+    "unpack": "recio.image.header",
+    "pack_img": "recio.image.header",
+    "unpack_img": "recio.image.header",
+    "InputSplit": "recio.records.split",
+    "ThreadedIter": "recio.records.threaded",
+    "ImageRecordIter": "recio.image.imageiter",
+    "DataBatch": "recio.image.imageiter",
+    "SkippedRecordWarning": "recio.image.imageiter",
     "pack_sequence": "recio.sequence",
     "unpack_sequence": "recio.sequence",
     "SequenceWriter": "recio.sequence",
     "Sparse": "recio.sequence",
     "sample_counts": "recio.sequence",
-    "MinibatchSource": "recio.minibatch",
-    "FULL_DATA_SWEEP": "recio.minibatch",
-    "INFINITELY_REPEAT": "recio.minibatch",
-    "bucket_boundaries": "recio.bucketing",
-    "BucketBatchSampler": "recio.bucketing",
-    "padded_cost": "recio.bucketing",
-    "padding_waste": "recio.bucketing",
-    "CBFReader": "recio.cbf",
-    "CBFWriter": "recio.cbf",
+    "MinibatchSource": "recio.sequence.minibatch",
+    "FULL_DATA_SWEEP": "recio.sequence.minibatch",
+    "INFINITELY_REPEAT": "recio.sequence.minibatch",
+    "bucket_boundaries": "recio.sequence.bucketing",
+    "BucketBatchSampler": "recio.sequence.bucketing",
+    "padded_cost": "recio.sequence.bucketing",
+    "padding_waste": "recio.sequence.bucketing",
+    "CBFReader": "recio.sequence.cbf",
+    "CBFWriter": "recio.sequence.cbf",
 }
-_SUBMODULES = {"mx", "cbf", "torch", "framing", "lists", "packing", "sequence", "minibatch",
-               "stats", "convert", "imageproc", "bucketing", "split", "imageiter", "threaded",
-               "atomic", "torch_minibatch", "indexed", "index", "reader", "writer", "errors"}
+# subpackages, loaded on first attribute access (``recio.records``, ``recio.mx``, ...)
+_SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "cli", "errors"}
+_moved.install()
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
            "SequenceError", *_LAZY]
@@ -58,10 +60,12 @@ def __getattr__(name):
         value = getattr(_import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name in _SUBMODULES:
+    if name in _SUBPACKAGES:
         return _import_module("recio." + name)
+    if "recio." + name in _moved.MOVED:
+        return _moved.load_moved("recio." + name)
     raise AttributeError(f"module 'recio' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
+    return sorted(set(globals()) | set(__all__) | _SUBPACKAGES)

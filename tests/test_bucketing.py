@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
 import recio
-from recio import bucketing as bk
+from recio.sequence import bucketing as bk
 from recio.errors import RecordIOError, SequenceError
 
 FAST = settings(deadline=None, max_examples=60)
@@ -345,7 +345,7 @@ def test_sampler_from_rec(seq_rec):
 
 
 def test_cli_text(seq_rec):
-    from recio_cli.buckets import buckets_cmd
+    from recio.cli.buckets import buckets_cmd
 
     rec, lengths = seq_rec
     result = CliRunner().invoke(buckets_cmd, [str(rec), "-q", "3"])
@@ -360,7 +360,7 @@ def test_cli_text(seq_rec):
 
 
 def test_cli_json(seq_rec):
-    from recio_cli.buckets import buckets_cmd
+    from recio.cli.buckets import buckets_cmd
 
     rec, lengths = seq_rec
     result = CliRunner().invoke(buckets_cmd, [str(rec), "-q", "4", "-b", "8", "--max-buckets", "5",
@@ -378,7 +378,7 @@ def test_cli_json(seq_rec):
 
 
 def test_cli_missing_sidecar_one_line_exit_2(tmp_path):
-    from recio_cli.buckets import buckets_cmd
+    from recio.cli.buckets import buckets_cmd
 
     rec = tmp_path / "plain.rec"
     rec.write_bytes(b"")

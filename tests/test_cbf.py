@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.cbf import (CHUNK_ENTRY, MAGIC, CBFReader, CBFWriter, SparseSequence, StreamInfo,
+from recio.sequence.cbf import (CHUNK_ENTRY, MAGIC, CBFReader, CBFWriter, SparseSequence, StreamInfo,
                        encode_dense, encode_sparse, read_header)
 
 SETTINGS = settings(max_examples=40, deadline=None,

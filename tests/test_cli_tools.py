@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from PIL import Image
 
 import recio
-from recio import framing
-from recio_cli.main import recio as recio_group
+from recio.records import framing
+from recio.cli.main import recio as recio_group
 
 
 def run(*args):
@@ -220,7 +220,7 @@ def test_extract_writes_images_and_a_list_that_repacks(golden, tmp_path):
     assert res.exit_code == 0, res.output
     assert "--pack-label" in res.output
     lst = out / "multi.lst"
-    items = list(recio.lists.read_list(lst))
+    items = list(recio.image.lists.read_list(lst))
     assert len(items) == 13
     # re-pack as im2rec --pass-through --pack-label does: id = index, labels, file bytes
     repacked = [recio.pack(recio.IRHeader(0, list(item.labels), item.index, 0),

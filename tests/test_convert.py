@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.cbf import CBFReader, CBFWriter, SparseSequence, StreamInfo
-from recio.convert import cbf_to_rec, convert, rec_to_cbf
+from recio.sequence.cbf import CBFReader, CBFWriter, SparseSequence, StreamInfo
+from recio.sequence.convert import cbf_to_rec, convert, rec_to_cbf
 from recio.sequence import Sparse, SequenceWriter, sample_counts, unpack_sequence
-from recio_cli.convert import convert_cmd, parse_size
+from recio.cli.convert import convert_cmd, parse_size
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -187,7 +187,7 @@ def test_corrupt_cbf_fails_before_writing(golden, tmp_path):
 # ---------------------------------------------------------------------------- MinibatchSource
 
 def test_minibatch_source_reads_cbf_like_the_converted_records(golden, tmp_path):
-    from recio.cbf import minibatch_source
+    from recio.sequence.cbf import minibatch_source
 
     cbf_to_rec(golden / "cbf" / "double.cbf", tmp_path / "d.rec")
     a = minibatch_source(golden / "cbf" / "double.cbf", randomize=False)
@@ -207,7 +207,7 @@ def test_minibatch_source_reads_cbf_like_the_converted_records(golden, tmp_path)
 
 
 def test_minibatch_source_cntk_parameters(golden):
-    from recio.cbf import minibatch_source
+    from recio.sequence.cbf import minibatch_source
 
     path = golden / "cbf" / "float.cbf"
     reader = CBFReader(path)

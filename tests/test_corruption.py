@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import recio
 from support import hang_guard
-from recio import framing
+from recio.records import framing
 
 MAGIC = framing.MAGIC_BYTES
 

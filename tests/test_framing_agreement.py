@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 
 import recio
 from support import hang_guard
-from recio import framing, mx
-from recio.minibatch import RecordCorpus
-from recio.split import InputSplit
-from recio.stats import scan_file
+from recio import mx
+from recio.records import framing
+from recio.sequence.minibatch import RecordCorpus
+from recio.records.split import InputSplit
+from recio.records.stats import scan_file
 
 MAGIC = framing.MAGIC_BYTES
 

@@ -22,17 +22,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.cbf import CBFReader, CBFWriter, read_header
+from recio.sequence.cbf import CBFReader, CBFWriter, read_header
 from recio.errors import (CBFError, ImageError, IndexFileError, ListFileError, RecordIOError,
                           SequenceError)
-from recio.header import IRHeader, decode_image, pack, pack_img, unpack, unpack_header, unpack_img
-from recio.index import write_index
-from recio.lists import read_list
-from recio.minibatch import RecordCorpus
+from recio.image.header import IRHeader, decode_image, pack, pack_img, unpack, unpack_header, unpack_img
+from recio.records.index import write_index
+from recio.image.lists import read_list
+from recio.sequence.minibatch import RecordCorpus
 from recio.sequence import (Sparse, SequenceWriter, pack_sequence, read_sidecar, sample_counts,
                             sequence_sample_counts, sidecar_path, stream_sample_counts,
                             unpack_sequence, write_sidecar)
-from recio.writer import IndexedRecordWriter
+from recio.records.writer import IndexedRecordWriter
 
 DOCUMENTED = (RecordIOError, IndexFileError, ListFileError, ImageError, CBFError, SequenceError)
 RECIO_DIR = os.path.dirname(os.path.abspath(recio.__file__))
@@ -637,5 +637,5 @@ def test_a_cbf_without_samples_names_its_file(tmp_path):
     with recio.CBFWriter(path, [("x", "dense", "float32", 3)]) as w:
         w.write({"x": np.zeros((0, 3), np.float32)})
     with pytest.raises(recio.SequenceError, match="no samples") as info:
-        recio.cbf.minibatch_source(str(path))
+        recio.sequence.cbf.minibatch_source(str(path))
     assert info.value.path == str(path)

@@ -17,10 +17,10 @@ from PIL import Image
 
 import recio
 from recio.errors import ImageError
-from recio.imageproc import (ImageOptions, center_crop_box, have_fast_decoder, render_image,
+from recio.image.codec import (ImageOptions, center_crop_box, have_fast_decoder, render_image,
                              target_size, transform_image)
-from recio.packing import pack_list, partial_paths
-from recio_cli.im2rec import im2rec_cmd
+from recio.image.packing import pack_list, partial_paths
+from recio.cli.im2rec import im2rec_cmd
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
     a full-size decode would give, give or take the DCT scaling's own error. (Pillow resizer;
     the OpenCV one keeps to the SIMD scales, see the next test.)"""
     simplejpeg = pytest.importorskip("simplejpeg")
-    from recio import imageproc
+    from recio.image import codec as imageproc
 
     monkeypatch.setattr(imageproc, "USE_OPENCV", False)
     data = _smooth_jpeg()
@@ -180,7 +180,7 @@ def test_opencv_resizer_keeps_to_simd_scales_and_the_geometry(monkeypatch, size,
     scales cost PSNR below MXNet's); the output has MXNet's size and Pillow's pixels, nearly."""
     pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
     simplejpeg = pytest.importorskip("simplejpeg")
-    from recio import imageproc
+    from recio.image import codec as imageproc
 
     data = _smooth_jpeg()
     calls = _record_decodes(monkeypatch, simplejpeg)
@@ -207,7 +207,7 @@ def test_opencv_resizer_keeps_the_exact_fractional_geometry(monkeypatch, decoder
     pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
     if decoder == "simplejpeg":
         pytest.importorskip("simplejpeg")
-    from recio import imageproc
+    from recio.image import codec as imageproc
 
     x, y = np.arange(203)[None, :], np.arange(151)[:, None]
     wave = np.broadcast_to(127.5 + 100 * np.sin(x / 3.0) * np.cos(y / 4.0), (151, 203))
@@ -233,7 +233,7 @@ def test_opencv_and_pillow_resizers_give_the_same_sizes_and_modes(w, h, size, cr
     """Every format, colour mode and encoding works on both resizers with identical sizes and
     modes, and pixels of a flat image agree."""
     pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
-    from recio import imageproc
+    from recio.image import codec as imageproc
 
     if fmt == "JPEG" and mode not in ("RGB", "L"):
         mode = "RGB"
@@ -270,7 +270,7 @@ def test_resizer_environment_switch(tmp_path):
     pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
     import sys
 
-    code = ("import sys, recio, recio.imageproc as ip; "
+    code = ("import sys, recio, recio.image.codec as ip; "
             "assert sys.modules.get('cv2') is None; "
             "print(ip.resizer_name())")
     env = dict(os.environ)
@@ -501,7 +501,7 @@ def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, 
     assert os.path.exists(rec_partial) and os.path.exists(journal)
     # a torn tail (half a record, half a journal line) must be ignored on resume
     with open(rec_partial, "ab") as f:
-        f.write(recio.framing.MAGIC_BYTES + b"\x10\x00")
+        f.write(recio.records.framing.MAGIC_BYTES + b"\x10\x00")
     with open(journal, "ab") as f:
         f.write(b"R\t24\t24\t99")
     os.unlink(root / "25.jpg")

@@ -11,7 +11,7 @@ from PIL import Image
 
 import recio
 from recio.errors import RecordIOError
-from recio.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning, _shuffle_buffer
+from recio.image.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning, _shuffle_buffer
 
 N = 24
 H, W = 12, 16

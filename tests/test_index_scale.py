@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import recio
-from recio import index as index_mod
+from recio.records import index as index_mod
 from recio import mx
 from recio.errors import IndexFileError
-from recio.index import CACHE_SUFFIX, open_index, read_index, write_index
-from recio.indexed import IndexedRecordReader
+from recio.records.index import CACHE_SUFFIX, open_index, read_index, write_index
+from recio.records.indexed import IndexedRecordReader
 
 
 # -- the reference: the straightforward parse (read_index as it was, one line at a time) -------

@@ -1,4 +1,4 @@
-"""recio.stats: one-pass statistics, image sizes from headers, face layout, damage, index checks."""
+"""recio.records.stats: one-pass statistics, image sizes from headers, face layout, damage, index checks."""
 import io
 import json
 import os
@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 import recio
-from recio import framing
-from recio.stats import check_images, check_index_file, image_format, image_size, scan_file
+from recio.records import framing
+from recio.records.stats import check_images, check_index_file, image_format, image_size, scan_file
 
 MAGIC = framing.MAGIC_BYTES
 

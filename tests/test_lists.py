@@ -8,9 +8,9 @@ from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
 from recio.errors import ListFileError
-from recio.lists import (ListItem, format_list_line, list_images, make_lists, normalize_exts,
+from recio.image.lists import (ListItem, format_list_line, list_images, make_lists, normalize_exts,
                          parse_list_line, read_list, split_items)
-from recio_cli.im2rec import _mxnet_argv, im2rec_cmd
+from recio.cli.im2rec import _mxnet_argv, im2rec_cmd
 
 # golden file name(s) -> the manifest command that made them
 CASES = {

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import recio
-from recio.minibatch import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MemoryCorpus, MinibatchSource,
+from recio.sequence.minibatch import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MemoryCorpus, MinibatchSource,
                              RecordCorpus)
 from recio.sequence import SequenceWriter, write_sequences
 
@@ -571,7 +571,7 @@ def test_record_corpus_chunks_and_missing_sidecar(tmp_path):
 
 
 def test_records_holding_the_magic_and_closing_while_arrays_live(tmp_path):
-    from recio import framing
+    from recio.records import framing
 
     magic = np.frombuffer(framing.MAGIC_BYTES * 6, dtype=np.float32).reshape(3, 2)
     seqs = [{"x": magic}, {"x": np.zeros((2, 2), np.float32)}, {"x": magic[:1].copy()}]
@@ -644,7 +644,7 @@ def test_lazy_exports():
 
 def test_torch_dataset_state_dict_resumes_exactly():
     torch = pytest.importorskip("torch")
-    from recio.torch_minibatch import MinibatchDataset
+    from recio.torch.minibatch import MinibatchDataset
 
     seqs = make_sequences([3, 1, 4, 1, 5, 9, 2, 6, 5, 3], dim=2)
 
@@ -671,7 +671,7 @@ def test_torch_dataset_state_dict_resumes_exactly():
 
 def test_torch_dataset_with_state_and_one_worker():
     torch = pytest.importorskip("torch")
-    from recio.torch_minibatch import MinibatchDataset
+    from recio.torch.minibatch import MinibatchDataset
 
     seqs = make_sequences([1] * 12)
     ds = MinibatchDataset(MinibatchSource(MemoryCorpus(seqs, 4), seed=1), 5, transform=None,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio import framing
+from recio.records import framing
 
 MAGIC = framing.MAGIC_BYTES
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import recio
-from recio import framing
+from recio.records import framing
 from recio.errors import RecordIOError, SequenceError
 from recio.sequence import (Sparse, SequenceWriter, pack_sequence, read_sidecar, rebuild_sidecar,
                             sample_counts, sequence_sample_counts, sidecar_path, unpack_sequence,

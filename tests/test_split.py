@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio import framing
+from recio.records import framing
 from recio.errors import IndexFileError, RecordIOError
-from recio.split import (InputSplit, expand_source, iter_span, nominal_range, record_heads,
+from recio.records.split import (InputSplit, expand_source, iter_span, nominal_range, record_heads,
                          seek_record_head, split_boundaries)
 
 MAGIC = framing.MAGIC_BYTES

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import recio
-from recio import framing
-from recio.cbf import CBFReader, CBFWriter
-from recio.packing import pack_list, partial_paths
+from recio.records import framing
+from recio.sequence.cbf import CBFReader, CBFWriter
+from recio.image.packing import pack_list, partial_paths
 from recio.sequence import SequenceWriter, sample_counts, unpack_sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -452,7 +452,7 @@ def test_a_buffer_changed_after_write_returns_is_written_as_it_was(tmp_path_fact
 
 
 def test_records_held_by_reference_go_out_in_bounded_batches_and_on_flush(tmp_path, monkeypatch):
-    from recio import writer
+    from recio.records import writer
 
     monkeypatch.setattr(writer, "_BATCH_PIECES", 7)  # as if IOV_MAX were 8
     monkeypatch.setattr(writer, "_BATCH_BYTES", 1 << 40)
@@ -493,7 +493,7 @@ CHILD = textwrap.dedent("""
     import numpy as np
     sys.path.insert(0, {repo!r})
     import recio
-    from recio.cbf import CBFWriter
+    from recio.sequence.cbf import CBFWriter
     from recio.sequence import SequenceWriter
     kind, ending, folder = sys.argv[1:4]
     j = os.path.join
@@ -633,7 +633,7 @@ def test_pack_commit_order_and_fsync(tmp_path, monkeypatch):
 PACK_CHILD = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, {repo!r})
-    from recio.packing import pack_list
+    from recio.image.packing import pack_list
     lst, root, ending = sys.argv[1:4]
 
     def progress(done, total):

@@ -1,1 +1,0 @@
-"""recio's command line (installed as the package ``recio_cli``): a thin click layer."""

@@ -1,0 +1,1 @@
+"""recio's command line (installed as the package ``recio.cli``): a thin click layer."""

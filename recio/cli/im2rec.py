@@ -1,0 +1,244 @@
+"""``im2rec`` / ``recio im2rec``: MXNet's tools/im2rec.py command line, faster and safer."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import List, Optional, Sequence
+
+import click
+
+from recio.cli.common import EXIT_DAMAGE, fail, handle_errors, progress, quiet_option
+
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+_FLAGS = ("--list", "--recursive", "--pass-through", "--center-crop", "--pack-label")
+_EXT_TOKEN = re.compile(r"^\.[A-Za-z0-9]{1,8}$")
+
+
+def _mxnet_argv(args: Sequence[str]) -> List[str]:
+    """Accept MXNet's spellings click would reject.
+
+    ``--exts .jpg .png`` (argparse ``nargs='+'``) becomes ``--exts .jpg,.png``; old boolean
+    options written as ``--list True`` / ``--recursive 1`` / ``--shuffle False`` become flags.
+    """
+    out: List[str] = []
+    i = 0
+    args = list(args)
+    while i < len(args):
+        arg = args[i]
+        nxt = args[i + 1].lower() if i + 1 < len(args) else None
+        if arg == "--exts" and i + 1 < len(args):
+            exts = [args[i + 1]]
+            i += 2
+            while i < len(args) and _EXT_TOKEN.match(args[i]):
+                exts.append(args[i])
+                i += 1
+            out += ["--exts", ",".join(exts)]
+            continue
+        if arg in _FLAGS and nxt in _BOOL_WORDS:
+            if _BOOL_WORDS[nxt]:
+                out.append(arg)
+            i += 2
+            continue
+        if arg == "--shuffle":
+            if nxt in _BOOL_WORDS:
+                i += 1
+                if not _BOOL_WORDS[nxt]:
+                    out.append("--no-shuffle")
+            i += 1
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+class _MXNetCompatCommand(click.Command):
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        return super().parse_args(ctx, _mxnet_argv(args))
+
+
+HELP = """Make image lists (--list) or pack the images of PREFIX*.lst into .rec/.idx.
+
+\b
+Same command line as MXNet's tools/im2rec.py (and the same .lst files, byte for byte):
+  im2rec data/train images/ --list --recursive     # data/train.lst + folder -> label map
+  im2rec data/train images/ --resize 256 --quality 95 --num-thread 4
+  im2rec data/train images/ --resume                # finish an interrupted pack
+
+\b
+List mode walks ROOT (with --recursive, each folder holding images gets the next label,
+printed as "folder label"), shuffles with MXNet's seed unless --no-shuffle, and writes
+PREFIX.lst, or PREFIX_train/_val/_test.lst with ratios, PREFIX_<i>*.lst with --chunks.
+Pack mode packs every PREFIX*.lst into a .rec and .idx of the same name, in list order.
+Images that cannot be read or decoded are skipped and listed in PREFIX.errors.tsv
+(line, index, path, reason); --strict makes that exit with status 1. Output is written
+under temporary names (.rec.partial, .pack.journal) and renamed when complete.
+
+\b
+Also available as `recio im2rec`. Exit status: 0 done, 1 images skipped with --strict,
+2 usage error or a malformed .lst line.
+"""
+
+
+@click.command("im2rec", cls=_MXNetCompatCommand, help=HELP,
+               context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("prefix", type=click.Path())
+@click.argument("root", type=click.Path(exists=True, file_okay=False))
+@click.option("--list", "make_list", is_flag=True,
+              help="Create image list(s) by walking ROOT instead of packing.")
+@click.option("--exts", multiple=True, metavar="EXTS",
+              help="Image extensions for --list, comma-separated or repeated "
+                   "(--exts .jpg,.png or --exts .jpg --exts .png); case-insensitive. "
+                   "[default: .jpeg,.jpg,.png]")
+@click.option("--chunks", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Cut the list into this many chunks.")
+@click.option("--train-ratio", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+              help="Fraction of each chunk for PREFIX_train.lst.")
+@click.option("--test-ratio", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Fraction of each chunk for PREFIX_test.lst.")
+@click.option("--recursive", is_flag=True,
+              help="Walk sub-folders; each folder with images gets its own label.")
+@click.option("--no-shuffle", is_flag=True, help="Keep the walk order in the list.")
+@click.option("--pass-through", is_flag=True,
+              help="Store the image files' bytes untouched (no decode, resize or re-encode).")
+@click.option("--resize", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Resize the shorter side to this many pixels (0: keep the size).")
+@click.option("--center-crop", is_flag=True, help="Crop the centred square before resizing.")
+@click.option("--quality", type=int, default=95, show_default=True,
+              help="JPEG quality 1-100, or PNG compression 0-9 (larger values mean 9).")
+@click.option("--num-thread", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Number of workers decoding and encoding images; order is kept.")
+@click.option("--color", type=click.IntRange(-1, 1), default=1, show_default=True,
+              help="1: colour (alpha dropped), 0: greyscale, -1: as stored.")
+@click.option("--encoding", type=click.Choice([".jpg", ".png"]), default=".jpg",
+              show_default=True, help="Format of the packed images.")
+@click.option("--pack-label", is_flag=True,
+              help="Store all labels of a line (flag = count) when it has several.")
+@quiet_option
+@click.option("--strict", is_flag=True, help="Exit with status 1 if any image was skipped.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted pack from its last complete record.")
+@click.option("--exif-transpose", is_flag=True,
+              help="Apply the EXIF orientation (MXNet ignores it, so the default does too).")
+@click.option("--max-pixels", type=click.IntRange(min=1), default=None,
+              help="Skip images declaring more pixels than this (decompression-bomb guard; "
+                   "default 89478485, Pillow's).")
+@click.option("--executor", type=click.Choice(["auto", "thread", "process"]), default="auto",
+              show_default=True, help="Run --num-thread workers as threads or processes.")
+@click.option("--decoder", type=click.Choice(["auto", "pillow", "simplejpeg"]), default="auto",
+              show_default=True,
+              help="JPEG decoder: simplejpeg (pip install 'recio[fast]') when installed.")
+@handle_errors
+def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chunks: int,
+               train_ratio: float, test_ratio: float, recursive: bool, no_shuffle: bool,
+               pass_through: bool, resize: int, center_crop: bool, quality: int,
+               num_thread: int, color: int, encoding: str, pack_label: bool, quiet: bool,
+               strict: bool, resume: bool, exif_transpose: bool, max_pixels: Optional[int],
+               executor: str, decoder: str) -> None:
+    if make_list:
+        _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
+                   not no_shuffle, quiet)
+        return
+    from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
+
+    if encoding == ".jpg" and not 1 <= quality <= 100:
+        fail(f"--quality {quality} is outside 1-100 for JPEG encoding")
+    try:
+        options = ImageOptions(color=color, resize=resize, center_crop=center_crop,
+                               encoding=encoding, quality=quality, exif_transpose=exif_transpose,
+                               max_pixels=max_pixels or DEFAULT_MAX_PIXELS, decoder=decoder)
+    except ImportError as exc:
+        fail(str(exc))
+    _pack_mode(prefix, root, options, pass_through, pack_label, num_thread, executor, resume,
+               strict, quiet)
+
+
+def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_ratio: float,
+               test_ratio: float, recursive: bool, shuffle: bool, quiet: bool) -> None:
+    from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
+
+    ext_list = normalize_exts(exts) if exts else DEFAULT_EXTS
+    if not ext_list:
+        fail("--exts is empty; give extensions such as --exts .jpg,.png")
+    folder = os.path.dirname(os.path.abspath(prefix))
+    if not os.path.isdir(folder):
+        fail(f"{folder}: the folder for the list files does not exist")
+    mapping, written = make_lists(prefix, root, recursive=recursive, exts=ext_list,
+                                  chunks=chunks, train_ratio=train_ratio,
+                                  test_ratio=test_ratio, shuffle=shuffle)
+    for relpath, label in mapping:  # exactly what MXNet prints
+        click.echo(f"{relpath} {label}")
+    if not quiet:
+        for path, count in written:
+            click.echo(f"wrote {_rel(path)} ({count} images)", err=True)
+        if not any(count for _, count in written):
+            click.echo(f"warning: no files with extensions {', '.join(ext_list)} in {root}",
+                       err=True)
+
+
+def _rel(path: str) -> str:
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else path
+
+
+def _pack_mode(prefix: str, root: str, options, pass_through: bool, pack_label: bool,
+               workers: int, executor: str, resume: bool, strict: bool, quiet: bool) -> None:
+    from recio.image.packing import find_lists, has_partial, pack_list
+
+    folder = os.path.abspath(prefix)
+    if not os.path.isdir(folder) and not os.path.isdir(os.path.dirname(folder)):
+        fail(f"{os.path.dirname(folder)}: no such folder for PREFIX {prefix}")
+    lists = find_lists(prefix)
+    if not lists:
+        fail(f"no .lst file starts with {prefix!r}; create one with: "
+             f"im2rec {prefix} {root} --list --recursive")
+    failed = []
+    for lst in lists:
+        name = _rel(lst)
+        if not resume and has_partial(lst) and not quiet:
+            click.echo(f"note: discarding the interrupted pack of {name} "
+                       "(use --resume to continue it instead)", err=True)
+        bar = progress(desc=os.path.basename(lst), unit="img", quiet=quiet)
+
+        def report(done: int, total: int, bar=bar) -> None:
+            if bar.total != total:
+                bar.total = total
+            bar.update(done - bar.n)
+
+        try:
+            result = pack_list(lst, root, options, pass_through=pass_through,
+                               pack_label=pack_label, workers=workers, executor=executor,
+                               resume=resume, progress=report)
+        except KeyboardInterrupt:
+            bar.close()
+            click.echo(f"Interrupted: the partial output of {name} is kept; rerun with --resume "
+                       "to continue.", err=True)
+            raise
+        finally:
+            bar.close()
+        if result.already_done:
+            click.echo(f"{name}: already packed ({_rel(result.rec_path)}, "
+                       f"{_rel(result.idx_path)}); nothing to resume")
+            continue
+        rate = (result.packed + result.skipped - result.resumed) / result.seconds \
+            if result.seconds > 0 else 0.0
+        resumed = f", resumed after {result.resumed}" if result.resumed else ""
+        click.echo(f"{name}: packed {result.packed} images, skipped {result.skipped}, "
+                   f"{result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"
+                   f"{resumed}) -> {_rel(result.rec_path)}, {_rel(result.idx_path)}")
+        if result.skipped:
+            click.echo(f"{name}: {result.skipped} image(s) skipped, reasons in "
+                       f"{_rel(result.errors_path)}", err=True)
+            failed.append(result)
+    if strict and failed:
+        total = sum(r.skipped for r in failed)
+        fail(f"{total} image(s) could not be packed (--strict); see "
+             + ", ".join(_rel(r.errors_path) for r in failed), code=EXIT_DAMAGE)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Console-script entry point for ``im2rec``."""
+    im2rec_cmd.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="im2rec")
+
+
+__all__ = ["im2rec_cmd", "main"]

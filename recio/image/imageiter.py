@@ -1,0 +1,639 @@
+"""``ImageRecordIter``: batches of decoded, augmented images from a ``.rec``, as MXNet's C++ one.
+
+Pipeline (all inside recio, no MXNet)::
+
+    records (.idx order / permutation, or InputSplit stream + bounded shuffle buffer)
+      -> decode + augment in ``preprocess_threads`` threads, straight into the batch array
+      -> batches prefetched by a ``ThreadedIter`` (at most ``prefetch_buffer`` waiting)
+
+The JPEG decoders (Pillow, or simplejpeg when installed) and NumPy's arithmetic release the
+GIL, so the threads run in parallel. A batch array that the consumer no longer references is
+reused for a later batch (a float32 64x3x224x224 batch is 38 MB of fresh pages otherwise).
+Augmentation for one image, in MXNet's order: ``resize`` the shorter side, then a crop of
+``data_shape`` (random with ``rand_crop``, else centred; images smaller than the crop are first
+scaled up to cover it), then a horizontal flip with probability 1/2 (``rand_mirror``), then
+``(x - mean) / std * scale`` into float32 NCHW RGB. ``dtype="uint8"`` skips normalisation (for
+GPU-side normalisation), usually with ``layout="NHWC"``.
+
+The random choices of every image are drawn in stream order from generators seeded by
+``(seed, epoch)``, so a run is reproducible whatever the thread timing, and each ``reset()`` gives
+a new order. Every record of the part appears exactly once per epoch; ``round_batch`` fills the
+last batch from the start of the same epoch (``pad`` says how many were borrowed). Undecodable
+records are skipped with a ``SkippedRecordWarning`` naming the record and counted in
+``num_skipped``.
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+import struct
+import sys
+import warnings
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from recio.records.threaded import ThreadedIter
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class SkippedRecordWarning(RuntimeWarning):
+    """A record was skipped because its image (or its label) could not be used."""
+
+
+class DataBatch:
+    """One batch: ``data`` (array), ``label`` float32 ``(batch, label_width)``, ``pad``, ``index``.
+
+    ``pad`` is how many trailing samples are filler (borrowed from the start of the epoch with
+    ``round_batch``, zeros otherwise) and should be ignored; ``index`` holds each sample's
+    ``IRHeader.id``, as MXNet's ``DataBatch.index``.
+    """
+
+    __slots__ = ("data", "label", "pad", "index")
+
+    def __init__(self, data: np.ndarray, label: np.ndarray, pad: int = 0,
+                 index: Optional[np.ndarray] = None) -> None:
+        self.data = data
+        self.label = label
+        self.pad = pad
+        self.index = index
+
+    def __repr__(self) -> str:
+        return (f"DataBatch(data={self.data.dtype}{list(self.data.shape)}, "
+                f"label={self.label.dtype}{list(self.label.shape)}, pad={self.pad})")
+
+
+def _pil():
+    from PIL import Image  # a core dependency, imported on use to keep `import recio` light
+
+    return Image
+
+
+def _decode_errors() -> tuple:
+    Image = _pil()
+    return (OSError, ValueError, SyntaxError, EOFError, struct.error, IndexError,
+            Image.DecompressionBombError)
+
+
+def _jpeg_module(decoder: str) -> Any:
+    """simplejpeg for ``decoder="simplejpeg"`` (or ``"auto"`` when installed), else None."""
+    if decoder not in ("pillow", "simplejpeg", "auto"):
+        raise ValueError(f"decoder must be 'pillow', 'simplejpeg' or 'auto', got {decoder!r}")
+    if decoder == "pillow":
+        return None
+    try:
+        import simplejpeg
+    except ImportError:
+        if decoder == "auto":
+            return None
+        raise ImportError("decoder='simplejpeg' needs simplejpeg: pip install 'recio[fast]'") \
+            from None
+    return simplejpeg
+
+
+class Augmenter:
+    """Decode one image record's bytes and write the augmented result into a batch slot.
+
+    Shared read-only by the worker threads. ``params`` is three uniform numbers in [0, 1):
+    crop x, crop y, mirror. Public so that custom loaders can reuse MXNet's augmentation.
+    """
+
+    def __init__(self, data_shape: Sequence[int], resize: int = -1, rand_crop: bool = False,
+                 rand_mirror: bool = False, mean: Optional[np.ndarray] = None,
+                 std: Optional[np.ndarray] = None, scale: float = 1.0, dtype: str = "float32",
+                 layout: str = "NCHW", decoder: str = "auto") -> None:
+        c, h, w = (int(v) for v in data_shape)
+        self.decoder = decoder
+        self._simplejpeg = _jpeg_module(decoder)
+        self.channels, self.height, self.width = c, h, w
+        self.resize = int(resize)
+        self.rand_crop, self.rand_mirror = bool(rand_crop), bool(rand_mirror)
+        self.dtype, self.layout = np.dtype(dtype), layout
+        self.mode = "RGB" if c == 3 else "L"
+        # (x - mean) * k with k = scale / std, shaped to broadcast over one sample
+        shape = (c, 1, 1) if layout == "NCHW" else (1, 1, c)
+        self.mean: Optional[np.ndarray] = None
+        self.k: Optional[np.ndarray] = None
+        if self.dtype == np.float32:
+            if mean is not None:
+                m = np.asarray(mean, dtype=np.float32)
+                if m.ndim == 3 and layout == "NHWC":
+                    m = m.transpose(1, 2, 0)
+                m = m if m.ndim == 3 else m.reshape(shape)
+                if np.any(m != 0):
+                    self.mean = np.ascontiguousarray(m)
+            s = np.ones(c, np.float32) if std is None else np.asarray(std, np.float32)
+            k = (np.float32(scale) / s).astype(np.float32).reshape(shape)
+            if np.any(k != 1):
+                self.k = k
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_simplejpeg"] = None  # a module does not pickle; looked up again on load
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._simplejpeg = _jpeg_module(self.decoder)
+
+    def decode(self, img_bytes: bytes) -> np.ndarray:
+        """The image as a uint8 HWC array (C = 1 or 3), shorter side scaled to ``resize`` if set.
+
+        JPEGs use DCT scaling (1/2, 1/4, 1/8, as Pillow's ``draft``) when that still leaves the
+        shorter side at least ``resize``, which makes large photos much cheaper to decode.
+        """
+        img = self._decode(img_bytes)
+        arr = img if isinstance(img, np.ndarray) else np.asarray(img)
+        return arr[:, :, None] if arr.ndim == 2 else arr
+
+    def _decode(self, img_bytes: bytes) -> Any:
+        """Decoded and resized: an HWC array (simplejpeg) or a PIL image (Pillow), uncropped.
+
+        Pillow images stay PIL until cropped: converting the whole image to an array first
+        costs a copy of every pixel.
+        """
+        Image = _pil()
+        img: Any = None
+        if self._simplejpeg is not None and img_bytes[:2] == b"\xff\xd8":
+            img = self._decode_simplejpeg(img_bytes)
+        if img is None:
+            img = Image.open(io.BytesIO(img_bytes))
+            if self.resize > 0 and img.format == "JPEG":
+                w, h = img.size
+                if min(w, h) >= 2 * self.resize:
+                    img.draft(self.mode, self._scaled(w, h))
+            if img.mode != self.mode:
+                img = img.convert(self.mode)
+        if self.resize > 0:
+            h, w = _hw(img)
+            short = min(w, h)
+            if short != self.resize:
+                size = ((self.resize, h * self.resize // w) if w <= h
+                        else (w * self.resize // h, self.resize))
+                img = _resize(img, max(1, size[0]), max(1, size[1]))
+        return img
+
+    def _scaled(self, w: int, h: int) -> Tuple[int, int]:
+        """The smallest (w, h) with the same aspect whose shorter side is ``resize``."""
+        short = min(w, h)
+        return math.ceil(w * self.resize / short), math.ceil(h * self.resize / short)
+
+    def _decode_simplejpeg(self, img_bytes: bytes) -> Optional[np.ndarray]:
+        """Decode a JPEG with simplejpeg (libjpeg-turbo, GIL released); None to fall back."""
+        sj = self._simplejpeg
+        try:
+            kw = {}
+            if self.resize > 0:
+                h, w, _, _ = sj.decode_jpeg_header(img_bytes)
+                if min(w, h) >= 2 * self.resize:
+                    # the scale Pillow's draft() picks (1/8, 1/4 or 1/2), so the pixels agree
+                    sw, sh = self._scaled(w, h)
+                    s = next(f for f in (8, 4, 2, 1) if min(w // sw, h // sh) >= f)
+                    kw = {"min_width": -(-w // s), "min_height": -(-h // s)}
+            return sj.decode_jpeg(img_bytes, colorspace="RGB" if self.channels == 3 else "GRAY",
+                                  **kw)
+        except ValueError:  # CMYK, unusual encodings, damage: let Pillow try (and report)
+            return None
+
+    def to_array(self, img_bytes: bytes, params: Sequence[float] = (0.5, 0.5, 1.0)) -> np.ndarray:
+        """The augmented image as a uint8 HWC view: crop (random with ``rand_crop`` at
+        fractions ``params[0:2]``, else centred), mirrored when ``params[2] < 0.5``."""
+        img = self._decode(img_bytes)
+        h, w = _hw(img)
+        cw, ch = self.width, self.height
+        if w < cw or h < ch:  # too small: scale up (keeping the aspect) until the crop fits
+            s = max(cw / w, ch / h)
+            w, h = max(cw, math.ceil(w * s)), max(ch, math.ceil(h * s))
+            img = _resize(img, w, h)
+        if self.rand_crop:
+            x0 = min(int(params[0] * (w - cw + 1)), w - cw)
+            y0 = min(int(params[1] * (h - ch + 1)), h - ch)
+        else:
+            x0, y0 = (w - cw) // 2, (h - ch) // 2
+        if isinstance(img, np.ndarray):
+            view = img[y0:y0 + ch, x0:x0 + cw]
+        else:
+            if (w, h) != (cw, ch):
+                img = img.crop((x0, y0, x0 + cw, y0 + ch))
+            view = np.asarray(img)
+        if view.ndim == 2:
+            view = view[:, :, None]
+        if self.rand_mirror and params[2] < 0.5:
+            view = view[:, ::-1]
+        return view
+
+    def __call__(self, img_bytes: bytes, out: np.ndarray, params: Sequence[float]) -> None:
+        """Decode + augment into ``out`` (one sample of the batch array, in its layout/dtype)."""
+        view = self.to_array(img_bytes, params)
+        if self.layout == "NCHW":
+            src = view.transpose(2, 0, 1)
+        elif view.strides[1] < 0 and self.mean is None and self.k is None:
+            # a mirrored HWC copy is ~6x faster one channel at a time (long inner loops)
+            for c in range(self.channels):
+                out[:, :, c] = view[:, :, c]
+            return
+        else:
+            src = view
+        if self.mean is not None:
+            np.subtract(src, self.mean, out=out)
+            if self.k is not None:
+                np.multiply(out, self.k, out=out)
+        elif self.k is not None:
+            np.multiply(src, self.k, out=out)
+        else:
+            out[...] = src
+
+
+def _hw(img: Any) -> Tuple[int, int]:
+    """(height, width) of an array or a PIL image."""
+    if isinstance(img, np.ndarray):
+        return img.shape[0], img.shape[1]
+    return img.size[1], img.size[0]
+
+
+def _resize(img: Any, width: int, height: int) -> Any:
+    """Bilinear resize with Pillow of a PIL image, or of a uint8 HWC/HW array (to an array)."""
+    Image = _pil()
+    if not isinstance(img, np.ndarray):
+        return img.resize((width, height), Image.BILINEAR)
+    squeeze = img.ndim == 3 and img.shape[2] == 1
+    im = Image.fromarray(img[:, :, 0] if squeeze else img)
+    out = np.asarray(im.resize((width, height), Image.BILINEAR))
+    return out[:, :, None] if squeeze else out
+
+
+def _shuffle_buffer(items: Iterator[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
+    """Yield ``items`` in a random order using at most ``size`` held items (each exactly once)."""
+    buf: List[Any] = []
+    for item in items:
+        if len(buf) < size:
+            buf.append(item)
+            continue
+        j = int(rng.integers(size))
+        yield buf[j]
+        buf[j] = item
+    order = rng.permutation(len(buf))
+    for j in order:
+        yield buf[j]
+
+
+class _Engine:
+    """The state the producer thread needs (no reference back to the ImageRecordIter)."""
+
+    def __init__(self, it: "ImageRecordIter") -> None:
+        from recio.image.header import unpack
+
+        self.unpack = unpack
+        self.path = it.path_imgrec
+        self.batch_size, self.label_width = it.batch_size, it.label_width
+        self.data_shape = it.provide_data[0][1]
+        self.dtype = it.dtype
+        self.shuffle, self.seed = it.shuffle, it.seed
+        self.shuffle_buffer = it.shuffle_buffer
+        self.round_batch = it.round_batch
+        self.part_index, self.num_parts = it.part_index, it.num_parts
+        self.augment = it.augmenter
+        self.errors = _decode_errors()
+        # batch arrays handed out before, reused once nobody else holds them (see _new_data)
+        self.buffers: List[np.ndarray] = []
+        self.max_buffers = it.prefetch_buffer + 3
+        self.recycle = sys.implementation.name == "cpython"
+        self.skipped = 0
+        self.reader = None
+        self.keys: Optional[List[Any]] = None
+        self.offsets: Optional[List[int]] = None
+        if it.path_imgidx is not None:
+            from recio.records.index import read_index
+            from recio.records.reader import RecordReader
+
+            self.reader = RecordReader(self.path)
+            try:
+                keys, offsets = read_index(it.path_imgidx, rec_size=self.reader.size)
+            except BaseException:
+                self.reader.close()
+                raise
+            n = len(keys)
+            step = -(-n // self.num_parts) if n else 0  # ceil(N / n), as dmlc's indexed split
+            lo, hi = min(self.part_index * step, n), min((self.part_index + 1) * step, n)
+            self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
+        self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
+        self.pool = ThreadPoolExecutor(max_workers=it.preprocess_threads,
+                                       thread_name_prefix="recio-decode")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+    # -- records ---------------------------------------------------------------------------
+    def records(self, epoch: int) -> Iterator[Tuple[str, bytes]]:
+        """``(name for messages, payload)`` of every record of the part, in this epoch's order."""
+        rng = np.random.default_rng([self.seed, epoch, self.part_index, 0])
+        if self.keys is not None:
+            order = rng.permutation(len(self.keys)) if self.shuffle else range(len(self.keys))
+            keys, offsets, read_at = self.keys, self.offsets, self.reader.read_at
+            for i in order:
+                yield f"key {keys[i]!r}", read_at(offsets[i])
+            return
+        from recio.records.split import InputSplit
+
+        split = InputSplit(self.path, self.part_index, self.num_parts)
+        part = "" if self.num_parts == 1 else f" of part {self.part_index}/{self.num_parts}"
+        stream = ((f"record #{n}{part}", payload) for n, payload in enumerate(split))
+        if self.shuffle:
+            stream = _shuffle_buffer(stream, self.shuffle_buffer, rng)
+        yield from stream
+
+    # -- one record ------------------------------------------------------------------------
+    def process(self, record: Tuple[str, bytes], data: np.ndarray, label: np.ndarray,
+                index: np.ndarray, slot: int, params: np.ndarray) -> Optional[str]:
+        """Decode ``record`` into slot ``slot``; returns None, or why the record was skipped."""
+        name, payload = record
+        img = b""
+        try:
+            header, img = self.unpack(payload)
+            lw = self.label_width
+            if header.flag == 0:
+                if lw != 1:
+                    return f"it has 1 label but label_width={lw}"
+                label[slot, 0] = header.label
+            else:
+                if header.flag < lw:
+                    return f"it has {header.flag} labels but label_width={lw}"
+                label[slot] = header.label[:lw]
+            index[slot] = header.id
+            self.augment(img, data[slot], params)
+        except self.errors as exc:
+            if isinstance(exc, _pil().UnidentifiedImageError):
+                return f"its {len(img)} image bytes are not in a format Pillow can read"
+            return f"cannot decode its image: {exc}"
+        return None
+
+    def _process_many(self, records: List[Tuple[str, bytes]], data: np.ndarray,
+                      label: np.ndarray, index: np.ndarray, first_slot: int,
+                      params: np.ndarray) -> List[Optional[str]]:
+        """``process`` for consecutive records into consecutive slots (one pool task)."""
+        return [self.process(record, data, label, index, first_slot + j, params[j])
+                for j, record in enumerate(records)]
+
+    # -- batches ---------------------------------------------------------------------------
+    def batches(self, epoch: int) -> Iterator[DataBatch]:
+        """All batches of one epoch (runs in the ThreadedIter's producer thread)."""
+        bs = self.batch_size
+        aug_rng = np.random.default_rng([self.seed, epoch, self.part_index, 1])
+        records = self.records(epoch)
+        first: List[Tuple[str, bytes]] = []  # the epoch's first good records, for round_batch
+        while True:
+            data = self._new_data()
+            label = np.zeros((bs, self.label_width), dtype=np.float32)
+            index = np.zeros(bs, dtype=np.uint64)
+            filled = self._fill(records, data, label, index, 0, aug_rng, first)
+            if filled == 0:
+                return
+            pad = 0
+            if filled < bs:
+                pad = bs - filled
+                if self.round_batch and first:
+                    while filled < bs:  # borrow from the start of the epoch, cycling if needed
+                        before = filled
+                        filled = self._fill(iter(first[:bs - filled]), data, label, index, filled,
+                                            aug_rng, None)
+                        if filled == before:
+                            break
+                if filled < bs:
+                    data[filled:] = 0
+                    label[filled:] = 0
+                    index[filled:] = 0
+            yield DataBatch(data, label, pad, index)
+            if pad:
+                return
+
+    def _new_data(self) -> np.ndarray:
+        """An array for the next batch's data: a recycled one if the consumer let go of it.
+
+        A float32 batch of 64x3x224x224 is 38 MB; a fresh one costs ~9,000 page faults. An
+        array whose only references are ``self.buffers`` and this frame (reference count 3 with
+        ``getrefcount``'s argument) cannot be seen by anyone else, so reusing it is safe; one
+        still held by the user (or by a view, a tensor, a queued batch) is never touched.
+        """
+        if self.recycle:
+            for arr in self.buffers:
+                if sys.getrefcount(arr) == 3:
+                    return arr
+        arr = np.empty(self.data_shape, dtype=self.dtype)
+        if self.recycle and len(self.buffers) < self.max_buffers:
+            self.buffers.append(arr)
+        return arr
+
+    def _fill(self, records: Iterator[Tuple[str, bytes]], data: np.ndarray, label: np.ndarray,
+              index: np.ndarray, filled: int, aug_rng: np.random.Generator,
+              first: Optional[List[Tuple[str, bytes]]]) -> int:
+        """Decode records into slots ``filled..`` until the batch is full or records run out."""
+        bs = self.batch_size
+        while filled < bs:
+            chunk = list(islice(records, bs - filled))
+            if not chunk:
+                break
+            params = aug_rng.random((len(chunk), 3))
+            slots = range(filled, filled + len(chunk))
+            # a few records per task: dynamic balance between threads, little task overhead
+            step = max(1, -(-len(chunk) // (4 * self.threads)))
+            tasks = [self.pool.submit(self._process_many, chunk[i:i + step], data, label,
+                                      index, filled + i, params[i:i + step])
+                     for i in range(0, len(chunk), step)]
+            results = [problem for task in tasks for problem in task.result()]
+            w = filled
+            for record, slot, problem in zip(chunk, slots, results):
+                if problem is not None:
+                    self.skipped += 1
+                    warnings.warn(f"{self.path}: {record[0]} skipped: {problem}",
+                                  SkippedRecordWarning, stacklevel=2)
+                    continue
+                if slot != w:
+                    data[w], label[w], index[w] = data[slot], label[slot], index[slot]
+                if first is not None and len(first) < bs:
+                    first.append(record)
+                w += 1
+            filled = w
+        return filled
+
+
+def _close_all(box: List[Optional[ThreadedIter]], engine: _Engine) -> None:
+    threaded, box[0] = box[0], None
+    if threaded is not None:
+        threaded.close()
+    engine.close()
+
+
+class ImageRecordIter:
+    """Batches of images and labels from an image ``.rec``, with MXNet's parameter names.
+
+    ``data_shape=(c, h, w)`` (c = 3 RGB or 1 grey); each batch is a ``DataBatch`` with ``data``
+    float32 NCHW normalised as ``(x - mean) / std * scale`` (or uint8, skipping normalisation, with
+    ``dtype="uint8"``; ``layout="NHWC"`` for channels-last), ``label`` float32
+    ``(batch_size, label_width)`` and ``pad``. Iterate for one epoch; ``reset()`` starts the next::
+
+        it = ImageRecordIter(path_imgrec="train.rec", path_imgidx="train.idx",
+                             data_shape=(3, 224, 224), batch_size=64, shuffle=True,
+                             rand_crop=True, rand_mirror=True, mean_r=123.68, mean_g=116.28,
+                             mean_b=103.53, std_r=58.395, std_g=57.12, std_b=57.375)
+        for epoch in range(10):
+            for batch in it:
+                train_step(batch.data, batch.label)
+            it.reset()
+
+    Without ``path_imgidx`` the file is streamed (``path_imgrec`` may then list several files,
+    as ``InputSplit`` accepts) and ``shuffle`` uses a buffer of ``shuffle_buffer`` records.
+    ``num_parts``/``part_index`` read one part (by record count with an ``.idx``, by bytes as
+    MXNet's InputSplit without). ``mean_img`` is an array of shape ``data_shape`` or a ``.npy``
+    path (MXNet's ``.nd`` mean files are not read). Call ``close()`` (or use ``with``) to stop
+    the threads at once; garbage collection does it too.
+
+    JPEGs are decoded by simplejpeg when it is installed (``pip install 'recio[fast]'``: the
+    same libjpeg-turbo as Pillow's, so the same pixels, about 25% less CPU), else by Pillow;
+    ``decoder="pillow"`` or ``"simplejpeg"`` forces one. Other formats always use Pillow.
+    """
+
+    def __init__(self, path_imgrec: Union[PathLike, Sequence[PathLike]],
+                 data_shape: Sequence[int], batch_size: int,
+                 path_imgidx: Optional[PathLike] = None, label_width: int = 1,
+                 shuffle: bool = False, seed: int = 0, rand_crop: bool = False,
+                 rand_mirror: bool = False, resize: int = -1,
+                 mean_r: float = 0.0, mean_g: float = 0.0, mean_b: float = 0.0,
+                 std_r: float = 1.0, std_g: float = 1.0, std_b: float = 1.0,
+                 mean_img: Union[None, PathLike, np.ndarray] = None, scale: float = 1.0,
+                 preprocess_threads: int = 4, prefetch_buffer: int = 4, num_parts: int = 1,
+                 part_index: int = 0, round_batch: bool = True, data_name: str = "data",
+                 label_name: str = "softmax_label", dtype: str = "float32",
+                 layout: str = "NCHW", shuffle_buffer: int = 1024,
+                 decoder: str = "auto") -> None:
+        shape = tuple(int(v) for v in data_shape)
+        if len(shape) != 3 or shape[0] not in (1, 3) or min(shape) < 1:
+            raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 channels, "
+                             f"got {tuple(data_shape)}")
+        _check_positive(batch_size=batch_size, label_width=label_width,
+                        preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
+                        num_parts=num_parts, shuffle_buffer=shuffle_buffer)
+        if not 0 <= part_index < num_parts:
+            raise ValueError(f"part_index must be in [0, num_parts={num_parts}), got {part_index}")
+        if np.dtype(dtype) not in (np.float32, np.uint8):
+            raise ValueError(f"dtype must be 'float32' or 'uint8', got {dtype!r}")
+        if layout not in ("NCHW", "NHWC"):
+            raise ValueError(f"layout must be 'NCHW' or 'NHWC', got {layout!r}")
+        c = shape[0]
+        mean = np.array([mean_r, mean_g, mean_b][:c] if c == 3 else [mean_r], np.float32)
+        std = np.array([std_r, std_g, std_b][:c] if c == 3 else [std_r], np.float32)
+        if np.any(std == 0):
+            raise ValueError("std_r/std_g/std_b must not be 0: the data is divided by them")
+        if mean_img is not None:
+            mean = _load_mean_img(mean_img, shape)
+        if np.dtype(dtype) == np.uint8 and (np.any(mean != 0) or np.any(std != 1) or scale != 1):
+            raise ValueError("dtype='uint8' skips normalisation: leave mean_*/std_*/mean_img/scale "
+                             "at their defaults and normalise on the device instead")
+        if isinstance(path_imgrec, (list, tuple)):
+            if path_imgidx is not None:
+                raise ValueError("path_imgidx works with a single path_imgrec; pass one file")
+            self.path_imgrec: Any = [os.fspath(p) for p in path_imgrec]
+        else:
+            self.path_imgrec = os.fspath(path_imgrec)
+        self.path_imgidx = None if path_imgidx is None else os.fspath(path_imgidx)
+        self.batch_size, self.label_width = int(batch_size), int(label_width)
+        self.shuffle, self.seed, self.shuffle_buffer = bool(shuffle), int(seed), int(shuffle_buffer)
+        self.round_batch = bool(round_batch)
+        self.num_parts, self.part_index = int(num_parts), int(part_index)
+        self.preprocess_threads = int(preprocess_threads)
+        self.prefetch_buffer = int(prefetch_buffer)
+        self.dtype, self.layout = np.dtype(dtype), layout
+        self.data_name, self.label_name = data_name, label_name
+        self.augmenter = Augmenter(shape, resize, rand_crop, rand_mirror, mean, std, scale,
+                                   dtype, layout, decoder)
+        sample = shape if layout == "NCHW" else (shape[1], shape[2], shape[0])
+        self.provide_data = [(data_name, (self.batch_size,) + sample)]
+        self.provide_label = [(label_name, (self.batch_size, self.label_width))]
+        self._engine = _Engine(self)
+        self._epoch = 0
+        self._box: List[Optional[ThreadedIter]] = [None]
+        self._finalizer = weakref.finalize(self, _close_all, self._box, self._engine)
+        self._start()
+
+    def _start(self) -> None:
+        engine, epoch = self._engine, self._epoch
+        self._box[0] = ThreadedIter(lambda: engine.batches(epoch), capacity=self.prefetch_buffer,
+                                    name="recio-ImageRecordIter")
+
+    @property
+    def epoch(self) -> int:
+        """Number of the current epoch (0 at first, +1 per ``reset()``)."""
+        return self._epoch
+
+    @property
+    def num_skipped(self) -> int:
+        """Records skipped so far (all epochs) because they could not be decoded."""
+        return self._engine.skipped
+
+    @property
+    def num_records(self) -> Optional[int]:
+        """Records in this part when an ``.idx`` was given (else None: the file is streamed)."""
+        return None if self._engine.keys is None else len(self._engine.keys)
+
+    def __iter__(self) -> "ImageRecordIter":
+        return self
+
+    def __next__(self) -> DataBatch:
+        threaded = self._box[0]
+        if threaded is None:
+            raise StopIteration
+        return next(threaded)
+
+    def next(self) -> DataBatch:
+        """The next batch of this epoch; ``StopIteration`` at its end (MXNet's ``next()``)."""
+        return self.__next__()
+
+    def reset(self) -> None:
+        """Start the next epoch (new order and augmentation, reproducible from ``seed``)."""
+        if self._box[0] is None:
+            raise RuntimeError("ImageRecordIter is closed")
+        self._box[0].close()
+        self._epoch += 1
+        self._start()
+
+    def close(self) -> None:
+        """Stop the prefetch and decode threads and close the file. Idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> "ImageRecordIter":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if int(value) < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+
+
+def _load_mean_img(mean_img: Union[PathLike, np.ndarray],
+                   shape: Tuple[int, int, int]) -> np.ndarray:
+    if isinstance(mean_img, np.ndarray):
+        arr = mean_img
+    else:
+        path = os.fspath(mean_img)
+        if not path.endswith(".npy"):
+            raise ValueError(f"mean_img {path!r}: only NumPy .npy files (or arrays) are read, "
+                             "not MXNet .nd files; convert with numpy.save")
+        arr = np.load(path)
+    arr = np.asarray(arr, dtype=np.float32)
+    if arr.shape != shape:
+        raise ValueError(f"mean_img has shape {arr.shape}, expected data_shape {shape} (c, h, w)")
+    return arr
+
+
+__all__ = ["ImageRecordIter", "DataBatch", "Augmenter", "SkippedRecordWarning"]

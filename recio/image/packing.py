@@ -1,0 +1,471 @@
+"""im2rec's pack step: turn a ``.lst`` image list into ``.rec`` + ``.idx``, in list order.
+
+Workers (threads or processes) decode, resize and encode images; the calling thread writes the
+records strictly in list order from a bounded window of batches in flight, so memory stays
+bounded however long the list is. A bad image never stops the run: it is skipped, counted and
+reported in ``PREFIX.errors.tsv`` (line, index, path, reason).
+
+Crash safety and ``resume``: records go to ``PREFIX.rec.partial`` and every finished list item
+is logged to ``PREFIX.pack.journal`` *after* its bytes are flushed. Only when the whole list is
+done are the final ``.idx`` and ``.errors.tsv`` written (atomically) and ``.rec.partial``
+renamed to ``.rec``, so an interrupted run never leaves a ``.rec``/``.idx`` pair that looks
+complete. Resuming truncates both partial files to the last record the journal vouches for and
+continues with the next list item; the result is byte-identical to an uninterrupted run.
+
+Journal lines (tab-separated): a header ``#recio-pack-journal 1 <json settings>``, then
+``R pos key offset end`` for a written record or ``S pos line key path reason`` for a skip.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import time
+import warnings
+from collections import deque
+from dataclasses import asdict, dataclass
+from multiprocessing.pool import Pool, ThreadPool
+from typing import Callable, Deque, Iterable, Iterator, List, Optional, Tuple, Union
+
+from PIL import Image
+
+from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
+from recio.errors import ImageError, RecordIOError
+from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
+from recio.image.header import IRHeader, pack
+from recio.image.codec import ImageOptions, set_opencv_threads, transform_image
+from recio.image.lists import ListItem, read_list_numbered
+
+PathLike = Union[str, "os.PathLike[str]"]
+ProgressCallback = Callable[[int, int], None]
+
+JOURNAL_MAGIC = "#recio-pack-journal"
+JOURNAL_VERSION = 1
+#: how workers run: threads share one process (Pillow and simplejpeg release the GIL while
+#: they decode, resize and encode); processes avoid the GIL entirely. "auto" means threads:
+#: same CPU time per image, no pickling, less memory (88 vs 155 MiB), and faster in 4 of 5
+#: alternating runs on the 2-core machine (600 images, median 194 vs 146 images/s, loaded).
+EXECUTORS = ("auto", "thread", "process")
+AUTO_EXECUTOR = "thread"
+_BUFFER = 1 << 20
+
+
+@dataclass
+class PackResult:
+    """What one ``.lst`` became: output paths and counts (``resumed`` items were already done)."""
+
+    lst_path: str
+    rec_path: str
+    idx_path: str
+    errors_path: Optional[str]
+    packed: int = 0
+    skipped: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    resumed: int = 0
+    already_done: bool = False
+
+
+def find_lists(prefix: PathLike) -> List[str]:
+    """The ``.lst`` files im2rec packs for ``prefix``: files in its folder (or in ``prefix`` if
+    that is a folder) whose absolute path starts with ``prefix`` and ends in ``.lst``; sorted."""
+    prefix = os.path.abspath(os.fspath(prefix))
+    folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
+    found = []
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if path.startswith(prefix) and name.endswith(".lst") and os.path.isfile(path):
+            found.append(path)
+    return sorted(found)
+
+
+def output_paths(lst_path: PathLike) -> Tuple[str, str, str]:
+    """``(rec, idx, errors.tsv)`` paths for a list: the same name with another suffix."""
+    stem = os.path.splitext(os.fspath(lst_path))[0]
+    return stem + ".rec", stem + ".idx", stem + ".errors.tsv"
+
+
+def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
+    """``(rec.partial, pack.journal)``: where an unfinished pack keeps its progress."""
+    stem = os.path.splitext(os.fspath(lst_path))[0]
+    return stem + ".rec.partial", stem + ".pack.journal"
+
+
+def has_partial(lst_path: PathLike) -> bool:
+    """True when an interrupted pack of this list left progress that ``resume`` can use."""
+    return all(os.path.exists(p) for p in partial_paths(lst_path))
+
+
+def count_items(lst_path: PathLike) -> int:
+    """Validate every line of the list (raising ListFileError with file:line) and count items."""
+    return sum(1 for _ in read_list_numbered(lst_path))
+
+
+# ---------------------------------------------------------------------------------------------
+# the work one worker does
+
+
+@dataclass(frozen=True)
+class _Job:
+    root: str
+    options: ImageOptions
+    pass_through: bool
+    pack_label: bool
+
+
+Task = Tuple[int, int, ListItem]                   # (position, line number, item)
+Outcome = Tuple[int, int, ListItem, Optional[bytes], Optional[str]]  # + payload, reason
+
+
+def _encode_one(job: _Job, pos: int, line: int, item: ListItem) -> Outcome:
+    """Read, transform and pack one list item; a failure becomes a reason, never an error."""
+    pos, line, item, payload, reason = _encode_item(job, pos, line, item)
+    if payload is not None and len(payload) >= MAX_RECORD_LENGTH:
+        return pos, line, item, None, (f"record of {len(payload)} bytes is too large: RecordIO "
+                                       f"records hold at most {MAX_RECORD_LENGTH - 1} bytes")
+    return pos, line, item, payload, reason
+
+
+def _encode_item(job: _Job, pos: int, line: int, item: ListItem) -> Outcome:
+    labels = item.labels
+    label = list(labels) if job.pack_label and len(labels) > 1 else labels[0]
+    header = IRHeader(0, label, item.index, 0)
+    path = os.path.join(job.root, item.path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return pos, line, item, None, f"cannot read file: {exc.strerror or exc}"
+    if job.pass_through:
+        if not data:
+            return pos, line, item, None, "empty file"
+        return pos, line, item, pack(header, data), None
+    try:
+        image = transform_image(data, job.options, path)
+    except ImageError as exc:
+        return pos, line, item, None, exc.message
+    return pos, line, item, pack(header, image), None
+
+
+def _encode_batch(job: _Job, batch: List[Task]) -> List[Outcome]:
+    return [_encode_one(job, *task) for task in batch]
+
+
+def _init_process_worker() -> None:
+    """Worker processes leave Ctrl-C to the parent, which stops them cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+    set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
+
+
+def _batched(tasks: Iterable[Task], size: int) -> Iterator[List[Task]]:
+    batch: List[Task] = []
+    for task in tasks:
+        batch.append(task)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# ---------------------------------------------------------------------------------------------
+# the journal
+
+
+def _clean(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _settings(lst_path: str, root: str, job: _Job) -> dict:
+    st = os.stat(lst_path)
+    return {"lst": os.path.abspath(lst_path), "lst_size": st.st_size,
+            "lst_mtime_ns": st.st_mtime_ns,
+            "root": os.path.abspath(root), "options": asdict(job.options),
+            "pass_through": job.pass_through, "pack_label": job.pack_label}
+
+
+class _Progress:
+    """Counts recovered from a journal: next position, records, skips, bytes kept."""
+
+    def __init__(self) -> None:
+        self.next_pos = 0
+        self.packed = 0
+        self.skipped = 0
+        self.rec_end = 0
+        self.journal_end = 0
+
+
+def _recover(rec_partial: str, journal: str, settings: dict) -> _Progress:
+    """Read a journal and keep the prefix that the ``.rec.partial`` on disk backs up."""
+    state = _Progress()
+    rec_size = os.path.getsize(rec_partial)
+    with open(journal, "rb") as f:
+        first = f.readline()
+        try:
+            magic, version, blob = first.decode("utf-8").rstrip("\n").split(" ", 2)
+            saved = json.loads(blob)
+        except ValueError:
+            raise RecordIOError("not a recio pack journal; delete it and the .rec.partial "
+                                "beside it, or rerun without --resume", path=journal) from None
+        if magic != JOURNAL_MAGIC or int(version) != JOURNAL_VERSION:
+            raise RecordIOError(f"journal version {version} is not {JOURNAL_VERSION}; rerun "
+                                "without --resume to start over", path=journal)
+        changed = sorted(k for k in settings if saved.get(k) != settings[k])
+        if changed:
+            raise RecordIOError(f"the interrupted pack used different settings "
+                                f"({', '.join(changed)} changed); rerun without --resume to "
+                                "start over", path=journal)
+        state.journal_end = len(first)
+        last_offset = 0
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break  # a line cut short by the interruption
+            fields = raw.rstrip(b"\n").split(b"\t")
+            try:
+                kind, pos = fields[0], int(fields[1])
+                if pos != state.next_pos:
+                    break
+                if kind == b"R" and len(fields) == 5:
+                    record_offset, end = int(fields[3]), int(fields[4])
+                    if end > rec_size:
+                        break  # its bytes never reached the disk
+                    state.packed += 1
+                    state.rec_end, last_offset = end, record_offset
+                elif kind == b"S" and len(fields) >= 6:
+                    state.skipped += 1
+                else:
+                    break
+            except (ValueError, IndexError):
+                break
+            state.next_pos = pos + 1
+            state.journal_end += len(raw)
+    if state.rec_end:
+        with open(rec_partial, "rb") as f:
+            f.seek(last_offset)
+            head = f.read(PART_HEADER.size)
+        if len(head) < PART_HEADER.size or PART_HEADER.unpack(head)[0] != MAGIC:
+            raise RecordIOError("the partial record file does not match its journal; rerun "
+                                "without --resume to start over", path=rec_partial)
+    return state
+
+
+def _journal_entries(journal: str) -> Iterator[List[str]]:
+    with open(journal, "r", encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+        f.readline()
+        for line in f:
+            yield line.rstrip("\n").split("\t")
+
+
+class _PackOutput(ManagedWriter):
+    """The files of one pack, with recio's writer lifecycle (``recio.records.atomic.ManagedWriter``).
+
+    Records go to ``.rec.partial`` and each finished item to the journal, the journal line only
+    after the record's bytes were handed to the OS. ``close()`` writes ``.idx`` and
+    ``.errors.tsv`` from the journal and renames ``.rec.partial`` to ``.rec``, then the others
+    into place (an old ``.idx`` goes first, an old ``.errors.tsv`` too when nothing failed this
+    time), then deletes the journal. ``abort()`` (an error, Ctrl-C) and an output dropped
+    without ``close()`` keep the ``.partial`` and the journal, which ``resume`` continues from;
+    no final name appears. Opening is all or nothing: a fresh ``.rec.partial`` whose journal
+    cannot be created is deleted again.
+    """
+
+    def __init__(self, lst_path: str, settings: dict, state: _Progress, fsync: bool) -> None:
+        self.rec_path, self.idx_path, self.errors_path = output_paths(lst_path)
+        self.rec_partial, self.journal = partial_paths(lst_path)
+        self.fsync = fsync
+        if state.next_pos:
+            self.rec = open(self.rec_partial, "r+b", buffering=_BUFFER)
+            try:
+                self.rec.truncate(state.rec_end)
+                self.rec.seek(state.rec_end)
+                self.log = open(self.journal, "r+b", buffering=_BUFFER)
+                self.log.truncate(state.journal_end)
+                self.log.seek(state.journal_end)
+            except BaseException:
+                self.rec.close()
+                raise
+        else:
+            self.rec = open(self.rec_partial, "wb", buffering=_BUFFER)
+            try:
+                self.log = open(self.journal, "wb", buffering=_BUFFER)
+                try:
+                    self.log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} "
+                                   f"{json.dumps(settings)}\n".encode())
+                    self.log.flush()
+                except BaseException:
+                    self.log.close()
+                    os.unlink(self.journal)
+                    raise
+            except BaseException:
+                self.rec.close()
+                os.unlink(self.rec_partial)
+                raise
+        self._begin(OutputSet([AtomicFile.adopt(self.rec_path, self.rec_partial, self.rec,
+                                                keep_on_discard=True, fsync=fsync)]),
+                    f"pack output {self.rec_partial!r}")
+
+    def write(self, entries: List[str]) -> None:
+        """Vouch in the journal for a batch whose records were written to ``self.rec``."""
+        self.rec.flush()  # record bytes reach the OS before the journal vouches for them
+        self.log.write("".join(entries).encode("utf-8", "surrogateescape"))
+        self.log.flush()
+
+    def _finish(self) -> None:
+        self.rec.flush()
+        self.log.close()
+        outputs = self._outputs
+        idx = outputs.add(AtomicFile(self.idx_path, "wb", fsync=self.fsync))
+        errors: Optional[AtomicFile] = None
+        lines: List[str] = []
+        for fields in _journal_entries(self.journal):
+            if fields[0] == "R":
+                lines.append(f"{fields[2]}\t{fields[3]}\n")
+            else:
+                if errors is None:
+                    errors = outputs.add(AtomicFile(self.errors_path, "wb", fsync=self.fsync))
+                    errors.file.write(b"line\tindex\tpath\treason\n")
+                errors.file.write("\t".join(fields[2:6]).encode("utf-8", "surrogateescape")
+                                  + b"\n")
+            if len(lines) >= 8192:
+                idx.file.write("".join(lines).encode())
+                lines.clear()
+        idx.file.write("".join(lines).encode())
+        if errors is None:
+            outputs.obsolete.append(self.errors_path)  # from an earlier run; none failed now
+        self.errors_written = errors is not None
+
+    def _drop(self) -> None:
+        self.log.close()
+
+    def close(self) -> None:
+        """Write ``.idx`` and ``.errors.tsv`` and move everything into place (journal last)."""
+        if self.closed:
+            return
+        super().close()
+        os.unlink(self.journal)
+
+
+# ---------------------------------------------------------------------------------------------
+# the pipeline
+
+
+def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
+              pass_through: bool = False, pack_label: bool = False, workers: int = 1,
+              executor: str = "auto", resume: bool = False,
+              progress: Optional[ProgressCallback] = None, batch_size: int = 0,
+              window: int = 0, fsync: bool = False) -> PackResult:
+    """Pack the images of ``lst_path`` (paths relative to ``root``) into ``.rec`` + ``.idx``.
+
+    Records are written in list order with ``id = index``, ``id2 = 0`` and the first label (all
+    labels with ``pack_label`` when there are several). ``workers`` > 1 runs that many threads or
+    processes (``executor``). ``resume`` continues an interrupted pack of the same list with the
+    same settings (or returns at once if the outputs are already complete). ``progress(done,
+    total)`` is called as items finish. A malformed list raises ListFileError before any work.
+    ``fsync=True`` fsyncs the finished files before they are renamed into place (and their
+    folder after), so a returned result survives an OS crash; resuming after an OS crash is
+    best effort (the journal is flushed to the OS, not fsynced, after every batch).
+    """
+    lst_path = os.path.abspath(os.fspath(lst_path))
+    root = os.path.abspath(os.fspath(root))
+    options = options or ImageOptions()
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    rec_path, idx_path, errors_path = output_paths(lst_path)
+    rec_partial, journal = partial_paths(lst_path)
+    job = _Job(root, options, pass_through, pack_label)
+    settings = _settings(lst_path, root, job)
+    started = time.perf_counter()
+    total = count_items(lst_path)  # validates every line first: no half-packed bad lists
+    result = PackResult(lst_path, rec_path, idx_path, None)
+
+    state = _Progress()
+    if resume and has_partial(lst_path):
+        state = _recover(rec_partial, journal, settings)
+    elif resume and os.path.exists(rec_path) and os.path.exists(idx_path) \
+            and not os.path.exists(rec_partial):
+        result.already_done = True
+        result.errors_path = errors_path if os.path.exists(errors_path) else None
+        result.bytes = os.path.getsize(rec_path)
+        return result
+    result.resumed = state.next_pos
+    result.packed, result.skipped = state.packed, state.skipped
+
+    out = _PackOutput(lst_path, settings, state, fsync)
+    rec = out.rec
+    offset = state.rec_end
+    done = state.next_pos
+    if progress is not None:
+        progress(done, total)
+
+    def write(outcomes: List[Outcome]) -> None:
+        nonlocal offset, done
+        entries = []
+        for pos, line, item, payload, reason in outcomes:
+            if payload is not None:
+                framed = encode_record(payload)
+                rec.write(framed)
+                entries.append(f"R\t{pos}\t{item.index}\t{offset}\t{offset + len(framed)}\n")
+                offset += len(framed)
+                result.packed += 1
+            else:
+                entries.append(f"S\t{pos}\t{line}\t{item.index}\t{_clean(item.path)}\t"
+                               f"{_clean(reason)}\n")
+                result.skipped += 1
+        out.write(entries)
+        done += len(outcomes)
+        if progress is not None:
+            progress(done, total)
+
+    tasks = ((pos, line, item) for pos, (line, item) in enumerate(read_list_numbered(lst_path))
+             if pos >= state.next_pos)
+    kind = AUTO_EXECUTOR if executor == "auto" else executor
+    if not batch_size:
+        batch_size = 8 if workers > 1 and kind == "process" else 4
+    window = window or 4 * workers
+    pool: Optional[Pool] = None
+    opencv_threads = set_opencv_threads(1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            if workers == 1:
+                for batch in _batched(tasks, batch_size):
+                    write(_encode_batch(job, batch))
+            else:
+                # multiprocessing pools, not concurrent.futures: terminate() stops workers
+                # at once on Ctrl-C (process workers are killed, thread workers are daemons),
+                # even one stuck reading a file
+                if kind == "process":
+                    pool = multiprocessing.get_context().Pool(workers, _init_process_worker)
+                else:
+                    pool = ThreadPool(workers)
+                pending: Deque = deque()
+                for batch in _batched(tasks, batch_size):
+                    pending.append(pool.apply_async(_encode_batch, (job, batch)))
+                    if len(pending) >= window:
+                        write(pending.popleft().get())
+                while pending:
+                    write(pending.popleft().get())
+    except BaseException:
+        if pool is not None:
+            pool.terminate()
+        out.abort()
+        raise  # the partial files stay for resume
+    finally:
+        if opencv_threads is not None:
+            set_opencv_threads(opencv_threads)
+    if pool is not None:
+        pool.close()
+        pool.join()
+    out.close()
+    result.errors_path = errors_path if out.errors_written else None
+    result.bytes = offset
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+__all__ = ["PackResult", "find_lists", "output_paths", "partial_paths", "has_partial",
+           "count_items", "pack_list", "EXECUTORS"]

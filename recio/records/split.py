@@ -1,0 +1,446 @@
+"""InputSplit: part k of n of one logical byte stream made of several ``.rec`` files.
+
+This reproduces dmlc-core's ``InputSplitBase::ResetPartition`` + ``RecordIOSplitter``, which is
+what MXNet's ``ImageRecordIter(num_parts=n, part_index=k)`` reads:
+
+* the files (empty ones skipped) form one stream of ``T`` bytes;
+* ``step = ceil(T / n)`` rounded up to a multiple of 4; part k covers the nominal bytes
+  ``[min(k*step, T), min((k+1)*step, T))``;
+* both ends move forward to the next *record head* (``framing.find_record_head``) inside the file
+  that holds the offset; reaching that file's end means "the start of the next file".
+
+A record belongs to the part that holds its head, so for every n every record is read by exactly
+one part, in file order. Finding a boundary reads only a few KB around it (``os.pread``); a part
+is read through ``RecordReader`` (a memory map: only the pages of the part are touched), so a
+damaged part raises exactly what any other reader raises.
+
+An *indexed* split (``balance="records"``) uses the ``.idx`` files instead and gives each part
+``ceil(N / n)`` records, like dmlc's ``IndexedRecordIOSplitter``; ``shuffle=True`` then reads a
+part in a permutation seeded by ``(seed, epoch, part_index)``.
+"""
+from __future__ import annotations
+
+import bisect
+import glob
+import os
+import warnings
+from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from recio.records import framing
+from recio.errors import IndexFileError
+from recio.records.reader import RecordReader
+
+PathLike = Union[str, "os.PathLike[str]"]
+Source = Union[PathLike, Sequence[PathLike]]
+
+#: default size of one read while streaming a part (and the largest boundary-search window)
+DEFAULT_CHUNK_SIZE = 4 << 20
+#: first window read when looking for a record head after a nominal boundary
+_PROBE_SIZE = 4096
+_GLOB_CHARS = frozenset("*?[")
+
+
+class FileSpan(NamedTuple):
+    """The bytes ``[start, end)`` of file ``path`` that a part reads (offsets inside that file)."""
+
+    path: str
+    start: int
+    end: int
+
+
+def expand_source(source: Source) -> List[str]:
+    """The files an InputSplit reads, in order (``;``-joined strings, directories, globs expanded).
+
+    A directory contributes its ``*.rec`` files in name order; a glob its matches in name order.
+    Raises ``FileNotFoundError`` for a named path (or a pattern) that matches nothing.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        entries = [e for e in os.fspath(source).split(";") if e]
+    else:
+        entries = [os.fspath(e) for e in source]
+    files: List[str] = []
+    for entry in entries:
+        if os.path.isdir(entry):
+            found = sorted(os.path.join(entry, n) for n in os.listdir(entry) if n.endswith(".rec"))
+            files.extend(p for p in found if os.path.isfile(p))
+        elif not os.path.exists(entry) and _GLOB_CHARS & set(entry):
+            matches = sorted(p for p in glob.glob(entry) if os.path.isfile(p))
+            if not matches:
+                raise FileNotFoundError(2, "no file matches the pattern", entry)
+            files.extend(matches)
+        elif os.path.isfile(entry):
+            files.append(entry)
+        else:
+            raise FileNotFoundError(2, "No such file", entry)
+    if not files:
+        raise FileNotFoundError(2, "no .rec files found", ";".join(entries) or "(empty source)")
+    return files
+
+
+def nominal_range(total: int, part_index: int, num_parts: int) -> Tuple[int, int]:
+    """Part ``part_index`` of ``num_parts`` before moving to record heads (dmlc's arithmetic).
+
+    ``step = ceil(total / num_parts)`` rounded up to a multiple of 4 (a record head is 4-aligned).
+    """
+    check_part(part_index, num_parts)
+    step = -(-total // num_parts)
+    step = (step + 3) & ~3
+    return min(part_index * step, total), min((part_index + 1) * step, total)
+
+
+def check_part(part_index: int, num_parts: int) -> None:
+    """Reject a part number outside ``0 <= part_index < num_parts``."""
+    if num_parts < 1:
+        raise ValueError(f"num_parts must be at least 1, got {num_parts}")
+    if not 0 <= part_index < num_parts:
+        raise ValueError(f"part_index must be in 0..{num_parts - 1}, got {part_index}")
+
+
+def seek_record_head(fd: int, file_size: int, pos: int,
+                     max_window: int = DEFAULT_CHUNK_SIZE) -> int:
+    """Offset (inside the file) of the first record head at or after ``pos``; ``file_size`` if none.
+
+    Reads windows of 4 KB, doubling up to ``max_window``, each overlapping the next by 7 bytes so
+    a head straddling two windows is found. The head test is ``framing.find_record_head``.
+    """
+    window = _PROBE_SIZE
+    while pos < file_size:
+        n = min(window, file_size - pos)
+        buf = os.pread(fd, n + framing.HEADER_SIZE - 1, pos)
+        found = framing.find_record_head(buf, 0, n, base=pos)
+        if found >= 0:
+            return pos + found
+        pos += n
+        window = min(window * 2, max(max_window, _PROBE_SIZE))
+    return file_size
+
+
+class _Layout:
+    """The files of a source as one stream: paths, sizes and start offsets (empty files dropped)."""
+
+    def __init__(self, source: Source) -> None:
+        paths = expand_source(source)
+        sizes = [os.path.getsize(p) for p in paths]
+        self.paths = [p for p, s in zip(paths, sizes) if s > 0]
+        self.sizes = [s for s in sizes if s > 0]
+        self.starts = [0]
+        for s in self.sizes:
+            self.starts.append(self.starts[-1] + s)
+        self.total = self.starts[-1]
+
+    def file_of(self, pos: int) -> int:
+        """Index of the file holding global offset ``pos`` (``len(paths)`` at the very end)."""
+        return bisect.bisect_right(self.starts, pos) - 1
+
+    def to_head(self, pos: int, max_window: int) -> int:
+        """Move global offset ``pos`` forward to the next record head (dmlc's rule, above)."""
+        i = self.file_of(pos)
+        if i >= len(self.paths) or pos == self.starts[i]:
+            return pos
+        fd = os.open(self.paths[i], os.O_RDONLY)
+        try:
+            return self.starts[i] + seek_record_head(fd, self.sizes[i], pos - self.starts[i],
+                                                     max_window)
+        finally:
+            os.close(fd)
+
+    def spans(self, begin: int, end: int) -> List[FileSpan]:
+        """The per-file pieces of the global byte range ``[begin, end)``."""
+        out = []
+        for i, path in enumerate(self.paths):
+            lo, hi = max(begin, self.starts[i]), min(end, self.starts[i + 1])
+            if lo < hi:
+                out.append(FileSpan(path, lo - self.starts[i], hi - self.starts[i]))
+        return out
+
+
+def _index_path(rec_path: str) -> str:
+    return os.path.splitext(rec_path)[0] + ".idx"
+
+
+def _load_offsets(layout: _Layout,
+                  index_paths: Optional[Sequence[PathLike]]) -> List[Tuple[int, int]]:
+    """(file number, offset) of every record, from the ``.idx`` files (scanning where one is
+    missing)."""
+    import numpy as np
+
+    from recio.records.index import build_index, open_index
+
+    if index_paths is None:
+        index_paths = [_index_path(p) for p in layout.paths]
+    elif len(index_paths) != len(layout.paths):
+        raise ValueError(f"{len(index_paths)} index files given for {len(layout.paths)} "
+                         f"record files")
+    records: List[Tuple[int, int]] = []
+    for i, (rec, idx) in enumerate(zip(layout.paths, index_paths)):
+        if os.path.exists(idx):
+            in_order = open_index(idx, None, rec_size=layout.sizes[i]).offsets
+            order = np.argsort(in_order, kind="stable")
+            offsets = in_order[order]
+            same = np.flatnonzero(offsets[1:] == offsets[:-1]) if len(offsets) > 1 else []
+            if len(same):
+                first, second = sorted(int(order[j]) for j in (same[0], same[0] + 1))
+                raise IndexFileError(
+                    f"entries {first + 1} and {second + 1} both point at the record at byte "
+                    f"{int(offsets[same[0]])}; rebuild the index with `recio index`",
+                    path=os.fspath(idx), line=second + 1)
+            offsets = offsets.tolist()
+        else:
+            warnings.warn(f"{idx} not found: scanning {rec} for its records "
+                          f"(write it once with `recio index {rec}`)", stacklevel=3)
+            offsets = build_index(rec)
+        records.extend((i, off) for off in offsets)
+    return records
+
+
+class InputSplit:
+    """Part ``part_index`` of ``num_parts`` of the records in ``source``, read as MXNet would.
+
+    ``source``: a path, a list of paths, a ``;``-joined string, a directory (its ``*.rec``) or a
+    glob. Iterating yields record payloads (``bytes``) in file order (or shuffled, see below);
+    ``read()``/``reset()`` give the same as a cursor. ``spans`` is the byte range read in each file;
+    ``count_records()`` hops over record headers only.
+
+    ``balance="records"`` splits by record count using the ``.idx`` beside each file (or
+    ``index_paths``); ``shuffle=True`` reads a part in a permutation of its records that depends on
+    ``(seed, epoch, part_index)``: ``reset()`` moves to the next epoch, ``set_epoch(e)`` picks one.
+    """
+
+    def __init__(self, source: Source, part_index: int = 0, num_parts: int = 1, *,
+                 chunk_size: int = DEFAULT_CHUNK_SIZE, balance: str = "bytes",
+                 index_paths: Optional[Sequence[PathLike]] = None, shuffle: bool = False,
+                 seed: int = 0, epoch: int = 0, _layout: Optional[_Layout] = None,
+                 _bounds: Optional[Tuple[int, int]] = None,
+                 _records: Optional[List[Tuple[int, int]]] = None) -> None:
+        check_part(part_index, num_parts)
+        if chunk_size < framing.HEADER_SIZE:
+            raise ValueError(f"chunk_size must be at least {framing.HEADER_SIZE} bytes (one record "
+                             f"header), got {chunk_size}")
+        if balance not in ("bytes", "records"):
+            raise ValueError(f"balance must be 'bytes' or 'records', got {balance!r}")
+        self.part_index, self.num_parts = part_index, num_parts
+        self.chunk_size, self.balance = chunk_size, balance
+        self.shuffle, self.seed, self.epoch = shuffle, seed, epoch
+        self._layout = _layout if _layout is not None else _Layout(source)
+        self._records: Optional[List[Tuple[int, int]]] = None  # (file number, offset) in this part
+        if balance == "records":
+            everything = _records if _records is not None else _load_offsets(self._layout,
+                                                                                index_paths)
+            self.begin, self.end, self._records = _record_bounds(self._layout, everything,
+                                                                 part_index, num_parts)
+        elif _bounds is not None:
+            self.begin, self.end = _bounds
+        else:
+            lo, hi = nominal_range(self._layout.total, part_index, num_parts)
+            self.begin = self._layout.to_head(lo, chunk_size)
+            self.end = self._layout.to_head(hi, chunk_size)
+        self._cursor: Optional[Iterator[bytes]] = None
+
+    # -- description -------------------------------------------------------------------------
+    @property
+    def files(self) -> List[str]:
+        """All (non-empty) input files, in stream order."""
+        return list(self._layout.paths)
+
+    @property
+    def total_size(self) -> int:
+        """Bytes in all input files together."""
+        return self._layout.total
+
+    @property
+    def spans(self) -> List[FileSpan]:
+        """The byte range this part reads in each file it touches."""
+        return self._layout.spans(self.begin, self.end)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes in this part (record framing included)."""
+        return self.end - self.begin
+
+    def count_records(self) -> int:
+        """Number of records in this part (from the index, or by hopping over record headers)."""
+        if self._records is not None:
+            return len(self._records)
+        return sum(sum(1 for _ in record_heads(s.path, s.start, s.end)) for s in self.spans)
+
+    def record_offsets(self) -> List[Tuple[str, int]]:
+        """``(path, offset)`` of each record head of this part, in reading order."""
+        if self._records is not None:
+            return [(self._layout.paths[i], off) for i, off in self._ordered_records()]
+        out = [(s.path, off) for s in self.spans for off in record_heads(s.path, s.start, s.end)]
+        if self.shuffle:
+            out = [out[j] for j in self._permutation(len(out))]
+        return out
+
+    # -- reading -----------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[bytes]:
+        """All records of the part, from its start (in this epoch's order when shuffling)."""
+        if not self.shuffle:
+            for span in self.spans:
+                yield from iter_span(span.path, span.start, span.end, self.chunk_size)
+            return
+        for _, _, record in self.records_with_offsets():
+            yield record
+
+    def records_with_offsets(self) -> Iterator[Tuple[str, int, bytes]]:
+        """``(path, offset, payload)`` of every record of the part, in the order ``iter`` gives
+        (for messages that name where a record is)."""
+        if not self.shuffle:
+            for span in self.spans:
+                for offset, record in iter_span_with_offsets(span.path, span.start, span.end):
+                    yield span.path, offset, record
+            return
+        readers: dict = {}
+        try:
+            for path, off in self.record_offsets():
+                reader = readers.get(path)
+                if reader is None:
+                    reader = readers[path] = RecordReader(path)
+                yield path, off, reader.read_at(off)
+        finally:
+            for reader in readers.values():
+                reader.close()
+
+    def read(self) -> Optional[bytes]:
+        """The next record of the part, or ``None`` at its end (MXNet's ``NextRecord``)."""
+        if self._cursor is None:
+            self._cursor = iter(self)
+        return next(self._cursor, None)
+
+    def reset(self, epoch: Optional[int] = None) -> None:
+        """Restart the part; when shuffling, go to ``epoch`` (default: the next one)."""
+        if self._cursor is not None:
+            self._cursor.close()  # type: ignore[attr-defined]
+        self._cursor = None
+        if self.shuffle:
+            self.epoch = self.epoch + 1 if epoch is None else epoch
+        elif epoch is not None:
+            self.epoch = epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the shuffling epoch (like ``DistributedSampler.set_epoch``) and restart."""
+        self.reset(epoch)
+
+    def _permutation(self, n: int) -> List[int]:
+        import numpy as np
+
+        rng = np.random.default_rng([self.seed, self.epoch, self.part_index])
+        return rng.permutation(n).tolist()
+
+    def _ordered_records(self) -> List[Tuple[int, int]]:
+        records = self._records or []
+        if not self.shuffle:
+            return records
+        return [records[j] for j in self._permutation(len(records))]
+
+    def __getstate__(self) -> dict:  # picklable for DataLoader workers: drop the open cursor
+        state = self.__dict__.copy()
+        state["_cursor"] = None
+        return state
+
+    def __repr__(self) -> str:
+        return (f"InputSplit(part {self.part_index}/{self.num_parts}, bytes [{self.begin}, "
+                f"{self.end}) of {self.total_size}, {len(self._layout.paths)} files)")
+
+    # -- all parts at once -------------------------------------------------------------------
+    @classmethod
+    def all_parts(cls, source: Source, num_parts: int, **kwargs) -> List["InputSplit"]:
+        """The ``num_parts`` parts of ``source``, each boundary found once (for tools and tests)."""
+        chunk_size = kwargs.get("chunk_size", DEFAULT_CHUNK_SIZE)
+        layout = _Layout(source)
+        if kwargs.get("balance", "bytes") == "records":
+            records = _load_offsets(layout, kwargs.pop("index_paths", None))
+            return [cls(source, k, num_parts, _layout=layout, _records=records, **kwargs)
+                    for k in range(num_parts)]
+        check_part(0, num_parts)
+        points = [layout.to_head(nominal_range(layout.total, k, num_parts)[0], chunk_size)
+                  for k in range(num_parts)] + [layout.total]
+        return [cls(source, k, num_parts, _layout=layout, _bounds=(points[k], points[k + 1]),
+                    **kwargs) for k in range(num_parts)]
+
+
+def _record_bounds(layout: _Layout, records: List[Tuple[int, int]], part_index: int,
+                   num_parts: int) -> Tuple[int, int, List[Tuple[int, int]]]:
+    """Global byte range and records of part k when parts hold ``ceil(N / n)`` records each."""
+    n = len(records)
+    step = -(-n // num_parts) if n else 0
+    lo, hi = min(part_index * step, n), min((part_index + 1) * step, n)
+    mine = records[lo:hi]
+
+    def start_of(j: int) -> int:
+        if j >= n:
+            return layout.total
+        i, off = records[j]
+        return layout.starts[i] + off
+
+    return start_of(lo), start_of(hi), mine
+
+
+# -- record-level reading (shared with the command-line tools) -------------------------------
+def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None) -> Iterator[int]:
+    """Offsets of the record heads in ``[start, end)`` of a file, hopping over headers only.
+
+    Raises ``RecordIOError`` (with the offset) on anything that is not a well-formed record.
+    """
+    with RecordReader(path) as reader:
+        end = reader.size if end is None else min(end, reader.size)
+        if start >= end:
+            return
+        reader.seek(start)
+        for offset in reader.iter_offsets():
+            if offset >= end:
+                return
+            yield offset
+
+
+def iter_heads_with_keys(path: PathLike, start: int, end: int, keys: Optional[dict],
+                         counter: List[int]) -> Iterator[Tuple[str, int]]:
+    """``(key, offset)`` of each record head in ``[start, end)``: the key from ``keys`` (offset ->
+    key, from an ``.idx``) or else the running number ``counter[0]``, which is advanced."""
+    for off in record_heads(path, start, end):
+        key = keys.get(off) if keys is not None else None
+        if key is None:
+            key = str(counter[0])
+        counter[0] += 1
+        yield key, off
+
+
+def iter_span_with_offsets(path: PathLike, start: int,
+                           end: int) -> Iterator[Tuple[int, bytes]]:
+    """``(offset, payload)`` of the records whose heads lie in ``[start, end)`` of ``path``
+    (see ``iter_span``)."""
+    if start >= end:
+        return
+    with RecordReader(path) as reader:
+        reader.seek(start)
+        for offset, record in reader.records_with_offsets():
+            yield offset, record
+            if reader.tell() >= end:  # the next record is the next part's (damage there too)
+                return
+
+
+def iter_span(path: PathLike, start: int, end: int,
+              chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[bytes]:
+    """Payloads of the records whose heads lie in ``[start, end)`` of ``path``.
+
+    ``start`` must be a record head; the last record is read to its end even past ``end``.
+    Records are read and checked by ``RecordReader`` (the one parser), so damage raises the same
+    ``RecordIOError`` at the same offset as any other reader; ``chunk_size`` is kept for
+    compatibility (the file is memory-mapped, and only the pages read are touched).
+    """
+    for _, record in iter_span_with_offsets(path, start, end):
+        yield record
+
+
+def split_boundaries(source: Source, num_parts: int,
+                     max_window: int = DEFAULT_CHUNK_SIZE) -> List[int]:
+    """The ``num_parts + 1`` global byte offsets where the parts of ``source`` begin and end."""
+    layout = _Layout(source)
+    check_part(0, num_parts)
+    return [layout.to_head(nominal_range(layout.total, k, num_parts)[0], max_window)
+            for k in range(num_parts)] + [layout.total]
+
+
+__all__ = ["InputSplit", "FileSpan", "expand_source", "nominal_range", "seek_record_head",
+           "split_boundaries", "record_heads", "iter_heads_with_keys",
+           "iter_span", "iter_span_with_offsets", "DEFAULT_CHUNK_SIZE"]

@@ -1,0 +1,13 @@
+"""Sample-counted sequences (CNTK style) on the record core.
+
+* ``records``    the sequence record format (dense and ``Sparse`` streams), its writer and the
+                 sample-count sidecar (``.rec.len``). Its names are re-exported here.
+* ``minibatch``  ``MinibatchSource``: CNTK's sample-counted minibatches with checkpoint/restore.
+* ``bucketing``  length buckets that minimise padding.
+* ``cbf``        CNTK's binary format (CBF) reader and writer.
+* ``convert``    CBF <-> records.
+"""
+from recio.sequence.records import *  # noqa: F401,F403  (the names of the sequence format)
+from recio.sequence.records import MAX_DENSE_BYTES, __all__ as _records_all
+
+__all__ = [*_records_all, "MAX_DENSE_BYTES"]

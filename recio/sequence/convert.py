@@ -1,0 +1,206 @@
+"""Conversion between CNTK Binary Format files and RecordIO sequence records.
+
+``cbf_to_rec``: one sequence record (:func:`recio.sequence.pack_sequence`) per CBF sequence, in
+file order, keys 0..n-1, with ``.idx`` and the ``.len`` sample-count sidecar beside the ``.rec``.
+``rec_to_cbf``: the way back; streams (name, dense/sparse, dtype, dim) come from the first
+record and must be float32 or float64, as CBF stores nothing else. A round trip
+CBF -> rec -> CBF reproduces every sequence's values and dtypes; the chunk table is rebuilt
+from ``chunk_size_bytes`` and each sequence's meta sample count is the largest stream's N.
+
+Both report progress through ``progress(n)``: ``n`` input bytes processed since the last call
+(what ``tqdm.update`` takes), so a caller can show a bar over the input file's size.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+
+import numpy as np
+
+from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
+from recio.errors import CBFError, SequenceError
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Optional[Callable[[int], Any]]
+
+
+def cbf_to_rec(cbf_path: PathLike, rec_path: PathLike, idx_path: Optional[PathLike] = None,
+               alias: Optional[Mapping[str, str]] = None,
+               progress: Progress = None) -> Dict[str, Any]:
+    """Write every CBF sequence as a sequence record; returns a summary dict."""
+    from recio.sequence.records import SequenceWriter
+
+    started = time.perf_counter()
+    reader = CBFReader(cbf_path, alias=alias)
+    rec_path = os.fspath(rec_path)
+    mismatched = 0
+    count = 0
+    with SequenceWriter(rec_path, idx_path) as writer:
+        for info in reader.chunks:
+            metas, seqs = decode_chunk(reader.read_chunk_bytes(info.index), info,
+                                       reader.streams, reader.path)
+            for meta, seq in zip(metas.tolist(), seqs):
+                streams = {}
+                most = 0
+                for stream in reader.streams:
+                    data = seq[stream.name]
+                    if stream.is_sparse:
+                        most = max(most, data.num_samples)
+                        data = data.to_sparse()
+                    else:
+                        most = max(most, len(data))
+                    streams[stream.name] = data
+                mismatched += meta != most
+                try:
+                    writer.write(streams)
+                except SequenceError as exc:  # e.g. a stream name longer than 255 bytes
+                    raise SequenceError(f"sequence {count} cannot be written as a sequence "
+                                        f"record: {exc.message}", path=reader.path,
+                                        offset=info.offset) from None
+                count += 1
+            if progress is not None:
+                progress(info.size)
+        idx_written = writer.idx_path
+        len_written = writer.len_path
+    if mismatched:
+        warnings.warn(f"{cbf_path}: {mismatched} sequence(s) store a meta sample count other "
+                      f"than their largest stream's; sequence records keep per-stream counts "
+                      f"only, so converting back gives the largest stream's count",
+                      stacklevel=2)
+    return {
+        "direction": "cbf->rec", "source": reader.path, "destination": rec_path,
+        "index": idx_written, "sample_counts": len_written, "sequences": count,
+        "samples": reader.num_samples, "chunks_read": reader.num_chunks,
+        "streams": [_describe(s) for s in reader.streams],
+        "bytes_read": reader.size, "bytes_written": os.path.getsize(rec_path),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def rec_to_cbf(rec_path: PathLike, cbf_path: PathLike, chunk_size_bytes: int = 32 << 20,
+               progress: Progress = None) -> Dict[str, Any]:
+    """Write the sequence records of ``rec_path`` (file order) as a CBF file; returns a summary."""
+    from recio.records.reader import RecordReader
+    from recio.sequence.records import unpack_sequence
+
+    started = time.perf_counter()
+    rec_path = os.fspath(rec_path)
+    cbf_path = os.fspath(cbf_path)
+    writer: Optional[CBFWriter] = None
+    streams: List[StreamInfo] = []
+    count = 0
+    done = 0
+    reader = RecordReader(rec_path)
+    try:
+        for offset, payload in reader.records_with_offsets():
+            try:
+                seq = unpack_sequence(payload)
+            except SequenceError as exc:
+                raise SequenceError(exc.message, path=rec_path, offset=offset) from None
+            if writer is None:
+                streams = [_stream_of(name, data, rec_path, offset) for name, data in seq.items()]
+                writer = CBFWriter(cbf_path, streams, chunk_size_bytes)
+            _check_same(streams, seq, rec_path, offset)
+            try:
+                writer.write(seq)
+            except ValueError as exc:
+                raise CBFError(f"record cannot be written as CBF: {exc}", path=rec_path,
+                               offset=offset) from None
+            count += 1
+            if progress is not None and offset > done:
+                progress(offset - done)
+                done = offset
+        if writer is None:
+            raise SequenceError("no sequence records: nothing to describe the CBF streams "
+                                "with (an empty CBF file needs its stream list)", path=rec_path,
+                                offset=0)
+        chunks = writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.discard()
+        raise
+    finally:
+        reader.close()
+    size = os.path.getsize(rec_path)
+    if progress is not None and size > done:
+        progress(size - done)
+    return {
+        "direction": "rec->cbf", "source": rec_path, "destination": cbf_path,
+        "sequences": count, "samples": sum(c.num_samples for c in chunks),
+        "chunks_written": len(chunks), "chunk_size_bytes": int(chunk_size_bytes),
+        "streams": [_describe(s) for s in streams],
+        "bytes_read": size, "bytes_written": os.path.getsize(cbf_path),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def convert(source: PathLike, destination: PathLike, chunk_size_bytes: int = 32 << 20,
+            alias: Optional[Mapping[str, str]] = None,
+            progress: Progress = None) -> Dict[str, Any]:
+    """Convert by file extension: ``.cbf`` -> ``.rec`` or ``.rec`` -> ``.cbf``."""
+    src = os.fspath(source).lower()
+    dst = os.fspath(destination).lower()
+    if src.endswith(".cbf") and dst.endswith(".rec"):
+        return cbf_to_rec(source, destination, alias=alias, progress=progress)
+    if src.endswith(".rec") and dst.endswith(".cbf"):
+        if alias:
+            raise ValueError("alias renames CBF streams; it applies only to .cbf -> .rec")
+        return rec_to_cbf(source, destination, chunk_size_bytes, progress=progress)
+    raise ValueError(f"cannot tell the direction from {os.fspath(source)!r} -> "
+                     f"{os.fspath(destination)!r}: convert FILE.cbf OUT.rec or IN.rec OUT.cbf")
+
+
+def _describe(stream: StreamInfo) -> Dict[str, Any]:
+    return {"name": stream.name, "storage": stream.storage, "dtype": stream.dtype.name,
+            "sample_dim": stream.sample_dim}
+
+
+def _stream_of(name: str, data: Any, path: str, offset: int) -> StreamInfo:
+    """The CBF stream description of one stream of the first sequence record."""
+    sparse = hasattr(data, "indptr")
+    dtype = np.dtype(data.values.dtype if sparse else np.asarray(data).dtype)
+    if dtype.newbyteorder("<") not in (np.dtype("<f4"), np.dtype("<f8")):
+        raise CBFError(f"stream {name!r} holds {dtype}; CBF stores only float32 or float64 "
+                       f"(cast the stream before writing the records)", path=path, offset=offset)
+    if sparse:
+        dim = int(data.dim)
+    else:
+        arr = np.asarray(data)
+        dim = 1 if arr.ndim == 1 else int(arr.shape[1])
+    try:
+        return StreamInfo(name, "sparse" if sparse else "dense", dtype, dim)
+    except ValueError as exc:
+        raise CBFError(f"stream {name!r} cannot be described in CBF: {exc}", path=path,
+                       offset=offset) from None
+
+
+def _signature(data: Any) -> tuple:
+    """(sparse?, dtype, dim) of one stream of a record, for a cheap comparison."""
+    if hasattr(data, "indptr"):
+        return True, data.values.dtype, int(data.dim)
+    return False, data.dtype, 1 if data.ndim == 1 else int(data.shape[1])
+
+
+def _check_same(streams: List[StreamInfo], seq: Mapping[str, Any], path: str,
+                offset: int) -> None:
+    """Every record must have the first record's streams, kinds, dtypes and dims."""
+    if len(seq) != len(streams):
+        raise SequenceError(f"record has streams {list(seq)}, the first had "
+                            f"{[s.name for s in streams]}", path=path, offset=offset)
+    for stream in streams:
+        if stream.name not in seq:
+            raise SequenceError(f"record has no stream {stream.name!r} (streams {list(seq)})",
+                                path=path, offset=offset)
+        if _signature(seq[stream.name]) == (stream.is_sparse, stream.dtype, stream.sample_dim):
+            continue
+        got = _stream_of(stream.name, seq[stream.name], path, offset)
+        raise SequenceError(f"stream {stream.name!r} is {got.storage} {got.dtype.name} dim "
+                            f"{got.sample_dim} here but {stream.storage} "
+                            f"{stream.dtype.name} dim {stream.sample_dim} in the first "
+                            f"record; CBF needs one description per stream",
+                            path=path, offset=offset)
+
+
+__all__ = ["cbf_to_rec", "rec_to_cbf", "convert"]
