@@ -7,9 +7,14 @@ cheap and an optional dependency is only needed by the feature that uses it.
 from importlib import import_module as _import_module
 
 from recio import _moved
-
-from recio.errors import (CBFError, ImageError, IndexFileError, ListFileError, RecordIOError,
-                     SequenceError)
+from recio.errors import (
+    CBFError,
+    ImageError,
+    IndexFileError,
+    ListFileError,
+    RecordIOError,
+    SequenceError,
+)
 
 __version__ = "0.1.0"
 
@@ -19,7 +24,7 @@ _LAZY = {
     "IndexedRecordWriter": "recio.records.writer",
     "RecordReader": "recio.records.reader",
     "IndexedRecordReader": "recio.records.indexed",
-    "build_index": "recio.records.index",
+    "build_index": "recio.records.indexed",
     "read_index": "recio.records.index",
     "write_index": "recio.records.index",
     "IRHeader": "recio.image.header",

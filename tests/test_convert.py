@@ -187,7 +187,7 @@ def test_corrupt_cbf_fails_before_writing(golden, tmp_path):
 # ---------------------------------------------------------------------------- MinibatchSource
 
 def test_minibatch_source_reads_cbf_like_the_converted_records(golden, tmp_path):
-    from recio.sequence.cbf import minibatch_source
+    from recio.sequence.minibatch import cbf_minibatch_source as minibatch_source
 
     cbf_to_rec(golden / "cbf" / "double.cbf", tmp_path / "d.rec")
     a = minibatch_source(golden / "cbf" / "double.cbf", randomize=False)
@@ -207,7 +207,7 @@ def test_minibatch_source_reads_cbf_like_the_converted_records(golden, tmp_path)
 
 
 def test_minibatch_source_cntk_parameters(golden):
-    from recio.sequence.cbf import minibatch_source
+    from recio.sequence.minibatch import cbf_minibatch_source as minibatch_source
 
     path = golden / "cbf" / "float.cbf"
     reader = CBFReader(path)

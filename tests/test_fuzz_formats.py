@@ -637,5 +637,5 @@ def test_a_cbf_without_samples_names_its_file(tmp_path):
     with recio.CBFWriter(path, [("x", "dense", "float32", 3)]) as w:
         w.write({"x": np.zeros((0, 3), np.float32)})
     with pytest.raises(recio.SequenceError, match="no samples") as info:
-        recio.sequence.cbf.minibatch_source(str(path))
+        recio.sequence.minibatch.cbf_minibatch_source(str(path))
     assert info.value.path == str(path)

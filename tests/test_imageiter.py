@@ -11,7 +11,7 @@ from PIL import Image
 
 import recio
 from recio.errors import RecordIOError
-from recio.image.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning, _shuffle_buffer
+from recio.image.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning, buffered_shuffle
 
 N = 24
 H, W = 12, 16
@@ -350,9 +350,9 @@ def test_decoder_choice_is_checked():
 @settings(deadline=None, max_examples=50)
 @given(st.integers(0, 60), st.integers(1, 20), st.integers(0, 2**32 - 1))
 def test_shuffle_buffer_yields_each_item_once(n, size, seed):
-    out = list(_shuffle_buffer(iter(range(n)), size, np.random.default_rng(seed)))
+    out = list(buffered_shuffle(iter(range(n)), size, np.random.default_rng(seed)))
     assert sorted(out) == list(range(n))
-    again = list(_shuffle_buffer(iter(range(n)), size, np.random.default_rng(seed)))
+    again = list(buffered_shuffle(iter(range(n)), size, np.random.default_rng(seed)))
     assert out == again
 
 

@@ -7,8 +7,8 @@ from typing import Dict, List
 import click
 import numpy as np
 
-from recio.sequence import bucketing
 from recio.cli.common import echo_json, handle_errors, json_option, progress
+from recio.sequence import bucketing, sample_counts
 
 HIST_BINS = 12
 BAR_WIDTH = 40
@@ -59,8 +59,6 @@ def buckets_cmd(file: str, num_buckets: int, batch_size: int, max_buckets: int,
       recio buckets train.rec -q 3            # optimal 3 buckets, table for Q = 1..8
       recio buckets train.rec -b 64 --json    # batch size 64, machine-readable
     """
-    from recio.sequence import sample_counts
-
     lengths = np.asarray(sample_counts(file, stream=stream), dtype=np.int64)
     top = max(max_buckets, num_buckets)
     rows = []

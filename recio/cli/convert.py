@@ -7,8 +7,16 @@ from typing import Dict, Optional, Tuple
 
 import click
 
-from recio.cli.common import (EXIT_USAGE, echo_json, fail, handle_errors, json_option,
-                              progress, quiet_option)
+from recio.cli.common import (
+    EXIT_USAGE,
+    echo_json,
+    fail,
+    handle_errors,
+    json_option,
+    progress,
+    quiet_option,
+)
+from recio.sequence.convert import cbf_to_rec, rec_to_cbf
 
 DEFAULT_CHUNK_SIZE = 32 << 20  # CNTK's docs: "the typical chunks size is 32-64 MBs"
 
@@ -66,8 +74,6 @@ def convert_cmd(source: str, destination: str, chunk_size: str, aliases: Tuple[s
       recio convert train.rec train.cbf --chunk-size 32MB
       recio convert train.cbf train.rec --alias x=features --json
     """
-    from recio.sequence.convert import cbf_to_rec, rec_to_cbf
-
     size = parse_size(chunk_size) if chunk_size is not None else DEFAULT_CHUNK_SIZE
     alias = _parse_aliases(aliases)
     src, dst = source.lower(), destination.lower()

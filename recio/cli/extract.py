@@ -7,6 +7,11 @@ from typing import Optional
 import click
 
 from recio.cli.common import echo_json, handle_errors, json_option, progress, quiet_option
+from recio.image.header import IR_SIZE, IR_STRUCT
+from recio.image.lists import format_list_line
+from recio.records.atomic import atomic_open
+from recio.records.reader import RecordReader
+from recio.records.stats import image_format
 
 _EXTENSIONS = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp", "webp": ".webp",
                "tiff": ".tiff"}
@@ -35,12 +40,6 @@ def extract_cmd(rec: str, out_dir: str, lst_name: Optional[str], as_json: bool,
       im2rec images/train images/ --pass-through     # re-pack (writes images/train.rec)
     """
     import numpy as np
-
-    from recio.records.atomic import atomic_open
-    from recio.image.header import IR_SIZE, IR_STRUCT
-    from recio.image.lists import format_list_line
-    from recio.records.reader import RecordReader
-    from recio.records.stats import image_format
 
     os.makedirs(out_dir, exist_ok=True)
     stem = os.path.splitext(os.path.basename(rec))[0]

@@ -9,6 +9,9 @@ from typing import List, Optional, Sequence
 import click
 
 from recio.cli.common import EXIT_DAMAGE, fail, handle_errors, progress, quiet_option
+from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
+from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
+from recio.image.packing import find_lists, has_partial, pack_list
 
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _FLAGS = ("--list", "--recursive", "--pass-through", "--center-crop", "--pack-label")
@@ -139,7 +142,6 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
                    not no_shuffle, quiet)
         return
-    from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 
     if encoding == ".jpg" and not 1 <= quality <= 100:
         fail(f"--quality {quality} is outside 1-100 for JPEG encoding")
@@ -155,8 +157,6 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
 
 def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_ratio: float,
                test_ratio: float, recursive: bool, shuffle: bool, quiet: bool) -> None:
-    from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
-
     ext_list = normalize_exts(exts) if exts else DEFAULT_EXTS
     if not ext_list:
         fail("--exts is empty; give extensions such as --exts .jpg,.png")
@@ -183,8 +183,6 @@ def _rel(path: str) -> str:
 
 def _pack_mode(prefix: str, root: str, options, pass_through: bool, pack_label: bool,
                workers: int, executor: str, resume: bool, strict: bool, quiet: bool) -> None:
-    from recio.image.packing import find_lists, has_partial, pack_list
-
     folder = os.path.abspath(prefix)
     if not os.path.isdir(folder) and not os.path.isdir(os.path.dirname(folder)):
         fail(f"{os.path.dirname(folder)}: no such folder for PREFIX {prefix}")

@@ -8,6 +8,11 @@ from typing import Optional, Sequence
 import click
 
 from recio.cli.common import EXIT_USAGE, fail, handle_errors, progress
+from recio.errors import RecordIOError
+from recio.image.header import IR_SIZE, unpack
+from recio.records.index import index_cache_path, sibling_index_path, write_index
+from recio.records.reader import RecordReader
+from recio.records.split import record_heads
 
 
 @click.command("index")
@@ -28,9 +33,6 @@ def index_cmd(rec: str, output: Optional[str], key: str, quiet: bool) -> None:
       recio index train.rec --key id -o by_id.idx
     """
     import numpy as np
-
-    from recio.records.index import index_cache_path, sibling_index_path, write_index
-    from recio.records.split import record_heads
 
     output = output or sibling_index_path(rec)
     size = os.path.getsize(rec)
@@ -62,10 +64,6 @@ def index_cmd(rec: str, output: Optional[str], key: str, quiet: bool) -> None:
 
 def _ids(rec: str, offsets: list) -> list:
     """The IRHeader id of each record (from its first 24 payload bytes)."""
-    from recio.errors import RecordIOError
-    from recio.image.header import IR_SIZE, unpack
-    from recio.records.reader import RecordReader
-
     with RecordReader(rec) as reader:
         ids = []
         for off in offsets:

@@ -6,9 +6,8 @@ from typing import Optional
 
 import click
 
-from recio.records.stats import FileStats, scan_file
-
 from recio.cli.common import echo_json, handle_errors, json_option, progress, quiet_option
+from recio.records.stats import FileStats, scan_file
 
 
 @click.command("inspect")

@@ -6,9 +6,18 @@ from typing import Dict, List, Optional
 
 import click
 
+from recio.cli.common import (
+    EXIT_USAGE,
+    echo_json,
+    fail,
+    handle_errors,
+    json_option,
+    progress,
+    quiet_option,
+)
+from recio.records.atomic import OutputSet
+from recio.records.index import format_index, read_index, sibling_index_path
 from recio.records.split import DEFAULT_CHUNK_SIZE, InputSplit, iter_heads_with_keys
-
-from recio.cli.common import EXIT_USAGE, echo_json, fail, handle_errors, json_option, progress, quiet_option
 
 
 @click.command("split")
@@ -88,9 +97,6 @@ def _print_table(rows: List[Dict], files: List[str], total: int, num_parts: int)
 def _write_parts(parts: List[InputSplit], prefix: str, quiet: bool) -> None:
     """Copy each part's byte ranges verbatim into PREFIX_k.rec and index them (atomic files:
     each part's .rec and .idx appear together, the .rec first, only once both are written)."""
-    from recio.records.atomic import OutputSet
-    from recio.records.index import format_index
-
     folder = os.path.dirname(os.path.abspath(prefix))
     os.makedirs(folder, exist_ok=True)
     keys_of = _input_keys(parts[0].files)
@@ -121,8 +127,6 @@ def _write_parts(parts: List[InputSplit], prefix: str, quiet: bool) -> None:
 
 def _input_keys(files: List[str]) -> Dict[str, Dict[int, str]]:
     """offset -> key for every input file that has an .idx (keys are kept when resharding)."""
-    from recio.records.index import read_index, sibling_index_path
-
     out = {}
     for path in files:
         idx = sibling_index_path(path)

@@ -7,10 +7,16 @@ from typing import Optional
 
 import click
 
+from recio.cli.common import (
+    EXIT_DAMAGE,
+    EXIT_OK,
+    echo_json,
+    handle_errors,
+    json_option,
+    progress,
+    quiet_option,
+)
 from recio.records.stats import check_images, scan_file
-
-from recio.cli.common import (EXIT_DAMAGE, EXIT_OK, echo_json, handle_errors, json_option, progress,
-                     quiet_option)
 
 
 @click.command("verify")

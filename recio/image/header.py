@@ -22,6 +22,7 @@ from typing import Tuple, Union
 import numpy as np
 
 from recio.errors import ImageError
+from recio.image.codec import DEFAULT_MAX_PIXELS
 
 IR_FORMAT = "<IfQQ"
 IR_STRUCT = struct.Struct(IR_FORMAT)
@@ -133,8 +134,6 @@ def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
     ``recio.image.codec.DEFAULT_MAX_PIXELS`` pixels (the packer's decompression-bomb limit),
     before its pixels are allocated.
     """
-    from recio.image.codec import DEFAULT_MAX_PIXELS
-
     Image = _pil()
     try:
         image = Image.open(io.BytesIO(data))

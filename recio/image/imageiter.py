@@ -37,6 +37,10 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio.image.header import unpack
+from recio.records.index import read_index
+from recio.records.reader import RecordReader
+from recio.records.split import InputSplit
 from recio.records.threaded import ThreadedIter
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -80,7 +84,7 @@ def _decode_errors() -> tuple:
             Image.DecompressionBombError)
 
 
-def _jpeg_module(decoder: str) -> Any:
+def jpeg_module(decoder: str) -> Any:
     """simplejpeg for ``decoder="simplejpeg"`` (or ``"auto"`` when installed), else None."""
     if decoder not in ("pillow", "simplejpeg", "auto"):
         raise ValueError(f"decoder must be 'pillow', 'simplejpeg' or 'auto', got {decoder!r}")
@@ -109,7 +113,7 @@ class Augmenter:
                  layout: str = "NCHW", decoder: str = "auto") -> None:
         c, h, w = (int(v) for v in data_shape)
         self.decoder = decoder
-        self._simplejpeg = _jpeg_module(decoder)
+        self._simplejpeg = jpeg_module(decoder)
         self.channels, self.height, self.width = c, h, w
         self.resize = int(resize)
         self.rand_crop, self.rand_mirror = bool(rand_crop), bool(rand_mirror)
@@ -139,7 +143,7 @@ class Augmenter:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._simplejpeg = _jpeg_module(self.decoder)
+        self._simplejpeg = jpeg_module(self.decoder)
 
     def decode(self, img_bytes: bytes) -> np.ndarray:
         """The image as a uint8 HWC array (C = 1 or 3), shorter side scaled to ``resize`` if set.
@@ -267,7 +271,7 @@ def _resize(img: Any, width: int, height: int) -> Any:
     return out[:, :, None] if squeeze else out
 
 
-def _shuffle_buffer(items: Iterator[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
+def buffered_shuffle(items: Iterator[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
     """Yield ``items`` in a random order using at most ``size`` held items (each exactly once)."""
     buf: List[Any] = []
     for item in items:
@@ -286,8 +290,6 @@ class _Engine:
     """The state the producer thread needs (no reference back to the ImageRecordIter)."""
 
     def __init__(self, it: "ImageRecordIter") -> None:
-        from recio.image.header import unpack
-
         self.unpack = unpack
         self.path = it.path_imgrec
         self.batch_size, self.label_width = it.batch_size, it.label_width
@@ -308,9 +310,6 @@ class _Engine:
         self.keys: Optional[List[Any]] = None
         self.offsets: Optional[List[int]] = None
         if it.path_imgidx is not None:
-            from recio.records.index import read_index
-            from recio.records.reader import RecordReader
-
             self.reader = RecordReader(self.path)
             try:
                 keys, offsets = read_index(it.path_imgidx, rec_size=self.reader.size)
@@ -341,13 +340,12 @@ class _Engine:
             for i in order:
                 yield f"key {keys[i]!r}", read_at(offsets[i])
             return
-        from recio.records.split import InputSplit
 
         split = InputSplit(self.path, self.part_index, self.num_parts)
         part = "" if self.num_parts == 1 else f" of part {self.part_index}/{self.num_parts}"
         stream = ((f"record #{n}{part}", payload) for n, payload in enumerate(split))
         if self.shuffle:
-            stream = _shuffle_buffer(stream, self.shuffle_buffer, rng)
+            stream = buffered_shuffle(stream, self.shuffle_buffer, rng)
         yield from stream
 
     # -- one record ------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import struct
 from numbers import Real
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from recio.records.atomic import atomic_open
 from recio.errors import ListFileError
+from recio.records.atomic import atomic_open
 
 PathLike = Union[str, "os.PathLike[str]"]
 

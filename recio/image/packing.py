@@ -30,12 +30,12 @@ from typing import Callable, Deque, Iterable, Iterator, List, Optional, Tuple, U
 
 from PIL import Image
 
-from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.errors import ImageError, RecordIOError
-from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
-from recio.image.header import IRHeader, pack
 from recio.image.codec import ImageOptions, set_opencv_threads, transform_image
+from recio.image.header import IRHeader, pack
 from recio.image.lists import ListItem, read_list_numbered
+from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
+from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
 
 PathLike = Union[str, "os.PathLike[str]"]
 ProgressCallback = Callable[[int, int], None]

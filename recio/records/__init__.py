@@ -12,12 +12,12 @@ Reading from the bottom up:
 * ``stats``    what ``recio inspect``/``verify`` report: counts, sizes, damage, index checks.
 * ``threaded`` ``ThreadedIter``: a bounded background prefetch for any iterator.
 """
-from recio.records.reader import RecordReader
-from recio.records.writer import IndexedRecordWriter, RecordWriter
 from recio.records.index import Index, open_index, read_index, sibling_index_path, write_index
 from recio.records.indexed import IndexedRecordReader
+from recio.records.reader import RecordReader
 from recio.records.split import InputSplit
 from recio.records.threaded import ThreadedIter
+from recio.records.writer import IndexedRecordWriter, RecordWriter
 
 __all__ = ["RecordReader", "RecordWriter", "IndexedRecordWriter", "IndexedRecordReader", "Index",
            "open_index", "read_index", "write_index", "sibling_index_path", "InputSplit",

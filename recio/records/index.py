@@ -22,14 +22,14 @@ import operator
 import os
 import struct
 import zlib
-from itertools import chain, islice
 from collections.abc import Mapping, Sequence
-from typing import (Any, Callable, Iterable, Iterator, List, Optional, Tuple, Union)
+from itertools import chain, islice
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from recio.records.atomic import AtomicFile, atomic_open
 from recio.errors import IndexFileError
+from recio.records.atomic import AtomicFile, atomic_open
 
 PathLike = Union[str, "os.PathLike[str]"]
 KeyType = Optional[Callable[[str], Any]]
@@ -935,26 +935,6 @@ def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[i
     return index
 
 
-def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
-              key_type: KeyType = int, rec_size: Optional[int] = None,
-              cache: Optional[bool] = None) -> Index:
-    """The ``Index`` of a ``.rec``: from ``idx_path``, else the ``.idx`` beside it when there
-    is one, else by scanning the file (keys ``0..n-1``, like ``rec2idx``; ``path`` is None)."""
-    if idx_path is None:
-        candidate = sibling_index_path(rec_path)
-        idx_path = candidate if os.path.exists(candidate) else None
-    if idx_path is None:
-        from recio.records.reader import RecordReader
-
-        with RecordReader(rec_path) as reader:
-            offsets = np.fromiter(reader.iter_offsets(), np.int64)
-        # keys 0..n-1 whatever key_type says, as rec2idx writes them
-        return Index(offsets, base=0, key_type=key_type, rec_size=rec_size)
-    if rec_size is None:
-        rec_size = os.path.getsize(rec_path)
-    return open_index(idx_path, key_type, rec_size=rec_size, cache=cache)
-
-
 # -- the list API ------------------------------------------------------------------------------
 def read_index(idx_path: PathLike, key_type: Callable[[str], Any] = int,
                rec_size: Optional[int] = None) -> Tuple[List[Any], List[int]]:
@@ -1044,30 +1024,6 @@ def _format_lines(keys: np.ndarray, offsets: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-def load_index(rec_path: PathLike, idx_path: Optional[PathLike] = None,
-               key_type: Callable[[str], Any] = int,
-               rec_size: Optional[int] = None) -> Tuple[Optional[str], List[Any], List[int]]:
-    """``(idx path used, keys, offsets)`` for a ``.rec``: from ``idx_path``, else from the ``.idx``
-    beside it when there is one, else by scanning the file (keys ``0..n-1``, like ``rec2idx``).
-    (``index_for`` gives the same as an ``Index`` of arrays.)"""
-    if idx_path is None:
-        candidate = sibling_index_path(rec_path)
-        idx_path = candidate if os.path.exists(candidate) else None
-    if idx_path is None:
-        offsets = build_index(rec_path)
-        return None, list(range(len(offsets))), offsets
-    index = index_for(rec_path, idx_path, key_type, rec_size=rec_size)
-    return os.fspath(idx_path), index.key_list(), index.offsets.tolist()
-
-
-def build_index(rec_path: PathLike) -> List[int]:
-    """Offsets of every record in a ``.rec`` by scanning its headers (MXNet's ``rec2idx``)."""
-    from recio.records.reader import RecordReader
-
-    with RecordReader(rec_path) as reader:
-        return list(reader.iter_offsets())
-
-
-__all__ = ["read_index", "write_index", "format_index", "build_index", "load_index", "sibling_index_path",
-           "open_index", "index_for", "index_cache_path", "Index", "IndexKeys", "IndexOffsets",
+__all__ = ["read_index", "write_index", "format_index", "sibling_index_path",
+           "open_index", "index_cache_path", "Index", "IndexKeys", "IndexOffsets",
            "CACHE_SUFFIX", "CACHE_ENV", "CACHE_MIN_BYTES"]

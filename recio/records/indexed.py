@@ -1,13 +1,60 @@
-"""``IndexedRecordReader``: a read-only mapping ``key -> record`` over a ``.rec`` and ``.idx``."""
+"""Records found by key: the one load-the-``.idx``-or-scan decision (``index_for``) and
+``IndexedRecordReader``, a read-only mapping ``key -> record`` over a ``.rec`` and its ``.idx``."""
 from __future__ import annotations
 
 import os
 import warnings
 from collections.abc import Mapping
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
-from recio.records.index import Index, IndexOffsets, index_for
+import numpy as np
+
+from recio.records.index import Index, IndexOffsets, open_index, sibling_index_path
 from recio.records.reader import RecordReader
+
+PathLike = Union[str, "os.PathLike[str]"]
+KeyType = Optional[Callable[[str], Any]]
+
+
+def build_index(rec_path: PathLike) -> List[int]:
+    """Offsets of every record in a ``.rec`` by scanning its headers (MXNet's ``rec2idx``)."""
+    with RecordReader(rec_path) as reader:
+        return list(reader.iter_offsets())
+
+
+def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
+              key_type: KeyType = int, rec_size: Optional[int] = None,
+              cache: Optional[bool] = None, warn_on_scan: bool = False) -> Index:
+    """The ``Index`` of a ``.rec``: from ``idx_path``, else the ``.idx`` beside it when there
+    is one, else by scanning the file (keys ``0..n-1``, like ``rec2idx``; ``path`` is None).
+
+    This is the one place that decides between loading an index and scanning for one. With
+    ``warn_on_scan`` a missing ``.idx`` is reported (a ``UserWarning`` saying how to write it)
+    before the scan starts, for callers whose users expect an index to exist.
+    """
+    if idx_path is None:
+        candidate = sibling_index_path(rec_path)
+        if os.path.exists(candidate):
+            idx_path = candidate
+        else:
+            if warn_on_scan:
+                warnings.warn(f"{candidate} not found: scanning {os.fspath(rec_path)} for its "
+                              f"records (write it once with `recio index {os.fspath(rec_path)}`)",
+                              stacklevel=3)
+            # keys 0..n-1 whatever key_type says, as rec2idx writes them
+            return Index(np.asarray(build_index(rec_path), np.int64), base=0, key_type=key_type,
+                         rec_size=rec_size)
+    if rec_size is None:
+        rec_size = os.path.getsize(rec_path)
+    return open_index(idx_path, key_type, rec_size=rec_size, cache=cache)
+
+
+def load_index(rec_path: PathLike, idx_path: Optional[PathLike] = None,
+               key_type: Callable[[str], Any] = int,
+               rec_size: Optional[int] = None) -> Tuple[Optional[str], List[Any], List[int]]:
+    """``(idx path used or None, keys, offsets)`` as lists: ``index_for`` for list users."""
+    index = index_for(rec_path, idx_path, key_type, rec_size=rec_size)
+    return index.path, index.key_list(), index.offsets.tolist()
 
 
 class IndexedRecordReader(Mapping):
@@ -92,4 +139,4 @@ class IndexedRecordReader(Mapping):
         self._bind()
 
 
-__all__ = ["IndexedRecordReader"]
+__all__ = ["IndexedRecordReader", "index_for", "load_index", "build_index"]

@@ -10,14 +10,24 @@ from __future__ import annotations
 import io
 import mmap
 import os
-
-import numpy as np
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, Tuple, Union
 
+import numpy as np
+
 from recio.errors import RecordIOError
-from recio.records.framing import (CFLAG_LAST, HEADER_SIZE, MAGIC, MAGIC_BYTES, PART_HEADER,
-                      check_part_header, count_aligned_magic, find_record_head,
-                      first_aligned_magic, swallowed_head_error, truncated_header_error)
+from recio.records.framing import (
+    CFLAG_LAST,
+    HEADER_SIZE,
+    MAGIC,
+    MAGIC_BYTES,
+    PART_HEADER,
+    check_part_header,
+    count_aligned_magic,
+    find_record_head,
+    first_aligned_magic,
+    swallowed_head_error,
+    truncated_header_error,
+)
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 Span = Tuple[int, int]
@@ -608,14 +618,6 @@ class RecordReader:
         self.__init__(state["path"], on_error=state["on_error"],
                       trust_lengths=state.get("trust_lengths", False))
         self._pos = state["pos"]
-
-
-def __getattr__(name: str) -> Any:
-    """``recio.records.reader.IndexedRecordReader`` still works (it lives in ``recio.records.indexed``)."""
-    if name == "IndexedRecordReader":
-        from recio.records.indexed import IndexedRecordReader
-        return IndexedRecordReader
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["RecordReader"]

@@ -23,11 +23,13 @@ from __future__ import annotations
 import bisect
 import glob
 import os
-import warnings
 from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from recio.records import framing
+import numpy as np
+
 from recio.errors import IndexFileError
+from recio.records import framing
+from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -154,27 +156,20 @@ class _Layout:
         return out
 
 
-def _index_path(rec_path: str) -> str:
-    return os.path.splitext(rec_path)[0] + ".idx"
-
-
 def _load_offsets(layout: _Layout,
                   index_paths: Optional[Sequence[PathLike]]) -> List[Tuple[int, int]]:
     """(file number, offset) of every record, from the ``.idx`` files (scanning where one is
     missing)."""
-    import numpy as np
-
-    from recio.records.index import build_index, open_index
-
     if index_paths is None:
-        index_paths = [_index_path(p) for p in layout.paths]
+        index_paths = [None] * len(layout.paths)
     elif len(index_paths) != len(layout.paths):
         raise ValueError(f"{len(index_paths)} index files given for {len(layout.paths)} "
                          f"record files")
     records: List[Tuple[int, int]] = []
     for i, (rec, idx) in enumerate(zip(layout.paths, index_paths)):
-        if os.path.exists(idx):
-            in_order = open_index(idx, None, rec_size=layout.sizes[i]).offsets
+        index = index_for(rec, idx, None, rec_size=layout.sizes[i], warn_on_scan=True)
+        if index.path is not None:
+            in_order = index.offsets
             order = np.argsort(in_order, kind="stable")
             offsets = in_order[order]
             same = np.flatnonzero(offsets[1:] == offsets[:-1]) if len(offsets) > 1 else []
@@ -183,13 +178,10 @@ def _load_offsets(layout: _Layout,
                 raise IndexFileError(
                     f"entries {first + 1} and {second + 1} both point at the record at byte "
                     f"{int(offsets[same[0]])}; rebuild the index with `recio index`",
-                    path=os.fspath(idx), line=second + 1)
-            offsets = offsets.tolist()
+                    path=index.path, line=second + 1)
         else:
-            warnings.warn(f"{idx} not found: scanning {rec} for its records "
-                          f"(write it once with `recio index {rec}`)", stacklevel=3)
-            offsets = build_index(rec)
-        records.extend((i, off) for off in offsets)
+            offsets = index.offsets
+        records.extend((i, off) for off in offsets.tolist())
     return records
 
 

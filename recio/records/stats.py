@@ -20,8 +20,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from recio.records import framing
 from recio.errors import RecordIOError
+from recio.records import framing
+from recio.records.index import read_index
+from recio.records.reader import RecordReader
 
 _IR = struct.Struct("<IfQQ")  # the image record header, as recio.image.header
 _IR_SIZE = _IR.size
@@ -253,8 +255,6 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     (default: the ``.idx`` beside the file) is checked when it exists. ``progress(nbytes)`` is
     called now and then with the bytes scanned since the last call.
     """
-    from recio.records.reader import RecordReader
-
     path = os.fspath(path)
     if index_path is None:
         candidate = os.path.splitext(path)[0] + ".idx"
@@ -435,7 +435,6 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -
     """Compare an ``.idx`` with the record heads found by a scan (``heads`` in file order)."""
     import numpy as np
 
-    from recio.records.index import read_index
 
     chk = IndexCheck(path=idx_path, records=len(heads))
     try:
@@ -471,7 +470,6 @@ def check_images(path: "os.PathLike[str] | str", heads: "array | List[int]",
 
     from PIL import Image
 
-    from recio.records.reader import RecordReader
 
     path = os.fspath(path)
     bad: List[DamageRegion] = []

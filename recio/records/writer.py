@@ -19,10 +19,18 @@ import os
 from functools import partial
 from typing import Any, BinaryIO, Callable, List, Optional, Sequence, Union
 
-from recio.records.atomic import ManagedWriter, OutputSet, preallocate
 from recio.errors import RecordIOError
-from recio.records.framing import (MAGIC, MAGIC_BYTES, MAX_RECORD_LENGTH, PADDING, PART_HEADER,
-                      count_aligned_magic, frame_parts, split_payload)
+from recio.records.atomic import ManagedWriter, OutputSet, preallocate
+from recio.records.framing import (
+    MAGIC,
+    MAGIC_BYTES,
+    MAX_RECORD_LENGTH,
+    PADDING,
+    PART_HEADER,
+    count_aligned_magic,
+    frame_parts,
+    split_payload,
+)
 from recio.records.index import format_index
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]

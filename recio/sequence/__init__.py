@@ -8,6 +8,7 @@
 * ``convert``    CBF <-> records.
 """
 from recio.sequence.records import *  # noqa: F401,F403  (the names of the sequence format)
-from recio.sequence.records import MAX_DENSE_BYTES, __all__ as _records_all
+from recio.sequence.records import MAX_DENSE_BYTES
+from recio.sequence.records import __all__ as _records_all
 
 __all__ = [*_records_all, "MAX_DENSE_BYTES"]

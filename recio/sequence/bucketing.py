@@ -32,6 +32,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Un
 import numpy as np
 
 from recio.errors import SequenceError
+from recio.sequence.records import sample_counts
 
 __all__ = ["length_histogram", "bucket_boundaries", "optimal_boundaries", "equal_width_boundaries",
            "quantile_boundaries", "assign_buckets", "padded_cost", "padding_waste",
@@ -375,8 +376,6 @@ class BucketBatchSampler:
     def from_rec(cls, rec_path, buckets: Union[int, Sequence[int]], batch_size: int,
                  stream: Optional[str] = None, **kwargs) -> "BucketBatchSampler":
         """A sampler over a sequence ``.rec`` whose lengths come from its sample-count sidecar."""
-        from recio.sequence.records import sample_counts
-
         return cls(sample_counts(rec_path, stream=stream), buckets, batch_size, **kwargs)
 
     # -- epoch plan

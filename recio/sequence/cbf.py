@@ -32,13 +32,13 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import (Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
-                    Tuple, Union)
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from recio.records.atomic import ManagedWriter, OutputSet
 from recio.errors import CBFError
+from recio.records.atomic import ManagedWriter, OutputSet
+from recio.sequence.records import Sparse, dense_size_problem
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -152,8 +152,6 @@ class SparseSequence(NamedTuple):
         """The dense ``(N, sample_dim)`` array (zeros where nothing is stored; a repeated
         index within a sample adds up, as in :class:`recio.sequence.Sparse`); refused with
         ``CBFError`` past ``recio.sequence.MAX_DENSE_BYTES``."""
-        from recio.sequence.records import dense_size_problem
-
         problem = dense_size_problem(len(self.counts), self.sample_dim, self.values.dtype.itemsize)
         if problem is not None:
             raise CBFError(problem)
@@ -166,8 +164,6 @@ class SparseSequence(NamedTuple):
 
     def to_sparse(self) -> Any:
         """The same data as a :class:`recio.sequence.Sparse` (indptr form), for sequence records."""
-        from recio.sequence.records import Sparse
-
         return Sparse(self.indptr, self.indices, self.values, self.sample_dim)
 
     @classmethod
@@ -299,7 +295,7 @@ class CBFReader:
     as CNTK's reader does: ``{"new_name": "name_in_file"}``. ``keep_data_in_memory`` caches
     decoded chunks (CNTK's ``keepDataInMemory``). The reader is a chunked corpus for
     :class:`recio.MinibatchSource`, its chunks being the randomization chunks; see
-    :func:`minibatch_source` for CNTK's parameter names. ``per_stream_counts=True`` makes
+    :func:`recio.sequence.minibatch.cbf_minibatch_source` for CNTK's parameter names. ``per_stream_counts=True`` makes
     ``chunk_sample_counts`` give each stream's N (decoding the chunk) so ``defines_mb_size``
     works; by default it gives the one meta count per sequence stored in the file, as CNTK does.
     """
@@ -454,28 +450,6 @@ class CBFReader:
 
 def _stream_samples(data: Any) -> int:
     return data.num_samples if isinstance(data, SparseSequence) else len(data)
-
-
-def minibatch_source(path: PathLike, streams: Any = None, randomize: bool = True,
-                     randomization_window: Optional[int] = None, randomization_seed: int = 0,
-                     keep_data_in_memory: bool = False,
-                     alias: Optional[Mapping[str, str]] = None, **kwargs: Any) -> Any:
-    """A :class:`recio.MinibatchSource` reading a CBF file directly, with the parameters of
-    CNTK's binary reader; its chunks are the randomization chunks.
-
-    ``randomization_window`` is in samples (None: the whole corpus), ``randomization_seed``
-    seeds sweep 0 (each sweep gets its own order), ``keep_data_in_memory`` keeps decoded chunks
-    after their last use. Other keywords (``epoch_size``, ``max_sweeps``, ``defines_mb_size``,
-    ``worker_rank``, ``num_workers``) pass to MinibatchSource; ``defines_mb_size`` makes the
-    reader count samples per stream (one decoding pass over the file at start).
-    """
-    from recio.sequence.minibatch import MinibatchSource
-
-    reader = CBFReader(path, alias=alias, keep_data_in_memory=keep_data_in_memory,
-                       per_stream_counts=kwargs.get("defines_mb_size") is not None)
-    return MinibatchSource(reader, streams=streams, randomize=randomize,
-                           randomization_window=randomization_window, seed=randomization_seed,
-                           **kwargs)
 
 
 def decode_chunk(buf: bytes, info: ChunkInfo, streams: Sequence[StreamInfo], path: str,
@@ -799,6 +773,6 @@ class CBFWriter(ManagedWriter):
         self.abort()
 
 
-__all__ = ["CBFReader", "CBFWriter", "minibatch_source", "StreamInfo", "ChunkInfo",
+__all__ = ["CBFReader", "CBFWriter", "StreamInfo", "ChunkInfo",
            "SparseSequence", "MAGIC", "VERSION", "read_header", "decode_chunk", "encode_dense",
            "encode_sparse", "as_sparse", "DENSE", "SPARSE"]

@@ -19,8 +19,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
-from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
 from recio.errors import CBFError, SequenceError
+from recio.records.reader import RecordReader
+from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
+from recio.sequence.records import SequenceWriter, unpack_sequence
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]
@@ -30,8 +32,6 @@ def cbf_to_rec(cbf_path: PathLike, rec_path: PathLike, idx_path: Optional[PathLi
                alias: Optional[Mapping[str, str]] = None,
                progress: Progress = None) -> Dict[str, Any]:
     """Write every CBF sequence as a sequence record; returns a summary dict."""
-    from recio.sequence.records import SequenceWriter
-
     started = time.perf_counter()
     reader = CBFReader(cbf_path, alias=alias)
     rec_path = os.fspath(rec_path)
@@ -82,9 +82,6 @@ def cbf_to_rec(cbf_path: PathLike, rec_path: PathLike, idx_path: Optional[PathLi
 def rec_to_cbf(rec_path: PathLike, cbf_path: PathLike, chunk_size_bytes: int = 32 << 20,
                progress: Progress = None) -> Dict[str, Any]:
     """Write the sequence records of ``rec_path`` (file order) as a CBF file; returns a summary."""
-    from recio.records.reader import RecordReader
-    from recio.sequence.records import unpack_sequence
-
     started = time.perf_counter()
     rec_path = os.fspath(rec_path)
     cbf_path = os.fspath(cbf_path)

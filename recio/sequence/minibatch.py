@@ -53,7 +53,17 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from recio.errors import RecordIOError, SequenceError
-from recio.sequence.records import Sparse, stream_sample_counts, unpack_sequence
+from recio.image.header import unpack_header
+from recio.records.indexed import index_for
+from recio.records.reader import RecordReader
+from recio.sequence import records as sequence
+from recio.sequence.cbf import CBFReader
+from recio.sequence.records import (
+    Sparse,
+    sequence_sample_counts,
+    stream_sample_counts,
+    unpack_sequence,
+)
 
 #: ``epoch_size`` value: one epoch = one sweep, repeat forever (CNTK's SIZE_MAX)
 INFINITELY_REPEAT = sys.maxsize
@@ -83,21 +93,13 @@ class RecordCorpus:
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Optional[Union[str, "os.PathLike[str]"]] = None,
                  chunk_samples: int = DEFAULT_CHUNK_SAMPLES) -> None:
-        from recio.records.index import build_index, open_index
-        from recio.records.reader import RecordReader
-        from recio.sequence import records as sequence
-
         self.rec_path = os.fspath(rec_path)
         if chunk_samples < 1:
             raise ValueError(f"chunk_samples must be >= 1, not {chunk_samples}")
-        self.idx_path = os.fspath(idx_path) if idx_path is not None else \
-            os.path.splitext(self.rec_path)[0] + ".idx"
         rec_size = os.path.getsize(self.rec_path)
-        if os.path.exists(self.idx_path):
-            offsets = open_index(self.idx_path, None, rec_size=rec_size).offsets
-        else:
-            offsets = build_index(self.rec_path)
-        self.offsets = np.asarray(offsets, dtype=np.int64)
+        index = index_for(self.rec_path, idx_path, None, rec_size=rec_size)
+        self.idx_path = index.path
+        self.offsets = np.asarray(index.offsets, dtype=np.int64)
         # records are decoded as NumPy views straight into the reader's read-only map (no copy)
         self._reader = RecordReader(self.rec_path)
         self._size = rec_size
@@ -133,8 +135,6 @@ class RecordCorpus:
 
     def _count_samples(self) -> Tuple[List[str], np.ndarray]:
         """Stream names and ``counts[records, streams]`` from every record's stream table."""
-        from recio.sequence.records import sequence_sample_counts
-
         names: List[str] = []
         counts = None
         for row, offset in enumerate(self.offsets.tolist()):
@@ -245,8 +245,6 @@ class _LazyChunk:
 def _image_sequence(record: bytes) -> Dict[str, np.ndarray]:
     """An image record as two one-sample streams, as views into ``record`` (ImageError when
     its header is damaged)."""
-    from recio.image.header import unpack_header
-
     header, end = unpack_header(record)
     if header.flag:
         labels = header.label.reshape(1, header.flag)
@@ -271,8 +269,6 @@ class MemoryCorpus:
     """
 
     def __init__(self, sequences: Sequence[Mapping[str, Any]], chunk_sequences: int = 64) -> None:
-        from recio.sequence.records import stream_sample_counts
-
         if chunk_sequences < 1:
             raise ValueError(f"chunk_sequences must be >= 1, not {chunk_sequences}")
         self.sequences = [dict(s) for s in sequences]
@@ -344,7 +340,6 @@ def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if path.lower().endswith(".cbf"):
-            from recio.sequence.cbf import CBFReader
             return CBFReader(path, per_stream_counts=per_stream_counts)
         return RecordCorpus(path, chunk_samples=chunk_samples)
     if isinstance(source, (list, tuple)):
@@ -822,6 +817,25 @@ def _num_samples(data: Any) -> int:
     return int(n) if n is not None else int(np.shape(data)[0])
 
 
+def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = None, randomize: bool = True,
+                         randomization_window: Optional[int] = None, randomization_seed: int = 0,
+                         keep_data_in_memory: bool = False,
+                         alias: Optional[Mapping[str, str]] = None, **kwargs: Any) -> Any:
+    """A :class:`recio.MinibatchSource` reading a CBF file directly, with the parameters of
+    CNTK's binary reader; its chunks are the randomization chunks.
+
+    ``randomization_window`` is in samples (None: the whole corpus), ``randomization_seed``
+    seeds sweep 0 (each sweep gets its own order), ``keep_data_in_memory`` keeps decoded chunks
+    after their last use. Other keywords (``epoch_size``, ``max_sweeps``, ``defines_mb_size``,
+    ``worker_rank``, ``num_workers``) pass to MinibatchSource; ``defines_mb_size`` makes the
+    reader count samples per stream (one decoding pass over the file at start).
+    """
+    reader = CBFReader(path, alias=alias, keep_data_in_memory=keep_data_in_memory,
+                       per_stream_counts=kwargs.get("defines_mb_size") is not None)
+    return MinibatchSource(reader, streams=streams, randomize=randomize,
+                               randomization_window=randomization_window, seed=randomization_seed,
+                           **kwargs)
+
+
 __all__ = ["MinibatchSource", "Minibatch", "RecordCorpus", "MemoryCorpus", "ConcatCorpus",
-           "open_corpus",
-           "INFINITELY_REPEAT", "FULL_DATA_SWEEP"]
+           "open_corpus", "cbf_minibatch_source", "INFINITELY_REPEAT", "FULL_DATA_SWEEP"]

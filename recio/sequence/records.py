@@ -47,8 +47,10 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
-from recio.records.atomic import ManagedWriter, OutputSet, atomic_open
 from recio.errors import SequenceError
+from recio.records.atomic import ManagedWriter, OutputSet, atomic_open
+from recio.records.index import open_index, sibling_index_path
+from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -521,8 +523,6 @@ def sample_counts(rec_path: PathLike, stream: Optional[str] = None) -> np.ndarra
     stream's count (what ``defines_mb_size`` uses). No record is decoded; when ``PREFIX.idx``
     exists, the sidecar must list as many records as it does.
     """
-    from recio.records.index import open_index, sibling_index_path
-
     rec_path = os.fspath(rec_path)
     side = sidecar_path(rec_path)
     if not os.path.exists(side):
@@ -546,9 +546,6 @@ def rebuild_sidecar(rec_path: PathLike, idx_path: Optional[PathLike] = None) -> 
     Every record must be a sequence record with the first record's streams, its sections
     filling it exactly (:func:`sequence_sample_counts`); errors name the record's offset.
     """
-    from recio.records.index import open_index
-    from recio.records.reader import RecordReader
-
     rec_path = os.fspath(rec_path)
     idx_path = idx_path or os.path.splitext(rec_path)[0] + ".idx"
     offsets = open_index(idx_path, None, rec_size=os.path.getsize(rec_path)).offsets.tolist()

@@ -25,6 +25,13 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio.errors import ImageError, RecordIOError
+from recio.image.header import unpack
+from recio.image.imageiter import Augmenter, jpeg_module, buffered_shuffle
+from recio.records.indexed import index_for
+from recio.records.reader import RecordReader
+from recio.records.split import InputSplit
+
 try:
     import torch
     from torch.utils.data import Dataset, IterableDataset, get_worker_info
@@ -32,8 +39,6 @@ except ImportError as _exc:  # pragma: no cover - exercised only where torch is 
     raise ImportError("recio.torch needs PyTorch: pip install 'recio[torch]' "
                       f"(import failed: {_exc})") from _exc
 
-from recio.errors import ImageError, RecordIOError
-from recio.image.header import unpack
 
 PathLike = Union[str, "os.PathLike[str]"]
 _DECODES = ("tensor", "numpy", "pil", "raw")
@@ -44,10 +49,8 @@ class _Decoder:
 
     def __init__(self, decode: str, mode: str, transform: Optional[Callable],
                  target_transform: Optional[Callable], decoder: str = "auto") -> None:
-        from recio.image.imageiter import _jpeg_module
-
         self.decoder = decoder
-        self._simplejpeg = _jpeg_module(decoder) if decode in ("tensor", "numpy") else None
+        self._simplejpeg = jpeg_module(decoder) if decode in ("tensor", "numpy") else None
         if decode not in _DECODES:
             raise ValueError(f"decode must be one of {_DECODES}, got {decode!r}")
         if mode not in ("RGB", "L"):
@@ -61,11 +64,9 @@ class _Decoder:
         return state
 
     def __setstate__(self, state: dict) -> None:
-        from recio.image.imageiter import _jpeg_module
-
         self.__dict__.update(state)
         if self.decode in ("tensor", "numpy"):
-            self._simplejpeg = _jpeg_module(self.decoder)
+            self._simplejpeg = jpeg_module(self.decoder)
 
     def __call__(self, payload: bytes, path: Optional[str], name: str,
                  offset: Optional[int] = None) -> Tuple[Any, Any]:
@@ -132,8 +133,6 @@ class RecordDataset(Dataset):
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
                  mode: str = "RGB", key_type: Callable[[str], Any] = int,
                  decoder: str = "auto") -> None:
-        from recio.records.index import index_for
-
         self.path_imgrec = os.fspath(path_imgrec)
         # arrays (or the memory-mapped index cache), so forked DataLoader workers share them
         # instead of touching millions of Python objects
@@ -157,8 +156,6 @@ class RecordDataset(Dataset):
 
     def _open(self) -> Any:
         if self._reader is None or self._pid != os.getpid():
-            from recio.records.reader import RecordReader
-
             self._reader = RecordReader(self.path_imgrec)  # a new fd and mmap in this process
             self._pid = os.getpid()
         return self._reader
@@ -204,8 +201,6 @@ class ImageAugment:
                  rand_mirror: bool = False, mean: Optional[Sequence[float]] = None,
                  std: Optional[Sequence[float]] = None, scale: float = 1.0,
                  dtype: str = "float32", decoder: str = "auto") -> None:
-        from recio.image.imageiter import Augmenter
-
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] not in (1, 3):
             raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 "
@@ -279,9 +274,6 @@ class RecordIterableDataset(IterableDataset):
         return rank * num_workers + worker_id, world * num_workers
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
-        from recio.image.imageiter import _shuffle_buffer
-        from recio.records.split import InputSplit
-
         part_index, num_parts = self.part()
         split = InputSplit(self.source, part_index, num_parts, balance=self.balance)
         name = f"record #{{}} of part {part_index}/{num_parts}"
@@ -289,7 +281,7 @@ class RecordIterableDataset(IterableDataset):
             enumerate(split.records_with_offsets())
         if self.shuffle_buffer:
             rng = np.random.default_rng([self.seed, self.epoch, part_index])
-            stream = _shuffle_buffer(stream, self.shuffle_buffer, rng)
+            stream = buffered_shuffle(stream, self.shuffle_buffer, rng)
         for n, (path, offset, payload) in stream:
             yield self._decoder(payload, path, name.format(n), offset)
 

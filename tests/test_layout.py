@@ -1,0 +1,184 @@
+"""The package's import graph: data flows downward, with no cycles and no hidden internal imports.
+
+Layers, bottom to top (a module may import its own layer and the ones below):
+
+0. ``recio.errors``, ``recio.optional``: the exception hierarchy and optional-dependency imports
+1. ``recio.records``: the container (framing, index, reader, writer, split, atomic files)
+2. ``recio.image``: image records (IRHeader, codec, lists, packing, ImageRecordIter)
+3. ``recio.sequence``: sample-counted sequences, MinibatchSource, bucketing, CBF
+4. ``recio.mx``, ``recio.torch``: integrations (they do not import each other)
+5. ``recio.cli``: the command line
+6. ``recio`` itself, ``recio.__main__``, ``recio.im2rec``, ``recio._moved``: entry points
+"""
+import ast
+import pathlib
+from typing import Dict, List, Set, Tuple
+
+import pytest
+
+import recio
+
+ROOT = pathlib.Path(recio.__file__).parent
+LAYERS = [
+    ("recio.errors", 0), ("recio.optional", 0),
+    ("recio.records", 1), ("recio.image", 2), ("recio.sequence", 3),
+    ("recio.mx", 4), ("recio.torch", 4), ("recio.cli", 5),
+    ("recio.__main__", 6), ("recio.im2rec", 6), ("recio._moved", 6), ("recio", 6),
+]
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def group_of(module: str) -> Tuple[str, int]:
+    """The layer group a module belongs to (the longest matching prefix) and its rank."""
+    for prefix, rank in LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix, rank
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS in {__file__}")
+
+
+MODULES: Dict[str, pathlib.Path] = {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def resolve(name: str) -> str:
+    """The recio module an imported name refers to (``recio.records.reader.RecordReader`` ->
+    ``recio.records.reader``)."""
+    while name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imports_of(module: str) -> List[Tuple[str, int, bool, str]]:
+    """(imported recio module, line, inside a function?, imported name) for every import."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    if alias.name == "recio" or alias.name.startswith("recio."):
+                        found.append((resolve(alias.name), child.lineno, in_function, ""))
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")
+                    anchor = anchor[:len(anchor) - (child.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                if base == "recio" or base.startswith("recio."):
+                    for alias in child.names:
+                        target = f"{base}.{alias.name}"
+                        found.append((resolve(target) if target in MODULES else resolve(base),
+                                      child.lineno, in_function, alias.name))
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        group_of(module)
+
+
+def test_no_upward_or_sideways_imports():
+    problems = []
+    for module in MODULES:
+        group, rank = group_of(module)
+        for target, line, _, _ in imports_of(module):
+            tgroup, trank = group_of(target)
+            sideways = trank == rank and tgroup != group and rank not in (0, 6)
+            if trank > rank or sideways:
+                problems.append(f"{MODULES[module]}:{line}: {module} (layer {rank}) imports "
+                                f"{target} (layer {trank})")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycles():
+    graph: Dict[str, Set[str]] = {m: {t for t, *_ in imports_of(m) if t != m} for m in MODULES}
+    # the package __init__ files that re-export their submodules are part of their submodules'
+    # import chain only when a submodule names the package itself, which the layering forbids
+    cycles = []
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+
+    def strongconnect(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            strongconnect(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+# imports inside functions that stay there, with the reason
+FUNCTION_LEVEL_ALLOWED: Dict[Tuple[str, str], str] = {}
+
+
+def test_no_internal_imports_inside_functions():
+    hidden = [f"{MODULES[m]}:{line}: imports {target} inside a function"
+              for m in MODULES for target, line, in_function, _ in imports_of(m)
+              if in_function and (m, target) not in FUNCTION_LEVEL_ALLOWED
+              and group_of(m)[1] < 6]
+    assert not hidden, "\n".join(hidden)
+
+
+def test_no_private_names_across_modules():
+    leaks = [f"{MODULES[m]}:{line}: {m} imports private {name!r} from {target}"
+             for m in MODULES for target, line, _, name in imports_of(m)
+             if name.startswith("_") and name != "__all__" and target != m
+             and not target.startswith(m + ".")]
+    assert not leaks, "\n".join(leaks)
+
+
+@pytest.mark.parametrize("old, new", [("recio.reader", "recio.records.reader"),
+                                      ("recio.imageproc", "recio.image.codec"),
+                                      ("recio.cbf", "recio.sequence.cbf")])
+def test_old_module_paths_still_import_with_a_warning(old, new):
+    import importlib
+    import sys
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=new):
+        module = importlib.import_module(old)
+    new_module = importlib.import_module(new)
+    public = [name for name in new_module.__all__]
+    assert public and all(getattr(module, name) is getattr(new_module, name) for name in public)
+
+
+def test_names_that_moved_to_another_module_still_resolve():
+    import recio.records.indexed
+    import recio.sequence.minibatch
+
+    with pytest.warns(DeprecationWarning):
+        from recio.cbf import minibatch_source
+        from recio.index import build_index
+    assert minibatch_source is recio.sequence.minibatch.cbf_minibatch_source
+    assert build_index is recio.records.indexed.build_index
