@@ -1,0 +1,58 @@
+"""Optional dependencies: the one place that imports them and says what to install.
+
+The core needs only click, Pillow, NumPy and tqdm. Everything else is an extra, imported on first
+use: ``optional("simplejpeg")`` gives the module or ``None`` (for features that fall back), and
+``require("torch", extra="torch", feature="recio.torch")`` gives the module or raises an
+``ImportError`` telling the user which ``pip install`` brings it.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+from types import ModuleType
+from typing import Dict, Optional
+
+# import name -> (extra that installs it, the pip package)
+EXTRAS: Dict[str, tuple] = {
+    "simplejpeg": ("fast", "simplejpeg"),
+    "cv2": ("fast", "opencv-python-headless"),
+    "torch": ("torch", "torch"),
+    "scipy": ("scipy", "scipy"),
+}
+
+_found: Dict[str, Optional[ModuleType]] = {}
+_lock = threading.Lock()
+
+
+def optional(name: str) -> Optional[ModuleType]:
+    """The module ``name``, or None when it is not installed (looked up once per process)."""
+    if name not in _found:
+        with _lock:
+            if name not in _found:
+                try:
+                    _found[name] = importlib.import_module(name)
+                except ImportError:
+                    _found[name] = None
+    return _found[name]
+
+
+def install_hint(name: str) -> str:
+    """``pip install 'recio[extra]'`` (or the package) that provides module ``name``."""
+    extra, package = EXTRAS.get(name, (None, name))
+    return f"pip install 'recio[{extra}]' (or {package})" if extra else f"pip install {package}"
+
+
+def require(name: str, feature: str) -> ModuleType:
+    """The module ``name``; ``ImportError`` naming ``feature`` and what to install when it is
+    missing (or fails to import: the original error is kept as the cause)."""
+    module = optional(name)
+    if module is not None:
+        return module
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(f"{feature} needs {name}: {install_hint(name)} "
+                          f"(import failed: {exc})") from exc
+
+
+__all__ = ["optional", "require", "install_hint", "EXTRAS"]
