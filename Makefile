@@ -1,27 +1,57 @@
-# recio: the two commands a newcomer needs are `make demo` and `make test`.
+# recio: the two commands a newcomer needs are `make demo` and `make test`, run inside a
+# virtualenv (python3 -m venv .venv && . .venv/bin/activate). Every step uses $(PYTHON), so
+# `make test PYTHON=/path/to/venv/bin/python` works without activating anything.
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
-# torch for the recio[torch] tests: a CPU build lies on this machine's disk; pinning it keeps pip
-# from pulling a multi-GB CUDA build. Where it cannot be installed those tests skip with a reason.
-TORCH_PIN ?= torch==2.13.0
+# torch for the recio[torch] tests. CI (CPython 3.11) installs torch==2.13.0, a CPU build; the
+# pin keeps pip from pulling a multi-GB CUDA build. That build exists there for CPython 3.11
+# only, so on other Pythons `make test` leaves torch out unless TORCH_PIN names a build to
+# install (TORCH_PIN=torch==X.Y.Z), and says so: the torch tests are then reported as skipped,
+# each with its reason. A pinned torch that fails to install or import fails `make test`.
+ifeq ($(origin TORCH_PIN), undefined)
+TORCH_PIN := $(shell $(PYTHON) -c 'import sys; print("torch==2.13.0" if sys.version_info[:2] == (3, 11) else "")' 2>/dev/null)
+endif
 
-.PHONY: install install-dev install-torch test demo bench clean
+.PHONY: check-python install install-dev install-torch test demo bench clean
 
-install:
+# Refuse, in one line, an interpreter pip may not install into (PEP 668 "externally managed",
+# e.g. Debian's /usr/bin/python3 outside a virtualenv) or one older than recio supports.
+check-python:
+	@$(PYTHON) -c 'import os, sys, sysconfig; \
+	managed = os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")); \
+	inside_venv = sys.prefix != sys.base_prefix; \
+	allowed = os.environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "true", "yes"); \
+	old = sys.version_info < (3, 9); \
+	msg = ("recio needs Python 3.9 or newer; $(PYTHON) is %d.%d" % sys.version_info[:2] if old else \
+	       "$(PYTHON) is managed by the system (PEP 668): create a virtualenv: python3 -m venv .venv && . .venv/bin/activate" \
+	       if managed and not inside_venv and not allowed else ""); \
+	sys.exit(msg or None)'
+
+install: check-python
 	$(PIP) install -q -e .
 
-install-dev:
+install-dev: check-python
 	$(PIP) install -q -e '.[dev,fast]'
+	@$(PYTHON) -c 'import simplejpeg, cv2' || \
+		{ echo "make: the fast extra (simplejpeg, opencv-python-headless) installed but does not import" >&2; exit 1; }
 
-install-torch:
-	@$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install -q '$(TORCH_PIN)' || \
-		echo "note: could not install $(TORCH_PIN); the torch tests will be skipped"
+install-torch: check-python
+ifneq ($(strip $(TORCH_PIN)),)
+	@$(PYTHON) -c 'import torch' 2>/dev/null || $(PIP) install -q '$(TORCH_PIN)'
+	@$(PYTHON) -c 'import torch' || \
+		{ echo "make: $(TORCH_PIN) was installed but does not import" >&2; exit 1; }
+else
+	@$(PYTHON) -c 'import torch' 2>/dev/null || \
+		echo "make test: no torch build is pinned for this Python (TORCH_PIN is empty): the torch tests will be reported as skipped"
+endif
 
+# CI=true: a test may not skip, except for an optional dependency left out on purpose here
+# (RECIO_TEST_WITHOUT), and pytest -rs lists every skip with its reason.
 test: install-dev install-torch
-	$(PYTHON) -m pytest -q tests
+	CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)' $(PYTHON) -m pytest -q -rs tests
 
 demo: install
-	bash examples/demo.sh
+	PYTHON='$(PYTHON)' bash examples/demo.sh
 
 bench: install
 	$(PIP) install -q -r benchmarks/requirements.txt

@@ -1,8 +1,18 @@
 """recio: read, write, split, inspect and pack RecordIO (.rec/.idx/.lst) files without MXNet.
 
-The core (framing, reader, writer, index, image headers) is imported eagerly; heavier parts
-(image iterators, sequence tools, CBF, PyTorch) load on first use, so ``import recio`` stays
-cheap and an optional dependency is only needed by the feature that uses it.
+The package is layered; each part imports only the ones listed before it:
+
+* ``recio.errors``, ``recio.optional``, ``recio.deprecation``: the exceptions, optional
+  dependencies and renamed keywords every part shares.
+* ``recio.records``: the RecordIO container (framing, reader, writer, ``.idx``, InputSplit).
+* ``recio.image``: image records as im2rec writes them (IRHeader, codec, lists, packing,
+  ImageRecordIter).
+* ``recio.sequence``: sample-counted sequences (MinibatchSource, bucketing, CBF).
+* ``recio.mx`` (a drop-in for ``mxnet.recordio``) and ``recio.torch`` (PyTorch datasets).
+* ``recio.cli``: the ``recio`` and ``im2rec`` commands (``python -m recio``).
+
+The names below load on first use, so ``import recio`` stays cheap and an optional dependency is
+only needed by the feature that uses it.
 """
 from importlib import import_module as _import_module
 

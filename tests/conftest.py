@@ -1,11 +1,40 @@
-"""Shared fixtures: the golden MXNet files (copied into tests/data/golden) and script lookup."""
+"""Shared test helpers: the golden MXNet files, running the commands, and optional dependencies.
+
+Commands run as ``[sys.executable, "-m", "recio", ...]`` (the ``script`` fixture), so a test never
+depends on which ``recio`` is first on PATH; tests/test_install.py checks the console scripts.
+
+Optional dependencies (torch, simplejpeg, OpenCV) go through ``need("torch")`` or the
+``@pytest.mark.needs("torch")`` marker. Outside CI a test needing a missing one is skipped with
+the reason (``pytest -rs`` prints it). Under ``CI=true`` (set by ``make test`` and so by .ci/run,
+which install the optional dependencies) a skip is reported as a failure, except for a module
+that ``RECIO_TEST_WITHOUT`` (comma-separated) says was left out on purpose: ``make test`` sets it
+to ``torch`` on a Python for which no torch build is pinned.
+"""
+import importlib
+import inspect
 import os
 import pathlib
-import shutil
+import signal
+import sys
+from types import ModuleType
+from typing import Callable, List
 
+import click.testing
 import pytest
 
+from recio.optional import install_hint
+
 GOLDEN = pathlib.Path(__file__).parent / "data" / "golden"
+
+#: True when the suite runs in CI, where every optional dependency is installed.
+CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+#: optional dependencies left out on purpose: their tests skip even under CI=true
+LEFT_OUT = {n.strip() for n in os.environ.get("RECIO_TEST_WITHOUT", "").split(",") if n.strip()}
+#: how the skip reason of such a test starts (the CI hook lets these skips through)
+LEFT_OUT_REASON = "left out on purpose (RECIO_TEST_WITHOUT)"
+
+#: command name -> the module that ``python -m`` runs for it
+COMMANDS = {"recio": "recio", "im2rec": "recio.im2rec"}
 
 
 @pytest.fixture(scope="session")
@@ -14,18 +43,104 @@ def golden() -> pathlib.Path:
     return GOLDEN
 
 
-def console_script(name: str) -> str:
-    """Path of an installed console script (``recio``, ``im2rec``), or skip if not installed."""
-    path = shutil.which(name)
-    if path is None:
-        pytest.skip(f"console script {name!r} is not installed (run `make install`)")
-    return path
+def command(name: str) -> List[str]:
+    """The argv prefix that runs command ``name`` (``recio`` or ``im2rec``) with the interpreter
+    running the tests: ``[sys.executable, "-m", "recio"]``. Independent of PATH."""
+    return [sys.executable, "-m", COMMANDS[name]]
 
 
 @pytest.fixture
-def script():
-    """``script("recio")`` -> path of the installed console script."""
-    return console_script
+def script() -> Callable[[str], List[str]]:
+    """``[*script("recio"), "inspect", path]`` -> the argv that runs the ``recio`` command."""
+    return command
+
+
+def as_in_a_terminal() -> None:
+    """``preexec_fn`` for a command a test interrupts with SIGINT: Ctrl-C's default action, as in
+    a terminal, even when the test run itself was started in the background (where a shell
+    ignores SIGINT, and an ignored signal stays ignored across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# -- optional dependencies ------------------------------------------------------------------------
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with ``reason`` (shown by ``pytest -rs``); under CI=true fail with it instead."""
+    if CI:
+        pytest.fail(f"CI=true and {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def need(name: str) -> ModuleType:
+    """Import optional dependency ``name`` for a test: the module, or skip (fail under CI=true)
+    saying what to install. An import that fails for another reason (a broken install) is
+    reported the same way, with the original error."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        error = exc
+    if name in LEFT_OUT:
+        pytest.skip(f"{LEFT_OUT_REASON}: {name} is not installed ({error})")
+    skip_or_fail(f"{name} cannot be imported ({error}): {install_hint(name)}")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(module, ...): the test needs these optional "
+                                       "dependencies (skip outside CI, fail under CI=true)")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        for name in mark.args:
+            need(name)
+
+
+def _fail_skips_under_ci(report) -> None:
+    """Under CI=true a skip (from any source: a skipif marker, importorskip) becomes a failure
+    that names the skipped test and the reason, so CI never passes a test it did not run."""
+    if CI and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        if str(reason).startswith(("Skipped: " + LEFT_OUT_REASON, LEFT_OUT_REASON)):
+            return
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true (where nothing may be skipped): {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) and \
+            pathlib.Path(report.longrepr[0]).name == "conftest.py":
+        # a skip raised by need() here: report it at the test, so -rs says which test skipped
+        path, line = item.reportinfo()[:2]
+        report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
+    _fail_skips_under_ci(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_skips_under_ci(outcome.get_result())
+
+
+# -- the same CliRunner on every supported click --------------------------------------------------
+
+if "mix_stderr" in inspect.signature(click.testing.CliRunner.__init__).parameters:
+    # click < 8.2 puts stderr into ``result.stdout`` unless mix_stderr=False; 8.2 keeps them apart
+    # and ``result.output`` holds both. The tests assert 8.2's behaviour, so on older click
+    # (down to the 8.0 floor) the runner keeps the streams apart and ``output`` joins them.
+    _original_init = click.testing.CliRunner.__init__
+
+    def _separate_streams_init(self, *args, mix_stderr=False, **kwargs):
+        _original_init(self, *args, mix_stderr=mix_stderr, **kwargs)
+
+    def _both_streams(self) -> str:
+        err = self.stderr_bytes.decode(self.runner.charset, "replace") if self.stderr_bytes else ""
+        return self.stdout + err
+
+    click.testing.CliRunner.__init__ = _separate_streams_init
+    click.testing.Result.output = property(_both_streams)
 
 
 @pytest.fixture(autouse=True)

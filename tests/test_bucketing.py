@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
 import recio
+from conftest import need
 from recio.sequence import bucketing as bk
 from recio.errors import RecordIOError, SequenceError
 
@@ -150,7 +151,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError):
         bk.padded_cost([1, 2], [5, 5], 2)
     with pytest.raises(ValueError):
-        recio.BucketBatchSampler([1, 2], 2, 2, rank=1)
+        recio.BucketBatchSampler([1, 2], 2, 2, part_index=1)
     with pytest.raises(ValueError):
         recio.BucketBatchSampler([1, 2], 2, 2, batch_size_in="tokens")
 
@@ -242,15 +243,16 @@ def test_drop_last_drops_partial_bucket_batches():
 
 @FAST
 @given(sampler_args, st.integers(1, 4), st.booleans())
-def test_replicas_disjoint_and_complete(args, replicas, drop_last):
-    per_rank = []
-    for rank in range(replicas):
-        s = recio.BucketBatchSampler(num_replicas=replicas, rank=rank, drop_last=drop_last, **args)
+def test_parts_disjoint_and_complete(args, parts, drop_last):
+    per_part = []
+    for part in range(parts):
+        s = recio.BucketBatchSampler(num_parts=parts, part_index=part, drop_last=drop_last,
+                                     **args)
         s.set_epoch(2)
-        per_rank.append(list(s))
-    everything = [i for batches in per_rank for b in batches for i in b]
+        per_part.append(list(s))
+    everything = [i for batches in per_part for b in batches for i in b]
     assert len(everything) == len(set(everything))          # disjoint
-    counts = [len(batches) for batches in per_rank]
+    counts = [len(batches) for batches in per_part]
     if drop_last:
         assert len(set(counts)) == 1
     else:
@@ -258,12 +260,12 @@ def test_replicas_disjoint_and_complete(args, replicas, drop_last):
         assert max(counts) - min(counts) <= 1
 
 
-def test_replicas_step_through_the_same_bucket():
+def test_parts_step_through_the_same_bucket():
     lengths = lognormal_lengths(2000, seed=5)
-    ranks = [recio.BucketBatchSampler(lengths, 3, 8, num_replicas=2, rank=r, drop_last=True)
+    parts = [recio.BucketBatchSampler(lengths, 3, 8, num_parts=2, part_index=r, drop_last=True)
              for r in range(2)]
-    which = bk.assign_buckets(lengths, ranks[0].boundaries)
-    pairs = list(zip(*[list(s) for s in ranks]))
+    which = bk.assign_buckets(lengths, parts[0].boundaries)
+    pairs = list(zip(*[list(s) for s in parts]))
     same = sum(which[a[0]] == which[b[0]] for a, b in pairs)
     assert same >= len(pairs) - 3   # only the mixed groups of leftovers can differ
 
@@ -301,7 +303,7 @@ def test_state_dict_with_batches_done_and_mismatch():
 
 
 def test_torch_dataloader_batch_sampler():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     lengths = lognormal_lengths(200, seed=9)
 
     class Seqs(torch.utils.data.Dataset):
@@ -348,7 +350,7 @@ def test_cli_text(seq_rec):
     from recio.cli.buckets import buckets_cmd
 
     rec, lengths = seq_rec
-    result = CliRunner().invoke(buckets_cmd, [str(rec), "-q", "3"])
+    result = CliRunner().invoke(buckets_cmd, [str(rec), "-n", "3"])
     assert result.exit_code == 0, result.output
     edges = bk.bucket_boundaries(lengths, 3, 32)
     assert f"Optimal boundaries for Q=3 (upper edges, inclusive): {', '.join(map(str, edges))}" \
@@ -363,7 +365,7 @@ def test_cli_json(seq_rec):
     from recio.cli.buckets import buckets_cmd
 
     rec, lengths = seq_rec
-    result = CliRunner().invoke(buckets_cmd, [str(rec), "-q", "4", "-b", "8", "--max-buckets", "5",
+    result = CliRunner().invoke(buckets_cmd, [str(rec), "-n", "4", "-b", "8", "--max-buckets", "5",
                                               "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
@@ -389,12 +391,38 @@ def test_cli_missing_sidecar_one_line_exit_2(tmp_path):
 
 def test_console_script(script, seq_rec):
     rec, lengths = seq_rec
-    proc = subprocess.run([script("recio"), "buckets", str(rec), "-q", "2", "--json"],
+    proc = subprocess.run([*script("recio"), "buckets", str(rec), "-n", "2", "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["boundaries"] == bk.bucket_boundaries(lengths, 2, 32)
-    bad = subprocess.run([script("recio"), "buckets", str(rec), "--stream", "nope"],
+    bad = subprocess.run([*script("recio"), "buckets", str(rec), "--stream", "nope"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1 and "nope" in bad.stderr
     assert isinstance(SequenceError("x"), RecordIOError)
+
+
+def test_old_replica_names_still_work_with_a_warning():
+    """num_replicas/rank (DistributedSampler's names) are now num_parts/part_index."""
+    lengths = lognormal_lengths(300, seed=2)
+    new = recio.BucketBatchSampler(lengths, 3, 8, num_parts=3, part_index=1)
+    with pytest.warns(DeprecationWarning) as got:
+        old = recio.BucketBatchSampler(lengths, 3, 8, num_replicas=3, rank=1)
+    assert sorted(str(w.message).split(": ")[1] for w in got) == ["use num_parts=",
+                                                                  "use part_index="]
+    assert (old.num_parts, old.part_index) == (3, 1) and list(old) == list(new)
+    with pytest.warns(DeprecationWarning, match="part_index"):
+        assert old.rank == 1
+    with pytest.warns(DeprecationWarning, match="num_parts"):
+        assert old.num_replicas == 3
+    with pytest.raises(TypeError, match="both"):
+        recio.BucketBatchSampler(lengths, 3, 8, rank=1, part_index=1)
+    # a checkpoint saved with the old keys resumes, and still refuses another part
+    full = list(new)
+    state = dict(new.state_dict(batches_done=2))
+    state["num_replicas"], state["rank"] = state.pop("num_parts"), state.pop("part_index")
+    again = recio.BucketBatchSampler(lengths, 3, 8, num_parts=3, part_index=1)
+    again.load_state_dict(state)
+    assert list(again) == full[2:]
+    with pytest.raises(ValueError, match="part_index"):
+        recio.BucketBatchSampler(lengths, 3, 8, num_parts=3, part_index=0).load_state_dict(state)

@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.sequence.cbf import (CHUNK_ENTRY, MAGIC, CBFReader, CBFWriter, SparseSequence, StreamInfo,
-                       encode_dense, encode_sparse, read_header)
+from recio.sequence import Sparse
+from recio.sequence.cbf import (CBF_MAGIC, CHUNK_ENTRY, CBFReader, CBFWriter, StreamInfo,
+                                encode_dense, encode_sparse, read_header)
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -24,10 +25,10 @@ def manifest(golden):
 
 
 def manifest_sparse(sample_pairs, dtype, dim=5):
-    """SparseSequence from the manifest's per-sample [[index, value], ...] lists."""
-    return SparseSequence(np.array([v for s in sample_pairs for _, v in s], dtype),
-                          np.array([i for s in sample_pairs for i, _ in s], np.int32),
-                          np.array([len(s) for s in sample_pairs], np.int32), dim)
+    """Sparse from the manifest's per-sample [[index, value], ...] lists."""
+    return Sparse.from_counts(np.array([len(s) for s in sample_pairs], np.int32),
+                              np.array([i for s in sample_pairs for i, _ in s], np.int32),
+                              np.array([v for s in sample_pairs for _, v in s], dtype), dim)
 
 
 def assert_same_sequence(a, b):
@@ -35,9 +36,9 @@ def assert_same_sequence(a, b):
     assert list(a) == list(b)
     for name in a:
         x, y = a[name], b[name]
-        if isinstance(x, SparseSequence):
-            assert isinstance(y, SparseSequence) and x.sample_dim == y.sample_dim
-            for field in ("values", "indices", "counts"):
+        if isinstance(x, Sparse):
+            assert isinstance(y, Sparse) and x.dim == y.dim
+            for field in ("indptr", "indices", "values"):
                 u, v = getattr(x, field), getattr(y, field)
                 assert u.dtype == v.dtype and u.shape == v.shape
                 assert u.tobytes() == v.tobytes(), (name, field)
@@ -80,6 +81,7 @@ def test_golden_sequences_match_manifest(golden, manifest, name):
         # float32 values are the float32 rounding of the text (as the converter's struct 'f')
         np.testing.assert_array_equal(features, np.array(want["features"], dtype=dtype))
         labels = seq["labels"]
+        assert type(labels) is Sparse  # the one sparse type, as sequence records decode to
         expected = manifest_sparse(want["labels"], dtype)
         assert labels.values.dtype == dtype
         np.testing.assert_array_equal(labels.counts, expected.counts)
@@ -218,7 +220,7 @@ def corpora(draw):
                 indices = np.concatenate(indices).astype(np.int32) if n else \
                     np.zeros(0, np.int32)
                 values = rng.standard_normal(len(indices)).astype(s.dtype)
-                seq[s.name] = SparseSequence(values, indices, counts, s.sample_dim)
+                seq[s.name] = Sparse.from_counts(counts, indices, values, s.sample_dim)
             else:
                 data = rng.standard_normal((n, s.sample_dim)).astype(s.dtype)
                 if data.size:
@@ -247,7 +249,7 @@ def test_writer_reader_round_trip(tmp_path, corpus):
     back = list(r.sequences_with_counts())
     for (count, got), want in zip(back, seqs):
         assert_same_sequence(got, want)
-        assert count == max(v.num_samples if isinstance(v, SparseSequence) else len(v)
+        assert count == max(v.num_samples if isinstance(v, Sparse) else len(v)
                             for v in want.values())
     assert len(back) == len(seqs)
     for got, want in zip(CBFReader(out, densify=True), seqs):
@@ -263,11 +265,9 @@ def test_writer_reader_round_trip(tmp_path, corpus):
 
 
 def test_writer_accepts_other_sparse_forms(tmp_path):
-    from recio.sequence import Sparse
-
     dense = np.array([[0, 2.5, 0, 0], [0, 0, 0, 0], [1, 0, 0, -1]], np.float32)
     forms = [dense,
-             SparseSequence.from_dense(dense),
+             Sparse.from_dense(dense),
              (np.array([2.5, 1, -1]), np.array([1, 0, 3]), np.array([1, 0, 2])),
              Sparse(np.array([0, 1, 1, 3]), np.array([1, 0, 3]), np.array([2.5, 1, -1]), 4)]
     out = tmp_path / "forms.cbf"
@@ -506,5 +506,56 @@ def test_random_damage_raises_only_cbf_error(golden, tmp_path_factory, data):
 def test_read_header_reports_layout(golden):
     version, streams, chunks, header_offset, size = read_header(golden / "cbf" / "float.cbf")
     assert (version, header_offset, size) == (1, 3296, 3674)
-    assert MAGIC == int.from_bytes(b"cntk_bin", "big")
+    assert CBF_MAGIC == int.from_bytes(b"cntk_bin", "big")
     assert [s.name for s in streams] == ["features", "labels"] and len(chunks) == 20
+
+
+# ---------------------------------------------------------------------------- deprecated names
+
+def test_sparse_sequence_is_a_deprecated_constructor_of_sparse(golden, tmp_path):
+    from recio.sequence.cbf import SparseSequence
+
+    values, indices, counts = np.array([2.5, 1, -1], np.float32), np.array([1, 0, 3]), [1, 0, 2]
+    with pytest.warns(DeprecationWarning, match="Sparse.from_counts"):
+        old = SparseSequence(values, indices, counts, 4)
+    assert type(old) is Sparse and isinstance(old, SparseSequence)
+    assert old.indptr.tolist() == [0, 1, 1, 3] and old.counts.tolist() == counts
+    assert (old.nnz, old.dim, old.sample_dim, old.num_samples) == (3, 4, 4, 3)
+    dense = old.toarray()
+    with pytest.warns(DeprecationWarning, match="Sparse.from_dense"):
+        again = SparseSequence.from_dense(dense)
+    assert type(again) is Sparse and again.indptr.tolist() == [0, 1, 1, 3]
+    assert not isinstance(dense, SparseSequence)
+    # what CBF decodes is still an instance for old isinstance checks
+    assert isinstance(next(iter(CBFReader(golden / "cbf" / "float.cbf")))["labels"],
+                      SparseSequence)
+    # and old-style input writes the bytes the new type writes
+    stream = StreamInfo("x", "sparse", np.float32, 4)
+    assert encode_sparse(stream, old) == encode_sparse(stream, Sparse.from_counts(
+        counts, indices, values, 4))
+
+
+def test_cbf_magic_is_cbf_magic_and_the_old_name_warns():
+    from recio.records import framing
+    from recio.sequence import cbf
+
+    assert CBF_MAGIC != framing.MAGIC  # why the CBF one was renamed
+    with pytest.warns(DeprecationWarning, match="CBF_MAGIC"):
+        assert cbf.MAGIC == CBF_MAGIC
+    with pytest.warns(DeprecationWarning, match="CBF_MAGIC"):
+        from recio.sequence.cbf import MAGIC  # noqa: F401
+    with pytest.raises(AttributeError):
+        cbf.NOT_A_NAME  # noqa: B018
+    assert "MAGIC" not in cbf.__all__ and "CBF_MAGIC" in cbf.__all__
+
+
+def test_sparse_from_other_forms_is_checked(tmp_path):
+    stream = StreamInfo("x", "sparse", np.float32, 4)
+    with pytest.raises(ValueError, match="2-D"):
+        encode_sparse(stream, np.zeros(4))
+    with pytest.raises(ValueError, match=">= 0"):
+        encode_sparse(stream, (np.array([1.0]), np.array([0]), np.array([2, -1])))
+    with pytest.raises(ValueError, match="start with 0"):
+        encode_sparse(stream, Sparse(np.array([1, 1]), np.array([0]), np.array([1.0]), 4))
+    with pytest.raises(ValueError, match="dim 5"):
+        encode_sparse(stream, Sparse.from_counts([1], [0], [1.0], 5))

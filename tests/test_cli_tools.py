@@ -253,24 +253,25 @@ def test_help_has_an_example(cmd):
 
 def test_console_script(script, split_files, tmp_path):
     exe = script("recio")
-    ok = subprocess.run([exe, "verify", split_files[1]], capture_output=True, text=True)
+    ok = subprocess.run([*exe, "verify", split_files[1]], capture_output=True, text=True)
     assert ok.returncode == 0 and "OK" in ok.stdout and ok.stderr == ""
-    res = subprocess.run([exe, "split", *split_files, "-n", "2", "--json"], capture_output=True,
+    res = subprocess.run([*exe, "split", *split_files, "-n", "2", "--json"], capture_output=True,
                          text=True)
     assert res.returncode == 0 and len(json.loads(res.stdout)["parts"]) == 2
-    res = subprocess.run([exe, "inspect", split_files[0], "--json"], capture_output=True, text=True)
+    res = subprocess.run([*exe, "inspect", split_files[0], "--json"], capture_output=True,
+                         text=True)
     assert json.loads(res.stdout)["records"] == 37
     bad = tmp_path / "t.rec"
     bad.write_bytes(open(split_files[1], "rb").read()[:-7])
-    res = subprocess.run([exe, "verify", str(bad)], capture_output=True, text=True)
+    res = subprocess.run([*exe, "verify", str(bad)], capture_output=True, text=True)
     assert res.returncode == 1 and "damaged bytes" in res.stdout
-    res = subprocess.run([exe, "index", str(bad)], capture_output=True, text=True)
+    res = subprocess.run([*exe, "index", str(bad)], capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "t.rec" in res.stderr
-    res = subprocess.run([exe, "inspect", str(tmp_path / "absent.rec")], capture_output=True,
+    res = subprocess.run([*exe, "inspect", str(tmp_path / "absent.rec")], capture_output=True,
                          text=True)
     assert res.returncode == 2 and "absent.rec" in res.stderr and "Traceback" not in res.stderr
-    res = subprocess.run([exe, "split", split_files[0], "-n", "0"], capture_output=True, text=True)
+    res = subprocess.run([*exe, "split", split_files[0], "-n", "0"], capture_output=True, text=True)
     assert res.returncode == 2
 
 
@@ -278,10 +279,10 @@ def test_extract_then_im2rec_gives_the_same_files(script, golden, tmp_path):
     im2rec = script("im2rec")
     for name, extra in (("multi", ["--pack-label"]), ("all", [])):
         out = tmp_path / name
-        res = subprocess.run([script("recio"), "extract", str(golden / "im2rec" / f"{name}.rec"),
+        res = subprocess.run([*script("recio"), "extract", str(golden / "im2rec" / f"{name}.rec"),
                               str(out), "--quiet"], capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
-        res = subprocess.run([im2rec, str(out / name), str(out), "--pass-through", *extra],
+        res = subprocess.run([*im2rec, str(out / name), str(out), "--pass-through", *extra],
                              capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
         for ext in (".rec", ".idx"):

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.sequence.cbf import CBFReader, CBFWriter, SparseSequence, StreamInfo
+from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo
 from recio.sequence.convert import cbf_to_rec, convert, rec_to_cbf
 from recio.sequence import Sparse, SequenceWriter, sample_counts, unpack_sequence
 from recio.cli.convert import convert_cmd, parse_size
@@ -27,8 +27,8 @@ def assert_same_cbf_sequences(path_a, path_b):
     for (count_a, x), (count_b, y) in pairs:
         assert count_a == count_b
         for name in x:
-            if isinstance(x[name], SparseSequence):
-                for field in ("values", "indices", "counts"):
+            if isinstance(x[name], Sparse):
+                for field in ("indptr", "indices", "values"):
                     u, v = getattr(x[name], field), getattr(y[name], field)
                     assert u.dtype == v.dtype and u.tobytes() == v.tobytes()
             else:
@@ -86,8 +86,9 @@ def cbf_files(draw):
                 counts = rng.integers(0, min(3, s.sample_dim) + 1, size=n).astype(np.int32)
                 idx = [rng.choice(s.sample_dim, c, replace=False) for c in counts]
                 idx = np.concatenate(idx).astype(np.int32) if n else np.zeros(0, np.int32)
-                seq[s.name] = SparseSequence(rng.standard_normal(len(idx)).astype(s.dtype), idx,
-                                             counts, s.sample_dim)
+                seq[s.name] = Sparse.from_counts(counts, idx,
+                                                 rng.standard_normal(len(idx)).astype(s.dtype),
+                                                 s.sample_dim)
             else:
                 seq[s.name] = rng.standard_normal((n, s.sample_dim)).astype(s.dtype)
         seqs.append(seq)
@@ -300,15 +301,15 @@ def test_cli_errors_are_one_line_exit_2(golden, tmp_path):
 
 def test_console_script(golden, tmp_path, script):
     rec = tmp_path / "c.rec"
-    done = subprocess.run([script("recio"), "convert", str(golden / "cbf" / "double.cbf"),
+    done = subprocess.run([*script("recio"), "convert", str(golden / "cbf" / "double.cbf"),
                            str(rec), "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["sequences"] == 23
-    done = subprocess.run([script("recio"), "convert", str(rec), str(tmp_path / "c.cbf"),
+    done = subprocess.run([*script("recio"), "convert", str(rec), str(tmp_path / "c.cbf"),
                            "--chunk-size", "32MB"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert CBFReader(tmp_path / "c.cbf").num_chunks == 1
-    done = subprocess.run([script("recio"), "convert", str(tmp_path / "c.cbf"),
+    done = subprocess.run([*script("recio"), "convert", str(tmp_path / "c.cbf"),
                            str(tmp_path / "x.idx")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert done.stderr.startswith("Error: ")

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import recio
+from conftest import need
 from support import hang_guard
 from recio import mx
 from recio.records import framing
@@ -292,7 +293,7 @@ def claiming_file(tmp_path):
 def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
     path = claiming_file(tmp_path)
     if entry.startswith("torch."):
-        pytest.importorskip("torch", reason="torch is not installed (pip install 'recio[torch]')")
+        need("torch")
         from recio import torch as rtorch
     runs = {
         "iterate": lambda: list(recio.RecordReader(path)),

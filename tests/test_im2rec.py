@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 from PIL import Image
 
 import recio
+from conftest import as_in_a_terminal, need
 from recio.errors import ImageError
 from recio.image.codec import (ImageOptions, center_crop_box, have_fast_decoder, render_image,
                              target_size, transform_image)
@@ -80,12 +81,12 @@ def test_pack_matches_mxnet_headers_and_sizes(name, workers, executor, manifest,
 def test_console_script_packs_and_both_decoders_agree(script, manifest, golden, tmp_path):
     shutil.copy(golden / "im2rec" / "all.lst", tmp_path)
     args = pack_args(manifest, "pack_all", tmp_path / "all", golden / "im2rec" / "images")
-    proc = subprocess.run([script("im2rec"), *args, "--decoder", "pillow"], capture_output=True,
+    proc = subprocess.run([*script("im2rec"), *args, "--decoder", "pillow"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert as_manifest(records(tmp_path / "all.rec")) == manifest["packed"]["all"]
     decoder = "simplejpeg" if have_fast_decoder() else "auto"
-    proc = subprocess.run([script("recio"), "im2rec", *args, "--decoder", decoder],
+    proc = subprocess.run([*script("recio"), "im2rec", *args, "--decoder", decoder],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert as_manifest(records(tmp_path / "all.rec")) == manifest["packed"]["all"]
@@ -157,7 +158,7 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
     and no cheaper resize); the scaled decode is then cropped and resized to the same pixels as
     a full-size decode would give, give or take the DCT scaling's own error. (Pillow resizer;
     the OpenCV one keeps to the SIMD scales, see the next test.)"""
-    simplejpeg = pytest.importorskip("simplejpeg")
+    simplejpeg = need("simplejpeg")
     from recio.image import codec as imageproc
 
     monkeypatch.setattr(imageproc, "USE_OPENCV", False)
@@ -178,8 +179,8 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
 def test_opencv_resizer_keeps_to_simd_scales_and_the_geometry(monkeypatch, size, crop, scale):
     """With OpenCV resizing, simplejpeg decodes only at 1/8, 2/8, 4/8 or 8/8 (the 3/8-6/8
     scales cost PSNR below MXNet's); the output has MXNet's size and Pillow's pixels, nearly."""
-    pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
-    simplejpeg = pytest.importorskip("simplejpeg")
+    need("cv2")
+    simplejpeg = need("simplejpeg")
     from recio.image import codec as imageproc
 
     data = _smooth_jpeg()
@@ -204,9 +205,9 @@ def test_opencv_resizer_keeps_the_exact_fractional_geometry(monkeypatch, decoder
     """An odd-sized JPEG decoded at 1/2 has a rounded-up size (102x76 for 101.5x75.5 pixels):
     the OpenCV path must map pixels as Pillow's exact box does, not stretch the extra half
     pixel (a plain dsize resize is off by ~10 grey levels on this pattern, we are within 2)."""
-    pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
+    need("cv2")
     if decoder == "simplejpeg":
-        pytest.importorskip("simplejpeg")
+        need("simplejpeg")
     from recio.image import codec as imageproc
 
     x, y = np.arange(203)[None, :], np.arange(151)[:, None]
@@ -232,7 +233,7 @@ def test_opencv_and_pillow_resizers_give_the_same_sizes_and_modes(w, h, size, cr
                                                                   fmt, encoding):
     """Every format, colour mode and encoding works on both resizers with identical sizes and
     modes, and pixels of a flat image agree."""
-    pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
+    need("cv2")
     from recio.image import codec as imageproc
 
     if fmt == "JPEG" and mode not in ("RGB", "L"):
@@ -267,7 +268,7 @@ def test_opencv_and_pillow_resizers_give_the_same_sizes_and_modes(w, h, size, cr
 def test_resizer_environment_switch(tmp_path):
     """RECIO_RESIZER=pillow forces Pillow; a bad value says what is allowed; importing recio
     never imports cv2."""
-    pytest.importorskip("cv2", reason="the OpenCV resizer needs opencv-python-headless")
+    need("cv2")
     import sys
 
     code = ("import sys, recio, recio.image.codec as ip; "
@@ -301,7 +302,7 @@ def test_console_script_packs_golden_sizes_with_either_resizer(resizer, script, 
                                                                tmp_path):
     shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
     args = pack_args(manifest, "pack_multi", tmp_path / "multi", golden / "im2rec" / "images")
-    proc = subprocess.run([script("im2rec"), *args, "--num-thread", "2"], capture_output=True,
+    proc = subprocess.run([*script("im2rec"), *args, "--num-thread", "2"], capture_output=True,
                           text=True, timeout=120, env={**os.environ, "RECIO_RESIZER": resizer})
     assert proc.returncode == 0, proc.stderr
     assert as_manifest(records(tmp_path / "multi.rec")) == manifest["packed"]["multi"]
@@ -433,6 +434,43 @@ def test_pass_through_stores_file_bytes(golden, tmp_path):
     assert header.flag == 0 and header.label == 1.0  # first label only without --pack-label
 
 
+@pytest.mark.parametrize("pack_label", [False, True])
+def test_inspect_reads_packed_headers_as_the_header_module_does(golden, tmp_path, pack_label):
+    """``recio.records.stats`` reads IRHeaders on the raw map (it sits below recio.image and
+    cannot import its owner): on what im2rec packs it must agree with ``unpack_header``."""
+    from recio.image.header import unpack_header
+    from recio.records.stats import scan_file
+
+    shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
+    result = pack_list(tmp_path / "multi.lst", golden / "im2rec" / "images",
+                       pack_label=pack_label)
+    st, _ = scan_file(result.rec_path, show=100)
+    reader = recio.RecordReader(result.rec_path)
+    assert len(st.shown) == st.records == st.images.records == result.packed
+    for entry in st.shown:
+        header, end = unpack_header(reader.read_at(entry["offset"]))
+        assert (entry["flag"], entry["id"], entry["id2"]) == (header.flag, header.id, header.id2)
+        label = header.label.tolist() if header.flag else header.label
+        assert entry["label"] == pytest.approx(label)
+        assert entry["format"] == "jpeg" and entry["length"] > end
+    assert st.images.vector_labels == (result.packed if pack_label else 0)
+    assert st.index is not None and st.index.ok and st.index.path == result.idx_path
+
+
+def test_scan_file_takes_idx_path_and_the_old_keyword_warns(golden, tmp_path):
+    from recio.records.stats import scan_file
+
+    shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
+    result = pack_list(tmp_path / "multi.lst", golden / "im2rec" / "images")
+    elsewhere = tmp_path / "elsewhere.idx"
+    shutil.move(result.idx_path, elsewhere)
+    assert scan_file(result.rec_path)[0].index is None  # none beside the file
+    assert scan_file(result.rec_path, idx_path=str(elsewhere))[0].index.ok
+    with pytest.warns(DeprecationWarning, match="idx_path"):
+        st, _ = scan_file(result.rec_path, index_path=str(elsewhere))
+    assert st.index.path == str(elsewhere) and st.index.ok
+
+
 def test_malformed_list_line_is_reported_with_file_and_line(tmp_path, golden):
     lst = tmp_path / "bad.lst"
     lst.write_text("0\t0.000000\ttop_level.jpg\n1\tcat/cat_0.jpg\n")
@@ -486,8 +524,9 @@ def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, 
     (a stuck worker must not keep Ctrl-C from stopping it), then --resume completes the job."""
     root, lst = _fifo_folder(tmp_path)
     prefix = str(tmp_path / "job")
-    cmd = [script("im2rec"), prefix, str(root), "--resize", "16", "--quality", "90", *workers]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [*script("im2rec"), prefix, str(root), "--resize", "16", "--quality", "90", *workers]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_in_a_terminal)
     rec_partial, journal = partial_paths(lst)
     _wait_for_journal(journal, 24, proc)  # batches of 4 or 8: 0..23 done, blocked on 25.jpg
     proc.send_signal(sig)

@@ -1,15 +1,18 @@
-"""recio.records.stats: one-pass statistics, image sizes from headers, face layout, damage, index checks."""
+"""recio.records.stats: one-pass statistics, image sizes from headers, layouts, damage, indexes."""
 import io
 import json
 import os
+import statistics
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, features
 
 import recio
+from conftest import skip_or_fail
 from recio.records import framing
-from recio.records.stats import check_images, check_index_file, image_format, image_size, scan_file
+from recio.image.verify import check_images
+from recio.records.stats import check_index_file, image_format, image_size, scan_file
 
 MAGIC = framing.MAGIC_BYTES
 
@@ -34,8 +37,8 @@ def write_rec(path, payloads, index=False):
 @pytest.mark.parametrize("fmt,w,h", [("JPEG", 37, 21), ("PNG", 5, 300), ("GIF", 64, 2),
                                      ("BMP", 13, 17), ("WEBP", 40, 30)])
 def test_image_size_from_headers(fmt, w, h):
-    if fmt == "WEBP" and "WEBP" not in Image.SAVE:
-        pytest.skip("Pillow without WebP")
+    if fmt == "WEBP" and not features.check("webp"):  # (Image.SAVE lists WEBP only after init)
+        skip_or_fail("this Pillow was built without WebP")
     data = encode(fmt, w, h)
     assert image_size(data) == (fmt.lower(), w, h)
     # inside a larger buffer, at an offset, without copying
@@ -76,6 +79,7 @@ def test_golden_split_file_stats(golden):
                                                                    0) + 1
     assert img.sampled == 37
     assert sum(img.sizes.values()) <= 37
+    assert len(img.sizes) == min(20, len(decoded))  # the 20 most common sizes: never empty here
     for k, v in img.sizes.items():
         assert decoded[k] == v
     assert [e["id"] for e in st.shown] == [0, 1, 2]
@@ -94,11 +98,13 @@ def test_golden_vector_labels(golden):
 def test_tricky_records_are_not_images(golden):
     st, _ = scan_file(golden / "records" / "tricky.rec", deep=True)
     manifest = json.loads((golden / "records" / "manifest.json").read_text())
-    lengths = [r["length"] for r in manifest["records"]] if "records" in manifest else None
-    assert st.records == 18 and st.images.records == 0 and not st.damage and st.stray_heads == 0
-    if lengths:
-        assert (st.size_min, st.size_max) == (min(lengths), max(lengths))
-        assert st.payload_bytes == sum(lengths)
+    lengths = [r["length"] for r in manifest["tricky.rec"]]  # MXNet's record lengths, in order
+    assert len(lengths) == st.records == 18
+    assert st.images.records == 0 and st.non_image_records == 18
+    assert not st.damage and st.stray_heads == 0
+    assert (st.size_min, st.size_max) == (min(lengths), max(lengths)) == (0, 1 << 20)
+    assert st.payload_bytes == sum(lengths)
+    assert st.size_median == statistics.median(lengths) and st.size_median_exact
 
 
 def test_face_recognition_layout(tmp_path):

@@ -47,7 +47,7 @@ def test_cli_lists_are_byte_identical_to_mxnet(case, manifest, golden, tmp_path)
 
 def test_console_script_list_mode(script, manifest, golden, tmp_path):
     root = golden / "im2rec" / "images"
-    proc = subprocess.run([script("im2rec"), *_args(manifest, "split", tmp_path / "split", root)],
+    proc = subprocess.run([*script("im2rec"), *_args(manifest, "split", tmp_path / "split", root)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == manifest["commands"]["split"]["stdout"]

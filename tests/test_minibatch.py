@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import recio
+from conftest import need
 from recio.sequence.minibatch import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MemoryCorpus, MinibatchSource,
                              RecordCorpus)
 from recio.sequence import SequenceWriter, write_sequences
@@ -643,7 +644,7 @@ def test_lazy_exports():
 # ----------------------------------------------------------------------------------- torch
 
 def test_torch_dataset_state_dict_resumes_exactly():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from recio.torch.minibatch import MinibatchDataset
 
     seqs = make_sequences([3, 1, 4, 1, 5, 9, 2, 6, 5, 3], dim=2)
@@ -670,7 +671,7 @@ def test_torch_dataset_state_dict_resumes_exactly():
 
 
 def test_torch_dataset_with_state_and_one_worker():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from recio.torch.minibatch import MinibatchDataset
 
     seqs = make_sequences([1] * 12)

@@ -240,5 +240,48 @@ def test_rebuild_sidecar_reproduces_the_writer(tmp_path):
     assert open(sidecar_path(rec), "rb").read() == original
 
 
+def test_rebuild_sidecar_without_an_index_follows_file_order(tmp_path):
+    """With no .idx the rows follow file order, the order RecordCorpus then reads in."""
+    rec = tmp_path / "a.rec"
+    write_sequences(rec, corpus(5))
+    original = open(sidecar_path(rec), "rb").read()
+    os.remove(sidecar_path(rec))
+    os.remove(tmp_path / "a.idx")
+    rebuild_sidecar(rec)
+    assert open(sidecar_path(rec), "rb").read() == original
+    assert recio.MinibatchSource(str(rec), randomize=False).num_sequences == 5
+
+
+@settings(max_examples=40, deadline=None)
+@given(sparse())
+def test_sparse_counts_form_is_the_indptr_form(sp):
+    """counts/nnz/from_counts/from_dense agree with indptr (what CBF code relies on)."""
+    assert sp.counts.tolist() == np.diff(sp.indptr).tolist()
+    assert sp.nnz == len(sp.values) == int(sp.counts.sum())
+    assert sp.sample_dim == sp.dim and sp.to_sparse() is sp
+    again = Sparse.from_counts(sp.counts, sp.indices, sp.values, sp.dim)
+    assert again.indptr.tolist() == sp.indptr.tolist() and again.indptr.dtype == np.int64
+    dense = sp.to_dense()
+    np.testing.assert_array_equal(sp.toarray(), dense)
+    np.testing.assert_array_equal(Sparse.from_dense(dense).to_dense(), dense)
+    assert Sparse.from_dense(dense).nnz == np.count_nonzero(dense)
+
+
+def test_sparse_from_dense_refuses_other_shapes():
+    with pytest.raises(SequenceError, match="2-D"):
+        Sparse.from_dense(np.zeros(3))
+
+
+def test_old_kind_code_names_warn():
+    """DENSE/SPARSE of the record format clashed with CBF's "dense"/"sparse": renamed."""
+    from recio.sequence import cbf, records
+
+    with pytest.warns(DeprecationWarning, match="KIND_DENSE"):
+        assert records.DENSE == records.KIND_DENSE == 0
+    with pytest.warns(DeprecationWarning, match="KIND_SPARSE"):
+        assert records.SPARSE == records.KIND_SPARSE == 1
+    assert (cbf.DENSE, cbf.SPARSE) == ("dense", "sparse")
+
+
 def test_lazy_exports():
     assert recio.pack_sequence is pack_sequence and recio.unpack_sequence is unpack_sequence

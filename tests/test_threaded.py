@@ -1,14 +1,16 @@
 """ThreadedIter: bounded prefetch, errors carried to the consumer, reset, and no leaked threads."""
 import gc
+import queue
 import threading
-import time
 import traceback
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recio import ThreadedIter
+from recio.records import threaded
 
 
 def _alive(it):
@@ -46,20 +48,53 @@ def test_callable_source_and_reset_restarts():
     assert not _alive(it)
 
 
-def test_capacity_bounds_how_far_the_producer_runs():
-    produced = []
+class _FullQueueProbe(queue.Queue):
+    """The producer's queue, reporting each item it holds while the queue is full (blocked)."""
+
+    def __init__(self, maxsize):
+        super().__init__(maxsize)
+        self.blocked_on = queue.Queue()  # item the producer holds, once per item
+        self._last = None
+
+    def put(self, message, block=True, timeout=None):
+        _, item = message  # (kind, item): the producer's messages
+        if self.full() and item != self._last:
+            self._last = item
+            self.blocked_on.put(item)
+        super().put(message, block, timeout)
+
+
+@pytest.mark.parametrize("capacity", [1, 3])
+def test_capacity_bounds_how_far_the_producer_runs(monkeypatch, capacity):
+    """While the consumer waits, the producer pulls exactly capacity + 1 items past it (capacity
+    queued, one in hand) and then blocks: checked at each point where the queue is full, which
+    is a state the consumer freezes, not a moment chosen by a clock."""
+    probes = []
+
+    def probe(maxsize):
+        probes.append(_FullQueueProbe(maxsize))
+        return probes[-1]
+
+    monkeypatch.setattr(threaded, "queue", SimpleNamespace(Queue=probe, Full=queue.Full,
+                                                           Empty=queue.Empty))
+    pulled = []
 
     def gen():
         for i in range(100):
-            produced.append(i)
+            pulled.append(i)
             yield i
 
-    with ThreadedIter(gen, capacity=3) as it:
-        assert next(it) == 0
-        time.sleep(0.3)
-        # 3 queued + 1 handed out + at most 1 being put
-        assert len(produced) <= 5
-        assert list(it) == list(range(1, 100))
+    with ThreadedIter(gen, capacity=capacity) as it:
+        (probe_queue,) = probes
+        for consumed in range(6):
+            try:
+                held = probe_queue.blocked_on.get(timeout=60)  # a hang guard, not a deadline
+            except queue.Empty:
+                pytest.fail(f"the producer never blocked on a full queue after {consumed} items")
+            assert held == consumed + capacity
+            assert len(pulled) == consumed + capacity + 1
+            assert next(it) == consumed
+        assert list(it) == list(range(6, 100))
 
 
 class Boom(RuntimeError):

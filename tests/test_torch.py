@@ -13,11 +13,10 @@ try:
     from torch.utils.data import DataLoader
 
     from recio.torch import RecordDataset, RecordIterableDataset
-except ImportError:  # every test but the first skips, with the reason shown by pytest -rs
+except ImportError:  # every test but the first needs it: see needs_torch
     torch = None
 
-needs_torch = pytest.mark.skipif(torch is None,
-                                 reason="PyTorch is not installed: pip install 'recio[torch]'")
+needs_torch = pytest.mark.needs("torch")  # skips with the reason; under CI=true fails
 
 
 def test_missing_torch_gives_install_hint():
@@ -162,21 +161,36 @@ def test_iterable_dataset_ranks_and_workers_partition(tmp_path):
     _write(tmp_path / "a.rec", tmp_path / "a.idx", range(0, 20))
     _write(tmp_path / "b.rec", tmp_path / "b.idx", range(20, 45))
     seen = []
-    for rank in range(2):
-        ds = RecordIterableDataset([tmp_path / "a.rec", tmp_path / "b.rec"], rank=rank,
-                                   world_size=2)
-        assert ds.part() == (rank, 2)
+    for part in range(2):
+        ds = RecordIterableDataset([tmp_path / "a.rec", tmp_path / "b.rec"], part_index=part,
+                                   num_parts=2)
+        assert ds.part() == (part, 2)
         seen.extend(_labels(DataLoader(ds, batch_size=3, num_workers=2)))
     assert sorted(seen) == list(range(45))
 
 
 @needs_torch
+def test_old_keyword_names_work_with_a_deprecation_warning(dataset):
+    rec, idx = dataset
+    with pytest.warns(DeprecationWarning) as caught:
+        ds = RecordIterableDataset(rec, rank=1, world_size=2)
+    assert ds.part() == (1, 2)
+    assert {str(w.message).rsplit(" ", 1)[1] for w in caught} == {"part_index=", "num_parts="}
+    with pytest.warns(DeprecationWarning) as caught:
+        old = RecordDataset(path_imgrec=rec, path_imgidx=idx)
+    assert old.rec_path == str(rec) and old.idx_path == str(idx) and len(old) == N
+    assert {str(w.message).rsplit(" ", 1)[1] for w in caught} == {"rec_path=", "idx_path="}
+    with pytest.raises(TypeError, match="both"):
+        RecordDataset(rec, idx_path=idx, path_imgidx=idx)
+
+
+@needs_torch
 def test_iterable_dataset_bad_arguments(dataset):
     rec, _ = dataset
-    with pytest.raises(ValueError, match="both rank and world_size"):
-        RecordIterableDataset(rec, rank=0)
-    with pytest.raises(ValueError, match="rank must be"):
-        RecordIterableDataset(rec, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="both part_index and num_parts"):
+        RecordIterableDataset(rec, part_index=0)
+    with pytest.raises(ValueError, match="part_index must be"):
+        RecordIterableDataset(rec, part_index=2, num_parts=2)
     with pytest.raises(ValueError, match="decode"):
         RecordIterableDataset(rec, decode="jpeg")
 

@@ -2,47 +2,61 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, List
+import re
+from typing import Any, Dict, List
 
 import click
-import numpy as np
 
-from recio.cli.common import echo_json, handle_errors, json_option, progress
-from recio.sequence import bucketing, sample_counts
+from recio.cli.common import echo_json, handle_errors, json_option, progress, quiet_option
+from recio.sequence.bucket_summary import bucket_summary
 
-HIST_BINS = 12
 BAR_WIDTH = 40
+_NUMBER = re.compile(r"^\d+$")
 
 
-def _histogram(lengths: np.ndarray) -> List[Dict]:
-    """A dozen bins over the lengths: log-spaced when the tail is long, else equal width."""
-    lo, hi = int(lengths.min()), int(lengths.max())
-    if hi - lo + 1 <= HIST_BINS:
-        edges = np.arange(lo, hi + 2)
-    elif lo >= 1 and hi / lo > 20:
-        edges = np.unique(np.round(np.geomspace(lo, hi + 1, HIST_BINS + 1)).astype(np.int64))
-    else:
-        edges = np.unique(np.round(np.linspace(lo, hi + 1, HIST_BINS + 1)).astype(np.int64))
-    counts = np.histogram(lengths, bins=edges)[0]
-    return [{"low": int(a), "high": int(b) - 1, "count": int(c)}
-            for a, b, c in zip(edges[:-1], edges[1:], counts)]
+def _old_num_buckets(args: List[str]) -> List[str]:
+    """``-q N`` / ``-qN`` meant ``--num-buckets N`` before ``-q`` became ``--quiet``, as in every
+    other command; for one release it still does, with a warning on stderr."""
+    out: List[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out += args[i:]
+            break
+        value = None
+        if arg == "-q" and i + 1 < len(args) and _NUMBER.match(args[i + 1]):
+            value, i = args[i + 1], i + 2
+        elif arg.startswith("-q") and _NUMBER.match(arg[2:]):
+            value, i = arg[2:], i + 1
+        else:
+            out.append(arg)
+            i += 1
+            continue
+        click.echo(f"warning: `-q {value}` is deprecated: use `-n {value}` (--num-buckets); "
+                   f"-q means --quiet from the next release", err=True)
+        out += ["--num-buckets", value]
+    return out
 
 
-def _edges(edges: List[int]) -> str:
-    return ", ".join(str(e) for e in edges)
+class _BucketsCommand(click.Command):
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        return super().parse_args(ctx, _old_num_buckets(list(args)))
 
 
-@click.command("buckets")
+@click.command("buckets", cls=_BucketsCommand)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("-q", "--num-buckets", "num_buckets", type=click.IntRange(min=1), default=3,
-              show_default=True, help="Number of buckets Q to choose boundaries for.")
+@click.option("-n", "--num-buckets", "num_buckets", type=click.IntRange(min=1), default=3,
+              show_default=True,
+              help="Number of buckets Q to choose boundaries for. (`-q N` still means this for "
+                   "one release, with a warning.)")
 @click.option("-b", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
               help="Sequences per minibatch (the cost model's k).")
 @click.option("--max-buckets", type=click.IntRange(min=1), default=8, show_default=True,
               help="Compare Q = 1..this.")
 @click.option("--stream", default=None,
               help="Count the samples of this stream (default: the largest stream of a record).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@quiet_option
 @json_option
 @handle_errors
 def buckets_cmd(file: str, num_buckets: int, batch_size: int, max_buckets: int,
@@ -56,61 +70,47 @@ def buckets_cmd(file: str, num_buckets: int, batch_size: int, max_buckets: int,
 
     \b
     Examples:
-      recio buckets train.rec -q 3            # optimal 3 buckets, table for Q = 1..8
+      recio buckets train.rec -n 3            # optimal 3 buckets, table for Q = 1..8
       recio buckets train.rec -b 64 --json    # batch size 64, machine-readable
     """
-    lengths = np.asarray(sample_counts(file, stream=stream), dtype=np.int64)
-    top = max(max_buckets, num_buckets)
-    rows = []
-    if lengths.size:
-        with progress(total=top, desc="buckets", unit="Q", quiet=quiet) as bar:
-            rows = bucketing.bucketing_report(lengths, batch_size, top, progress=bar.update)
-    chosen = rows[num_buckets - 1] if rows else None
-    summary = {
-        "file": file,
-        "sequences": int(lengths.size),
-        "samples": int(lengths.sum()),
-        "min_length": int(lengths.min()) if lengths.size else None,
-        "max_length": int(lengths.max()) if lengths.size else None,
-        "median_length": float(np.median(lengths)) if lengths.size else None,
-        "mean_length": float(lengths.mean()) if lengths.size else None,
-        "batch_size": batch_size,
-        "num_buckets": num_buckets,
-        "boundaries": chosen["optimal"]["boundaries"] if chosen else [],
-        "padding_waste": chosen["optimal"]["waste"] if chosen else None,
-        "random_waste": chosen["random_waste"] if chosen else None,
-        "predicted_speedup": chosen["predicted_speedup"] if chosen else None,
-        "histogram": _histogram(lengths) if lengths.size else [],
-        "table": rows[:max_buckets],
-    }
+    with progress(total=max(max_buckets, num_buckets), desc="buckets", unit="Q",
+                  quiet=quiet) as bar:
+        summary = bucket_summary(file, num_buckets, batch_size, max_buckets, stream,
+                                 progress=bar.update)
     if as_json:
         echo_json(summary)
-        return
-    if not lengths.size:
+    elif not summary["sequences"]:
         click.echo(f"{file}: no sequences")
-        return
-    click.echo(f"{file}: {lengths.size:,} sequences, {int(lengths.sum()):,} samples; lengths "
-               f"{summary['min_length']}..{summary['max_length']} (median "
-               f"{summary['median_length']:g}, mean {summary['mean_length']:.1f}); batch size "
-               f"{batch_size}")
+    else:
+        _print_summary(summary)
+
+
+def _edges(edges: List[int]) -> str:
+    return ", ".join(str(e) for e in edges)
+
+
+def _print_summary(s: Dict[str, Any]) -> None:
+    click.echo(f"{s['file']}: {s['sequences']:,} sequences, {s['samples']:,} samples; lengths "
+               f"{s['min_length']}..{s['max_length']} (median {s['median_length']:g}, mean "
+               f"{s['mean_length']:.1f}); batch size {s['batch_size']}")
     click.echo("")
-    biggest = max(b["count"] for b in summary["histogram"]) or 1
-    width = len(str(summary["max_length"]))
-    for b in summary["histogram"]:
+    biggest = max(b["count"] for b in s["histogram"]) or 1
+    width = len(str(s["max_length"]))
+    for b in s["histogram"]:
         bar_len = math.ceil(BAR_WIDTH * b["count"] / biggest) if b["count"] else 0
         span = str(b["low"]) if b["low"] == b["high"] else f"{b['low']}-{b['high']}"
         click.echo(f"  {span:>{2 * width + 1}} | {'#' * bar_len:<{BAR_WIDTH}} {b['count']:,}")
     click.echo("")
-    click.echo(f"Optimal boundaries for Q={num_buckets} (upper edges, inclusive): "
-               f"{_edges(summary['boundaries'])}")
-    click.echo(f"  padding waste {summary['padding_waste']:.2f}x (random batching "
-               f"{summary['random_waste']:.2f}x); predicted epoch cost ratio "
-               f"{summary['predicted_speedup']:.2f}x")
+    click.echo(f"Optimal boundaries for Q={s['num_buckets']} (upper edges, inclusive): "
+               f"{_edges(s['boundaries'])}")
+    click.echo(f"  padding waste {s['padding_waste']:.2f}x (random batching "
+               f"{s['random_waste']:.2f}x); predicted epoch cost ratio "
+               f"{s['predicted_speedup']:.2f}x")
     click.echo("")
     click.echo("Padding waste (padded / real samples) and predicted speed-up of optimal buckets:")
     click.echo(f"  {'Q':>2}  {'random':>7}  {'equal-width':>11}  {'quantile':>8}  {'optimal':>7}"
                f"  {'speed-up':>8}  optimal boundaries")
-    for row in summary["table"]:
+    for row in s["table"]:
         click.echo(f"  {row['buckets']:>2}  {row['random_waste']:>6.2f}x  "
                    f"{row['equal_width']['waste']:>10.2f}x  {row['quantile']['waste']:>7.2f}x  "
                    f"{row['optimal']['waste']:>6.2f}x  {row['predicted_speedup']:>7.2f}x  "

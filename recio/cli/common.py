@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from typing import Any, Callable, Optional
 
@@ -50,6 +51,13 @@ def progress(total: Optional[int] = None, desc: str = "", unit: str = "it",
     disable = quiet or not sys.stderr.isatty()
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, disable=disable,
                 file=sys.stderr, dynamic_ncols=True, leave=False)
+
+
+def file_progress(path: str, desc: str, quiet: bool = False):
+    """A byte-counting bar over the file at ``path`` (no total when it cannot be sized: the
+    command's library call then reports why)."""
+    total = os.path.getsize(path) if os.path.isfile(path) else None
+    return progress(total=total, desc=desc, unit="B", unit_scale=True, quiet=quiet)
 
 
 def echo_json(obj: Any) -> None:

@@ -11,14 +11,14 @@ from recio.cli.common import (
     EXIT_USAGE,
     echo_json,
     fail,
+    file_progress,
     handle_errors,
     json_option,
-    progress,
     quiet_option,
 )
-from recio.sequence.convert import cbf_to_rec, rec_to_cbf
+from recio.sequence.convert import convert
 
-DEFAULT_CHUNK_SIZE = 32 << 20  # CNTK's docs: "the typical chunks size is 32-64 MBs"
+DEFAULT_CHUNK_SIZE = 32 << 20  # within the 32-64 MB chunks CNTK's readers are tuned for
 
 # dd's convention: KB/MB/GB are powers of 1000, K/M/G and KiB/MiB/GiB powers of 1024
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "K": 2**10, "M": 2**20,
@@ -60,13 +60,14 @@ def _parse_aliases(pairs: Tuple[str, ...]) -> Optional[Dict[str, str]]:
 @quiet_option
 @json_option
 @handle_errors
-def convert_cmd(source: str, destination: str, chunk_size: str, aliases: Tuple[str, ...],
-                quiet: bool, as_json: bool) -> None:
+def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
+                aliases: Tuple[str, ...], quiet: bool, as_json: bool) -> None:
     """Convert CNTK Binary Format (.cbf) to sequence records (.rec) or back.
 
     One sequence record per CBF sequence, with .idx and the .len sample-count
     sidecar beside the .rec; the way back rebuilds chunks of --chunk-size. The
-    direction comes from the file extensions.
+    direction comes from the file extensions. DESTINATION (and its .idx/.len) is
+    written atomically, replacing an existing file.
 
     \b
     Examples:
@@ -76,40 +77,30 @@ def convert_cmd(source: str, destination: str, chunk_size: str, aliases: Tuple[s
     """
     size = parse_size(chunk_size) if chunk_size is not None else DEFAULT_CHUNK_SIZE
     alias = _parse_aliases(aliases)
-    src, dst = source.lower(), destination.lower()
     if not os.path.isfile(source):
         fail(f"{source}: no such file")
-    if src.endswith(".cbf") and dst.endswith(".rec"):
-        direction = "cbf"
-        if chunk_size is not None:
-            fail("--chunk-size sets the chunks of a .cbf being written; use it with "
-                 "IN.rec OUT.cbf", EXIT_USAGE)
-    elif src.endswith(".rec") and dst.endswith(".cbf"):
-        direction = "rec"
-        if alias:
-            fail("--alias renames CBF streams; use it with FILE.cbf OUT.rec", EXIT_USAGE)
-    else:
+    to_cbf = source.lower().endswith(".rec") and destination.lower().endswith(".cbf")
+    to_rec = source.lower().endswith(".cbf") and destination.lower().endswith(".rec")
+    if not (to_cbf or to_rec):
         fail(f"cannot tell the direction from {source} -> {destination}: "
              f"give FILE.cbf OUT.rec or IN.rec OUT.cbf", EXIT_USAGE)
-    if os.path.abspath(source) == os.path.abspath(destination):
-        fail(f"{source}: source and destination are the same file", EXIT_USAGE)
-    with progress(total=os.path.getsize(source), desc="convert", unit="B", unit_scale=True,
-                  quiet=quiet) as bar:
+    if chunk_size is not None and not to_cbf:
+        fail("--chunk-size sets the chunks of a .cbf being written; use it with "
+             "IN.rec OUT.cbf", EXIT_USAGE)
+    if alias and not to_rec:
+        fail("--alias renames CBF streams; use it with FILE.cbf OUT.rec", EXIT_USAGE)
+    with file_progress(source, "convert", quiet) as bar:
         try:
-            if direction == "cbf":
-                summary = cbf_to_rec(source, destination, alias=alias, progress=bar.update)
-            else:
-                summary = rec_to_cbf(source, destination, size, progress=bar.update)
-        except ValueError as exc:  # RecordIOError (a ValueError) and bad --alias names
+            summary = convert(source, destination, size, alias=alias, progress=bar.update)
+        except ValueError as exc:  # RecordIOError (a ValueError) and --alias naming no stream
             fail(str(exc))
     if as_json:
         echo_json(summary)
-    else:
-        extra = (f"{summary['chunks_written']} chunks" if direction == "rec"
-                 else f"{summary['chunks_read']} chunks read")
-        click.echo(f"{summary['source']} -> {summary['destination']}: "
-                   f"{summary['sequences']} sequences, {extra}, "
-                   f"{summary['bytes_written']} bytes")
+        return
+    extra = (f"{summary['chunks_written']} chunks" if to_cbf
+             else f"{summary['chunks_read']} chunks read")
+    click.echo(f"{summary['source']} -> {summary['destination']}: "
+               f"{summary['sequences']} sequences, {extra}, {summary['bytes_written']} bytes")
 
 
 __all__ = ["convert_cmd", "parse_size"]

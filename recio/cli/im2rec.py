@@ -11,7 +11,7 @@ import click
 from recio.cli.common import EXIT_DAMAGE, fail, handle_errors, progress, quiet_option
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
-from recio.image.packing import find_lists, has_partial, pack_list
+from recio.image.packing import PackResult, find_lists, has_partial, pack_list
 
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _FLAGS = ("--list", "--recursive", "--pass-through", "--center-crop", "--pack-label")
@@ -181,8 +181,9 @@ def _rel(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-def _pack_mode(prefix: str, root: str, options, pass_through: bool, pack_label: bool,
-               workers: int, executor: str, resume: bool, strict: bool, quiet: bool) -> None:
+def _pack_mode(prefix: str, root: str, options: ImageOptions, pass_through: bool,
+               pack_label: bool, workers: int, executor: str, resume: bool, strict: bool,
+               quiet: bool) -> None:
     folder = os.path.abspath(prefix)
     if not os.path.isdir(folder) and not os.path.isdir(os.path.dirname(folder)):
         fail(f"{os.path.dirname(folder)}: no such folder for PREFIX {prefix}")
@@ -214,24 +215,30 @@ def _pack_mode(prefix: str, root: str, options, pass_through: bool, pack_label: 
             raise
         finally:
             bar.close()
-        if result.already_done:
-            click.echo(f"{name}: already packed ({_rel(result.rec_path)}, "
-                       f"{_rel(result.idx_path)}); nothing to resume")
-            continue
-        rate = (result.packed + result.skipped - result.resumed) / result.seconds \
-            if result.seconds > 0 else 0.0
-        resumed = f", resumed after {result.resumed}" if result.resumed else ""
-        click.echo(f"{name}: packed {result.packed} images, skipped {result.skipped}, "
-                   f"{result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"
-                   f"{resumed}) -> {_rel(result.rec_path)}, {_rel(result.idx_path)}")
-        if result.skipped:
-            click.echo(f"{name}: {result.skipped} image(s) skipped, reasons in "
-                       f"{_rel(result.errors_path)}", err=True)
+        _print_result(name, result)
+        if result.skipped and not result.already_done:
             failed.append(result)
     if strict and failed:
         total = sum(r.skipped for r in failed)
         fail(f"{total} image(s) could not be packed (--strict); see "
              + ", ".join(_rel(r.errors_path) for r in failed), code=EXIT_DAMAGE)
+
+
+def _print_result(name: str, result: PackResult) -> None:
+    """One line per packed list (and one on stderr when images were skipped)."""
+    if result.already_done:
+        click.echo(f"{name}: already packed ({_rel(result.rec_path)}, "
+                   f"{_rel(result.idx_path)}); nothing to resume")
+        return
+    rate = (result.packed + result.skipped - result.resumed) / result.seconds \
+        if result.seconds > 0 else 0.0
+    resumed = f", resumed after {result.resumed}" if result.resumed else ""
+    click.echo(f"{name}: packed {result.packed} images, skipped {result.skipped}, "
+               f"{result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"
+               f"{resumed}) -> {_rel(result.rec_path)}, {_rel(result.idx_path)}")
+    if result.skipped:
+        click.echo(f"{name}: {result.skipped} image(s) skipped, reasons in "
+                   f"{_rel(result.errors_path)}", err=True)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -1,12 +1,11 @@
 """``recio inspect``: what is in a record file, in one bounded-memory pass."""
 from __future__ import annotations
 
-import os
-from typing import Optional
+from typing import List, Optional
 
 import click
 
-from recio.cli.common import echo_json, handle_errors, json_option, progress, quiet_option
+from recio.cli.common import echo_json, file_progress, handle_errors, json_option, quiet_option
 from recio.records.stats import FileStats, scan_file
 
 
@@ -16,8 +15,8 @@ from recio.records.stats import FileStats, scan_file
               help="Print the headers of the first N records.")
 @click.option("--sample", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Image records (spread over the file) whose width x height is read.")
-@click.option("--index", "index_path", type=click.Path(dir_okay=False), default=None,
-              help="Index to check (default: the .idx beside the .rec, if any).")
+@click.option("--index", "index_path", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="Index to check (default: the .idx beside the .rec, if any).")
 @json_option
 @quiet_option
 @handle_errors
@@ -34,11 +33,8 @@ def inspect_cmd(rec: str, show: int, sample: int, index_path: Optional[str], as_
       recio inspect train.rec --show 5          # headers of the first 5 records
       recio inspect train.rec --json | jq .images.label_max
     """
-    if index_path is not None and not os.path.exists(index_path):
-        raise FileNotFoundError(2, "No such file", index_path)
-    size = os.path.getsize(rec)
-    with progress(total=size, desc="inspect", unit="B", unit_scale=True, quiet=quiet) as bar:
-        stats, _ = scan_file(rec, sample=sample, show=show, index_path=index_path,
+    with file_progress(rec, "inspect", quiet) as bar:
+        stats, _ = scan_file(rec, sample=sample, show=show, idx_path=index_path,
                              progress=bar.update)
     if as_json:
         echo_json(stats.to_dict())
@@ -53,7 +49,7 @@ def _num(x: Optional[float]) -> str:
     return f"{int(x):,}" if float(x).is_integer() else f"{x:,.6g}"
 
 
-def describe(st: FileStats) -> list:
+def describe(st: FileStats) -> List[str]:
     """The human-readable report of ``recio inspect`` as lines."""
     lines = [f"{st.path}: {st.size:,} bytes, {st.records:,} records "
              f"({st.multipart_records:,} multi-part, {st.parts:,} parts)"]
@@ -61,7 +57,29 @@ def describe(st: FileStats) -> list:
         median = _num(st.size_median) + ("" if st.size_median_exact else " (sampled)")
         lines.append(f"  record size: min {_num(st.size_min)}, median {median}, "
                      f"max {_num(st.size_max)} bytes; payload total {st.payload_bytes:,}")
+    lines += _image_lines(st)
+    if st.layout is not None:
+        lay = st.layout
+        state = "consistent" if lay["consistent"] else "INCONSISTENT"
+        lines.append(f"  layout: face-recognition (InsightFace): record 0 is the dataset header, "
+                     f"{lay['images']:,} images (keys 1..{lay['images']}), "
+                     f"{lay['identities']:,} identity records (keys "
+                     f"{lay['first_identity_key']}..{lay['records_expected'] - 1}); {state}")
+    lines.append(_index_line(st))
+    if st.damage:
+        first = st.damage[0]
+        lines.append(f"  damage: {len(st.damage):,} region(s), {st.damaged_bytes:,} bytes; "
+                     f"first at "
+                     f"[{first.start}, {first.end}): {first.reason} (run `recio verify`)")
+    else:
+        lines.append("  damage: none found in the record framing")
+    return lines + [_shown_line(number, e) for number, e in enumerate(st.shown)]
+
+
+def _image_lines(st: FileStats) -> List[str]:
+    """Formats, label widths, labels, ids and sampled sizes of the image records."""
     img = st.images
+    lines = []
     if img.records:
         formats = ", ".join(f"{k} {v:,}" for k, v in img.formats.items())
         lines.append(f"  image records: {img.records:,} ({formats})")
@@ -83,37 +101,26 @@ def describe(st: FileStats) -> list:
         lines.append(f"  header-only records (no image): {st.header_only_records:,}")
     if st.non_image_records and img.records:
         lines.append(f"  records without a recognised image: {st.non_image_records:,}")
-    if st.layout is not None:
-        lay = st.layout
-        state = "consistent" if lay["consistent"] else "INCONSISTENT"
-        lines.append(f"  layout: face-recognition (InsightFace): record 0 is the dataset header, "
-                     f"{lay['images']:,} images (keys 1..{lay['images']}), "
-                     f"{lay['identities']:,} identity records (keys "
-                     f"{lay['first_identity_key']}..{lay['records_expected'] - 1}); {state}")
-    if st.index is not None:
-        chk = st.index
-        if chk.ok:
-            how = ("keys 0..n-1 in file order" if chk.keys_are_positions else
-                   "keys " + ("in file order" if chk.in_file_order else "not in file order"))
-            lines.append(f"  index {chk.path}: {chk.entries:,} entries, consistent ({how})")
-        else:
-            lines.append(f"  index {chk.path}: PROBLEMS: " + "; ".join(chk.problems()))
-    else:
-        lines.append("  index: none (write one with `recio index`)")
-    if st.damage:
-        first = st.damage[0]
-        lines.append(f"  damage: {len(st.damage):,} region(s), {st.damaged_bytes:,} bytes; "
-                     f"first at "
-                     f"[{first.start}, {first.end}): {first.reason} (run `recio verify`)")
-    else:
-        lines.append("  damage: none found in the record framing")
-    for number, e in enumerate(st.shown):
-        text = f"  #{number} at byte {e['offset']}: {e['length']:,} bytes"
-        text += f" in {e['parts']} parts" if e["parts"] > 1 else ""
-        if "flag" in e:
-            text += f", flag {e['flag']}, label {e['label']}, id {e['id']}, id2 {e['id2']}"
-        if e.get("format"):
-            size = f" {e['width']}x{e['height']}" if e.get("width") is not None else ""
-            text += f", {e['format']}{size}"
-        lines.append(text)
     return lines
+
+
+def _index_line(st: FileStats) -> str:
+    if st.index is None:
+        return "  index: none (write one with `recio index`)"
+    chk = st.index
+    if not chk.ok:
+        return f"  index {chk.path}: PROBLEMS: " + "; ".join(chk.problems())
+    how = ("keys 0..n-1 in file order" if chk.keys_are_positions else
+           "keys " + ("in file order" if chk.in_file_order else "not in file order"))
+    return f"  index {chk.path}: {chk.entries:,} entries, consistent ({how})"
+
+
+def _shown_line(number: int, e: dict) -> str:
+    text = f"  #{number} at byte {e['offset']}: {e['length']:,} bytes"
+    text += f" in {e['parts']} parts" if e["parts"] > 1 else ""
+    if "flag" in e:
+        text += f", flag {e['flag']}, label {e['label']}, id {e['id']}, id2 {e['id2']}"
+    if e.get("format"):
+        size = f" {e['width']}x{e['height']}" if e.get("width") is not None else ""
+        text += f", {e['format']}{size}"
+    return text

@@ -1,24 +1,36 @@
-"""Decode, centre-crop, resize and re-encode one image the way im2rec does, but faster and safer.
+"""The one image codec: ``decode`` image bytes to pixels, ``encode`` pixels to image bytes.
 
-Geometry is MXNet's (``tools/im2rec.py``): ``center_crop`` keeps the centred square of side
-``min(h, w)``; ``resize=S`` scales so the shorter side is ``S`` and the longer ``long * S // short``
-(integer floor). Pixels differ from MXNet (OpenCV's non-antialiased bilinear); ours are better:
-Pillow's antialiased filters, measured against an exact Lanczos downscale.
+Every reader of image records decodes through :func:`decode` (``unpack_img``, ``recio.mx``,
+``ImageRecordIter``, the torch datasets, ``recio verify --images``) and im2rec through
+:func:`render_image`, which adds its crop and resize; every writer encodes through
+:func:`encode`. So one set of rules holds everywhere:
 
-Speed comes from not decoding pixels that are thrown away: a JPEG is decoded straight to a
-reduced scale in the DCT domain (Pillow's ``draft()``: 1/2, 1/4, 1/8; or, when the optional
-``simplejpeg`` is installed (``pip install 'recio[fast]'``), libjpeg-turbo's M/8 scales), never
-below the target size, and crop + resize are then one resampling step over the reduced image.
-Both decoders give the same output sizes.
+* **Pixels as MXNet gives them.** MXNet decodes with OpenCV (``cv2.imdecode``), and so do the
+  arrays recio returns, exactly, for the flags ``color`` 1 (colour), 0 (greyscale) and -1 (as
+  stored). OpenCV's greyscale is not Pillow's ``convert("L")``: a JPEG is decoded by libjpeg
+  straight to its luma channel; a PNG goes through libpng's RGB-to-grey (weights 0.299/0.587 in
+  15-bit fixed point, truncated, in linear light when the file declares a gamma); other formats
+  use OpenCV's ``cvtColor`` weights. CMYK JPEGs use OpenCV's CMYK formulas; 16-bit samples keep
+  their high byte (the greyscale of 16-bit colour is computed on 16 bits, ``recio.image.png16``).
+* **Backends.** JPEGs are decoded by simplejpeg (libjpeg-turbo, releasing the GIL) when it is
+  installed (``pip install 'recio[fast]'``), everything else by Pillow; both give the same
+  pixels. ``decoder="pillow"`` or ``"simplejpeg"`` forces one.
+* **DCT-scaled decoding.** Given ``min_side``, a JPEG is decoded at 1/2, 1/4 or 1/8 of its size
+  in the DCT domain when the result still covers the image scaled so that its shorter side is
+  ``min_side`` (much cheaper for photos about to be shrunk). Both backends pick the same scale.
+* **Decompression bombs.** The size an image declares is checked against ``max_pixels`` before
+  any pixel is allocated, and every decode failure is an :class:`~recio.errors.ImageError`.
+* **Encoding as MXNet's ``pack_img``.** ``quality`` is the JPEG quality (clamped to 0-100) for
+  ``.jpg`` and the PNG compression level (clamped to 0-9, OpenCV's ``IMWRITE_PNG_COMPRESSION``)
+  for ``.png``: the same ``quality`` gives the same compression everywhere.
 
-When OpenCV is importable (``opencv-python-headless``, also in ``recio[fast]``), that final
-resize of an RGB or greyscale image is ``cv2.resize`` instead of Pillow's (about half the CPU per
-image; the packer limits OpenCV to one internal thread while it runs), and the simplejpeg decode then keeps to the SIMD
-scales 1/8, 2/8, 4/8, 8/8; sizes are unchanged. Set the environment variable
-``RECIO_RESIZER=pillow`` to force Pillow (``opencv`` to require OpenCV).
-
-Safety: the declared size is checked before any pixel is decoded (decompression bombs), and
-every decode failure becomes an :class:`~recio.errors.ImageError` saying why.
+im2rec's geometry is MXNet's (``tools/im2rec.py``): ``center_crop`` keeps the centred square of
+side ``min(h, w)``; ``resize=S`` scales so the shorter side is ``S`` and the longer
+``long * S // short`` (integer floor). Its resampled pixels differ from MXNet's (OpenCV's
+non-antialiased bilinear) on purpose: they are antialiased, closer to an exact downscale
+(measurements in ``benchmarks/README.md``). The final resize is ``cv2.resize`` when OpenCV is
+installed (``recio[fast]``; about half the CPU of Pillow's), else Pillow's; the environment
+variable ``RECIO_RESIZER=pillow`` forces Pillow, ``opencv`` requires OpenCV.
 """
 from __future__ import annotations
 
@@ -27,53 +39,50 @@ import math
 import os
 import struct
 import threading
+import warnings
+import zlib
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple, Union
 
-from PIL import Image, ImageOps
+import numpy as np
+from PIL import Image
 
 from recio.errors import ImageError
+from recio.image.png16 import png16_layout, read_png16
+from recio.optional import install_hint, optional, require
 
 #: Pillow's own default decompression-bomb limit (about 89.5 megapixels, a 9459 x 9459 image)
 DEFAULT_MAX_PIXELS = 89_478_485
-#: im2rec's colour modes: 1 colour (alpha dropped), 0 greyscale, -1 unchanged
+#: colour flags, as OpenCV's and MXNet's: 1 colour (alpha dropped), 0 greyscale, -1 as stored
 COLOR_MODES = (-1, 0, 1)
 ENCODINGS = (".jpg", ".png")
+DECODERS = ("auto", "pillow", "simplejpeg")
 _JPEG_SOI = b"\xff\xd8\xff"
+#: a JPEG's EXIF data is an APP1 segment starting with this, within its first 64 KiB
+_EXIF_HEADER = b"Exif\x00\x00"
+_EXIF_SEARCH = 65_560
 _ORIENTATION_TAG = 0x0112
 
-#: the libjpeg-turbo DCT scales (in eighths) the simplejpeg path may decode at: the smallest not
-#: below the target size. Measured on the benchmark corpus (CPU ms per image for decode + resize
-#: + encode to 256 px, PSNR against an exact Lanczos downscale; OpenCV INTER_LINEAR: 46.9 dB):
-#: all of 1-8: 4.1 ms, 47.4 dB; without 7/8 (this): 4.1 ms, 48.1 dB; only the SIMD scales 1, 2,
-#: 4, 8: 4.5 ms, 50.3 dB. 3/8, 5/8, 6/8 and 7/8 decode *slower* than 8/8 (no SIMD inverse DCT;
-#: 500x397 JPEG: 1.14 ms at 8/8, 1.49 at 5/8, 1.76 at 6/8, 2.16 at 7/8), but the smaller image
-#: makes the resize, the largest cost, cheaper; at 7/8 that saving is too small to pay.
-_SLOW_SCALES = (7,)
-_SCALES = tuple(k for k in range(1, 9) if k not in _SLOW_SCALES)
+#: the DCT scales (in eighths) ``decode`` may use: the ones Pillow's ``draft()`` has too, so
+#: both backends give the same pixels
+POWER_OF_TWO_SCALES = (1, 2, 4, 8)
+#: the scales im2rec's simplejpeg decode may use before a Pillow resize: every libjpeg-turbo
+#: scale but 7/8, which decodes slower than 8/8 and saves too little of the resize to pay
+_SCALES = (1, 2, 3, 4, 5, 6, 8)
 
-#: the antialiased resampling filter. Against an exact float Lanczos downscale (PSNR, 120
-#: corpus images to 256 px) bicubic scores 50.4 dB, OpenCV's INTER_LINEAR (MXNet) 46.9,
-#: Pillow's bilinear only 43.4 (too soft); see benchmarks/bench_im2rec.py. The resize is the
-#: largest cost (about half the CPU per image), but the cheaper filters all score below OpenCV
-#: after the DCT-scaled decode (bilinear 42.9, hamming 42.7, 90 images) for ~20% less CPU.
+#: im2rec's antialiased resampling filter (chosen against an exact Lanczos downscale; Pillow's
+#: bilinear is too soft, see benchmarks/README.md)
 RESAMPLE = Image.Resampling.BICUBIC
 #: shrink by an integer factor first when the ratio is at least this (PNG and other non-JPEG
-#: sources; JPEGs are already reduced in the DCT domain); costs < 0.1 dB
+#: sources; JPEGs are already reduced in the DCT domain); a negligible loss in quality
 REDUCING_GAP = 3.0
-
-#: the OpenCV resize of the DCT-reduced image (remaining factor below 2). PSNR against an exact
-#: float Lanczos downscale (150 corpus images to 256 px; OpenCV INTER_LINEAR from full
-#: resolution, i.e. MXNet: 46.18 dB; Pillow BICUBIC: 49.9 dB) and CPU ms per image for decode
-#: + resize + encode (simplejpeg; Pillow BICUBIC 4.1): INTER_CUBIC 47.9 dB, 2.3 ms; INTER_LINEAR
-#: 45.7 dB; INTER_AREA 44.1 dB; with exact fractional geometry (see _cv2_resize; cv2.resize's
-#: dsize form instead: 46.7 dB) and simplejpeg kept to the SIMD scales (all of 1/8-8/8: 47.1 dB,
-#: 3/8-6/8 decode slower than 8/8 anyway), hence _CV2_SCALES.
+#: the OpenCV resize of the DCT-reduced image (remaining factor below 2); with OpenCV the
+#: simplejpeg decode keeps to the SIMD scales 1/8, 2/8, 4/8, 8/8, which resize better
 CV2_INTERPOLATION = "INTER_CUBIC"
 #: from this remaining factor on (PNG and other non-JPEG sources) OpenCV's antialiasing
 #: INTER_AREA is used instead: a plain cubic would alias
 CV2_AREA_FACTOR = 2.0
-_CV2_SCALES = (1, 2, 4, 8)
+_CV2_SCALES = POWER_OF_TWO_SCALES
 #: the environment variable choosing the resizer: "auto" (OpenCV when installed) or "pillow"
 RESIZER_ENV = "RECIO_RESIZER"
 #: module-level switch: None = decide once from RECIO_RESIZER and whether cv2 imports;
@@ -82,9 +91,378 @@ USE_OPENCV: Optional[bool] = None
 
 #: what Pillow and the decoders raise on bad data; all of it becomes ImageError
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, IndexError, KeyError, TypeError,
-                  ZeroDivisionError, struct.error, MemoryError, Image.DecompressionBombError)
+                  ZeroDivisionError, struct.error, zlib.error, MemoryError,
+                  Image.DecompressionBombError)
+
+# -- the colour rules of OpenCV's decoders ------------------------------------------------------
+#: OpenCV's cvtColor RGB -> grey, 14-bit fixed point, rounded (BMP, TIFF, WebP, CMYK JPEGs)
+_CV_WEIGHTS = (4899, 9617, 1868)
+#: libpng's png_set_rgb_to_gray(0.299, 0.587) as OpenCV calls it: 15-bit fixed point, truncated
+_PNG_WEIGHTS = (9797, 19234, 3737)
+#: libpng's sRGB gamma (a file with an sRGB chunk), in its fixed point (x 100000)
+_PNG_SRGB_GAMMA = 45455
+_PNG_UNITY = 100_000
+#: libpng treats a gamma within 5% of 1 as linear (PNG_GAMMA_THRESHOLD_FIXED)
+_PNG_GAMMA_THRESHOLD = 5_000
+_SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+Pixels = Union[bytes, bytearray, memoryview, np.ndarray]
 
 
+# -- backends -----------------------------------------------------------------------------------
+def check_decoder(decoder: str) -> None:
+    """Validate a ``decoder`` choice: ``ValueError`` for an unknown name, ``ImportError`` (what
+    to install) for ``"simplejpeg"`` without simplejpeg."""
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be 'auto', 'pillow' or 'simplejpeg', got {decoder!r}")
+    if decoder == "simplejpeg":
+        require("simplejpeg", feature="decoder='simplejpeg'")
+
+
+def have_fast_decoder() -> bool:
+    """True when the optional simplejpeg fast JPEG decoder (``recio[fast]``) is installed."""
+    return optional("simplejpeg") is not None
+
+
+def _jpeg_backend(decoder: str, data: Any, exif_transpose: bool) -> Any:
+    """simplejpeg when it should decode ``data``, else None (Pillow, which also reads the EXIF
+    orientation when it is to be applied and the file may have one)."""
+    if decoder == "pillow" or bytes(data[:3]) != _JPEG_SOI:
+        return None
+    if exif_transpose and bytes(data[:_EXIF_SEARCH]).find(_EXIF_HEADER) != -1:
+        return None
+    return optional("simplejpeg")
+
+
+# -- decode -------------------------------------------------------------------------------------
+def decode(data: Pixels, color: int = 1, *, bgr: bool = False, min_side: int = 0,
+           max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False,
+           decoder: str = "auto", name: Optional[str] = None) -> np.ndarray:
+    """Decode image bytes to a uint8 array with OpenCV's (and so MXNet's) pixels.
+
+    ``color`` as OpenCV's imdecode flag: 1 -> ``(H, W, 3)`` RGB (``bgr=True``: BGR, as OpenCV),
+    0 -> ``(H, W)`` greyscale, -1 -> as stored: ``(H, W)`` for grey (uint16 for a 16-bit grey
+    PNG), 3 channels for colour, 4 with alpha (also a grey PNG with alpha or a palette with
+    transparency, as OpenCV expands them). ``min_side > 0`` lets a JPEG decode smaller (see the
+    module docstring). ``exif_transpose`` applies the EXIF orientation (as OpenCV 4's imdecode
+    does for flags 0 and 1; MXNet's own C++ decoder does not). An image declaring more than
+    ``max_pixels`` pixels, or that cannot be decoded, raises :class:`ImageError` (``name`` is
+    its path in the message).
+    """
+    return decode_scaled(data, color, bgr=bgr, min_side=min_side, max_pixels=max_pixels,
+                         exif_transpose=exif_transpose, decoder=decoder, name=name)[0]
+
+
+def decode_scaled(data: Pixels, color: int = 1, *, bgr: bool = False, min_side: int = 0,
+                  max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False,
+                  decoder: str = "auto", name: Optional[str] = None,
+                  scales: Sequence[int] = POWER_OF_TWO_SCALES
+                  ) -> Tuple[np.ndarray, Tuple[int, int], float]:
+    """:func:`decode`, also returning the image's own ``(width, height)`` (after the EXIF
+    orientation) and the DCT scale it was decoded at (1.0, 0.5, ...), for callers that map
+    source coordinates onto the pixels. ``scales``: the eighths the simplejpeg backend may use
+    (Pillow's are always 1/8, 1/4, 1/2, 1)."""
+    if color not in COLOR_MODES:
+        raise ValueError(f"color must be 1 (colour), 0 (greyscale) or -1 (as stored), got {color}")
+    if decoder not in DECODERS:
+        check_decoder(decoder)
+    if isinstance(data, np.ndarray):
+        data = np.ascontiguousarray(data, dtype=np.uint8).tobytes()
+    try:
+        result = None
+        sj = _jpeg_backend(decoder, data, exif_transpose)
+        if sj is not None:
+            result = _decode_simplejpeg(sj, data, color, bgr, min_side, scales, max_pixels, name)
+        if result is None:
+            result = _decode_pillow(data, color, bgr, min_side, max_pixels, exif_transpose, name)
+        return result
+    except ImageError:
+        raise
+    except Image.UnidentifiedImageError:
+        raise ImageError(f"its {len(data)} image bytes are not in a format Pillow can read",
+                         path=name) from None
+    except _DECODE_ERRORS as exc:
+        raise ImageError(f"cannot decode image: {_describe(exc)}", path=name) from None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if type(exc).__name__ not in text:
+        text = f"{type(exc).__name__}: {text}"
+    return " ".join(text.split())[:200]
+
+
+def check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 name: Optional[str] = None) -> None:
+    """The decompression-bomb guard: ``ImageError`` for an empty size or one above
+    ``max_pixels`` (checked from the header, before any pixel is allocated)."""
+    if width <= 0 or height <= 0:
+        raise ImageError(f"image declares an empty size {width}x{height}", path=name)
+    if width * height > max_pixels:
+        raise ImageError(f"image declares {width}x{height} = {width * height} pixels, above the "
+                         f"limit of {max_pixels} (decompression-bomb guard; raise max_pixels if "
+                         "the image is genuine)", path=name)
+
+
+def dct_eighths(width: int, height: int, min_side: int,
+                scales: Sequence[int] = POWER_OF_TWO_SCALES) -> int:
+    """The DCT scale ``m`` (decode at ``m/8``) for a ``width x height`` JPEG: the smallest of
+    ``scales`` whose image still covers the one scaled to shorter side ``min_side`` (as Pillow's
+    ``draft()`` decides: ``m/8 >= ceil(side * min_side / short) / side`` on both sides), 8 when
+    none does or ``min_side`` is 0.
+
+    A scale whose output size equals that of ``(m-1)/8`` is passed over: libjpeg-turbo (through
+    simplejpeg) would pick the smaller scale for it, and the backends would disagree.
+    """
+    short = min(width, height)
+    if min_side <= 0 or min_side >= short:
+        return 8
+    need_w = -(-width * min_side // short)
+    need_h = -(-height * min_side // short)
+    for m in sorted(scales):
+        if m >= 8:
+            break
+        if m * width < 8 * need_w or m * height < 8 * need_h:
+            continue
+        if m == 1 or (-(-width * (m - 1) // 8) < -(-width * m // 8)
+                      or -(-height * (m - 1) // 8) < -(-height * m // 8)):
+            return m
+    return 8
+
+
+def _decode_simplejpeg(sj: Any, data: Any, color: int, bgr: bool, min_side: int,
+                       scales: Sequence[int], max_pixels: int, name: Optional[str]
+                       ) -> Optional[Tuple[np.ndarray, Tuple[int, int], float]]:
+    """libjpeg-turbo through simplejpeg; None for CMYK/YCCK JPEGs (Pillow applies OpenCV's CMYK
+    formulas to them)."""
+    height, width, colorspace, _ = sj.decode_jpeg_header(data)
+    if colorspace not in ("Gray", "YCbCr", "RGB"):
+        return None
+    check_pixels(width, height, max_pixels, name)
+    grey = color == 0 or (color == -1 and colorspace == "Gray")
+    out = "GRAY" if grey else ("BGR" if bgr else "RGB")
+    m = dct_eighths(width, height, min_side, scales)
+    if m == 8:
+        array = sj.decode_jpeg(data, out)
+    else:
+        array = sj.decode_jpeg(data, out, min_width=-(-width * m // 8),
+                               min_height=-(-height * m // 8))
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    # libjpeg scales by exactly m/8, rounding the size up; trust the size if it disagrees
+    scale = m / 8 if array.shape[1] == -(-width * m // 8) else array.shape[1] / width
+    return array, (width, height), scale
+
+
+def _decode_pillow(data: Any, color: int, bgr: bool, min_side: int, max_pixels: int,
+                   exif_transpose: bool, name: Optional[str]
+                   ) -> Tuple[np.ndarray, Tuple[int, int], float]:
+    """Any format Pillow reads; JPEGs through ``draft()`` (libjpeg's greyscale output, and the
+    DCT scale)."""
+    # (Pillow may warn about a large image here; check_pixels rejects it just below)
+    img = Image.open(io.BytesIO(data))
+    width, height = img.size
+    check_pixels(width, height, max_pixels, name)
+    scale = 1.0
+    if img.format in ("JPEG", "MPO"):
+        m = dct_eighths(width, height, min_side)
+        s = 8 // m
+        # "L" makes libjpeg output luma itself (OpenCV's IMREAD_GRAYSCALE), not RGB -> grey
+        img.draft("L" if color == 0 else None, (width // s, height // s) if s > 1 else None)
+        img.load()
+        scale = 1 / s if img.size == (-(-width // s), -(-height // s)) else img.width / width
+    orientation = img.getexif().get(_ORIENTATION_TAG, 1) if exif_transpose else 1
+    array = None
+    if img.format == "PNG" and color != 1:
+        layout = png16_layout(data)
+        if layout is not None:  # 16-bit colour: Pillow would keep only the high bytes
+            array = _png16_pixels(bytes(data), layout, color, _png_gamma(img.info))
+    if array is None:
+        array = _opencv_pixels(img, color)
+    if bgr and array.ndim == 3:
+        array = array[:, :, [2, 1, 0, 3][:array.shape[2]]]
+    if orientation in (5, 6, 7, 8):
+        width, height = height, width
+    return np.ascontiguousarray(_orient(array, orientation)), (width, height), scale
+
+
+def _orient(array: np.ndarray, orientation: int) -> np.ndarray:
+    """Apply an EXIF orientation (2-8) as OpenCV's ``ApplyExifOrientation`` does."""
+    if orientation in (5, 6, 7, 8):
+        array = array.swapaxes(0, 1)
+    if orientation in (2, 3, 6, 7):
+        array = array[:, ::-1]
+    if orientation in (3, 4, 7, 8):
+        array = array[::-1]
+    return array
+
+
+def _opencv_pixels(img: Image.Image, color: int) -> np.ndarray:
+    """A decoded Pillow image as the array OpenCV's imdecode gives for flag ``color`` (RGB
+    order)."""
+    mode, is_png = img.mode, img.format == "PNG"
+    if mode == "CMYK":
+        return _cmyk(np.asarray(img), color)
+    if mode in _SIXTEEN_BIT_MODES:
+        deep = np.clip(np.asarray(img), 0, 0xFFFF).astype(np.uint16)
+        if color == -1:
+            return deep
+        grey = (deep >> 8).astype(np.uint8)  # OpenCV keeps the high byte
+        return grey if color == 0 else np.repeat(grey[:, :, None], 3, axis=2)
+    if mode == "F":
+        img = Image.fromarray(np.clip(np.asarray(img), 0, 255).astype(np.uint8))
+    elif mode in ("P", "PA"):
+        alpha = mode == "PA" or "transparency" in img.info
+        img = img.convert("RGBA" if alpha and color == -1 else "RGB")
+    elif mode == "LA":
+        img = img.convert("RGBA" if color == -1 else "L")  # OpenCV: grey + alpha -> BGRA
+    elif mode == "RGB" and color == -1 and "transparency" in img.info:
+        img = img.convert("RGBA")  # a tRNS colour key becomes alpha, as libpng's tRNS_to_alpha
+    elif mode not in ("L", "RGB", "RGBA"):
+        img = img.convert("RGBA" if "A" in mode or "a" in mode else ("L" if mode == "1"
+                                                                     else "RGB"))
+    array = np.asarray(img)
+    if color == 1:
+        if array.ndim == 2:
+            return np.repeat(array[:, :, None], 3, axis=2)
+        return array[:, :, :3]
+    if color == 0 and array.ndim == 3:
+        if is_png:
+            return _png_grey(array, _png_gamma(img.info))
+        return _weighted_grey(array, _CV_WEIGHTS, 14, rounding=True)
+    return array
+
+
+def _weighted_grey(rgb: np.ndarray, weights: Tuple[int, int, int], bits: int,
+                   rounding: bool) -> np.ndarray:
+    r, g, b = (rgb[:, :, i].astype(np.uint32) for i in range(3))
+    total = r * weights[0] + g * weights[1] + b * weights[2]
+    if rounding:
+        total += 1 << (bits - 1)
+    return (total >> bits).astype(np.uint8)
+
+
+def _png_gamma(info: dict) -> int:
+    """The file gamma libpng works with (x 100000): sRGB's for an sRGB chunk, else the gAMA
+    chunk's when valid, else 1.0."""
+    if "srgb" in info:
+        return _PNG_SRGB_GAMMA
+    gamma = info.get("gamma")
+    if gamma is None:
+        return _PNG_UNITY
+    fixed = int(round(float(gamma) * _PNG_UNITY))
+    return fixed if 16 <= fixed <= 625_000_000 else _PNG_UNITY
+
+
+def _png_grey(rgb: np.ndarray, gamma: int) -> np.ndarray:
+    """libpng's ``png_do_rgb_to_gray`` for 8-bit samples (grey pixels pass unchanged).
+
+    Without a significant file gamma: the weighted sum, truncated. With one, libpng converts
+    to linear light through 8-bit tables, sums with rounding and converts back."""
+    if abs(gamma - _PNG_UNITY) <= _PNG_GAMMA_THRESHOLD:
+        return _weighted_grey(rgb, _PNG_WEIGHTS, 15, rounding=False)
+    to_linear = _png_gamma_table(_png_reciprocal(gamma))
+    screen = _png_reciprocal(gamma)  # libpng assumes the display matches the file
+    from_linear = _png_gamma_table(_png_reciprocal(screen))
+    linear = to_linear[rgb[:, :, :3]]
+    grey = from_linear[_weighted_grey(linear, _PNG_WEIGHTS, 15, rounding=True)]
+    r, g, b = rgb[:, :, 0], rgb[:, :, 1], rgb[:, :, 2]
+    return np.where((r == g) & (g == b), r, grey).astype(np.uint8)
+
+
+def _png16_pixels(data: bytes, color_type: int, color: int, gamma: int) -> Optional[np.ndarray]:
+    """OpenCV's pixels of a 16-bit PNG with colour or alpha for flags -1 and 0 (RGB order): the
+    uint16 samples (alpha from a tRNS colour key, grey + alpha as RGBA), or libpng's greyscale
+    on 16 bits (rounded) kept to its high byte. None (use the 8-bit samples) for the
+    greyscale of a file with a gamma: libpng's 16-bit gamma tables are not reproduced."""
+    samples, key = read_png16(data)
+    if color == -1:
+        if color_type == 4:
+            grey, alpha = samples[:, :, 0], samples[:, :, 1]
+            return np.stack([grey, grey, grey, alpha], axis=2)
+        if key is not None:
+            alpha = np.where((samples == np.asarray(key, np.uint16)).all(axis=2), 0, 0xFFFF)
+            return np.concatenate([samples, alpha[:, :, None].astype(np.uint16)], axis=2)
+        return samples
+    if color_type == 4:
+        return (samples[:, :, 0] >> 8).astype(np.uint8)
+    if abs(gamma - _PNG_UNITY) > _PNG_GAMMA_THRESHOLD:
+        return None
+    r, g, b = (samples[:, :, i].astype(np.uint64) for i in range(3))
+    grey = (r * _PNG_WEIGHTS[0] + g * _PNG_WEIGHTS[1] + b * _PNG_WEIGHTS[2] + (1 << 14)) >> 15
+    grey = np.where((r == g) & (g == b), r, grey)
+    return (grey >> 8).astype(np.uint8)
+
+
+def _png_reciprocal(fixed: int) -> int:
+    return int(math.floor(1e10 / fixed + 0.5))
+
+
+def _png_gamma_table(fixed: int) -> np.ndarray:
+    """libpng's ``png_build_8bit_table``: ``floor(255 * (i/255) ** gamma + 0.5)``."""
+    if abs(fixed - _PNG_UNITY) <= _PNG_GAMMA_THRESHOLD:
+        return np.arange(256, dtype=np.uint8)
+    exponent = fixed * 1e-5
+    table = [0] + [int(math.floor(255 * math.pow(i / 255.0, exponent) + 0.5))
+                   for i in range(1, 255)] + [255]
+    return np.asarray(table, dtype=np.uint8)
+
+
+def _cmyk(cmyk: np.ndarray, color: int) -> np.ndarray:
+    """OpenCV's CMYK (Adobe, stored inverted) to RGB or grey; Pillow gives the inverted values."""
+    raw = 255 - cmyk.astype(np.int32)
+    k = raw[:, :, 3]
+    c, m, y = (k - (((255 - raw[:, :, i]) * k) >> 8) for i in range(3))
+    if color == 0:
+        total = c * _CV_WEIGHTS[0] + m * _CV_WEIGHTS[1] + y * _CV_WEIGHTS[2] + (1 << 13)
+        return (total >> 14).astype(np.uint8)
+    return np.stack([c, m, y], axis=2).astype(np.uint8)
+
+
+# -- encode -------------------------------------------------------------------------------------
+def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", quality: int = 95, *,
+           bgr: bool = False) -> bytes:
+    """Encode pixels as MXNet's ``pack_img`` does: ``.jpg`` at JPEG ``quality`` (clamped to
+    0-100), ``.png`` at compression level ``quality`` (clamped to 0-9, as OpenCV's
+    ``IMWRITE_PNG_COMPRESSION``: the default 95 means 9).
+
+    ``image``: a uint8 array ``(H, W)``, ``(H, W, 1)``, ``(H, W, 3)`` RGB or ``(H, W, 4)`` RGBA
+    (``bgr=True``: BGR/BGRA, as OpenCV), a uint16 ``(H, W)`` array (PNG only), or a Pillow
+    image. JPEG has no alpha: a fourth channel is dropped, as OpenCV does.
+    """
+    fmt = encoding.lower()
+    if fmt not in (".jpg", ".jpeg", ".png"):
+        raise ImageError(f"unsupported image format {encoding!r}: use '.jpg' or '.png'")
+    img = image if isinstance(image, Image.Image) else _to_pillow(image, bgr, fmt == ".png")
+    out = io.BytesIO()
+    try:
+        if fmt == ".png":
+            img.save(out, "PNG", compress_level=min(max(int(quality), 0), 9))
+        else:
+            if img.mode in ("RGBA", "LA", "PA", "P"):
+                img = img.convert("RGB" if img.mode != "LA" else "L")
+            img.save(out, "JPEG", quality=min(max(int(quality), 0), 100))
+    except _DECODE_ERRORS as exc:
+        raise ImageError(f"cannot encode image: {_describe(exc)}") from None
+    return out.getvalue()
+
+
+def _to_pillow(image: np.ndarray, bgr: bool, png: bool) -> Image.Image:
+    arr = np.asarray(image)
+    if arr.ndim == 3 and arr.shape[2] == 1:
+        arr = arr[:, :, 0]
+    if arr.dtype == np.uint16 and arr.ndim == 2 and png:
+        return Image.fromarray(np.ascontiguousarray(arr))
+    if arr.dtype != np.uint8:
+        raise ImageError(f"image array must be uint8 (or uint16 grey for PNG), got {arr.dtype}")
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)):
+        raise ImageError(f"image array must be HxW, HxWx3 or HxWx4, got shape {arr.shape}")
+    if bgr and arr.ndim == 3:
+        arr = arr[:, :, [2, 1, 0, 3][:arr.shape[2]]]
+    return Image.fromarray(np.ascontiguousarray(arr))
+
+
+# -- im2rec: decode, crop, resize, encode -------------------------------------------------------
 @dataclass(frozen=True)
 class ImageOptions:
     """How to turn a source image into a record image (the im2rec pack options)."""
@@ -108,10 +486,7 @@ class ImageOptions:
             raise ValueError(f"resize must be 0 (keep size) or a positive side, got {self.resize}")
         if self.encoding == ".jpg" and not 1 <= self.quality <= 100:
             raise ValueError(f"JPEG quality must be 1-100, got {self.quality}")
-        if self.decoder not in ("auto", "pillow", "simplejpeg"):
-            raise ValueError(f"decoder must be auto, pillow or simplejpeg, got {self.decoder!r}")
-        if self.decoder == "simplejpeg" and _simplejpeg() is None:
-            raise ImportError("decoder='simplejpeg' needs simplejpeg: pip install 'recio[fast]'")
+        check_decoder(self.decoder)
 
 
 def target_size(width: int, height: int, resize: int) -> Tuple[int, int]:
@@ -140,63 +515,46 @@ def output_geometry(width: int, height: int, options: ImageOptions
     return box, target_size(box[2] - box[0], box[3] - box[1], options.resize)
 
 
-_SJ = None
-
-
-def _simplejpeg():
-    """The simplejpeg module, or None when it is not installed (checked once)."""
-    global _SJ
-    if _SJ is None:
-        try:
-            import simplejpeg
-            _SJ = simplejpeg
-        except ImportError:
-            _SJ = False
-    return _SJ or None
-
-
-_CV2 = None
 _CV2_LOCK = threading.Lock()
+_CV2_DECIDED: Optional[bool] = None
 
 
-def _cv2():
+def _cv2() -> Any:
     """The cv2 module when the OpenCV resizer is to be used, else None (decided once, under a
     lock so that worker threads starting together all decide the same)."""
-    global _CV2, USE_OPENCV
+    global USE_OPENCV, _CV2_DECIDED
     if USE_OPENCV is False:
         return None
-    if _CV2 is None or (USE_OPENCV and _CV2 is False):
-        with _CV2_LOCK:
-            if _CV2 is None or (USE_OPENCV and _CV2 is False):
-                _CV2 = _load_cv2(USE_OPENCV)
     if USE_OPENCV is None:
-        USE_OPENCV = bool(_CV2)
-    return (_CV2 or None) if USE_OPENCV else None
+        with _CV2_LOCK:
+            if _CV2_DECIDED is None:
+                _CV2_DECIDED = _resizer_wants_opencv()
+            if USE_OPENCV is None:
+                USE_OPENCV = _CV2_DECIDED
+        if not USE_OPENCV:
+            return None
+    return require("cv2", feature=f"{RESIZER_ENV}=opencv")
 
 
-def _load_cv2(force: Optional[bool]):
+def _resizer_wants_opencv() -> bool:
     choice = os.environ.get(RESIZER_ENV, "auto").strip().lower()
     if choice not in ("auto", "opencv", "pillow"):
         raise ValueError(f"{RESIZER_ENV} must be auto, opencv or pillow, got {choice!r}")
-    if choice == "pillow" and not force:
+    if choice == "pillow":
         return False
-    try:
-        import cv2
-    except ImportError:
-        if choice == "opencv" or force:
-            raise ImportError(f"{RESIZER_ENV}=opencv needs OpenCV: pip install 'recio[fast]' "
-                              "(or opencv-python-headless)") from None
+    if optional("cv2") is None:
+        if choice == "opencv":
+            raise ImportError(f"{RESIZER_ENV}=opencv needs OpenCV: {install_hint('cv2')}")
         return False
-    return cv2
+    return True
 
 
 def set_opencv_threads(n: int) -> Optional[int]:
     """Set OpenCV's internal thread count when OpenCV does the resizes; returns the previous count
     (None when OpenCV is not in use), so a caller can restore it.
 
-    OpenCV's own thread pool splits each small resize and spins between calls: about one more
-    CPU ms per image for no speed-up, fighting the packer's workers; the packer sets 1 while it
-    runs.
+    OpenCV's own thread pool splits each small resize and spins between calls: more CPU per
+    image for no speed-up, fighting the packer's workers; the packer sets 1 while it runs.
     """
     cv2 = _cv2()
     if cv2 is None:
@@ -211,11 +569,6 @@ def resizer_name() -> str:
     return "opencv" if _cv2() is not None else "pillow"
 
 
-def have_fast_decoder() -> bool:
-    """True when the optional simplejpeg fast JPEG decoder (``recio[fast]``) is installed."""
-    return _simplejpeg() is not None
-
-
 def transform_image(data: bytes, options: ImageOptions, name: Optional[str] = None) -> bytes:
     """Decode ``data``, crop/resize/convert per ``options`` and encode; returns the new bytes.
 
@@ -224,139 +577,53 @@ def transform_image(data: bytes, options: ImageOptions, name: Optional[str] = No
     """
     img = render_image(data, options, name)
     try:
-        return encode_image(img, options.encoding, options.quality)
-    except _DECODE_ERRORS as exc:
-        raise ImageError(f"cannot encode image: {_describe(exc)}", path=name) from None
+        return encode(img, options.encoding, options.quality)
+    except ImageError as exc:
+        raise ImageError(exc.message, path=name) from None
 
 
 def render_image(data: bytes, options: ImageOptions, name: Optional[str] = None) -> Image.Image:
     """The decoded, colour-converted, cropped and resized Pillow image (before encoding)."""
-    try:
-        img = None
-        if (options.decoder != "pillow" and not options.exif_transpose
-                and data[:3] == _JPEG_SOI and _simplejpeg() is not None):
-            img = _decode_simplejpeg(data, options, name)
-        if img is None:
-            img = _decode_pillow(data, options, name)
-        return img
-    except ImageError:
-        raise
-    except _DECODE_ERRORS as exc:
-        raise ImageError(f"cannot decode image: {_describe(exc)}", path=name) from None
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    if type(exc).__name__ not in text:
-        text = f"{type(exc).__name__}: {text}"
-    return " ".join(text.split())[:200]
-
-
-def _check_pixels(width: int, height: int, options: ImageOptions, name: Optional[str]) -> None:
-    if width <= 0 or height <= 0:
-        raise ImageError(f"image declares an empty size {width}x{height}", path=name)
-    if width * height > options.max_pixels:
-        raise ImageError(f"image declares {width}x{height} = {width * height} pixels, above the "
-                         f"limit of {options.max_pixels} (decompression-bomb guard); raise "
-                         "--max-pixels if the image is genuine", path=name)
-
-
-def _decode_simplejpeg(data: bytes, options: ImageOptions, name: Optional[str]):
-    """Decode a JPEG with libjpeg-turbo at the smallest M/8 scale not below the target size."""
-    sj = _simplejpeg()
-    height, width, colorspace, _ = sj.decode_jpeg_header(data)
-    if colorspace not in ("Gray", "YCbCr", "RGB"):
-        return None  # CMYK/YCCK: let Pillow handle the colour conversion
-    _check_pixels(width, height, options, name)
-    gray = options.color == 0 or (options.color == -1 and colorspace == "Gray")
-    box, size = output_geometry(width, height, options)
-    m = 8
-    if size is not None:
-        need = max(size[0] / (box[2] - box[0]), size[1] / (box[3] - box[1]))
-        scales = _CV2_SCALES if _cv2() is not None else _SCALES
-        m = next(k for k in scales if k >= 8 or k / 8 >= need)
-    if m == 8:
-        array = sj.decode_jpeg(data, "GRAY" if gray else "RGB")
-    else:
-        array = sj.decode_jpeg(data, "GRAY" if gray else "RGB",
-                               min_width=-(-width * m // 8), min_height=-(-height * m // 8))
-    if array.ndim == 3 and array.shape[2] == 1:
-        array = array[:, :, 0]
-    # libjpeg scales by exactly m/8 and rounds the output size up: use m/8, not the size ratio
-    scale = m / 8 if array.shape[1] == -(-width * m // 8) else array.shape[1] / width
     cv2 = _cv2()
-    if cv2 is not None and size is not None:  # no round trip through a Pillow image
-        scaled = (box[0] * scale, box[1] * scale, box[2] * scale, box[3] * scale)
-        return Image.fromarray(_cv2_resize(cv2, array, scaled, size,
-                                           box == (0, 0, width, height)))
-    return _crop_resize(Image.fromarray(array), width, height, scale, scale, box, size)
-
-
-def _decode_pillow(data: bytes, options: ImageOptions, name: Optional[str]):
-    """Decode any format Pillow knows; JPEGs in draft mode (DCT-domain 1/2, 1/4, 1/8)."""
-    # (Pillow may warn about a large image here; the packer silences that warning once, as
-    # catch_warnings() is not thread-safe, and _check_pixels rejects it just below)
-    img = Image.open(io.BytesIO(data))
-    stored_w, stored_h = img.size
-    _check_pixels(stored_w, stored_h, options, name)
-    orientation = 1
-    if options.exif_transpose:
-        orientation = img.getexif().get(_ORIENTATION_TAG, 1)
-    swap = orientation in (5, 6, 7, 8)
-    width, height = (stored_h, stored_w) if swap else (stored_w, stored_h)
+    array, (width, height), scale = decode_scaled(
+        data, options.color, min_side=options.resize, max_pixels=options.max_pixels,
+        exif_transpose=options.exif_transpose, decoder=options.decoder, name=name,
+        scales=_CV2_SCALES if cv2 is not None else _SCALES)
+    if array.dtype != np.uint8:  # 16-bit grey kept by color=-1: OpenCV keeps the high byte
+        array = (array >> 8).astype(np.uint8)
+    if options.encoding == ".jpg" and array.ndim == 3 and array.shape[2] == 4:
+        array = array[:, :, :3]  # JPEG cannot hold alpha
     box, size = output_geometry(width, height, options)
-    if size is not None and img.format == "JPEG":
-        need = max(size[0] / (box[2] - box[0]), size[1] / (box[3] - box[1]))
-        mode = "L" if options.color == 0 else ("RGB" if options.color == 1 else None)
-        request = (max(1, math.ceil(stored_w * need)), max(1, math.ceil(stored_h * need)))
-        img.draft(mode, request)
-    img.load()
-    if orientation != 1:
-        img = ImageOps.exif_transpose(img)
-    img = convert_mode(img, options.color, options.encoding)
-    # the draft may have shrunk the image by 1/2, 1/4 or 1/8 (sizes rounded up)
-    scale = _draft_scale(stored_w, img.width if not swap else img.height)
-    return _crop_resize(img, width, height, scale, scale, box, size)
+    return _crop_resize(cv2, array, width, height, scale, box, size)
 
 
-def _draft_scale(original: int, decoded: int) -> float:
-    for s in (1, 2, 4, 8):
-        if (original + s - 1) // s == decoded:
-            return 1.0 / s
-    return decoded / original
-
-
-def _crop_resize(img, width: int, height: int, sx: float, sy: float,
-                 box: Tuple[int, int, int, int], size: Optional[Tuple[int, int]]):
+def _crop_resize(cv2: Any, array: np.ndarray, width: int, height: int, scale: float,
+                 box: Tuple[int, int, int, int], size: Optional[Tuple[int, int]]) -> Image.Image:
     """Crop ``box`` (source coordinates) and resize to ``size`` in one resampling step."""
     if size is None:
+        left, top, right, bottom = box
         if box != (0, 0, width, height):
-            img = img.crop(box)
-        return img
-    scaled = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
-    cv2 = _cv2()
-    if cv2 is not None and img.mode in ("RGB", "L"):
-        import numpy as np
-
-        return Image.fromarray(_cv2_resize(cv2, np.asarray(img), scaled, size,
+            array = array[top:bottom, left:right]
+        return Image.fromarray(np.ascontiguousarray(array))
+    scaled = (box[0] * scale, box[1] * scale, box[2] * scale, box[3] * scale)
+    if cv2 is not None and (array.ndim == 2 or array.shape[2] == 3):
+        return Image.fromarray(_cv2_resize(cv2, array, scaled, size,
                                            box == (0, 0, width, height)))
-    return img.resize(size, RESAMPLE, box=scaled, reducing_gap=REDUCING_GAP)
+    return Image.fromarray(array).resize(size, RESAMPLE, box=scaled, reducing_gap=REDUCING_GAP)
 
 
-def _cv2_resize(cv2, array, scaled: Tuple[float, float, float, float], size: Tuple[int, int],
-                whole: bool):
+def _cv2_resize(cv2: Any, array: np.ndarray, scaled: Tuple[float, float, float, float],
+                size: Tuple[int, int], whole: bool) -> np.ndarray:
     """OpenCV resize of the box ``scaled`` (reduced-image coordinates) of the uint8 ``array``
     to ``size`` (width, height)."""
-    import numpy as np
-
     left, top, right, bottom = scaled
     fx, fy = size[0] / (right - left), size[1] / (bottom - top)
     # cv2.resize takes no fractional box, and a dsize rescales by dsize/source size, which
     # is not the exact factor when the DCT-scaled decode rounded its size up (a shift of up
-    # to half a pixel: -2 dB on the benchmark). Given fx/fy and no dsize it maps output pixel
-    # x to source (x + 0.5) / fx - 0.5 exactly, as Pillow's resize(box=...): start at the
-    # box's corner (rounded; fractional only for a centre crop of a reduced decode) and cut
-    # the output to ``size``.
+    # to half a pixel). Given fx/fy and no dsize it maps output pixel x to source
+    # (x + 0.5) / fx - 0.5 exactly, as Pillow's resize(box=...): start at the box's corner
+    # (rounded; fractional only for a centre crop of a reduced decode) and cut the output to
+    # ``size``.
     left, top = int(left + 0.5), int(top + 0.5)
     if not whole:
         array = array[top:min(array.shape[0], math.ceil(bottom) + 1),
@@ -371,56 +638,14 @@ def _cv2_resize(cv2, array, scaled: Tuple[float, float, float, float], size: Tup
     return out
 
 
-def convert_mode(img, color: int, encoding: str = ".jpg"):
-    """Apply im2rec's colour mode: 1 RGB (alpha dropped), 0 greyscale, -1 as stored.
-
-    With -1 the image keeps its channels unless the encoding cannot store them (JPEG has no
-    alpha, so RGBA becomes RGB as OpenCV does). 16-bit images are scaled to 8 bits like OpenCV.
-    """
-    mode = img.mode
-    if mode in ("I;16", "I;16L", "I;16B", "I;16N", "I", "F"):
-        img = _to_8bit(img)
-        mode = img.mode
-    if color == 1:
-        return img if mode == "RGB" else img.convert("RGB")
-    if color == 0:
-        return img if mode == "L" else img.convert("L")
-    if mode == "P":
-        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
-    elif mode == "1":
-        img = img.convert("L")
-    elif mode == "PA":
-        img = img.convert("RGBA")
-    elif mode not in ("L", "LA", "RGB", "RGBA"):
-        img = img.convert("RGB")
-    if encoding == ".jpg" and img.mode in ("LA", "RGBA"):
-        img = img.convert(img.mode[:-1])
-    return img
+def encode_image(img: Image.Image, encoding: str = ".jpg", quality: int = 95) -> bytes:
+    """Deprecated: use :func:`encode` (same parameter order)."""
+    warnings.warn("recio.image.codec.encode_image is deprecated: use recio.image.codec.encode",
+                  DeprecationWarning, stacklevel=2)
+    return encode(img, encoding, quality)
 
 
-def _to_8bit(img):
-    import numpy as np
-
-    array = np.asarray(img)
-    if img.mode == "F":
-        array = np.clip(array, 0, 255)
-    else:
-        array = array.astype(np.uint32) >> 8  # OpenCV keeps the high byte of 16-bit samples
-    return Image.fromarray(array.astype(np.uint8), "L")
-
-
-def encode_image(img, encoding: str = ".jpg", quality: int = 95) -> bytes:
-    """Encode a Pillow image: JPEG at ``quality`` (1-100) or PNG at compression ``quality``
-    clamped to 0-9 (im2rec passes 95 to OpenCV, which clamps it the same way)."""
-    out = io.BytesIO()
-    if encoding == ".png":
-        img.save(out, "PNG", compress_level=min(max(quality, 0), 9))
-    else:
-        img.save(out, "JPEG", quality=quality)
-    return out.getvalue()
-
-
-__all__ = ["DEFAULT_MAX_PIXELS", "ImageOptions", "target_size", "center_crop_box",
-           "output_geometry", "have_fast_decoder", "resizer_name", "set_opencv_threads",
-           "transform_image",
-           "render_image", "convert_mode", "encode_image"]
+__all__ = ["DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "decode", "decode_scaled", "encode",
+           "check_decoder", "check_pixels", "dct_eighths", "have_fast_decoder", "ImageOptions",
+           "target_size", "center_crop_box", "output_geometry", "resizer_name",
+           "set_opencv_threads", "transform_image", "render_image"]

@@ -1,4 +1,4 @@
-"""Image record header (MXNet ``IRHeader``) and Pillow-based image packing.
+"""Image record header (MXNet ``IRHeader``) and packing images into records.
 
 An image record's payload is::
 
@@ -12,7 +12,6 @@ A scalar label lives in the header (``flag = 0``); a vector of N labels sets ``f
 """
 from __future__ import annotations
 
-import io
 import numbers
 import struct
 import warnings
@@ -22,7 +21,7 @@ from typing import Tuple, Union
 import numpy as np
 
 from recio.errors import ImageError
-from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.image.codec import DEFAULT_MAX_PIXELS, decode, encode
 
 IR_FORMAT = "<IfQQ"
 IR_STRUCT = struct.Struct(IR_FORMAT)
@@ -97,72 +96,35 @@ def unpack(record: Record) -> Tuple[IRHeader, bytes]:
     return header, bytes(record[end:])
 
 
-def _pil():
-    from PIL import Image  # Pillow is a core dependency; imported here to keep `import recio` light
+def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
+    """Decode image bytes to a uint8 **RGB** array with MXNet's (OpenCV's) pixels: ``iscolor``
+    1 = ``(H, W, 3)`` RGB, 0 = ``(H, W)`` greyscale, -1 = as stored (see
+    :func:`recio.image.codec.decode`).
 
-    return Image
+    Damaged data raises :class:`ImageError`, and so does an image declaring more than
+    ``recio.image.codec.DEFAULT_MAX_PIXELS`` pixels (the decompression-bomb guard), before its
+    pixels are allocated.
+    """
+    return decode(data, iscolor, max_pixels=DEFAULT_MAX_PIXELS)
 
 
 def encode_image(img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
-    """Encode an RGB (H, W, 3), RGBA (H, W, 4) or grey (H, W) uint8 array as JPEG or PNG."""
-    Image = _pil()
-    arr = np.ascontiguousarray(img)
-    if arr.dtype != np.uint8:
-        raise ImageError(f"image array must be uint8, got {arr.dtype}")
-    if arr.ndim == 3 and arr.shape[2] == 1:
-        arr = arr[:, :, 0]
-    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)):
-        raise ImageError(f"image array must be HxW, HxWx3 or HxWx4, got shape {arr.shape}")
-    image = Image.fromarray(arr)
-    out = io.BytesIO()
-    fmt = img_fmt.lower()
-    if fmt in (".jpg", ".jpeg"):
-        if image.mode == "RGBA":
-            image = image.convert("RGB")
-        image.save(out, format="JPEG", quality=int(quality))
-    elif fmt == ".png":
-        image.save(out, format="PNG", compress_level=int(quality) if 0 <= quality <= 9 else 3)
-    else:
-        raise ImageError(f"unsupported image format {img_fmt!r}: use '.jpg' or '.png'")
-    return out.getvalue()
-
-
-def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
-    """Decode image bytes to a uint8 array: ``iscolor`` 1 = RGB, 0 = grey, -1 = as stored.
-
-    Damaged data raises :class:`ImageError`, and so does an image declaring more than
-    ``recio.image.codec.DEFAULT_MAX_PIXELS`` pixels (the packer's decompression-bomb limit),
-    before its pixels are allocated.
-    """
-    Image = _pil()
-    try:
-        image = Image.open(io.BytesIO(data))
-        width, height = image.size
-        if width * height > DEFAULT_MAX_PIXELS:
-            raise ImageError(f"image declares {width}x{height} = {width * height} pixels, above "
-                             f"the limit of {DEFAULT_MAX_PIXELS} (decompression-bomb guard)")
-        image.load()
-    except ImageError:
-        raise
-    except Exception as exc:  # Pillow raises many types for bad data; report them as one
-        raise ImageError(f"cannot decode image ({len(data)} bytes): {exc}") from exc
-    if iscolor == 1:
-        image = image.convert("RGB")
-    elif iscolor == 0:
-        image = image.convert("L")
-    elif image.mode not in ("L", "RGB", "RGBA"):
-        image = image.convert("RGBA" if "A" in image.mode else "RGB")
-    return np.asarray(image)
+    """Deprecated: use ``recio.image.codec.encode(img, img_fmt, quality)``."""
+    warnings.warn("recio.image.header.encode_image(img, quality, img_fmt) is deprecated: use "
+                  "recio.image.codec.encode(img, encoding, quality)", DeprecationWarning,
+                  stacklevel=2)
+    return encode(img, img_fmt, quality)
 
 
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
-    """Encode an RGB array with Pillow and pack it with ``header`` (``quality``: JPEG 1-100,
-    PNG 0-9)."""
-    return pack(header, encode_image(img, quality, img_fmt))
+    """Encode an **RGB** array (``.jpg`` at JPEG ``quality``, ``.png`` at compression level
+    ``quality`` clamped to 0-9, as MXNet's) and pack it with ``header``."""
+    return pack(header, encode(img, img_fmt, quality))
 
 
 def unpack_img(record: Record, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]:
-    """Unpack an image record and decode its image to an RGB (or grey) uint8 array."""
+    """Unpack an image record and decode its image to an RGB (or grey) uint8 array, with
+    MXNet's pixels (:func:`decode_image`)."""
     header, payload = unpack(record)
     return header, decode_image(payload, iscolor)
 

@@ -6,9 +6,11 @@ Pipeline (all inside recio, no MXNet)::
       -> decode + augment in ``preprocess_threads`` threads, straight into the batch array
       -> batches prefetched by a ``ThreadedIter`` (at most ``prefetch_buffer`` waiting)
 
-The JPEG decoders (Pillow, or simplejpeg when installed) and NumPy's arithmetic release the
-GIL, so the threads run in parallel. A batch array that the consumer no longer references is
-reused for a later batch (a float32 64x3x224x224 batch is 38 MB of fresh pages otherwise).
+Images are decoded by ``recio.image.codec.decode`` (MXNet's pixels, the decompression-bomb
+guard, DCT-scaled JPEG decoding when ``resize`` allows); the decoders (Pillow, or simplejpeg when
+installed) and NumPy's arithmetic release the GIL, so the threads run in parallel. A batch array
+that the consumer no longer references is reused for a later batch (a float32 64x3x224x224 batch
+is 38 MB of fresh pages otherwise).
 Augmentation for one image, in MXNet's order: ``resize`` the shorter side, then a crop of
 ``data_shape`` (random with ``rand_crop``, else centred; images smaller than the crop are first
 scaled up to cover it), then a horizontal flip with probability 1/2 (``rand_mirror``), then
@@ -24,10 +26,8 @@ records are skipped with a ``SkippedRecordWarning`` naming the record and counte
 """
 from __future__ import annotations
 
-import io
 import math
 import os
-import struct
 import sys
 import warnings
 import weakref
@@ -36,7 +36,10 @@ from itertools import islice
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from PIL import Image
 
+from recio.errors import ImageError
+from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode
 from recio.image.header import unpack
 from recio.records.index import read_index
 from recio.records.reader import RecordReader
@@ -72,34 +75,6 @@ class DataBatch:
                 f"label={self.label.dtype}{list(self.label.shape)}, pad={self.pad})")
 
 
-def _pil():
-    from PIL import Image  # a core dependency, imported on use to keep `import recio` light
-
-    return Image
-
-
-def _decode_errors() -> tuple:
-    Image = _pil()
-    return (OSError, ValueError, SyntaxError, EOFError, struct.error, IndexError,
-            Image.DecompressionBombError)
-
-
-def jpeg_module(decoder: str) -> Any:
-    """simplejpeg for ``decoder="simplejpeg"`` (or ``"auto"`` when installed), else None."""
-    if decoder not in ("pillow", "simplejpeg", "auto"):
-        raise ValueError(f"decoder must be 'pillow', 'simplejpeg' or 'auto', got {decoder!r}")
-    if decoder == "pillow":
-        return None
-    try:
-        import simplejpeg
-    except ImportError:
-        if decoder == "auto":
-            return None
-        raise ImportError("decoder='simplejpeg' needs simplejpeg: pip install 'recio[fast]'") \
-            from None
-    return simplejpeg
-
-
 class Augmenter:
     """Decode one image record's bytes and write the augmented result into a batch slot.
 
@@ -110,15 +85,16 @@ class Augmenter:
     def __init__(self, data_shape: Sequence[int], resize: int = -1, rand_crop: bool = False,
                  rand_mirror: bool = False, mean: Optional[np.ndarray] = None,
                  std: Optional[np.ndarray] = None, scale: float = 1.0, dtype: str = "float32",
-                 layout: str = "NCHW", decoder: str = "auto") -> None:
+                 layout: str = "NCHW", decoder: str = "auto",
+                 max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         c, h, w = (int(v) for v in data_shape)
-        self.decoder = decoder
-        self._simplejpeg = jpeg_module(decoder)
+        check_decoder(decoder)
+        self.decoder, self.max_pixels = decoder, int(max_pixels)
         self.channels, self.height, self.width = c, h, w
+        self.color = 1 if c == 3 else 0  # the decode flag: colour or greyscale
         self.resize = int(resize)
         self.rand_crop, self.rand_mirror = bool(rand_crop), bool(rand_mirror)
         self.dtype, self.layout = np.dtype(dtype), layout
-        self.mode = "RGB" if c == 3 else "L"
         # (x - mean) * k with k = scale / std, shaped to broadcast over one sample
         shape = (c, 1, 1) if layout == "NCHW" else (1, 1, c)
         self.mean: Optional[np.ndarray] = None
@@ -136,79 +112,34 @@ class Augmenter:
             if np.any(k != 1):
                 self.k = k
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_simplejpeg"] = None  # a module does not pickle; looked up again on load
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._simplejpeg = jpeg_module(self.decoder)
-
     def decode(self, img_bytes: bytes) -> np.ndarray:
         """The image as a uint8 HWC array (C = 1 or 3), shorter side scaled to ``resize`` if set.
 
-        JPEGs use DCT scaling (1/2, 1/4, 1/8, as Pillow's ``draft``) when that still leaves the
+        JPEGs are decoded at 1/2, 1/4 or 1/8 scale in the DCT domain when that still leaves the
         shorter side at least ``resize``, which makes large photos much cheaper to decode.
+        Undecodable bytes, or an image declaring more than ``max_pixels`` pixels, raise
+        :class:`~recio.errors.ImageError`.
         """
-        img = self._decode(img_bytes)
-        arr = img if isinstance(img, np.ndarray) else np.asarray(img)
+        arr = self._decode(img_bytes)
         return arr[:, :, None] if arr.ndim == 2 else arr
 
-    def _decode(self, img_bytes: bytes) -> Any:
-        """Decoded and resized: an HWC array (simplejpeg) or a PIL image (Pillow), uncropped.
-
-        Pillow images stay PIL until cropped: converting the whole image to an array first
-        costs a copy of every pixel.
-        """
-        Image = _pil()
-        img: Any = None
-        if self._simplejpeg is not None and img_bytes[:2] == b"\xff\xd8":
-            img = self._decode_simplejpeg(img_bytes)
-        if img is None:
-            img = Image.open(io.BytesIO(img_bytes))
-            if self.resize > 0 and img.format == "JPEG":
-                w, h = img.size
-                if min(w, h) >= 2 * self.resize:
-                    img.draft(self.mode, self._scaled(w, h))
-            if img.mode != self.mode:
-                img = img.convert(self.mode)
+    def _decode(self, img_bytes: bytes) -> np.ndarray:
+        """Decoded (HW or HWC) and resized, uncropped."""
+        img = decode(img_bytes, self.color, min_side=max(self.resize, 0),
+                     max_pixels=self.max_pixels, decoder=self.decoder)
         if self.resize > 0:
-            h, w = _hw(img)
-            short = min(w, h)
-            if short != self.resize:
+            h, w = img.shape[:2]
+            if min(w, h) != self.resize:
                 size = ((self.resize, h * self.resize // w) if w <= h
                         else (w * self.resize // h, self.resize))
                 img = _resize(img, max(1, size[0]), max(1, size[1]))
         return img
 
-    def _scaled(self, w: int, h: int) -> Tuple[int, int]:
-        """The smallest (w, h) with the same aspect whose shorter side is ``resize``."""
-        short = min(w, h)
-        return math.ceil(w * self.resize / short), math.ceil(h * self.resize / short)
-
-    def _decode_simplejpeg(self, img_bytes: bytes) -> Optional[np.ndarray]:
-        """Decode a JPEG with simplejpeg (libjpeg-turbo, GIL released); None to fall back."""
-        sj = self._simplejpeg
-        try:
-            kw = {}
-            if self.resize > 0:
-                h, w, _, _ = sj.decode_jpeg_header(img_bytes)
-                if min(w, h) >= 2 * self.resize:
-                    # the scale Pillow's draft() picks (1/8, 1/4 or 1/2), so the pixels agree
-                    sw, sh = self._scaled(w, h)
-                    s = next(f for f in (8, 4, 2, 1) if min(w // sw, h // sh) >= f)
-                    kw = {"min_width": -(-w // s), "min_height": -(-h // s)}
-            return sj.decode_jpeg(img_bytes, colorspace="RGB" if self.channels == 3 else "GRAY",
-                                  **kw)
-        except ValueError:  # CMYK, unusual encodings, damage: let Pillow try (and report)
-            return None
-
     def to_array(self, img_bytes: bytes, params: Sequence[float] = (0.5, 0.5, 1.0)) -> np.ndarray:
         """The augmented image as a uint8 HWC view: crop (random with ``rand_crop`` at
         fractions ``params[0:2]``, else centred), mirrored when ``params[2] < 0.5``."""
         img = self._decode(img_bytes)
-        h, w = _hw(img)
+        h, w = img.shape[:2]
         cw, ch = self.width, self.height
         if w < cw or h < ch:  # too small: scale up (keeping the aspect) until the crop fits
             s = max(cw / w, ch / h)
@@ -219,12 +150,7 @@ class Augmenter:
             y0 = min(int(params[1] * (h - ch + 1)), h - ch)
         else:
             x0, y0 = (w - cw) // 2, (h - ch) // 2
-        if isinstance(img, np.ndarray):
-            view = img[y0:y0 + ch, x0:x0 + cw]
-        else:
-            if (w, h) != (cw, ch):
-                img = img.crop((x0, y0, x0 + cw, y0 + ch))
-            view = np.asarray(img)
+        view = img[y0:y0 + ch, x0:x0 + cw]
         if view.ndim == 2:
             view = view[:, :, None]
         if self.rand_mirror and params[2] < 0.5:
@@ -237,7 +163,7 @@ class Augmenter:
         if self.layout == "NCHW":
             src = view.transpose(2, 0, 1)
         elif view.strides[1] < 0 and self.mean is None and self.k is None:
-            # a mirrored HWC copy is ~6x faster one channel at a time (long inner loops)
+            # a mirrored HWC copy is much faster one channel at a time (long inner loops)
             for c in range(self.channels):
                 out[:, :, c] = view[:, :, c]
             return
@@ -253,22 +179,9 @@ class Augmenter:
             out[...] = src
 
 
-def _hw(img: Any) -> Tuple[int, int]:
-    """(height, width) of an array or a PIL image."""
-    if isinstance(img, np.ndarray):
-        return img.shape[0], img.shape[1]
-    return img.size[1], img.size[0]
-
-
-def _resize(img: Any, width: int, height: int) -> Any:
-    """Bilinear resize with Pillow of a PIL image, or of a uint8 HWC/HW array (to an array)."""
-    Image = _pil()
-    if not isinstance(img, np.ndarray):
-        return img.resize((width, height), Image.BILINEAR)
-    squeeze = img.ndim == 3 and img.shape[2] == 1
-    im = Image.fromarray(img[:, :, 0] if squeeze else img)
-    out = np.asarray(im.resize((width, height), Image.BILINEAR))
-    return out[:, :, None] if squeeze else out
+def _resize(img: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Bilinear resize (Pillow's) of a uint8 HW or HWC array."""
+    return np.asarray(Image.fromarray(img).resize((width, height), Image.BILINEAR))
 
 
 def buffered_shuffle(items: Iterator[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
@@ -300,7 +213,6 @@ class _Engine:
         self.round_batch = it.round_batch
         self.part_index, self.num_parts = it.part_index, it.num_parts
         self.augment = it.augmenter
-        self.errors = _decode_errors()
         # batch arrays handed out before, reused once nobody else holds them (see _new_data)
         self.buffers: List[np.ndarray] = []
         self.max_buffers = it.prefetch_buffer + 3
@@ -367,10 +279,8 @@ class _Engine:
                 label[slot] = header.label[:lw]
             index[slot] = header.id
             self.augment(img, data[slot], params)
-        except self.errors as exc:
-            if isinstance(exc, _pil().UnidentifiedImageError):
-                return f"its {len(img)} image bytes are not in a format Pillow can read"
-            return f"cannot decode its image: {exc}"
+        except ImageError as exc:
+            return exc.message
         return None
 
     def _process_many(self, records: List[Tuple[str, bytes]], data: np.ndarray,
@@ -493,9 +403,11 @@ class ImageRecordIter:
     path (MXNet's ``.nd`` mean files are not read). Call ``close()`` (or use ``with``) to stop
     the threads at once; garbage collection does it too.
 
-    JPEGs are decoded by simplejpeg when it is installed (``pip install 'recio[fast]'``: the
-    same libjpeg-turbo as Pillow's, so the same pixels, about 25% less CPU), else by Pillow;
-    ``decoder="pillow"`` or ``"simplejpeg"`` forces one. Other formats always use Pillow.
+    Images decode as MXNet's do (``recio.image.codec.decode``; a 1-channel ``data_shape`` gets
+    OpenCV's greyscale). JPEGs are decoded by simplejpeg when it is installed (``pip install
+    'recio[fast]'``: the same pixels as Pillow's for less CPU), else by Pillow;
+    ``decoder="pillow"`` or ``"simplejpeg"`` forces one. An image declaring more than
+    ``max_pixels`` pixels is skipped undecoded (the decompression-bomb guard).
     """
 
     def __init__(self, path_imgrec: Union[PathLike, Sequence[PathLike]],
@@ -510,7 +422,7 @@ class ImageRecordIter:
                  part_index: int = 0, round_batch: bool = True, data_name: str = "data",
                  label_name: str = "softmax_label", dtype: str = "float32",
                  layout: str = "NCHW", shuffle_buffer: int = 1024,
-                 decoder: str = "auto") -> None:
+                 decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] not in (1, 3) or min(shape) < 1:
             raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 channels, "
@@ -550,7 +462,7 @@ class ImageRecordIter:
         self.dtype, self.layout = np.dtype(dtype), layout
         self.data_name, self.label_name = data_name, label_name
         self.augmenter = Augmenter(shape, resize, rand_crop, rand_mirror, mean, std, scale,
-                                   dtype, layout, decoder)
+                                   dtype, layout, decoder, max_pixels)
         sample = shape if layout == "NCHW" else (shape[1], shape[2], shape[0])
         self.provide_data = [(data_name, (self.batch_size,) + sample)]
         self.provide_label = [(label_name, (self.batch_size, self.label_width))]

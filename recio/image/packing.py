@@ -36,6 +36,7 @@ from recio.image.header import IRHeader, pack
 from recio.image.lists import ListItem, read_list_numbered
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
+from recio.records.index import sibling_index_path
 
 PathLike = Union[str, "os.PathLike[str]"]
 ProgressCallback = Callable[[int, int], None]
@@ -44,8 +45,8 @@ JOURNAL_MAGIC = "#recio-pack-journal"
 JOURNAL_VERSION = 1
 #: how workers run: threads share one process (Pillow and simplejpeg release the GIL while
 #: they decode, resize and encode); processes avoid the GIL entirely. "auto" means threads:
-#: same CPU time per image, no pickling, less memory (88 vs 155 MiB), and faster in 4 of 5
-#: alternating runs on the 2-core machine (600 images, median 194 vs 146 images/s, loaded).
+#: the same CPU time per image without pickling, and less memory (measurements in
+#: benchmarks/README.md).
 EXECUTORS = ("auto", "thread", "process")
 AUTO_EXECUTOR = "thread"
 _BUFFER = 1 << 20
@@ -83,7 +84,7 @@ def find_lists(prefix: PathLike) -> List[str]:
 def output_paths(lst_path: PathLike) -> Tuple[str, str, str]:
     """``(rec, idx, errors.tsv)`` paths for a list: the same name with another suffix."""
     stem = os.path.splitext(os.fspath(lst_path))[0]
-    return stem + ".rec", stem + ".idx", stem + ".errors.tsv"
+    return stem + ".rec", sibling_index_path(stem + ".rec"), stem + ".errors.tsv"
 
 
 def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
@@ -259,7 +260,8 @@ def _journal_entries(journal: str) -> Iterator[List[str]]:
 
 
 class _PackOutput(ManagedWriter):
-    """The files of one pack, with recio's writer lifecycle (``recio.records.atomic.ManagedWriter``).
+    """The files of one pack, with recio's writer lifecycle
+    (``recio.records.atomic.ManagedWriter``).
 
     Records go to ``.rec.partial`` and each finished item to the journal, the journal line only
     after the record's bytes were handed to the OS. ``close()`` writes ``.idx`` and
@@ -374,14 +376,41 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    rec_path, idx_path, errors_path = output_paths(lst_path)
-    rec_partial, journal = partial_paths(lst_path)
     job = _Job(root, options, pass_through, pack_label)
     settings = _settings(lst_path, root, job)
     started = time.perf_counter()
     total = count_items(lst_path)  # validates every line first: no half-packed bad lists
-    result = PackResult(lst_path, rec_path, idx_path, None)
+    result = PackResult(lst_path, *output_paths(lst_path)[:2], None)
+    state = _resume_state(lst_path, settings, resume, result)
+    if state is None:
+        return result  # resume found the outputs complete
+    out = _PackOutput(lst_path, settings, state, fsync)
+    sink = _InOrderSink(out, result, state, total, progress)
+    tasks = ((pos, line, item) for pos, (line, item) in enumerate(read_list_numbered(lst_path))
+             if pos >= state.next_pos)
+    kind = AUTO_EXECUTOR if executor == "auto" else executor
+    if not batch_size:
+        batch_size = 8 if workers > 1 and kind == "process" else 4
+    opencv_threads = set_opencv_threads(1)
+    try:
+        _encode_in_order(job, tasks, workers, kind, batch_size, window or 4 * workers, sink)
+    finally:
+        if opencv_threads is not None:
+            set_opencv_threads(opencv_threads)
+    out.close()
+    result.errors_path = output_paths(lst_path)[2] if out.errors_written else None
+    result.bytes = sink.offset
+    result.seconds = time.perf_counter() - started
+    return result
 
+
+def _resume_state(lst_path: str, settings: dict, resume: bool,
+                  result: PackResult) -> Optional[_Progress]:
+    """Where packing starts: the journal's progress when resuming an interrupted pack, a fresh
+    start otherwise, or None when ``resume`` finds the outputs already complete (``result``
+    then says so). ``result`` gets the counts of the items done before."""
+    rec_path, idx_path, errors_path = output_paths(lst_path)
+    rec_partial, journal = partial_paths(lst_path)
     state = _Progress()
     if resume and has_partial(lst_path):
         state = _recover(rec_partial, journal, settings)
@@ -390,50 +419,61 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
         result.already_done = True
         result.errors_path = errors_path if os.path.exists(errors_path) else None
         result.bytes = os.path.getsize(rec_path)
-        return result
+        return None
     result.resumed = state.next_pos
     result.packed, result.skipped = state.packed, state.skipped
+    return state
 
-    out = _PackOutput(lst_path, settings, state, fsync)
-    rec = out.rec
-    offset = state.rec_end
-    done = state.next_pos
-    if progress is not None:
-        progress(done, total)
 
-    def write(outcomes: List[Outcome]) -> None:
-        nonlocal offset, done
+class _InOrderSink:
+    """Takes the outcomes of each batch, in list order: frames and writes the records, has the
+    journal vouch for them, counts packed and skipped items and reports progress."""
+
+    def __init__(self, out: "_PackOutput", result: PackResult, state: _Progress, total: int,
+                 progress: Optional[ProgressCallback]) -> None:
+        self.out, self.result, self.total, self.progress = out, result, total, progress
+        self.offset = state.rec_end
+        self.done = state.next_pos
+        if progress is not None:
+            progress(self.done, total)
+
+    def write(self, outcomes: List[Outcome]) -> None:
+        """Write one batch's records and journal lines (a skip becomes an ``S`` line)."""
         entries = []
+        rec, result = self.out.rec, self.result
         for pos, line, item, payload, reason in outcomes:
             if payload is not None:
                 framed = encode_record(payload)
                 rec.write(framed)
-                entries.append(f"R\t{pos}\t{item.index}\t{offset}\t{offset + len(framed)}\n")
-                offset += len(framed)
+                entries.append(f"R\t{pos}\t{item.index}\t{self.offset}\t"
+                               f"{self.offset + len(framed)}\n")
+                self.offset += len(framed)
                 result.packed += 1
             else:
                 entries.append(f"S\t{pos}\t{line}\t{item.index}\t{_clean(item.path)}\t"
                                f"{_clean(reason)}\n")
                 result.skipped += 1
-        out.write(entries)
-        done += len(outcomes)
-        if progress is not None:
-            progress(done, total)
+        self.out.write(entries)
+        self.done += len(outcomes)
+        if self.progress is not None:
+            self.progress(self.done, self.total)
 
-    tasks = ((pos, line, item) for pos, (line, item) in enumerate(read_list_numbered(lst_path))
-             if pos >= state.next_pos)
-    kind = AUTO_EXECUTOR if executor == "auto" else executor
-    if not batch_size:
-        batch_size = 8 if workers > 1 and kind == "process" else 4
-    window = window or 4 * workers
+
+def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, batch_size: int,
+                     window: int, sink: _InOrderSink) -> None:
+    """Encode ``tasks`` in batches (in this thread, or on ``workers`` threads or processes with
+    at most ``window`` batches in flight) and hand every batch to ``sink`` in list order.
+
+    On any error or Ctrl-C the workers are stopped at once and the output is aborted, which
+    keeps the partial files for ``resume``.
+    """
     pool: Optional[Pool] = None
-    opencv_threads = set_opencv_threads(1)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             if workers == 1:
                 for batch in _batched(tasks, batch_size):
-                    write(_encode_batch(job, batch))
+                    sink.write(_encode_batch(job, batch))
             else:
                 # multiprocessing pools, not concurrent.futures: terminate() stops workers
                 # at once on Ctrl-C (process workers are killed, thread workers are daemons),
@@ -446,25 +486,17 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
                 for batch in _batched(tasks, batch_size):
                     pending.append(pool.apply_async(_encode_batch, (job, batch)))
                     if len(pending) >= window:
-                        write(pending.popleft().get())
+                        sink.write(pending.popleft().get())
                 while pending:
-                    write(pending.popleft().get())
+                    sink.write(pending.popleft().get())
     except BaseException:
         if pool is not None:
             pool.terminate()
-        out.abort()
+        sink.out.abort()
         raise  # the partial files stay for resume
-    finally:
-        if opencv_threads is not None:
-            set_opencv_threads(opencv_threads)
     if pool is not None:
         pool.close()
         pool.join()
-    out.close()
-    result.errors_path = errors_path if out.errors_written else None
-    result.bytes = offset
-    result.seconds = time.perf_counter() - started
-    return result
 
 
 __all__ = ["PackResult", "find_lists", "output_paths", "partial_paths", "has_partial",

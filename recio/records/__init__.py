@@ -8,7 +8,9 @@ Reading from the bottom up:
 * ``reader``   ``RecordReader``: sequential and by-offset reads of whole records.
 * ``writer``   ``RecordWriter`` / ``IndexedRecordWriter``.
 * ``indexed``  ``IndexedRecordReader`` and the load-the-index-or-scan decision.
+* ``reindex``  rebuild an ``.idx`` by scanning the ``.rec`` (MXNet's ``rec2idx``).
 * ``split``    ``InputSplit``: record boundaries for N partitions of one or more files.
+* ``reshard``  write the parts of a split as files of their own (``recio split --write``).
 * ``stats``    what ``recio inspect``/``verify`` report: counts, sizes, damage, index checks.
 * ``threaded`` ``ThreadedIter``: a bounded background prefetch for any iterator.
 """

@@ -23,10 +23,12 @@ from __future__ import annotations
 import bisect
 import glob
 import os
-from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio.deprecation import renamed_keywords
 from recio.errors import IndexFileError
 from recio.records import framing
 from recio.records.indexed import index_for
@@ -157,16 +159,16 @@ class _Layout:
 
 
 def _load_offsets(layout: _Layout,
-                  index_paths: Optional[Sequence[PathLike]]) -> List[Tuple[int, int]]:
+                  idx_paths: Optional[Sequence[Optional[PathLike]]]) -> List[Tuple[int, int]]:
     """(file number, offset) of every record, from the ``.idx`` files (scanning where one is
     missing)."""
-    if index_paths is None:
-        index_paths = [None] * len(layout.paths)
-    elif len(index_paths) != len(layout.paths):
-        raise ValueError(f"{len(index_paths)} index files given for {len(layout.paths)} "
+    if idx_paths is None:
+        idx_paths = [None] * len(layout.paths)
+    elif len(idx_paths) != len(layout.paths):
+        raise ValueError(f"{len(idx_paths)} index files given for {len(layout.paths)} "
                          f"record files")
     records: List[Tuple[int, int]] = []
-    for i, (rec, idx) in enumerate(zip(layout.paths, index_paths)):
+    for i, (rec, idx) in enumerate(zip(layout.paths, idx_paths)):
         index = index_for(rec, idx, None, rec_size=layout.sizes[i], warn_on_scan=True)
         if index.path is not None:
             in_order = index.offsets
@@ -194,13 +196,15 @@ class InputSplit:
     ``count_records()`` hops over record headers only.
 
     ``balance="records"`` splits by record count using the ``.idx`` beside each file (or
-    ``index_paths``); ``shuffle=True`` reads a part in a permutation of its records that depends on
-    ``(seed, epoch, part_index)``: ``reset()`` moves to the next epoch, ``set_epoch(e)`` picks one.
+    ``idx_paths``, one per file); ``shuffle=True`` reads a part in a permutation of its records
+    that depends on ``(seed, epoch, part_index)``: ``reset()`` moves to the next epoch,
+    ``set_epoch(e)`` picks one.
     """
 
+    @renamed_keywords(index_paths="idx_paths")
     def __init__(self, source: Source, part_index: int = 0, num_parts: int = 1, *,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, balance: str = "bytes",
-                 index_paths: Optional[Sequence[PathLike]] = None, shuffle: bool = False,
+                 idx_paths: Optional[Sequence[Optional[PathLike]]] = None, shuffle: bool = False,
                  seed: int = 0, epoch: int = 0, _layout: Optional[_Layout] = None,
                  _bounds: Optional[Tuple[int, int]] = None,
                  _records: Optional[List[Tuple[int, int]]] = None) -> None:
@@ -217,7 +221,7 @@ class InputSplit:
         self._records: Optional[List[Tuple[int, int]]] = None  # (file number, offset) in this part
         if balance == "records":
             everything = _records if _records is not None else _load_offsets(self._layout,
-                                                                                index_paths)
+                                                                                idx_paths)
             self.begin, self.end, self._records = _record_bounds(self._layout, everything,
                                                                  part_index, num_parts)
         elif _bounds is not None:
@@ -314,8 +318,6 @@ class InputSplit:
         self.reset(epoch)
 
     def _permutation(self, n: int) -> List[int]:
-        import numpy as np
-
         rng = np.random.default_rng([self.seed, self.epoch, self.part_index])
         return rng.permutation(n).tolist()
 
@@ -336,12 +338,16 @@ class InputSplit:
 
     # -- all parts at once -------------------------------------------------------------------
     @classmethod
-    def all_parts(cls, source: Source, num_parts: int, **kwargs) -> List["InputSplit"]:
-        """The ``num_parts`` parts of ``source``, each boundary found once (for tools and tests)."""
+    @renamed_keywords(index_paths="idx_paths")
+    def all_parts(cls, source: Source, num_parts: int, **kwargs: Any) -> List["InputSplit"]:
+        """The ``num_parts`` parts of ``source``, each boundary found once (for tools and tests).
+
+        ``kwargs`` are those of ``InputSplit`` (``balance``, ``idx_paths``, ``chunk_size``, ...).
+        """
         chunk_size = kwargs.get("chunk_size", DEFAULT_CHUNK_SIZE)
         layout = _Layout(source)
         if kwargs.get("balance", "bytes") == "records":
-            records = _load_offsets(layout, kwargs.pop("index_paths", None))
+            records = _load_offsets(layout, kwargs.pop("idx_paths", None))
             return [cls(source, k, num_parts, _layout=layout, _records=records, **kwargs)
                     for k in range(num_parts)]
         check_part(0, num_parts)
@@ -368,7 +374,91 @@ def _record_bounds(layout: _Layout, records: List[Tuple[int, int]], part_index: 
     return start_of(lo), start_of(hi), mine
 
 
-# -- record-level reading (shared with the command-line tools) -------------------------------
+# -- a description of all the parts ------------------------------------------------------------
+@dataclass
+class PartSummary:
+    """One part of a split: its global byte range ``[begin, end)``, its record count (None when
+    not counted), the piece of each file it reads, and where it was written (by ``reshard``)."""
+
+    part_index: int
+    begin: int
+    end: int
+    records: Optional[int]
+    spans: List[FileSpan]
+    rec_path: Optional[str] = None
+    idx_path: Optional[str] = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes in this part (record framing included)."""
+        return self.end - self.begin
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict (``part``, ``begin``, ``end``, ``bytes``, ``records``, ``spans``,
+        and ``output``/``output_idx`` when the part was written)."""
+        out: Dict[str, Any] = {
+            "part": self.part_index, "begin": self.begin, "end": self.end, "bytes": self.nbytes,
+            "records": self.records,
+            "spans": [{"file": s.path, "start": s.start, "end": s.end} for s in self.spans]}
+        if self.rec_path is not None:
+            out["output"] = self.rec_path
+            out["output_idx"] = self.idx_path
+        return out
+
+
+@dataclass
+class SplitPlan:
+    """How ``num_parts`` workers partition ``files`` (one stream of ``total_bytes``), and the
+    parts described (all of them, or the one asked for)."""
+
+    files: List[str]
+    total_bytes: int
+    num_parts: int
+    balance: str
+    parts: List[PartSummary] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict of the plan and its parts."""
+        return {"files": list(self.files), "total_bytes": self.total_bytes,
+                "num_parts": self.num_parts, "balance": self.balance,
+                "parts": [p.to_dict() for p in self.parts]}
+
+
+def chosen_parts(source: Source, num_parts: int, part_index: Optional[int] = None, *,
+                 balance: str = "bytes", chunk_size: int = DEFAULT_CHUNK_SIZE,
+                 idx_paths: Optional[Sequence[Optional[PathLike]]] = None
+                 ) -> Tuple[List[InputSplit], List[InputSplit]]:
+    """``(all parts, the parts asked for)``: every part, or only ``part_index`` when given."""
+    if part_index is not None:
+        check_part(part_index, num_parts)
+    parts = InputSplit.all_parts(source, num_parts, balance=balance, chunk_size=chunk_size,
+                                 idx_paths=idx_paths)
+    return parts, (parts if part_index is None else [parts[part_index]])
+
+
+def plan_split(source: Source, num_parts: int, part_index: Optional[int] = None, *,
+               balance: str = "bytes", chunk_size: int = DEFAULT_CHUNK_SIZE,
+               idx_paths: Optional[Sequence[Optional[PathLike]]] = None, count: bool = True,
+               progress: Optional[Callable[[int], Any]] = None) -> SplitPlan:
+    """Describe the parts of ``source`` that ``InputSplit`` gives ``num_parts`` workers.
+
+    Every part, or only ``part_index``. With ``count`` each part's records are counted (by
+    hopping over record headers, or from the index with ``balance="records"``), which reads the
+    whole part; without it only the boundaries are read. ``progress(1)`` is called after each
+    part. A damaged part raises ``RecordIOError`` with the file and byte offset.
+    """
+    parts, chosen = chosen_parts(source, num_parts, part_index, balance=balance,
+                                 chunk_size=chunk_size, idx_paths=idx_paths)
+    plan = SplitPlan(parts[0].files, parts[0].total_size, num_parts, balance)
+    for p in chosen:
+        plan.parts.append(PartSummary(p.part_index, p.begin, p.end,
+                                      p.count_records() if count else None, p.spans))
+        if progress is not None:
+            progress(1)
+    return plan
+
+
+# -- record-level reading ----------------------------------------------------------------------
 def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None) -> Iterator[int]:
     """Offsets of the record heads in ``[start, end)`` of a file, hopping over headers only.
 
@@ -383,18 +473,6 @@ def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None) -> I
             if offset >= end:
                 return
             yield offset
-
-
-def iter_heads_with_keys(path: PathLike, start: int, end: int, keys: Optional[dict],
-                         counter: List[int]) -> Iterator[Tuple[str, int]]:
-    """``(key, offset)`` of each record head in ``[start, end)``: the key from ``keys`` (offset ->
-    key, from an ``.idx``) or else the running number ``counter[0]``, which is advanced."""
-    for off in record_heads(path, start, end):
-        key = keys.get(off) if keys is not None else None
-        if key is None:
-            key = str(counter[0])
-        counter[0] += 1
-        yield key, off
 
 
 def iter_span_with_offsets(path: PathLike, start: int,
@@ -433,6 +511,6 @@ def split_boundaries(source: Source, num_parts: int,
             for k in range(num_parts)] + [layout.total]
 
 
-__all__ = ["InputSplit", "FileSpan", "expand_source", "nominal_range", "seek_record_head",
-           "split_boundaries", "record_heads", "iter_heads_with_keys",
-           "iter_span", "iter_span_with_offsets", "DEFAULT_CHUNK_SIZE"]
+__all__ = ["InputSplit", "FileSpan", "PartSummary", "SplitPlan", "plan_split", "chosen_parts",
+           "expand_source", "nominal_range", "check_part", "seek_record_head", "split_boundaries",
+           "record_heads", "iter_span", "iter_span_with_offsets", "DEFAULT_CHUNK_SIZE"]

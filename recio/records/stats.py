@@ -20,12 +20,17 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from recio.deprecation import renamed_keywords
 from recio.errors import RecordIOError
 from recio.records import framing
-from recio.records.index import read_index
+from recio.records.index import read_index, sibling_index_path
 from recio.records.reader import RecordReader
 
-_IR = struct.Struct("<IfQQ")  # the image record header, as recio.image.header
+#: the image record header (flag, label, id, id2). Its owner is ``recio.image.header``
+#: (``IR_FORMAT``, ``unpack_header``), which this module, one layer below, cannot import; the
+#: scan reads it on the raw map without building records. tests/test_im2rec.py checks that the
+#: two agree on packed records.
+_IR = struct.Struct("<IfQQ")
 _IR_SIZE = _IR.size
 _F32 = struct.Struct("<f")
 _BE16 = struct.Struct(">H")
@@ -238,8 +243,9 @@ def image_size(buf: Any, start: int = 0, end: Optional[int] = None
 
 
 # -- the scan -----------------------------------------------------------------------------------
+@renamed_keywords(index_path="idx_path")
 def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int = 0,
-              index_path: Optional[str] = None, check_index: bool = True, deep: bool = False,
+              idx_path: Optional[str] = None, check_index: bool = True, deep: bool = False,
               collect_heads: bool = False,
               progress: Optional[Callable[[int], None]] = None
               ) -> Tuple[FileStats, Optional[array]]:
@@ -251,15 +257,16 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     swallows the records after it); each damaged region is what skip mode passes over.
     ``sample``: how many image records (spread over the file) have their width x height read.
     ``show``: describe the first ``show`` records in ``stats.shown``. ``deep`` is accepted for
-    compatibility: every scan now reads every byte for swallowed record heads. ``index_path``
-    (default: the ``.idx`` beside the file) is checked when it exists. ``progress(nbytes)`` is
-    called now and then with the bytes scanned since the last call.
+    compatibility: every scan now reads every byte for swallowed record heads. ``idx_path``
+    (default: the ``.idx`` beside the file; the old keyword ``index_path`` still works, with a
+    DeprecationWarning) is checked when it exists. ``progress(nbytes)`` is called now and then
+    with the bytes scanned since the last call.
     """
     path = os.fspath(path)
-    if index_path is None:
-        candidate = os.path.splitext(path)[0] + ".idx"
-        index_path = candidate if check_index and os.path.exists(candidate) else None
-    want_heads = collect_heads or index_path is not None
+    if idx_path is None:
+        candidate = sibling_index_path(path)
+        idx_path = candidate if check_index and os.path.exists(candidate) else None
+    want_heads = collect_heads or idx_path is not None
     heads = array("Q")
     st = FileStats(path=path)
     damage = st.damage
@@ -285,150 +292,209 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
         if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
             mm.madvise(mmap.MADV_SEQUENTIAL)
         _scan(reader, st, heads if want_heads else None, sample, show, progress)
-    if index_path is not None:
-        st.index = check_index_file(index_path, heads, st.size)
+    if idx_path is not None:
+        st.index = check_index_file(idx_path, heads, st.size)
     return st, (heads if collect_heads else None)
 
 
 def _scan(reader: Any, st: FileStats, heads: Optional[array], sample: int, show: int,
           progress: Optional[Callable[[int], None]]) -> None:
+    """Walk every record of ``reader`` once, in skip mode, filling ``st``.
+
+    Each record's payload is handed, without copying unless it has several parts, to the
+    length tally and the image tally; damage is recorded by the reader's ``on_damage``.
+    """
     mm, size = reader.buffer, st.size
-    ir_unpack = _IR.unpack_from
-    f32_unpack = _F32.unpack_from
     magic_bytes = framing.MAGIC_BYTES
-    signatures = _SIGNATURES
-    img = st.images
-    lengths = array("L")
-    rng = random.Random(0)
-    labels: set = set()
-    label_widths: Counter = Counter()
-    formats: Counter = Counter()
-    dims: Counter = Counter()
-    lab_min = lab_max = None
-    id_min = id_max = None
-    chance = 1.0  # probability that an image record is in the size sample
-    face: Optional[Dict[str, Any]] = None
-    face_identity_records = 0
-    records = parts = multipart = payload_bytes = 0
+    rng = random.Random(0)  # one stream for both samples: the report is the same every run
+    lengths = _LengthTally(rng)
+    images = _ImageTally(st, sample, rng, reader.tell)
     reported = 0
     for off, spans in reader.iter_spans():
         if progress is not None and off - reported >= _PROGRESS_EVERY:
             progress(off - reported)
             reported = off
-        nxt = reader.tell()
         nparts = len(spans)
-        joined = None
         if nparts == 1:
-            length = spans[0][1] - spans[0][0]
+            buf, base = mm, spans[0][0]
+            length = spans[0][1] - base
         else:
-            joined = magic_bytes.join([mm[a:b] for a, b in spans])
-            length = len(joined)
-
-        # -- a well-formed record at `off`, `nparts` parts, payload `length` bytes
+            buf, base = magic_bytes.join([mm[a:b] for a, b in spans]), 0
+            length = len(buf)
         if heads is not None:
             heads.append(off)
-        records += 1
-        parts += nparts
-        if nparts > 1:
-            multipart += 1
-        payload_bytes += length
-        if len(lengths) < MEDIAN_EXACT_LIMIT:
-            lengths.append(length)
-        else:
-            j = rng.randrange(records)
-            if j < MEDIAN_EXACT_LIMIT:
-                lengths[j] = length
-        buf, base = (mm, spans[0][0]) if joined is None else (joined, 0)
-        entry: Dict[str, Any] = {"offset": off, "length": length, "parts": nparts}
-        showing = len(st.shown) < show
-        if showing:
+        lengths.add(length, nparts)
+        entry: Optional[Dict[str, Any]] = None
+        if len(st.shown) < show:
+            entry = {"offset": off, "length": length, "parts": nparts}
             st.shown.append(entry)
-        # -- IRHeader + image?
-        fmt = None
-        if length >= _IR_SIZE:
-            flag, label, rid, rid2 = ir_unpack(buf, base)
-            body = base + _IR_SIZE + 4 * flag
-            if body <= base + length:
-                if flag > 0:
-                    label = f32_unpack(buf, base + _IR_SIZE)[0]
-                if records == 1 and flag == 2:
-                    a = f32_unpack(buf, base + _IR_SIZE)[0]
-                    b = f32_unpack(buf, base + _IR_SIZE + 4)[0]
-                    if 1 <= a <= b and body == base + length:
-                        face = {"images": int(a) - 1, "identities": int(b - a),
-                                "first_identity_key": int(a), "records_expected": int(b)}
-                if body == base + length:
-                    st.header_only_records += 1
-                    if face is not None and records > face["first_identity_key"]:
-                        face_identity_records += 1
-                else:
-                    fmt = signatures.get(buf[body:body + 2])
-                if showing:
-                    entry["flag"], entry["id"], entry["id2"] = flag, rid, rid2
-                    entry["label"] = (list(struct.unpack_from(f"<{flag}f", buf, base + _IR_SIZE))
-                                      if flag else label)
-                    if fmt is not None:
-                        entry["format"], entry["width"], entry["height"] = image_size(
-                            buf, body, base + length)
-                if fmt is not None:
-                    img.records += 1
-                    if flag == 0:
-                        img.scalar_labels += 1
-                    else:
-                        img.vector_labels += 1
-                    label_widths[flag] += 1
-                    formats[fmt] += 1
-                    if lab_min is None or label < lab_min:
-                        lab_min = label
-                    if lab_max is None or label > lab_max:
-                        lab_max = label
-                    if len(labels) < DISTINCT_LABEL_LIMIT:
-                        labels.add(label)
-                    elif label not in labels:
-                        img.distinct_labels_exact = False
-                    if id_min is None or rid < id_min:
-                        id_min = rid
-                    if id_max is None or rid > id_max:
-                        id_max = rid
-                    if rid2:
-                        img.id2_nonzero += 1
-                    if img.records in (1, 64):  # spread the sample over the whole file:
-                        # estimate the image count from the bytes used so far
-                        estimate = max(1, size * img.records // nxt)
-                        chance = min(1.0, sample / estimate)
-                    if img.sampled < sample and (chance >= 1.0 or rng.random() < chance):
-                        _, w, h = image_size(buf, body, base + length)
-                        if w is not None:
-                            img.sampled += 1
-                            dims[(w, h)] += 1
-        if fmt is None:
+        if not images.add(buf, base, length, lengths.records, entry):
             st.non_image_records += 1
-
     if progress is not None and size > reported:
         progress(size - reported)
-    st.records, st.parts, st.multipart_records, st.payload_bytes = (records, parts, multipart,
-                                                                    payload_bytes)
-    if lengths:
-        ordered = sorted(lengths)
-        mid = len(ordered) // 2
-        st.size_median = (ordered[mid] if len(ordered) % 2 else
-                          (ordered[mid - 1] + ordered[mid]) / 2)
-        st.size_min, st.size_max = ordered[0], ordered[-1]
-        st.size_median_exact = records <= MEDIAN_EXACT_LIMIT
-    img.label_widths = dict(sorted(label_widths.items()))
-    img.formats = dict(formats.most_common())
-    img.label_min, img.label_max = lab_min, lab_max
-    img.distinct_labels = len(labels)
-    img.id_min, img.id_max = id_min, id_max
-    img.sizes = {f"{w}x{h}": n for (w, h), n in dims.most_common(20)}
-    if dims:
-        img.width_range = (min(w for w, _ in dims), max(w for w, _ in dims))
-        img.height_range = (min(h for _, h in dims), max(h for _, h in dims))
-    if face is not None:
-        face["identity_records"] = face_identity_records
-        face["consistent"] = (records == face["records_expected"]
-                              and face_identity_records == face["identities"])
-        st.layout = {"name": "face-recognition", **face}
+    lengths.finish(st)
+    images.finish()
+
+
+class _LengthTally:
+    """Record, part and payload-byte counts and the payload lengths' min/median/max.
+
+    Lengths are kept exactly up to ``MEDIAN_EXACT_LIMIT`` records, then as a uniform reservoir
+    sample of that size (memory stays bounded on files of billions of records).
+    """
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.lengths = array("L")
+        self.records = self.parts = self.multipart = self.payload_bytes = 0
+
+    def add(self, length: int, nparts: int) -> None:
+        """Count one record of ``nparts`` parts and ``length`` payload bytes."""
+        self.records += 1
+        self.parts += nparts
+        if nparts > 1:
+            self.multipart += 1
+        self.payload_bytes += length
+        if len(self.lengths) < MEDIAN_EXACT_LIMIT:
+            self.lengths.append(length)
+        else:
+            j = self.rng.randrange(self.records)
+            if j < MEDIAN_EXACT_LIMIT:
+                self.lengths[j] = length
+
+    def finish(self, st: FileStats) -> None:
+        """Put the counts and the length statistics into ``st``."""
+        st.records, st.parts, st.multipart_records, st.payload_bytes = (
+            self.records, self.parts, self.multipart, self.payload_bytes)
+        if self.lengths:
+            ordered = sorted(self.lengths)
+            mid = len(ordered) // 2
+            st.size_median = (ordered[mid] if len(ordered) % 2 else
+                              (ordered[mid - 1] + ordered[mid]) / 2)
+            st.size_min, st.size_max = ordered[0], ordered[-1]
+            st.size_median_exact = self.records <= MEDIAN_EXACT_LIMIT
+
+
+class _ImageTally:
+    """What the ``IRHeader`` of each record says: image statistics, the face-recognition layout,
+    header-only records, and the header fields of the records being shown.
+
+    A payload is an image record when an ``IRHeader`` (and the labels its ``flag`` announces)
+    fits and the bytes after it start like a known image format. ``sample`` image records,
+    spread over the file by an estimate of the image count, have their width x height read.
+    """
+
+    def __init__(self, st: FileStats, sample: int, rng: random.Random,
+                 tell: Callable[[], int]) -> None:
+        self.st, self.img, self.sample, self.rng, self.tell = st, st.images, sample, rng, tell
+        self.labels: set = set()
+        self.label_widths: Counter = Counter()
+        self.formats: Counter = Counter()
+        self.dims: Counter = Counter()
+        self.lab_min = self.lab_max = self.id_min = self.id_max = None
+        self.chance = 1.0  # probability that an image record is in the size sample
+        self.face: Optional[Dict[str, Any]] = None
+        self.face_identity_records = 0
+
+    def add(self, buf: Any, base: int, length: int, records: int,
+            entry: Optional[Dict[str, Any]]) -> bool:
+        """Look at the payload ``buf[base:base + length]`` (the ``records``-th record); fill
+        ``entry`` when the record is shown. True when it is an image record."""
+        if length < _IR_SIZE:
+            return False
+        flag, label, rid, rid2 = _IR.unpack_from(buf, base)
+        body = base + _IR_SIZE + 4 * flag
+        end = base + length
+        if body > end:
+            return False
+        if flag > 0:
+            label = _F32.unpack_from(buf, base + _IR_SIZE)[0]
+        if records == 1 and flag == 2:
+            self._face_header(buf, base, body == end)
+        fmt = None
+        if body == end:
+            self.st.header_only_records += 1
+            if self.face is not None and records > self.face["first_identity_key"]:
+                self.face_identity_records += 1
+        else:
+            fmt = _SIGNATURES.get(buf[body:body + 2])
+        if entry is not None:
+            entry["flag"], entry["id"], entry["id2"] = flag, rid, rid2
+            entry["label"] = (list(struct.unpack_from(f"<{flag}f", buf, base + _IR_SIZE))
+                              if flag else label)
+            if fmt is not None:
+                entry["format"], entry["width"], entry["height"] = image_size(buf, body, end)
+        if fmt is None:
+            return False
+        self._count_image(fmt, flag, label, rid, rid2)
+        self._maybe_sample_size(buf, body, end)
+        return True
+
+    def _face_header(self, buf: Any, base: int, header_only: bool) -> None:
+        """Record 0 of the face-recognition layout: a header-only record whose two labels are
+        ``[first identity key, end]``."""
+        a = _F32.unpack_from(buf, base + _IR_SIZE)[0]
+        b = _F32.unpack_from(buf, base + _IR_SIZE + 4)[0]
+        if 1 <= a <= b and header_only:
+            self.face = {"images": int(a) - 1, "identities": int(b - a),
+                         "first_identity_key": int(a), "records_expected": int(b)}
+
+    def _count_image(self, fmt: str, flag: int, label: float, rid: int, rid2: int) -> None:
+        """Count one image record's format, label (kind, width, range, distinct) and ids."""
+        img = self.img
+        img.records += 1
+        if flag == 0:
+            img.scalar_labels += 1
+        else:
+            img.vector_labels += 1
+        self.label_widths[flag] += 1
+        self.formats[fmt] += 1
+        if self.lab_min is None or label < self.lab_min:
+            self.lab_min = label
+        if self.lab_max is None or label > self.lab_max:
+            self.lab_max = label
+        if len(self.labels) < DISTINCT_LABEL_LIMIT:
+            self.labels.add(label)
+        elif label not in self.labels:
+            img.distinct_labels_exact = False
+        if self.id_min is None or rid < self.id_min:
+            self.id_min = rid
+        if self.id_max is None or rid > self.id_max:
+            self.id_max = rid
+        if rid2:
+            img.id2_nonzero += 1
+
+    def _maybe_sample_size(self, buf: Any, body: int, end: int) -> None:
+        """Read width x height of this image if it falls in the sample. The sampling chance is
+        set at the 1st and 64th image from the image count the bytes read so far predict."""
+        img = self.img
+        if img.records in (1, 64):
+            estimate = max(1, self.st.size * img.records // self.tell())
+            self.chance = min(1.0, self.sample / estimate)
+        if img.sampled < self.sample and (self.chance >= 1.0 or self.rng.random() < self.chance):
+            _, w, h = image_size(buf, body, end)
+            if w is not None:
+                img.sampled += 1
+                self.dims[(w, h)] += 1
+
+    def finish(self) -> None:
+        """Put the tallies into ``st.images`` and the face-recognition layout into ``st``."""
+        img, dims = self.img, self.dims
+        img.label_widths = dict(sorted(self.label_widths.items()))
+        img.formats = dict(self.formats.most_common())
+        img.label_min, img.label_max = self.lab_min, self.lab_max
+        img.distinct_labels = len(self.labels)
+        img.id_min, img.id_max = self.id_min, self.id_max
+        img.sizes = {f"{w}x{h}": n for (w, h), n in dims.most_common(20)}
+        if dims:
+            img.width_range = (min(w for w, _ in dims), max(w for w, _ in dims))
+            img.height_range = (min(h for _, h in dims), max(h for _, h in dims))
+        face = self.face
+        if face is not None:
+            face["identity_records"] = self.face_identity_records
+            face["consistent"] = (self.st.records == face["records_expected"]
+                                  and self.face_identity_records == face["identities"])
+            self.st.layout = {"name": "face-recognition", **face}
 
 
 def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -> IndexCheck:
@@ -463,42 +529,5 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -
     return chk
 
 
-def check_images(path: "os.PathLike[str] | str", heads: "array | List[int]",
-                 progress: Optional[Callable[[int], None]] = None) -> List[DamageRegion]:
-    """Decode the image of every record at ``heads`` with Pillow; one region per failing record."""
-    from io import BytesIO
-
-    from PIL import Image
-
-
-    path = os.fspath(path)
-    bad: List[DamageRegion] = []
-    reader = RecordReader(path)
-    try:
-        for i, off in enumerate(heads):
-            record = reader.read_at(off)
-            if progress is not None:
-                progress(1)
-            if len(record) < _IR_SIZE:
-                continue  # not an image record
-            flag, _, rid, _ = _IR.unpack_from(record, 0)
-            body = _IR_SIZE + 4 * flag
-            if body >= len(record):
-                continue  # header-only record (e.g. a face-recognition identity record)
-            if image_format(record, body) is None:
-                bad.append(DamageRegion(off, off + 8 + len(record),
-                                        f"record id {rid}: payload is not a known image format"))
-                continue
-            try:
-                with Image.open(BytesIO(record[body:])) as im:
-                    im.load()
-            except Exception as exc:  # Pillow raises many types for bad image data
-                bad.append(DamageRegion(off, off + 8 + len(record),
-                                        f"record id {rid}: image does not decode ({exc})"))
-    finally:
-        reader.close()
-    return bad
-
-
 __all__ = ["DamageRegion", "IndexCheck", "ImageStats", "FileStats", "scan_file",
-           "check_index_file", "check_images", "image_format", "image_size"]
+           "check_index_file", "image_format", "image_size"]

@@ -4,6 +4,7 @@
                  sample-count sidecar (``.rec.len``). Its names are re-exported here.
 * ``minibatch``  ``MinibatchSource``: CNTK's sample-counted minibatches with checkpoint/restore.
 * ``bucketing``  length buckets that minimise padding.
+* ``bucket_summary``  what ``recio buckets`` reports about a file's lengths.
 * ``cbf``        CNTK's binary format (CBF) reader and writer.
 * ``convert``    CBF <-> records.
 """

@@ -1,7 +1,7 @@
 """Sequence bucketing: length buckets that minimise padding, and a batch sampler that uses them.
 
 After Khomenko et al., "Accelerating recurrent neural network training using sequence bucketing"
-(SPEC §8). A minibatch of ``k`` sequences padded to its longest one costs about
+(2016). A minibatch of ``k`` sequences padded to its longest one costs about
 ``k * max_length``; drawing batches at random from the whole corpus pays for the long tail in
 almost every batch. Sorting sequences into Q length buckets and drawing each batch from a single
 bucket removes most of that padding.
@@ -27,11 +27,14 @@ millions of sequences cost no more than their distinct lengths.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio.deprecation import renamed_keywords
 from recio.errors import SequenceError
+from recio.records.split import check_part
 from recio.sequence.records import sample_counts
 
 __all__ = ["length_histogram", "bucket_boundaries", "optimal_boundaries", "equal_width_boundaries",
@@ -39,6 +42,8 @@ __all__ = ["length_histogram", "bucket_boundaries", "optimal_boundaries", "equal
            "bucketing_report", "BucketBatchSampler"]
 
 Boundaries = Optional[Sequence[int]]
+#: ``state_dict`` keys saved before "which part am I" got recio's names
+_STATE_RENAMES = {"num_replicas": "num_parts", "rank": "part_index"}
 
 
 # ----------------------------------------------------------------------------- lengths
@@ -315,7 +320,7 @@ class BucketBatchSampler:
     """Batches of indices drawn within length buckets, batch order shuffled per epoch.
 
     Use it as a PyTorch ``DataLoader(dataset, batch_sampler=sampler)``: iterating yields lists
-    of dataset indices; ``len()`` is the number of batches this replica gets this epoch.
+    of dataset indices; ``len()`` is the number of batches this part gets this epoch.
 
     * ``buckets``: boundaries (upper edges, inclusive) or a number of buckets, in which case the
       optimal boundaries for ``lengths`` are computed (in ``"samples"`` mode the DP assumes
@@ -327,30 +332,33 @@ class BucketBatchSampler:
       shuffled across buckets; it depends only on ``seed`` and the epoch (``set_epoch``). With
       ``shuffle=False`` buckets and batches come in ascending length order.
     * ``drop_last`` drops each bucket's final batch when the bucket ran out before it was full,
-      and, with several replicas, the batches that would leave replicas with unequal counts.
-    * ``num_replicas``/``rank``: replicas get disjoint batches that together cover the epoch;
-      consecutive batches come from the same bucket in groups of ``num_replicas`` so replicas
-      step through similar lengths together. Without ``drop_last`` the first replicas may get
-      one batch more than the others.
+      and, with several parts, the batches that would leave parts with unequal counts.
+    * ``num_parts``/``part_index`` (one part per data-parallel rank; the old names
+      ``num_replicas``/``rank`` still work, with a DeprecationWarning): parts get disjoint
+      batches that together cover the epoch; consecutive batches come from the same bucket in
+      groups of ``num_parts`` so parts step through similar lengths together. Without
+      ``drop_last`` the first parts may get one batch more than the others.
     * ``state_dict()`` records the epoch and how many batches this iterator has yielded;
       ``load_state_dict()`` makes the next iteration continue right after them. With DataLoader
       workers prefetching, save the count of batches your loop consumed instead
       (``state_dict(batches_done=step)``).
     """
 
+    @renamed_keywords(num_replicas="num_parts", rank="part_index")
     def __init__(self, lengths, buckets: Union[int, Sequence[int]], batch_size: int,
                  batch_size_in: str = "sequences", shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False, num_replicas: int = 1, rank: int = 0) -> None:
+                 drop_last: bool = False, num_parts: int = 1, part_index: int = 0) -> None:
         self.lengths = _as_lengths(lengths)
         self.batch_size = _check_positive("batch_size", batch_size)
         if batch_size_in not in ("sequences", "samples"):
             raise ValueError("batch_size_in must be 'sequences' or 'samples', got "
                              f"{batch_size_in!r}")
         self.batch_size_in = batch_size_in
-        self.num_replicas = _check_positive("num_replicas", num_replicas)
-        if isinstance(rank, bool) or int(rank) != rank or not 0 <= rank < self.num_replicas:
-            raise ValueError(f"rank must be in [0, {self.num_replicas}), got {rank!r}")
-        self.rank = int(rank)
+        self.num_parts = _check_positive("num_parts", num_parts)
+        if isinstance(part_index, bool) or int(part_index) != part_index:
+            raise ValueError(f"part_index must be a whole number, got {part_index!r}")
+        check_part(int(part_index), self.num_parts)
+        self.part_index = int(part_index)
         if isinstance(seed, bool) or int(seed) != seed or seed < 0:
             raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
         self.seed = int(seed)
@@ -378,6 +386,20 @@ class BucketBatchSampler:
         """A sampler over a sequence ``.rec`` whose lengths come from its sample-count sidecar."""
         return cls(sample_counts(rec_path, stream=stream), buckets, batch_size, **kwargs)
 
+    @property
+    def num_replicas(self) -> int:
+        """Deprecated name of ``num_parts``."""
+        warnings.warn("BucketBatchSampler.num_replicas is deprecated: use num_parts",
+                      DeprecationWarning, stacklevel=2)
+        return self.num_parts
+
+    @property
+    def rank(self) -> int:
+        """Deprecated name of ``part_index``."""
+        warnings.warn("BucketBatchSampler.rank is deprecated: use part_index",
+                      DeprecationWarning, stacklevel=2)
+        return self.part_index
+
     # -- epoch plan
     def _cut(self, idx: np.ndarray) -> Tuple[List[np.ndarray], bool]:
         """Cut one bucket's (ordered) indices into batches; also say if the last one is full."""
@@ -400,11 +422,11 @@ class BucketBatchSampler:
         return batches, last_full
 
     def _epoch_batches(self, epoch: int) -> List[List[int]]:
-        """This replica's batches for ``epoch`` (deterministic in seed and epoch)."""
+        """This part's batches for ``epoch`` (deterministic in seed and epoch)."""
         if self._cache[0] == epoch:
             return self._cache[1]
         rng = np.random.default_rng(np.random.SeedSequence([self.seed, epoch]))
-        r = self.num_replicas
+        r = self.num_parts
         groups: List[List[np.ndarray]] = []   # runs of r batches from the same bucket
         leftovers: List[np.ndarray] = []
         for idx in self._bucket_indices:
@@ -422,7 +444,8 @@ class BucketBatchSampler:
             groups = [groups[g] for g in rng.permutation(len(groups))]
         if tail is not None and not self.drop_last:
             groups.append(tail)
-        mine = [group[self.rank].tolist() for group in groups if self.rank < len(group)]
+        mine = [group[self.part_index].tolist() for group in groups
+                if self.part_index < len(group)]
         self._cache = (epoch, mine)
         return mine
 
@@ -446,15 +469,19 @@ class BucketBatchSampler:
         self._resume = self._position = 0
 
     def state_dict(self, batches_done: Optional[int] = None) -> Dict:
-        """Where this replica is: epoch and batches done (default: batches yielded so far)."""
+        """Where this part is: epoch and batches done (default: batches yielded so far)."""
         done = self._position if batches_done is None else int(batches_done)
         return {"epoch": self.epoch, "batches_done": done, "seed": self.seed,
-                "num_replicas": self.num_replicas, "rank": self.rank,
+                "num_parts": self.num_parts, "part_index": self.part_index,
                 "num_batches": len(self)}
 
     def load_state_dict(self, state: Dict) -> None:
-        """Continue from ``state``: the next iteration yields the batch after the last one done."""
-        for key in ("seed", "num_replicas", "rank"):
+        """Continue from ``state``: the next iteration yields the batch after the last one done.
+
+        A state saved before the rename (keys ``num_replicas``/``rank``) is read as well.
+        """
+        state = {_STATE_RENAMES.get(key, key): value for key, value in state.items()}
+        for key in ("seed", "num_parts", "part_index"):
             if key in state and state[key] != getattr(self, key):
                 raise ValueError(f"state_dict was saved with {key}={state[key]!r} but this "
                                  f"sampler has {key}={getattr(self, key)!r}; resume with the same "

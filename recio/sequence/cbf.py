@@ -31,18 +31,21 @@ from __future__ import annotations
 
 import os
 import struct
+import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from recio.errors import CBFError
+from recio.deprecation import deprecated_alias
+from recio.errors import CBFError, SequenceError
 from recio.records.atomic import ManagedWriter, OutputSet
-from recio.sequence.records import Sparse, dense_size_problem
+from recio.sequence.records import Sparse
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-MAGIC = 0x636E746B5F62696E
+#: CBF's magic (``recio.records.framing.MAGIC`` is RecordIO's, a different number)
+CBF_MAGIC = 0x636E746B5F62696E
 VERSION = 1
 
 PREFIX = struct.Struct("<QI")                 # magic, version
@@ -117,64 +120,34 @@ class ChunkInfo:
     num_samples: int
 
 
-class SparseSequence(NamedTuple):
-    """A sparse sequence, CSR-like: non-zero ``values`` and their ``indices``, and ``counts``
-    (non-zeros per sample, one per sample); ``sample_dim`` is the dense width."""
+class _SparseSequenceType(type):
+    """Makes ``SparseSequence(...)`` return a :class:`Sparse` and ``isinstance(x,
+    SparseSequence)`` mean ``isinstance(x, Sparse)``, so old code keeps working."""
 
-    values: np.ndarray
-    indices: np.ndarray
-    counts: np.ndarray
-    sample_dim: int
+    def __call__(cls, values: Any, indices: Any, counts: Any, sample_dim: int) -> Sparse:
+        warnings.warn("recio.sequence.cbf.SparseSequence(values, indices, counts, sample_dim) is "
+                      "deprecated: CBF streams are recio.sequence.Sparse; use "
+                      "Sparse.from_counts(counts, indices, values, dim)",
+                      DeprecationWarning, stacklevel=2)
+        return Sparse.from_counts(counts, indices, values, sample_dim)
 
-    @property
-    def num_samples(self) -> int:
-        """Number of samples N (rows)."""
-        return len(self.counts)
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, Sparse)
 
-    @property
-    def nnz(self) -> int:
-        """Number of stored values."""
-        return len(self.values)
 
-    @property
-    def indptr(self) -> np.ndarray:
-        """CSR row pointer (length N + 1) computed from ``counts``."""
-        out = np.zeros(len(self.counts) + 1, dtype=np.int64)
-        np.cumsum(self.counts, out=out[1:])
-        return out
+class SparseSequence(metaclass=_SparseSequenceType):
+    """Deprecated (kept for one release): CBF's sparse streams are :class:`recio.sequence.Sparse`.
 
-    @property
-    def dim(self) -> int:
-        """``sample_dim`` under the name :class:`recio.sequence.Sparse` uses."""
-        return self.sample_dim
-
-    def toarray(self) -> np.ndarray:
-        """The dense ``(N, sample_dim)`` array (zeros where nothing is stored; a repeated
-        index within a sample adds up, as in :class:`recio.sequence.Sparse`); refused with
-        ``CBFError`` past ``recio.sequence.MAX_DENSE_BYTES``."""
-        problem = dense_size_problem(len(self.counts), self.sample_dim, self.values.dtype.itemsize)
-        if problem is not None:
-            raise CBFError(problem)
-        out = np.zeros((len(self.counts), self.sample_dim), dtype=self.values.dtype)
-        rows = np.repeat(np.arange(len(self.counts)), self.counts)
-        np.add.at(out, (rows, self.indices), self.values)
-        return out
-
-    to_dense = toarray
-
-    def to_sparse(self) -> Any:
-        """The same data as a :class:`recio.sequence.Sparse` (indptr form), for sequence records."""
-        return Sparse(self.indptr, self.indices, self.values, self.sample_dim)
+    ``SparseSequence(values, indices, counts, sample_dim)`` warns and returns the equivalent
+    ``Sparse.from_counts(counts, indices, values, sample_dim)``; ``from_dense`` likewise.
+    """
 
     @classmethod
-    def from_dense(cls, array: Any, dtype: Any = None) -> "SparseSequence":
-        """The non-zeros of a dense ``(N, dim)`` array, in row-major order."""
-        array = np.asarray(array, dtype=dtype)
-        if array.ndim != 2:
-            raise ValueError(f"a dense sequence must be 2-D (N, dim), not shape {array.shape}")
-        rows, cols = np.nonzero(array)
-        counts = np.bincount(rows, minlength=array.shape[0]).astype(np.int32)
-        return cls(array[rows, cols], cols.astype(np.int32), counts, array.shape[1])
+    def from_dense(cls, array: Any, dtype: Any = None) -> Sparse:
+        """Deprecated: ``recio.sequence.Sparse.from_dense``."""
+        warnings.warn("recio.sequence.cbf.SparseSequence.from_dense is deprecated: use "
+                      "recio.sequence.Sparse.from_dense", DeprecationWarning, stacklevel=2)
+        return Sparse.from_dense(array, dtype)
 
 
 def _error(path: str, message: str, offset: int, chunk: Optional[int] = None) -> CBFError:
@@ -200,6 +173,17 @@ def read_header(path: PathLike) -> Tuple[int, List[StreamInfo], List[ChunkInfo],
     Returns ``(version, streams, chunks, header_offset, file_size)``; raises CBFError.
     """
     path = os.fspath(path)
+    version, header, header_offset, size = _read_header_bytes(path)
+    _, num_chunks, num_streams = HEADER_HEAD.unpack_from(header, 0)
+    streams, pos = _parse_streams(path, header, header_offset, num_streams)
+    chunks = _parse_chunk_table(path, header, header_offset, pos, num_chunks)
+    return version, streams, chunks, header_offset, size
+
+
+def _read_header_bytes(path: str) -> Tuple[int, bytes, int, int]:
+    """``(version, header bytes, header offset, file size)``: the prefix and the trailer checked,
+    and the header's sentinel checked before the rest of the header is read (a damaged trailer
+    may point anywhere, and the header runs up to the trailer)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         minimum = PREFIX.size + HEADER_HEAD.size + TRAILER.size
@@ -207,8 +191,8 @@ def read_header(path: PathLike) -> Tuple[int, List[StreamInfo], List[ChunkInfo],
             raise _error(path, f"file is {size} bytes, shorter than the {minimum} bytes of an "
                          f"empty CBF file (truncated or not CBF)", 0)
         magic, version = PREFIX.unpack(f.read(PREFIX.size))
-        if magic != MAGIC:
-            raise _error(path, f"bad magic 0x{magic:016x}, expected 0x{MAGIC:016x}: "
+        if magic != CBF_MAGIC:
+            raise _error(path, f"bad magic 0x{magic:016x}, expected 0x{CBF_MAGIC:016x}: "
                          f"not a CNTK Binary Format file", 0)
         if version != VERSION:
             raise _error(path, f"unsupported CBF version {version}; only version {VERSION} "
@@ -221,26 +205,35 @@ def read_header(path: PathLike) -> Tuple[int, List[StreamInfo], List[ChunkInfo],
                          f"{last}] (file truncated or trailer damaged)", size - TRAILER.size)
         f.seek(header_offset)
         head = f.read(HEADER_HEAD.size)
-        sentinel, num_chunks, num_streams = HEADER_HEAD.unpack(head)
-        if sentinel != MAGIC:  # checked before reading the rest: a bad offset may point far back
+        sentinel = HEADER_HEAD.unpack(head)[0]
+        if sentinel != CBF_MAGIC:
             raise _error(path, f"header sentinel 0x{sentinel:016x} at the header offset is not "
-                         f"the magic 0x{MAGIC:016x} (header offset wrong or file truncated)",
+                         f"the magic 0x{CBF_MAGIC:016x} (header offset wrong or file truncated)",
                          header_offset)
         header = head + f.read(size - TRAILER.size - header_offset - HEADER_HEAD.size)
+    return version, header, header_offset, size
+
+
+def _need(path: str, header: bytes, header_offset: int, pos: int, n: int, what: str) -> None:
+    """Refuse a header that ends before the ``n`` bytes of ``what`` starting at ``pos``."""
+    if pos + n > len(header):
+        raise _error(path, f"header ends inside {what} (needs {n} bytes, "
+                     f"{len(header) - pos} left before the trailer)", header_offset + pos)
+
+
+def _parse_streams(path: str, header: bytes, header_offset: int,
+                   num_streams: int) -> Tuple[List[StreamInfo], int]:
+    """The stream descriptions that follow the header's head, and the byte after them; each
+    description is checked (storage and element codes, ASCII name, dim) and names are unique."""
     pos = HEADER_HEAD.size
-
-    def need(n: int, what: str) -> None:
-        if pos + n > len(header):
-            raise _error(path, f"header ends inside {what} (needs {n} bytes, "
-                         f"{len(header) - pos} left before the trailer)", header_offset + pos)
-
     streams: List[StreamInfo] = []
     for i in range(num_streams):
-        need(STREAM_STORAGE.size, f"stream {i}")
+        _need(path, header, header_offset, pos, STREAM_STORAGE.size, f"stream {i}")
         storage, name_len = STREAM_STORAGE.unpack_from(header, pos)
         at = header_offset + pos
         pos += STREAM_STORAGE.size
-        need(name_len + STREAM_TAIL.size, f"stream {i} (name length {name_len})")
+        _need(path, header, header_offset, pos, name_len + STREAM_TAIL.size,
+              f"stream {i} (name length {name_len})")
         raw_name = bytes(header[pos:pos + name_len])
         pos += name_len
         elem, dim = STREAM_TAIL.unpack_from(header, pos)
@@ -259,7 +252,16 @@ def read_header(path: PathLike) -> Tuple[int, List[StreamInfo], List[ChunkInfo],
         if any(s.name == name for s in streams):
             raise _error(path, f"stream name {name!r} appears twice", at)
         streams.append(info)
-    need(CHUNK_ENTRY.size * num_chunks, f"the table of {num_chunks} chunks")
+    return streams, pos
+
+
+def _parse_chunk_table(path: str, header: bytes, header_offset: int, pos: int,
+                       num_chunks: int) -> List[ChunkInfo]:
+    """The chunk table at ``pos`` (it must end the header exactly): every chunk lies between
+    the prefix and the header, offsets never decrease, and each chunk can hold its sequences'
+    sample counts. A chunk's size is the distance to the next chunk (or to the header)."""
+    _need(path, header, header_offset, pos, CHUNK_ENTRY.size * num_chunks,
+          f"the table of {num_chunks} chunks")
     table = np.frombuffer(header, dtype=np.dtype([("offset", "<i8"), ("seqs", "<u4"),
                                                   ("samples", "<u4")]),
                           count=num_chunks, offset=pos)
@@ -270,13 +272,13 @@ def read_header(path: PathLike) -> Tuple[int, List[StreamInfo], List[ChunkInfo],
                      f"the trailer", header_offset + pos)
     offsets = table["offset"].tolist()
     ends = offsets[1:] + [header_offset]
-    chunks: List[ChunkInfo] = []
     for i, start in enumerate(offsets):
         if not PREFIX.size <= start <= header_offset:
             raise _error(path, f"chunk {i} offset {start} is out of range: chunks lie in "
                          f"[{PREFIX.size}, {header_offset}] (prefix end to header start)",
                          table_at + i * CHUNK_ENTRY.size)
     seqs = table["seqs"].tolist()
+    chunks: List[ChunkInfo] = []
     for i, (start, end) in enumerate(zip(offsets, ends)):
         if start > end:
             raise _error(path, f"chunk {i} offset {start} is past the next chunk's offset "
@@ -284,20 +286,21 @@ def read_header(path: PathLike) -> Tuple[int, List[StreamInfo], List[ChunkInfo],
                          table_at + i * CHUNK_ENTRY.size)
         _check_count_bytes(path, i, start, seqs[i], end - start)
         chunks.append(ChunkInfo(i, start, end - start, seqs[i], int(table["samples"][i])))
-    return version, streams, chunks, header_offset, size
+    return chunks
 
 
 class CBFReader:
     """Reads a CBF file a chunk at a time; yields sequences as dicts of NumPy arrays.
 
     Dense streams give read-only ``(N, sample_dim)`` views over the chunk; sparse streams give
-    :class:`SparseSequence` (or dense arrays with ``densify=True``). ``alias`` renames streams
-    as CNTK's reader does: ``{"new_name": "name_in_file"}``. ``keep_data_in_memory`` caches
-    decoded chunks (CNTK's ``keepDataInMemory``). The reader is a chunked corpus for
+    :class:`recio.sequence.Sparse` (or dense arrays with ``densify=True``). ``alias`` renames
+    streams as CNTK's reader does: ``{"new_name": "name_in_file"}``. ``keep_data_in_memory``
+    caches decoded chunks (CNTK's ``keepDataInMemory``). The reader is a chunked corpus for
     :class:`recio.MinibatchSource`, its chunks being the randomization chunks; see
-    :func:`recio.sequence.minibatch.cbf_minibatch_source` for CNTK's parameter names. ``per_stream_counts=True`` makes
-    ``chunk_sample_counts`` give each stream's N (decoding the chunk) so ``defines_mb_size``
-    works; by default it gives the one meta count per sequence stored in the file, as CNTK does.
+    :func:`recio.sequence.minibatch.cbf_minibatch_source` for CNTK's parameter names.
+    ``per_stream_counts=True`` makes ``chunk_sample_counts`` give each stream's N (decoding the
+    chunk) so ``defines_mb_size`` works; by default it gives the one meta count per sequence
+    stored in the file, as CNTK does.
     """
 
     def __init__(self, path: PathLike, alias: Optional[Mapping[str, str]] = None,
@@ -449,7 +452,7 @@ class CBFReader:
 
 
 def _stream_samples(data: Any) -> int:
-    return data.num_samples if isinstance(data, SparseSequence) else len(data)
+    return data.num_samples if isinstance(data, Sparse) else len(data)
 
 
 def decode_chunk(buf: bytes, info: ChunkInfo, streams: Sequence[StreamInfo], path: str,
@@ -459,79 +462,121 @@ def decode_chunk(buf: bytes, info: ChunkInfo, streams: Sequence[StreamInfo], pat
     Arrays are views over ``buf`` (read-only when ``buf`` is bytes), sliced from one
     ``frombuffer`` per element type and phase (every field is 4-byte aligned). Every count
     is checked against the chunk's end; sparse indices and per-sample counts are checked for the
-    whole stream at once, and the streams must fill the chunk exactly.
+    whole stream at once, and the streams must fill the chunk exactly. Sparse streams come
+    back as :class:`recio.sequence.Sparse` (dense arrays with ``densify``).
     """
     S = info.num_sequences
     end = len(buf)
     base = info.offset
-    pos = 4 * S
     _check_count_bytes(path, info.index, base, S, end)
     counts = np.frombuffer(buf, dtype=_COUNT_DTYPE, count=S)
     if int(counts.sum(dtype=np.uint64)) != info.num_samples:
         raise _error(path, f"sequence sample counts add up to {int(counts.sum())} but the chunk "
                      f"table says {info.num_samples}", base, info.index)
     seqs: List[SequenceDict] = [{} for _ in range(S)]
-    ints = _typed_views(buf, _INDEX_DTYPE)[0]
-    unpack_dense = DENSE_HEAD.unpack_from
-    unpack_sparse = SPARSE_HEAD.unpack_from
+    pos = 4 * S
     for stream in streams:
-        name = stream.name
-        dim = stream.sample_dim
-        item = stream.dtype.itemsize
-        even, odd, shift = _typed_views(buf, stream.dtype)
-        if not stream.is_sparse:
-            row = dim * item
-            for s in range(S):
-                if pos + 4 > end:
-                    raise _overrun(path, info, stream, s, pos, 4, end)
-                (n,) = unpack_dense(buf, pos)
-                pos += 4
-                nbytes = n * row
-                if pos + nbytes > end:
-                    raise _overrun(path, info, stream, s, pos - 4, 4 + nbytes, end,
-                                   f"{n} samples of dim {dim} ")
-                at = pos >> shift
-                seqs[s][name] = (odd if pos & 4 else even)[at:at + n * dim].reshape(n, dim)
-                pos += nbytes
-            continue
-        runs: List[Tuple[int, int, int]] = []     # (byte of the head, N, nnz) per sequence
-        index_views: List[np.ndarray] = []
-        count_views: List[np.ndarray] = []
-        make = tuple.__new__                      # SparseSequence without its Python __new__
-        for s in range(S):
-            if pos + 8 > end:
-                raise _overrun(path, info, stream, s, pos, 8, end)
-            n, nnz = unpack_sparse(buf, pos)
-            if nnz < 0:
-                raise _error(path, f"stream {name!r} sequence {s}: negative nnz {nnz}",
-                             base + pos + 4, info.index)
-            nbytes = 8 + nnz * (item + 4) + 4 * n
-            if pos + nbytes > end:
-                raise _overrun(path, info, stream, s, pos, nbytes, end,
-                               f"{n} samples with nnz {nnz} ")
-            runs.append((pos, n, nnz))
-            at = pos + 8
-            values = (odd if at & 4 else even)[at >> shift:(at >> shift) + nnz]
-            at = (at + nnz * item) >> 2
-            indices = ints[at:at + nnz]
-            per_sample = ints[at + nnz:at + nnz + n]
-            index_views.append(indices)
-            count_views.append(per_sample)
-            seqs[s][name] = make(SparseSequence, (values, indices, per_sample, dim))
-            pos += nbytes
-        _check_sparse(path, info, stream, runs, index_views, count_views)
-        if densify:
-            for seq in seqs:
-                try:
-                    seq[name] = seq[name].toarray()
-                except CBFError as exc:
-                    raise _error(path, f"stream {name!r}: {exc.message}", base, info.index) \
-                        from None
+        if stream.is_sparse:
+            pos = _decode_sparse_stream(buf, pos, info, stream, path, seqs)
+            if densify:
+                _densify(seqs, stream.name, path, info)
+        else:
+            pos = _decode_dense_stream(buf, pos, info, stream, path, seqs)
     if pos != end:
         raise _error(path, f"{end - pos} bytes follow the last stream's data of the chunk's {S} "
                      f"sequences; the chunk table or a sample count is wrong", base + pos,
                      info.index)
     return counts, seqs
+
+
+def _decode_dense_stream(buf: bytes, pos: int, info: ChunkInfo, stream: StreamInfo, path: str,
+                         seqs: List[SequenceDict]) -> int:
+    """Put one dense stream of every sequence of the chunk (``N | values``, from byte ``pos``)
+    into ``seqs`` as ``(N, dim)`` views; returns the byte after the stream."""
+    name, dim, end = stream.name, stream.sample_dim, len(buf)
+    even, odd, shift = _typed_views(buf, stream.dtype)
+    unpack_dense = DENSE_HEAD.unpack_from
+    row = dim * stream.dtype.itemsize
+    for s in range(len(seqs)):
+        if pos + 4 > end:
+            raise _overrun(path, info, stream, s, pos, 4, end)
+        (n,) = unpack_dense(buf, pos)
+        pos += 4
+        nbytes = n * row
+        if pos + nbytes > end:
+            raise _overrun(path, info, stream, s, pos - 4, 4 + nbytes, end,
+                           f"{n} samples of dim {dim} ")
+        at = pos >> shift
+        seqs[s][name] = (odd if pos & 4 else even)[at:at + n * dim].reshape(n, dim)
+        pos += nbytes
+    return pos
+
+
+def _decode_sparse_stream(buf: bytes, pos: int, info: ChunkInfo, stream: StreamInfo, path: str,
+                          seqs: List[SequenceDict]) -> int:
+    """Put one sparse stream of every sequence of the chunk (``N | nnz | values | indices |
+    counts``, from byte ``pos``) into ``seqs`` as :class:`Sparse`; returns the byte after it.
+
+    Sizes are checked sequence by sequence as the stream is walked; indices and per-sample
+    counts are checked for the whole stream at once (``_check_sparse``), which also gives the
+    running count total every sequence's ``indptr`` is cut from.
+    """
+    name, dim, end = stream.name, stream.sample_dim, len(buf)
+    item = stream.dtype.itemsize
+    even, odd, shift = _typed_views(buf, stream.dtype)
+    ints = _typed_views(buf, _INDEX_DTYPE)[0]
+    unpack_sparse = SPARSE_HEAD.unpack_from
+    runs: List[Tuple[int, int, int]] = []     # (byte of the head, N, nnz) per sequence
+    value_views: List[np.ndarray] = []
+    index_views: List[np.ndarray] = []
+    count_views: List[np.ndarray] = []
+    for s in range(len(seqs)):
+        if pos + 8 > end:
+            raise _overrun(path, info, stream, s, pos, 8, end)
+        n, nnz = unpack_sparse(buf, pos)
+        if nnz < 0:
+            raise _error(path, f"stream {name!r} sequence {s}: negative nnz {nnz}",
+                         info.offset + pos + 4, info.index)
+        nbytes = 8 + nnz * (item + 4) + 4 * n
+        if pos + nbytes > end:
+            raise _overrun(path, info, stream, s, pos, nbytes, end,
+                           f"{n} samples with nnz {nnz} ")
+        runs.append((pos, n, nnz))
+        at = pos + 8
+        value_views.append((odd if at & 4 else even)[at >> shift:(at >> shift) + nnz])
+        at = (at + nnz * item) >> 2
+        index_views.append(ints[at:at + nnz])
+        count_views.append(ints[at + nnz:at + nnz + n])
+        pos += nbytes
+    if runs:
+        cum = _check_sparse(path, info, stream, runs, index_views, count_views)
+        make = tuple.__new__                      # Sparse without its Python-level __new__
+        for s, indptr in enumerate(_indptrs(cum, [n for _, n, _ in runs])):
+            seqs[s][name] = make(Sparse, (indptr, index_views[s], value_views[s], dim))
+    return pos
+
+
+def _indptrs(cum: np.ndarray, sizes: List[int]) -> List[np.ndarray]:
+    """Each sequence's ``indptr`` (starting at 0) from the running total ``cum`` of the
+    per-sample counts of all the stream's sequences (``sizes``: samples of each), made with
+    one vectorised subtraction for the whole stream and then sliced."""
+    n = np.asarray(sizes, dtype=np.int64)
+    first = np.cumsum(n) - n                          # index in cum of each sequence's start
+    seq_of = np.repeat(np.arange(len(n)), n + 1)       # which sequence each entry belongs to
+    local = cum[np.arange(len(seq_of)) - seq_of] - np.repeat(cum[first], n + 1)
+    starts = (first + np.arange(len(n))).tolist()
+    return [local[a:a + k + 1] for a, k in zip(starts, sizes)]
+
+
+def _densify(seqs: List[SequenceDict], name: str, path: str, info: ChunkInfo) -> None:
+    """Replace stream ``name`` of every sequence by its dense ``(N, dim)`` array (refused past
+    ``recio.sequence.MAX_DENSE_BYTES``, as a CBFError naming the chunk)."""
+    for seq in seqs:
+        try:
+            seq[name] = seq[name].to_dense()
+        except SequenceError as exc:
+            raise _error(path, f"stream {name!r}: {exc.message}", info.offset,
+                         info.index) from None
 
 
 def _typed_views(buf: Any, dtype: np.dtype) -> Tuple[np.ndarray, np.ndarray, int]:
@@ -558,11 +603,10 @@ def _overrun(path: str, info: ChunkInfo, stream: StreamInfo, s: int, pos: int, n
 
 def _check_sparse(path: str, info: ChunkInfo, stream: StreamInfo,
                   runs: List[Tuple[int, int, int]], index_views: List[np.ndarray],
-                  count_views: List[np.ndarray]) -> None:
-    """Vectorised checks of one sparse stream in a chunk: every index in ``[0, sample_dim)``,
-    per-sample counts >= 0 and adding up to the sequence's nnz."""
-    if not runs:
-        return
+                  count_views: List[np.ndarray]) -> np.ndarray:
+    """Vectorised checks of one sparse stream in a chunk (``runs`` not empty): every index in
+    ``[0, sample_dim)``, per-sample counts >= 0 and adding up to the sequence's nnz. Returns the
+    running total of all the per-sample counts (int64, one longer, starting at 0)."""
     dim = stream.sample_dim
     table = np.array(runs, dtype=np.int64).reshape(len(runs), 3)
     head, n, nnz = table[:, 0], table[:, 1], table[:, 2]
@@ -590,6 +634,7 @@ def _check_sparse(path: str, info: ChunkInfo, stream: StreamInfo,
                      f"{count_views[s].tolist()[:8]} do not add up to nnz {int(nnz[s])} (or "
                      f"are negative)", info.offset + int(index_start[s] + 4 * nnz[s]),
                      info.index)
+    return cum
 
 
 def encode_dense(stream: StreamInfo, data: Any) -> bytes:
@@ -607,52 +652,55 @@ def encode_dense(stream: StreamInfo, data: Any) -> bytes:
                      np.ascontiguousarray(arr, dtype=stream.dtype)))
 
 
-def as_sparse(stream: StreamInfo, data: Any) -> SparseSequence:
-    """A :class:`SparseSequence` from one, a :class:`recio.sequence.Sparse`, a
-    ``(values, indices, counts)`` tuple, a scipy sparse matrix or a dense ``(N, dim)`` array;
-    checks indices and counts."""
-    if isinstance(data, SparseSequence):
+def as_sparse(stream: StreamInfo, data: Any) -> Sparse:
+    """A checked :class:`recio.sequence.Sparse` for ``stream`` from a ``Sparse``, a
+    ``(values, indices, counts)`` tuple (CBF's on-disk order), a scipy sparse matrix or a dense
+    ``(N, dim)`` array: values in the stream's dtype, int32 indices in ``[0, sample_dim)``,
+    ``indptr`` starting at 0 and never decreasing. Raises ValueError."""
+    name = stream.name
+    if isinstance(data, Sparse):
         seq = data
-    elif hasattr(data, "indptr") and hasattr(data, "dim"):  # recio.sequence.Sparse
-        indptr = np.asarray(data.indptr)
-        if len(indptr) == 0 or indptr[0] != 0:
-            raise ValueError(f"stream {stream.name!r}: indptr must start with 0")
-        seq = SparseSequence(data.values, data.indices, np.diff(indptr), int(data.dim))
     elif hasattr(data, "tocsr"):  # scipy.sparse, without importing scipy
         csr = data.tocsr()
-        seq = SparseSequence(csr.data, csr.indices, np.diff(csr.indptr), csr.shape[1])
+        seq = Sparse(csr.indptr, csr.indices, csr.data, csr.shape[1])
     elif isinstance(data, tuple) and len(data) == 3:
-        seq = SparseSequence(data[0], data[1], data[2], stream.sample_dim)
+        seq = Sparse.from_counts(data[2], data[1], data[0], stream.sample_dim)
     else:
-        seq = SparseSequence.from_dense(data)
+        dense = np.asarray(data)
+        if dense.ndim != 2:
+            raise ValueError(f"stream {name!r}: a dense sequence must be 2-D (N, dim), not "
+                             f"shape {dense.shape}")
+        seq = Sparse.from_dense(dense)
     values = np.asarray(seq.values, dtype=stream.dtype).reshape(-1)
     indices = np.asarray(seq.indices).reshape(-1)
-    counts = np.asarray(seq.counts).reshape(-1)
-    name = stream.name
-    if seq.sample_dim != stream.sample_dim:
-        raise ValueError(f"stream {name!r}: sparse data of dim {seq.sample_dim}, "
+    indptr = np.asarray(seq.indptr).reshape(-1)
+    if int(seq.dim) != stream.sample_dim:
+        raise ValueError(f"stream {name!r}: sparse data of dim {seq.dim}, "
                          f"expected {stream.sample_dim}")
     if len(values) != len(indices):
         raise ValueError(f"stream {name!r}: {len(values)} values but {len(indices)} indices")
-    if len(values) > _I32_MAX or len(counts) > _U32_MAX:
+    if len(values) > _I32_MAX or len(indptr) - 1 > _U32_MAX:
         raise ValueError(f"stream {name!r}: nnz {len(values)} exceeds int32")
     if indices.size and (indices.min() < 0 or indices.max() >= stream.sample_dim):
         raise ValueError(f"stream {name!r}: indices must be in [0, {stream.sample_dim})")
-    if counts.size and counts.min() < 0:
-        raise ValueError(f"stream {name!r}: per-sample counts must be >= 0")
-    if int(counts.sum()) != len(values):
-        raise ValueError(f"stream {name!r}: per-sample counts add up to {int(counts.sum())}, "
+    if len(indptr) == 0 or indptr[0] != 0:
+        raise ValueError(f"stream {name!r}: indptr must start with 0")
+    if len(indptr) > 1 and np.any(indptr[1:] < indptr[:-1]):
+        raise ValueError(f"stream {name!r}: per-sample counts must be >= 0 (indptr must never "
+                         f"decrease)")
+    if int(indptr[-1]) != len(values):
+        raise ValueError(f"stream {name!r}: per-sample counts add up to {int(indptr[-1])}, "
                          f"not nnz {len(values)}")
-    return SparseSequence(values, indices.astype(_INDEX_DTYPE, copy=False),
-                          counts.astype(_INDEX_DTYPE, copy=False), stream.sample_dim)
+    return Sparse(indptr, indices.astype(_INDEX_DTYPE, copy=False), values, stream.sample_dim)
 
 
 def encode_sparse(stream: StreamInfo, data: Any) -> bytes:
     """Encode one sparse sequence: ``N | nnz | values | indices | counts``."""
     seq = as_sparse(stream, data)
-    return b"".join((SPARSE_HEAD.pack(len(seq.counts), len(seq.values)),
+    counts = np.diff(seq.indptr).astype(_INDEX_DTYPE)
+    return b"".join((SPARSE_HEAD.pack(len(counts), len(seq.values)),
                      np.ascontiguousarray(seq.values), np.ascontiguousarray(seq.indices),
-                     np.ascontiguousarray(seq.counts)))
+                     counts))
 
 
 class CBFWriter(ManagedWriter):
@@ -664,9 +712,10 @@ class CBFWriter(ManagedWriter):
 
     ``streams``: StreamInfo objects or ``(name, storage, dtype, sample_dim)`` tuples.
     ``write(seq)`` takes a dict with every stream: dense ``(N, dim)`` arrays, sparse
-    :class:`SparseSequence` / ``(values, indices, counts)`` / scipy / dense arrays. A chunk is
-    closed as soon as the next sequence would take it past ``chunk_size_bytes`` (a single larger
-    sequence gets a chunk of its own), and the size count restarts for every chunk.
+    :class:`recio.sequence.Sparse` / ``(values, indices, counts)`` / scipy / dense arrays. A
+    chunk is closed as soon as the next sequence would take it past ``chunk_size_bytes`` (a
+    single larger sequence gets a chunk of its own), and the size count restarts for every
+    chunk.
     """
 
     def __init__(self, path: PathLike, streams: Sequence[Any],
@@ -689,7 +738,7 @@ class CBFWriter(ManagedWriter):
         outputs = OutputSet.create([(self.path, "wb", -1)], fsync=fsync)
         self._file = outputs.files[0].file
         try:
-            self._file.write(PREFIX.pack(MAGIC, VERSION))
+            self._file.write(PREFIX.pack(CBF_MAGIC, VERSION))
         except BaseException:
             outputs.discard()
             raise
@@ -752,7 +801,7 @@ class CBFWriter(ManagedWriter):
 
     def _finish(self) -> None:
         self.end_chunk()
-        parts = [HEADER_HEAD.pack(MAGIC, len(self.chunks), len(self.streams))]
+        parts = [HEADER_HEAD.pack(CBF_MAGIC, len(self.chunks), len(self.streams))]
         for s in self.streams:
             name = s.name.encode("ascii")
             parts.append(STREAM_STORAGE.pack(_STORAGE_CODES[s.storage], len(name)))
@@ -773,6 +822,14 @@ class CBFWriter(ManagedWriter):
         self.abort()
 
 
+def __getattr__(name: str) -> Any:
+    """``MAGIC`` is now ``CBF_MAGIC`` (the old name clashed with RecordIO's
+    ``recio.records.framing.MAGIC``); the old name works for one release with a warning."""
+    if name == "MAGIC":
+        return deprecated_alias(__name__, "MAGIC", "CBF_MAGIC", CBF_MAGIC)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = ["CBFReader", "CBFWriter", "StreamInfo", "ChunkInfo",
-           "SparseSequence", "MAGIC", "VERSION", "read_header", "decode_chunk", "encode_dense",
+           "CBF_MAGIC", "VERSION", "read_header", "decode_chunk", "encode_dense",
            "encode_sparse", "as_sparse", "DENSE", "SPARSE"]

@@ -45,12 +45,8 @@ def cbf_to_rec(cbf_path: PathLike, rec_path: PathLike, idx_path: Optional[PathLi
                 streams = {}
                 most = 0
                 for stream in reader.streams:
-                    data = seq[stream.name]
-                    if stream.is_sparse:
-                        most = max(most, data.num_samples)
-                        data = data.to_sparse()
-                    else:
-                        most = max(most, len(data))
+                    data = seq[stream.name]  # a recio.sequence.Sparse or an (N, dim) array
+                    most = max(most, data.num_samples if stream.is_sparse else len(data))
                     streams[stream.name] = data
                 mismatched += meta != most
                 try:

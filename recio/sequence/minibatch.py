@@ -1,6 +1,6 @@
 """A CNTK-style ``MinibatchSource``: sample-counted minibatches, nominal time axis, exact resume.
 
-Semantics (SPEC section 7, CNTK's ``MinibatchSource``):
+Semantics (those of CNTK's ``MinibatchSource``):
 
 - A *sample* is one item of a sequence; a minibatch of size K packs whole sequences, in the
   randomized order, while their total stays within K samples. A sequence longer than K forms a
@@ -502,6 +502,45 @@ class _SweepPlan:
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
+def _check_source_arguments(randomization_window: Optional[int], seed: int, epoch_size: int,
+                            max_sweeps: Optional[int], worker_rank: int, num_workers: int) -> None:
+    """Refuse ``MinibatchSource`` settings outside their ranges before any file is opened."""
+    if num_workers < 1 or not 0 <= worker_rank < num_workers:
+        raise ValueError(f"worker_rank must be in 0..num_workers-1 and num_workers >= 1; got "
+                         f"worker_rank={worker_rank}, num_workers={num_workers}")
+    if randomization_window is not None and randomization_window < 1:
+        raise ValueError(f"randomization_window must be >= 1 sample, not "
+                         f"{randomization_window}")
+    if epoch_size is None or epoch_size < 1:
+        raise ValueError(f"epoch_size must be >= 1 sample, INFINITELY_REPEAT or "
+                         f"FULL_DATA_SWEEP, not {epoch_size}")
+    if int(seed) < 0:
+        raise ValueError(f"seed must be >= 0, not {seed}")
+    if max_sweeps is not None and max_sweeps < 1:
+        raise ValueError(f"max_sweeps must be >= 1 or None, not {max_sweeps}")
+
+
+def _stream_map(streams: Union[None, Sequence[str], Mapping[str, str]], names: List[str],
+                defines_mb_size: Optional[str]) -> Dict[str, str]:
+    """``{output name: stream name}`` for ``streams`` (None: every stream of the input), every
+    stream checked to be in the input, and ``defines_mb_size`` to be an output or input name."""
+    if streams is None:
+        stream_map = {n: n for n in names}
+    elif isinstance(streams, Mapping):
+        stream_map = dict(streams)
+    else:
+        stream_map = {n: n for n in streams}
+    for alias, name in stream_map.items():
+        if name not in names:
+            raise ValueError(f"stream {name!r} (for {alias!r}) is not in the input; it has "
+                             f"{names}")
+    if defines_mb_size is not None and defines_mb_size not in stream_map \
+            and defines_mb_size not in names:
+        raise ValueError(f"defines_mb_size={defines_mb_size!r} is not one of the streams "
+                         f"{list(stream_map)}")
+    return stream_map
+
+
 class MinibatchSource:
     """Sample-counted minibatches over sequence or image records, with exact checkpoint/restore.
 
@@ -517,39 +556,15 @@ class MinibatchSource:
                  epoch_size: int = FULL_DATA_SWEEP, max_sweeps: Optional[int] = None,
                  defines_mb_size: Optional[str] = None, worker_rank: int = 0,
                  num_workers: int = 1, chunk_samples: Optional[int] = None) -> None:
-        if num_workers < 1 or not 0 <= worker_rank < num_workers:
-            raise ValueError(f"worker_rank must be in 0..num_workers-1 and num_workers >= 1; got "
-                             f"worker_rank={worker_rank}, num_workers={num_workers}")
-        if randomization_window is not None and randomization_window < 1:
-            raise ValueError(f"randomization_window must be >= 1 sample, not "
-                             f"{randomization_window}")
-        if epoch_size is None or epoch_size < 1:
-            raise ValueError(f"epoch_size must be >= 1 sample, INFINITELY_REPEAT or "
-                             f"FULL_DATA_SWEEP, not {epoch_size}")
-        if int(seed) < 0:
-            raise ValueError(f"seed must be >= 0, not {seed}")
-        if max_sweeps is not None and max_sweeps < 1:
-            raise ValueError(f"max_sweeps must be >= 1 or None, not {max_sweeps}")
+        _check_source_arguments(randomization_window, seed, epoch_size, max_sweeps,
+                                worker_rank, num_workers)
         if chunk_samples is None:
             chunk_samples = DEFAULT_CHUNK_SAMPLES if randomization_window is None else \
                 max(1, min(DEFAULT_CHUNK_SAMPLES, randomization_window // 8))
         self.corpus = open_corpus(files, chunk_samples,
                                   per_stream_counts=defines_mb_size is not None)
         names = list(self.corpus.stream_names)
-        if streams is None:
-            self.stream_map = {n: n for n in names}
-        elif isinstance(streams, Mapping):
-            self.stream_map = dict(streams)
-        else:
-            self.stream_map = {n: n for n in streams}
-        for alias, name in self.stream_map.items():
-            if name not in names:
-                raise ValueError(f"stream {name!r} (for {alias!r}) is not in the input; it has "
-                                 f"{names}")
-        if defines_mb_size is not None and defines_mb_size not in self.stream_map \
-                and defines_mb_size not in names:
-            raise ValueError(f"defines_mb_size={defines_mb_size!r} is not one of the streams "
-                             f"{list(self.stream_map)}")
+        self.stream_map = _stream_map(streams, names, defines_mb_size)
         self.randomize = bool(randomize)
         self.seed = int(seed)
         self.epoch_size = int(epoch_size)
@@ -563,20 +578,7 @@ class MinibatchSource:
         mb_column = None
         if defines_mb_size is not None:
             mb_column = names.index(self.stream_map.get(defines_mb_size, defines_mb_size))
-        sizes, chunk_len = [], []
-        for i in range(self.corpus.num_chunks):
-            counts = np.asarray(self.corpus.chunk_sample_counts(i))
-            if counts.ndim == 1 and mb_column is not None:
-                raise ValueError(f"defines_mb_size={defines_mb_size!r} needs each stream's sample "
-                                 f"counts, but this corpus gives one count per sequence")
-            if counts.ndim == 1:
-                size = counts
-            elif mb_column is not None:
-                size = counts[:, mb_column]
-            else:
-                size = counts.max(axis=1) if counts.shape[1] else np.zeros(len(counts))
-            sizes.append(size.astype(np.int64))
-            chunk_len.append(len(size))
+        sizes, chunk_len = self._sequence_sizes(mb_column)
         self.sizes = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
         self.chunk_first = np.concatenate([[0], np.cumsum(chunk_len)]).astype(np.int64)
         self.seq_chunk = np.repeat(np.arange(len(chunk_len), dtype=np.int64), chunk_len)
@@ -598,6 +600,26 @@ class MinibatchSource:
         self._plan: Optional[_SweepPlan] = None
         self._sweep = 0
         self._offset = 0  # index into the sweep's order of the next sequence
+
+    def _sequence_sizes(self, mb_column: Optional[int]) -> Tuple[List[np.ndarray], List[int]]:
+        """Each chunk's sequence sizes (samples, as int64) and sequence count, from the corpus's
+        sample counts alone (no chunk is read): the largest stream, or column ``mb_column``
+        (``defines_mb_size``), which needs a corpus that counts every stream."""
+        sizes, chunk_len = [], []
+        for i in range(self.corpus.num_chunks):
+            counts = np.asarray(self.corpus.chunk_sample_counts(i))
+            if counts.ndim == 1 and mb_column is not None:
+                raise ValueError(f"defines_mb_size={self.defines_mb_size!r} needs each stream's "
+                                 f"sample counts, but this corpus gives one count per sequence")
+            if counts.ndim == 1:
+                size = counts
+            elif mb_column is not None:
+                size = counts[:, mb_column]
+            else:
+                size = counts.max(axis=1) if counts.shape[1] else np.zeros(len(counts))
+            sizes.append(size.astype(np.int64))
+            chunk_len.append(len(size))
+        return sizes, chunk_len
 
     # -- the order of a sweep -----------------------------------------------------------------
     def sweep_order(self, sweep: int) -> np.ndarray:
@@ -817,7 +839,8 @@ def _num_samples(data: Any) -> int:
     return int(n) if n is not None else int(np.shape(data)[0])
 
 
-def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = None, randomize: bool = True,
+def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = None,
+                         randomize: bool = True,
                          randomization_window: Optional[int] = None, randomization_seed: int = 0,
                          keep_data_in_memory: bool = False,
                          alias: Optional[Mapping[str, str]] = None, **kwargs: Any) -> Any:
@@ -833,7 +856,7 @@ def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = No
     reader = CBFReader(path, alias=alias, keep_data_in_memory=keep_data_in_memory,
                        per_stream_counts=kwargs.get("defines_mb_size") is not None)
     return MinibatchSource(reader, streams=streams, randomize=randomize,
-                               randomization_window=randomization_window, seed=randomization_seed,
+                           randomization_window=randomization_window, seed=randomization_seed,
                            **kwargs)
 
 

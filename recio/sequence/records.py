@@ -47,9 +47,11 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
+from recio.deprecation import deprecated_alias
 from recio.errors import SequenceError
 from recio.records.atomic import ManagedWriter, OutputSet, atomic_open
 from recio.records.index import open_index, sibling_index_path
+from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
 
@@ -69,7 +71,9 @@ SIDECAR_VERSION = 1
 SIDECAR_HEADER = struct.Struct("<8sIIQQ")
 _NAME_LEN = struct.Struct("<H")
 
-DENSE, SPARSE = 0, 1
+#: stream kind codes in the stream table (``recio.sequence.cbf.DENSE``/``SPARSE`` are CBF's
+#: storage names, a different thing)
+KIND_DENSE, KIND_SPARSE = 0, 1
 FLAG_1D = 1
 MAX_STREAMS = 0xFFFF
 MAX_SAMPLES = 0xFFFFFFFF
@@ -101,7 +105,13 @@ def dense_size_problem(samples: int, dim: int, itemsize: int) -> Optional[str]:
 
 
 class Sparse(NamedTuple):
-    """A sparse stream (CSR-like): sample ``i`` has ``indices[indptr[i]:indptr[i+1]]``."""
+    """A sparse stream (CSR-like): sample ``i`` has ``indices[indptr[i]:indptr[i+1]]``.
+
+    recio's one sparse type: sequence records and CBF files both decode to it and both writers
+    take it. ``counts`` (non-zeros per sample, CBF's on-disk form), ``nnz``, ``sample_dim`` and
+    ``toarray`` are there for code written against the old ``recio.sequence.cbf.SparseSequence``;
+    :meth:`from_counts` builds one from per-sample counts.
+    """
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -112,6 +122,44 @@ class Sparse(NamedTuple):
     def num_samples(self) -> int:
         """Number of samples (rows)."""
         return len(self.indptr) - 1
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored values."""
+        return len(self.values)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Non-zeros of each sample (length N): ``diff(indptr)``, as CBF stores them."""
+        return np.diff(self.indptr)
+
+    @property
+    def sample_dim(self) -> int:
+        """``dim`` under the name CBF's stream descriptions use."""
+        return self.dim
+
+    @classmethod
+    def from_counts(cls, counts: Any, indices: Any, values: Any, dim: int) -> "Sparse":
+        """Build from per-sample non-zero ``counts`` (CBF's form) instead of ``indptr``.
+
+        The arrays are taken as given (no copy when they already are arrays); ``validate``
+        checks them.
+        """
+        counts = np.asarray(counts).reshape(-1)
+        indptr = np.zeros(len(counts) + 1, dtype=_INDPTR)
+        np.cumsum(counts, out=indptr[1:])
+        return cls(indptr, np.asarray(indices), np.asarray(values), int(dim))
+
+    @classmethod
+    def from_dense(cls, array: Any, dtype: Any = None) -> "Sparse":
+        """The non-zeros of a dense ``(N, dim)`` array, in row-major order."""
+        array = np.asarray(array, dtype=dtype)
+        if array.ndim != 2:
+            raise SequenceError(f"a dense stream must be 2-D (N, dim) to become sparse, not "
+                                f"shape {array.shape}")
+        rows, cols = np.nonzero(array)
+        counts = np.bincount(rows, minlength=array.shape[0])
+        return cls.from_counts(counts, cols.astype(_INDICES), array[rows, cols], array.shape[1])
 
     @classmethod
     def from_lists(cls, samples: Iterable[Tuple[Sequence[int], Sequence[float]]], dim: int,
@@ -178,6 +226,14 @@ class Sparse(NamedTuple):
         np.add.at(out, (rows, self.indices), self.values)
         return out
 
+    def toarray(self) -> np.ndarray:
+        """Same as :meth:`to_dense` (the name scipy and the old ``SparseSequence`` use)."""
+        return self.to_dense()
+
+    def to_sparse(self) -> "Sparse":
+        """``self``: code written for the old ``SparseSequence`` converted with this."""
+        return self
+
 
 Stream = Union[np.ndarray, Sparse]
 
@@ -210,57 +266,62 @@ def pack_sequence(streams: Dict[str, Stream]) -> bytes:
     if len(streams) > MAX_STREAMS:
         raise SequenceError(f"{len(streams)} streams; a sequence record holds at most "
                             f"{MAX_STREAMS}")
-    descriptors: List[bytes] = []
-    sections: List[List[np.ndarray]] = []
-    for name, data in streams.items():
-        if not isinstance(name, str):
-            raise SequenceError(f"stream name {name!r} is not a string")
-        bname = name.encode("utf-8")
-        if not 0 < len(bname) <= 255:
-            raise SequenceError(f"stream name {name!r} must be 1..255 bytes of UTF-8")
-        if isinstance(data, Sparse):
-            indptr = np.ascontiguousarray(data.indptr, dtype=_INDPTR)
-            indices = np.ascontiguousarray(data.indices, dtype=_INDICES)
-            values = np.ascontiguousarray(data.values)
-            code = _dtype_code(values.dtype, name)
-            values = values.astype(DTYPES[code], copy=False)
-            n = len(indptr) - 1
-            nnz = len(indices)
-            if n < 0 or indptr[0] != 0 or indptr[-1] != nnz or len(values) != nnz \
-                    or (n and np.any(np.diff(indptr) < 0)):
-                raise SequenceError(f"sparse stream {name!r}: indptr must start at 0, never "
-                                    f"decrease and end at len(indices) == len(values)")
-            if nnz and (indices.min() < 0 or indices.max() >= data.dim):
-                raise SequenceError(f"sparse stream {name!r}: an index lies outside "
-                                    f"0..{data.dim - 1} (dim={data.dim})")
-            kind, flags, dim, arrays = SPARSE, 0, int(data.dim), [indptr, indices, values]
-        else:
-            arr = np.asarray(data)
-            if arr.ndim not in (1, 2):
-                raise SequenceError(f"dense stream {name!r} has shape {arr.shape}; give an "
-                                    f"N x dim (or 1-D N) array")
-            code = _dtype_code(arr.dtype, name)
-            flags = FLAG_1D if arr.ndim == 1 else 0
-            dim = 1 if arr.ndim == 1 else arr.shape[1]
-            n, nnz, kind = arr.shape[0], 0, DENSE
-            arrays = [np.ascontiguousarray(arr, dtype=DTYPES[code])]
-        if n > MAX_SAMPLES or dim > MAX_SAMPLES:
-            raise SequenceError(f"stream {name!r}: {n} samples of dim {dim}; each must be < 2**32")
-        descriptors.append(STREAM_DESCRIPTOR.pack(kind, code, flags, len(bname), dim, n, nnz)
-                           + bname)
-        sections.append(arrays)
+    encoded = [_stream_table_entry(name, data) for name, data in streams.items()]
     parts: List[Buffer] = [SEQUENCE_HEADER.pack(SEQUENCE_MAGIC, SEQUENCE_VERSION, len(streams))]
-    parts.extend(descriptors)
+    parts.extend(descriptor for descriptor, _ in encoded)
     size = sum(len(p) for p in parts)
     parts.append(b"\0" * _pad8(size))
     size += _pad8(size)
-    for arrays in sections:
+    for _, arrays in encoded:
         for arr in arrays:
             parts.append(arr.reshape(-1).view(np.uint8))
             size += arr.nbytes
             parts.append(b"\0" * _pad8(size))
             size += _pad8(size)
     return b"".join(parts)
+
+
+def _stream_table_entry(name: str, data: Stream) -> Tuple[bytes, List[np.ndarray]]:
+    """One stream's descriptor (with its name) and the arrays of its sections, checked.
+
+    Everything a stream can get wrong is refused here, before any byte of the record is
+    assembled, so ``pack_sequence`` never produces a record ``unpack_sequence`` would reject.
+    """
+    if not isinstance(name, str):
+        raise SequenceError(f"stream name {name!r} is not a string")
+    bname = name.encode("utf-8")
+    if not 0 < len(bname) <= 255:
+        raise SequenceError(f"stream name {name!r} must be 1..255 bytes of UTF-8")
+    if isinstance(data, Sparse):
+        indptr = np.ascontiguousarray(data.indptr, dtype=_INDPTR)
+        indices = np.ascontiguousarray(data.indices, dtype=_INDICES)
+        values = np.ascontiguousarray(data.values)
+        code = _dtype_code(values.dtype, name)
+        values = values.astype(DTYPES[code], copy=False)
+        n = len(indptr) - 1
+        nnz = len(indices)
+        if n < 0 or indptr[0] != 0 or indptr[-1] != nnz or len(values) != nnz \
+                or (n and np.any(np.diff(indptr) < 0)):
+            raise SequenceError(f"sparse stream {name!r}: indptr must start at 0, never "
+                                f"decrease and end at len(indices) == len(values)")
+        if nnz and (indices.min() < 0 or indices.max() >= data.dim):
+            raise SequenceError(f"sparse stream {name!r}: an index lies outside "
+                                f"0..{data.dim - 1} (dim={data.dim})")
+        kind, flags, dim, arrays = KIND_SPARSE, 0, int(data.dim), [indptr, indices, values]
+    else:
+        arr = np.asarray(data)
+        if arr.ndim not in (1, 2):
+            raise SequenceError(f"dense stream {name!r} has shape {arr.shape}; give an "
+                                f"N x dim (or 1-D N) array")
+        code = _dtype_code(arr.dtype, name)
+        flags = FLAG_1D if arr.ndim == 1 else 0
+        dim = 1 if arr.ndim == 1 else arr.shape[1]
+        n, nnz, kind = arr.shape[0], 0, KIND_DENSE
+        arrays = [np.ascontiguousarray(arr, dtype=DTYPES[code])]
+    if n > MAX_SAMPLES or dim > MAX_SAMPLES:
+        raise SequenceError(f"stream {name!r}: {n} samples of dim {dim}; each must be < 2**32")
+    descriptor = STREAM_DESCRIPTOR.pack(kind, code, flags, len(bname), dim, n, nnz) + bname
+    return descriptor, arrays
 
 
 def _stream_name(raw: bytes, at: int) -> str:
@@ -318,14 +379,14 @@ def _parse_descriptors(buf: Buffer):
             raise SequenceError(f"sequence record truncated in a stream name at byte {pos}")
         name = _stream_name(bytes(buf[pos:pos + namelen]), at)
         pos += namelen
-        if kind > SPARSE or code >= len(DTYPES) or flags & ~FLAG_1D:
+        if kind > KIND_SPARSE or code >= len(DTYPES) or flags & ~FLAG_1D:
             raise SequenceError(f"stream {name!r} at byte {at}: unknown kind {kind}, dtype code "
                                 f"{code} or flags {flags:#x} (record written by a newer recio?)")
-        if flags and (kind != DENSE or dim != 1):
+        if flags and (kind != KIND_DENSE or dim != 1):
             raise SequenceError(f"stream {name!r} at byte {at}: the 1-D flag is set on a "
                                 f"{'sparse' if kind else 'dense'} stream of dim {dim}; only a "
                                 f"dense stream of dim 1 can be 1-D")
-        if kind == DENSE and nnz:
+        if kind == KIND_DENSE and nnz:
             raise SequenceError(f"stream {name!r} at byte {at}: a dense stream with nnz {nnz} "
                                 f"(nnz is 0 for dense streams)")
         out.append((name, kind, _DTYPE_OBJECTS[code], flags, dim, n, nnz))
@@ -344,7 +405,7 @@ def _duplicate_name(descriptors: List[tuple]) -> SequenceError:
 def _section_sizes(kind: int, dtype: np.dtype, n: int, dim: int,
                    nnz: int) -> Tuple[Tuple[str, np.dtype, int], ...]:
     """``(what, dtype, count)`` of each section of a stream, in file order."""
-    if kind == DENSE:
+    if kind == KIND_DENSE:
         return (("values", dtype, n * dim),)
     return (("indptr", _INDPTR, n + 1), ("indices", _INDICES, nnz), ("values", dtype, nnz))
 
@@ -368,7 +429,7 @@ def unpack_sequence(buf: Buffer) -> Dict[str, Stream]:
     out: Dict[str, Stream] = {}
     frombuffer = np.frombuffer
     for name, kind, dtype, flags, dim, n, nnz in descriptors:
-        if kind == DENSE:  # the hot path: _section_sizes inlined
+        if kind == KIND_DENSE:  # the hot path: _section_sizes inlined
             count = n * dim
             nbytes = count * dtype.itemsize
             if pos + nbytes > size:
@@ -463,6 +524,20 @@ def read_sidecar(path: PathLike, rec_size: Optional[int] = None,
     path = os.fspath(path)
     with open(path, "rb") as f:
         data = f.read()
+    nstreams, nrecs = _sidecar_header(data, path, rec_size, num_records)
+    names, pos = _sidecar_names(data, nstreams, path)
+    need = pos + 4 * nrecs * nstreams
+    if len(data) != need:
+        raise SequenceError(f"sidecar has {len(data)} bytes, its header promises {need} "
+                            f"({nrecs} records x {nstreams} streams)", path=path, offset=pos)
+    counts = np.frombuffer(data, dtype="<u4", count=nrecs * nstreams, offset=pos)
+    return names, counts.reshape(nrecs, nstreams)
+
+
+def _sidecar_header(data: bytes, path: str, rec_size: Optional[int],
+                    num_records: Optional[int]) -> Tuple[int, int]:
+    """``(streams, records)`` from a sidecar's fixed header, checked against the ``.rec`` and
+    its index (a stale sidecar must not plan minibatches) and against the file's length."""
     if len(data) < SIDECAR_HEADER.size:
         raise SequenceError(f"sidecar of {len(data)} bytes is shorter than its header",
                             path=path, offset=0)
@@ -486,6 +561,12 @@ def read_sidecar(path: PathLike, rec_size: Optional[int] = None,
     if SIDECAR_HEADER.size + 3 * nstreams > len(data):
         raise SequenceError(f"sidecar declares {nstreams} stream names but has only "
                             f"{len(data)} bytes", path=path, offset=12)
+    return nstreams, nrecs
+
+
+def _sidecar_names(data: bytes, nstreams: int, path: str) -> Tuple[List[str], int]:
+    """The sidecar's ``nstreams`` stream names and the (8-aligned) byte where its counts start;
+    each name is 1..255 bytes of UTF-8 and none repeats."""
     pos = SIDECAR_HEADER.size
     names: List[str] = []
     seen = set()
@@ -507,13 +588,7 @@ def read_sidecar(path: PathLike, rec_size: Optional[int] = None,
         names.append(name)
         seen.add(name)
         pos += 2 + n
-    pos += _pad8(pos)
-    need = pos + 4 * nrecs * nstreams
-    if len(data) != need:
-        raise SequenceError(f"sidecar has {len(data)} bytes, its header promises {need} "
-                            f"({nrecs} records x {nstreams} streams)", path=path, offset=pos)
-    counts = np.frombuffer(data, dtype="<u4", count=nrecs * nstreams, offset=pos)
-    return names, counts.reshape(nrecs, nstreams)
+    return names, pos + _pad8(pos)
 
 
 def sample_counts(rec_path: PathLike, stream: Optional[str] = None) -> np.ndarray:
@@ -544,11 +619,12 @@ def rebuild_sidecar(rec_path: PathLike, idx_path: Optional[PathLike] = None) -> 
     """Re-create ``PREFIX.len`` from each record's stream table (for files written elsewhere).
 
     Every record must be a sequence record with the first record's streams, its sections
-    filling it exactly (:func:`sequence_sample_counts`); errors name the record's offset.
+    filling it exactly (:func:`sequence_sample_counts`); errors name the record's offset. The
+    rows follow the index ``RecordCorpus`` reads with (``recio.records.indexed.index_for``):
+    ``idx_path``, else the ``.idx`` beside the file, else file order.
     """
     rec_path = os.fspath(rec_path)
-    idx_path = idx_path or os.path.splitext(rec_path)[0] + ".idx"
-    offsets = open_index(idx_path, None, rec_size=os.path.getsize(rec_path)).offsets.tolist()
+    offsets = index_for(rec_path, idx_path, None).offsets.tolist()
     names: Optional[List[str]] = None
     rows = np.zeros((len(offsets), 0), np.uint32)
     reader = RecordReader(rec_path)
@@ -582,17 +658,17 @@ class SequenceWriter(ManagedWriter):
 
     ``write(streams, key=None) -> offset``; keys default to 0, 1, 2, ... Every record must have
     the same stream names (in any order; stored in the first record's order). The lifecycle is
-    ``recio.records.atomic.ManagedWriter``'s: ``close()`` renames the ``.rec``, then the ``.len``, then
-    the ``.idx`` into place; ``abort()`` (also ``discard()``), an exception inside ``with`` or a
-    writer dropped without ``close()`` leaves none of them. ``fsync=True``: a returned
-    ``close()`` survives an OS crash.
+    ``recio.records.atomic.ManagedWriter``'s: ``close()`` renames the ``.rec``, then the
+    ``.len``, then the ``.idx`` into place; ``abort()`` (also ``discard()``), an exception
+    inside ``with`` or a writer dropped without ``close()`` leaves none of them.
+    ``fsync=True``: a returned ``close()`` survives an OS crash.
     """
 
     def __init__(self, rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
                  fsync: bool = False) -> None:
         self.rec_path = os.fspath(rec_path)
         self.idx_path = os.fspath(idx_path) if idx_path is not None else \
-            os.path.splitext(self.rec_path)[0] + ".idx"
+            sibling_index_path(self.rec_path)
         self.len_path = sidecar_path(self.rec_path)
         self.stream_names: Optional[List[str]] = None
         self._counts: List[List[int]] = []
@@ -655,6 +731,18 @@ def write_sequences(rec_path: PathLike, sequences: Iterable[Dict[str, Stream]],
             w.write(seq)
             n += 1
     return n
+
+
+_RENAMED = {"DENSE": "KIND_DENSE", "SPARSE": "KIND_SPARSE"}
+
+
+def __getattr__(name: str) -> Any:
+    """``DENSE``/``SPARSE`` (the stream kind codes) are now ``KIND_DENSE``/``KIND_SPARSE``: the
+    old names clashed with ``recio.sequence.cbf.DENSE``/``SPARSE`` ("dense"/"sparse")."""
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        return deprecated_alias(__name__, name, new, globals()[new])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Sparse", "pack_sequence", "unpack_sequence", "sequence_sample_counts",

@@ -1,0 +1,161 @@
+"""Extracting images: the inverse of im2rec, from a ``.rec`` back to image files and a ``.lst``.
+
+Every record holding an image becomes ``OUT_DIR/<id>.<ext>`` (its bytes untouched; a repeated
+id gets ``<id>_1.<ext>``, ``<id>_2.<ext>``, ...), and ``OUT_DIR/NAME.lst`` lists
+``id, label(s), file name`` in record order, so im2rec ``--pass-through`` (``--pack-label`` for
+label vectors) packs the same records again. Records without an image (e.g. a face-recognition
+set's header and identity records) are skipped and counted.
+
+Each file is written atomically; images already in ``OUT_DIR`` under the same names are
+replaced. The ``.lst`` is written last, so it exists only when every image was extracted. An
+output that would replace the input ``.rec`` or its ``.idx`` is refused.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Set, Union
+
+import numpy as np
+
+from recio.errors import ImageError
+from recio.image.header import unpack_header
+from recio.image.lists import format_list_line
+from recio.records.atomic import atomic_open
+from recio.records.index import sibling_index_path
+from recio.records.reader import RecordReader
+from recio.records.stats import image_format
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Optional[Callable[[int], Any]]
+
+#: image format (as ``image_format`` names it) -> file extension
+EXTENSIONS = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp", "webp": ".webp",
+              "tiff": ".tiff"}
+_PROGRESS_EVERY = 16 << 20
+
+
+@dataclass
+class ExtractResult:
+    """What ``extract_images`` wrote, and what a ``.lst`` could not carry exactly.
+
+    ``vector_labels``: some record has a label vector (re-pack with ``--pack-label``).
+    ``inexact_labels``: labels the ``.lst``'s ``%f`` text does not reproduce exactly;
+    ``id2_dropped``: records with a nonzero ``id2`` (a ``.lst`` has no column for it);
+    ``single_vectors``: 1-element label vectors (im2rec packs a single label as a scalar).
+    """
+
+    rec_path: str
+    out_dir: str
+    lst_path: str
+    images: int = 0
+    skipped: int = 0
+    vector_labels: bool = False
+    inexact_labels: int = 0
+    id2_dropped: int = 0
+    single_vectors: int = 0
+
+    def warnings(self) -> List[str]:
+        """One sentence for each way the ``.lst`` differs from the records."""
+        out = []
+        if self.inexact_labels:
+            out.append(f"{self.inexact_labels} labels do not survive the .lst's %f format "
+                       f"exactly")
+        if self.id2_dropped:
+            out.append(f"{self.id2_dropped} records have a nonzero id2, which a .lst cannot "
+                       f"carry")
+        if self.single_vectors:
+            out.append(f"{self.single_vectors} records have a 1-element label vector; im2rec "
+                       f"packs a single label as a scalar")
+        return out
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready summary of the extraction."""
+        return {"rec": self.rec_path, "out_dir": self.out_dir, "lst": self.lst_path,
+                "images": self.images, "skipped": self.skipped,
+                "vector_labels": self.vector_labels, "warnings": self.warnings()}
+
+
+def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[str] = None,
+                   progress: Progress = None) -> ExtractResult:
+    """Write every image of ``rec_path`` to ``out_dir`` as ``<id>.<ext>``, plus a ``.lst``.
+
+    ``lst_name`` names the list inside ``out_dir`` (default: the ``.rec``'s name with
+    ``.lst``). ``progress(n)``: bytes of the ``.rec`` read since the last call (they add up to
+    its size). A damaged ``.rec`` raises ``RecordIOError`` with the byte offset (the images
+    extracted before it stay; the ``.lst`` is not written). ``FileExistsError`` when an output
+    would replace the input.
+    """
+    rec_path, out_dir = os.fspath(rec_path), os.fspath(out_dir)
+    stem = os.path.splitext(os.path.basename(rec_path))[0]
+    result = ExtractResult(rec_path, out_dir, os.path.join(out_dir, lst_name or stem + ".lst"))
+    protected = {os.path.realpath(rec_path), os.path.realpath(sibling_index_path(rec_path))}
+    _refuse_input(result.lst_path, protected)
+    size = os.path.getsize(rec_path)
+    os.makedirs(out_dir, exist_ok=True)
+    lines: List[str] = []
+    used: Set[str] = set()
+    reported = 0
+    with RecordReader(rec_path) as reader:
+        for offset, record in reader.records_with_offsets():
+            if progress is not None and offset - reported >= _PROGRESS_EVERY:
+                progress(offset - reported)
+                reported = offset
+            line = _extract_one(record, result, used, protected)
+            if line is None:
+                result.skipped += 1
+            else:
+                lines.append(line)
+    if progress is not None and size > reported:
+        progress(size - reported)
+    with atomic_open(result.lst_path, "w") as f:
+        f.write("".join(lines))
+    return result
+
+
+def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
+                 protected: Set[str]) -> Optional[str]:
+    """Write the image of one record and return its ``.lst`` line (None: no image in it)."""
+    try:
+        header, body = unpack_header(record)
+    except ImageError:
+        return None  # shorter than a header, or a label vector running past the record
+    fmt = image_format(record, body) if body < len(record) else None
+    if fmt is None:
+        return None
+    labels = (np.asarray(header.label, dtype=np.float32) if header.flag
+              else np.array([header.label], dtype=np.float32))
+    result.vector_labels = result.vector_labels or header.flag > 1
+    result.single_vectors += header.flag == 1
+    result.id2_dropped += header.id2 != 0
+    name = _unique_name(header.id, EXTENSIONS[fmt], used)
+    path = os.path.join(result.out_dir, name)
+    _refuse_input(path, protected)
+    with atomic_open(path, "wb") as f:
+        f.write(memoryview(record)[body:])
+    result.images += 1
+    line = format_list_line(header.id, [float(x) for x in labels], name)
+    printed = np.array([float(v) for v in line.split("\t")[1:-1]], dtype=np.float32)
+    result.inexact_labels += not np.array_equal(printed, labels)
+    return line
+
+
+def _unique_name(rid: int, ext: str, used: Set[str]) -> str:
+    """``<id><ext>``, or ``<id>_<n><ext>`` for the n-th repeat of an id."""
+    name = f"{rid}{ext}"
+    n = 1
+    while name in used:
+        name = f"{rid}_{n}{ext}"
+        n += 1
+    used.add(name)
+    return name
+
+
+def _refuse_input(path: str, protected: Set[str]) -> None:
+    if os.path.realpath(path) in protected:
+        raise FileExistsError(errno.EEXIST, "would replace the input being extracted; choose "
+                              "another output", path)
+
+
+__all__ = ["extract_images", "ExtractResult", "EXTENSIONS"]

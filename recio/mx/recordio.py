@@ -1,0 +1,324 @@
+"""``recio.mx.recordio``: the drop-in for ``mxnet.recordio``.
+
+Same classes, methods, attributes and arrays as MXNet 1.9: ``MXRecordIO(uri, flag)``,
+``MXIndexedRecordIO(idx_path, uri, flag, key_type=int)`` (index path first), ``IRHeader``,
+``pack``/``unpack``, and ``pack_img``/``unpack_img`` with **BGR** arrays as ``cv2`` gives them
+(the pixels of ``cv2.imdecode``, which MXNet's ``unpack_img`` calls, exactly). Like MXNet, an
+object used in a new process (fork or pickle, e.g. a DataLoader worker) reopens its files there;
+reading goes through a memory map, so keys may be NumPy integers and no file pointer is shared
+between processes.
+"""
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any, Callable, List, Optional
+
+import numpy as np
+
+from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode, encode
+from recio.image.header import IRHeader, pack, unpack as unpack_record
+from recio.records.index import open_index
+from recio.records.reader import RecordReader
+from recio.records.writer import RecordWriter
+
+# This process's id, refreshed in a forked child: comparing with it is cheaper than a getpid()
+# system call on every read, and still tells when an object crossed into another process.
+_PID = os.getpid()
+
+
+def _refresh_pid() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_refresh_pid)
+
+
+def _close_all(files: list) -> None:
+    """Close an MX writer's files at interpreter exit, keeping them (MXNet's ``__del__``)."""
+    for f in files:
+        try:
+            f.close()
+        except Exception:
+            pass
+
+
+class MXRecordIO:
+    """Sequential RecordIO reader (``flag='r'``) or writer (``flag='w'``), as ``mxnet.recordio``.
+
+    A writer behaves as MXNet's, not as recio's own writers: it writes straight to the final
+    name (an existing file is replaced by a new empty one at once), and an object that is
+    garbage collected or still open at interpreter exit without ``close()`` is closed and its
+    file *kept* with what was written, since ported scripts that never call ``close()`` rely on
+    that. So a script that fails half way leaves a short but valid-looking ``.rec``/``.idx``;
+    use ``recio.IndexedRecordWriter`` where that matters.
+    """
+
+    def __init__(self, uri: str, flag: str) -> None:
+        self.uri = os.fspath(uri)
+        self.flag = flag
+        self.pid: Optional[int] = None
+        self.is_open = False
+        self._reader: Optional[RecordReader] = None
+        self._writer: Optional[RecordWriter] = None
+        self.open()
+
+    def open(self) -> None:
+        """Open the file for the mode given by ``flag``."""
+        if self.flag == "w":
+            self._writer = RecordWriter(self.uri, atomic=False)
+            # at interpreter exit: close (and keep) before the writer's own finalizer, which
+            # was made first and so runs later, would warn about an unclosed writer
+            self._closing = [self._writer]
+            weakref.finalize(self, _close_all, self._closing)
+            self.writable = True
+        elif self.flag == "r":
+            self._reader = RecordReader(self.uri)
+            self._read = self._reader.read
+            self.writable = False
+        else:
+            raise ValueError(f"Invalid flag {self.flag}")
+        self.pid = _PID
+        self.is_open = True
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __getstate__(self) -> dict:
+        """Pickle as MXNet does: closed, remembering whether to reopen on the other side."""
+        is_open = self.is_open
+        self.close()
+        state = dict(self.__dict__)
+        state["is_open"] = is_open
+        state["_reader"] = state["_writer"] = state["_read"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        is_open = state["is_open"]
+        self.is_open = False
+        if is_open:
+            self.open()
+
+    def _check_pid(self, allow_reset: bool = False) -> None:
+        """Reopen in a new process (readers), as MXNet's ``_check_pid`` does."""
+        if self.pid != _PID:
+            if allow_reset:
+                self.reset()
+            else:
+                raise RuntimeError("Forbidden operation in multiple processes")
+
+    def close(self) -> None:
+        """Close the file (a writer flushes)."""
+        if not self.is_open:
+            return
+        if self._writer is not None:
+            self._closing.clear()
+            self._writer.close()
+            self._writer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self.is_open = False
+        self.pid = None
+
+    def reset(self) -> None:
+        """Close and reopen: a reader starts again from the first record."""
+        self.close()
+        self.open()
+
+    def write(self, buf: bytes) -> None:
+        """Append one record."""
+        self._append(buf)
+
+    def _append(self, buf: bytes) -> int:
+        """Append one record and return its offset (checks the mode and the process)."""
+        if self.pid != _PID or not self.writable:
+            if not self.writable:
+                raise RuntimeError(f"{self.uri}: opened for reading (flag 'r'), cannot write")
+            self._check_pid(allow_reset=False)
+        return self._writer.write(buf)
+
+    def read(self) -> Optional[bytes]:
+        """The next record, or ``None`` at the end."""
+        if self.pid != _PID or self.writable:
+            if self.writable:
+                raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
+            self._check_pid(allow_reset=True)
+        return self._read()
+
+    def tell(self) -> int:
+        """Current byte offset (of the next record)."""
+        return self._writer.tell() if self.writable else self._reader.tell()
+
+
+class MXIndexedRecordIO(MXRecordIO):
+    """Keyed RecordIO with an ``.idx`` file: ``read_idx(key)``, ``write_idx(key, buf)``, ``keys``.
+
+    A reader holds the index as arrays (``recio.records.index.Index``, memory-mapped from the
+    ``.idx``'s sidecar cache when there is one, so forked workers share it); ``keys`` and
+    ``idx`` are read-only list- and dict-like views of them: what code does with MXNet's list and
+    dict (``len``, indexing, slicing, ``in``, ``list()``, ``np.array()``, ``idx[key]``) works.
+    """
+
+    def __init__(self, idx_path: str, uri: str, flag: str,
+                 key_type: Callable[[Any], Any] = int) -> None:
+        self.idx_path = os.fspath(idx_path)
+        self.idx: dict = {}
+        self.keys: List[Any] = []
+        self.key_type = key_type
+        self.fidx = None
+        super().__init__(uri, flag)
+
+    def open(self) -> None:
+        super().open()
+        self._dense = None
+        if self.writable:
+            try:
+                self.fidx = open(self.idx_path, "w")
+            except BaseException:  # leave no empty .rec behind
+                self._closing.clear()
+                self._writer.abort()
+                self._writer = None
+                self.is_open = False
+                raise
+            self._closing.append(self.fidx)
+            self.idx, self.keys = {}, []
+            return
+        self.fidx = None
+        self._resume = None
+        self._read_at = self._reader.read_at
+        stat = os.stat(self.idx_path)
+        stamp = (stat.st_size, stat.st_mtime_ns, self._reader.size)
+        index = getattr(self, "_index", None)
+        if index is None or stamp != getattr(self, "_idx_stamp", None):
+            # arrays, mapped from the sidecar cache when there is one (see recio.records.index); a
+            # worker reopening an unchanged index keeps the arrays it shares with the parent
+            index = open_index(self.idx_path, self.key_type, rec_size=self._reader.size)
+            self._index, self._idx_stamp = index, stamp
+        # list- and dict-like views computed from the arrays on demand (MXNet's list and dict)
+        self.keys, self.idx = index.keys_view(), index.offsets_view()
+        self._offset_of = index.offset_of
+        if index.base == 0:  # the usual 0..n-1 keys: offsets by position, as Python ints
+            self._dense = index.memoryviews()[0]
+
+    def close(self) -> None:
+        if not self.is_open:
+            return
+        super().close()
+        if self.fidx is not None:
+            self.fidx.close()
+            self.fidx = None
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["fidx"] = None
+        # memoryview and bound-method shortcuts are rebuilt by open(); the index pickles as
+        # a reopen of its cache when it has one (else as its arrays)
+        for name in ("_dense", "_read_at", "_offset_of", "_resume"):
+            state.pop(name, None)
+        return state
+
+    # After read_idx the next read() continues after that record, as MXNet's seek + read
+    # leaves it; read_idx only notes where, and the position is caught up when it matters.
+    _resume: Optional[int] = None
+
+    def _catch_up(self) -> None:
+        pos, self._resume = self._resume, None
+        if self._reader is not None:
+            self._reader.seek(pos)
+            self._reader.read()
+
+    def read(self) -> Optional[bytes]:
+        if self._resume is not None and self.pid == _PID:
+            self._catch_up()
+        return super().read()
+
+    def tell(self) -> int:
+        if self._resume is not None and not self.writable:
+            self._catch_up()
+        return super().tell()
+
+    def seek(self, idx: Any) -> None:
+        """Position the reader at the record of key ``idx``."""
+        if self.writable:
+            raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot seek")
+        self._check_pid(allow_reset=True)
+        self._resume = None
+        self._reader.seek(self.idx[idx])
+
+    def read_idx(self, idx: Any) -> bytes:
+        """The record of key ``idx`` (NumPy integer keys work)."""
+        if self.pid != _PID or self.writable:
+            if self.writable:
+                raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
+            self._check_pid(allow_reset=True)
+        dense = self._dense
+        if dense is not None and type(idx) is int and 0 <= idx < len(dense):  # keys 0..n-1
+            pos = dense[idx]
+        else:
+            pos = self._offset_of(idx)
+        self._resume = pos
+        return self._read_at(pos)
+
+    def write_idx(self, idx: Any, buf: bytes) -> None:
+        """Append a record under key ``idx`` and its ``.idx`` line."""
+        key = self.key_type(idx)
+        pos = self._append(buf)
+        self.fidx.write(f"{key}\t{pos}\n")
+        self.idx[key] = pos
+        self.keys.append(key)
+
+
+class LabelArray(np.ndarray):
+    """A label vector as MXNet's ``unpack`` gives it (float32, ``flag`` values) whose single
+    elements read as Python floats.
+
+    MXNet's ``label[0]`` is a ``numpy.float32``, which recent torch refuses in
+    ``torch.tensor(label[0], dtype=torch.long)``, the very line of InsightFace's arcface_torch
+    dataset; a Python float of the same value is accepted everywhere a float32 scalar is.
+    """
+
+    def __getitem__(self, key: Any) -> Any:
+        item = super().__getitem__(key)
+        return float(item) if isinstance(item, np.floating) else item
+
+
+def unpack(s: bytes) -> tuple:
+    """Split a record into ``(IRHeader, image bytes)`` as MXNet does: ``header.label`` is a
+    float, or a float32 :class:`LabelArray` of ``flag`` labels."""
+    header, payload = unpack_record(s)
+    if header.flag:
+        header = header._replace(label=header.label.view(LabelArray))
+    return header, payload
+
+
+def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
+    """Encode a **BGR** array (as OpenCV/MXNet use) and pack it with ``header``: ``.jpg`` at JPEG
+    ``quality``, ``.png`` at compression level ``quality`` clamped to 0-9, as MXNet's."""
+    return pack(header, encode(img, img_fmt, quality, bgr=True))
+
+
+def unpack_img(s: bytes, iscolor: int = -1) -> tuple:
+    """Unpack an image record to ``(header, array)`` with ``cv2.imdecode(buf, iscolor)``'s pixels:
+    ``iscolor`` 1 -> BGR ``(H, W, 3)``, 0 -> greyscale ``(H, W)``, -1 -> as stored (BGRA with
+    alpha, uint16 for a 16-bit grey PNG). As OpenCV 4, flags 1 and 0 apply the EXIF orientation.
+
+    Unlike ``cv2.imdecode``, which returns None, undecodable bytes (or an image declaring more
+    than ``recio.image.codec.DEFAULT_MAX_PIXELS`` pixels) raise :class:`~recio.errors.ImageError`.
+    """
+    if iscolor not in COLOR_MODES:
+        raise ValueError(f"iscolor must be 1 (colour), 0 (greyscale) or -1 (unchanged), "
+                         f"got {iscolor!r}")
+    header, payload = unpack(s)
+    return header, decode(payload, int(iscolor), bgr=True, exif_transpose=iscolor != -1,
+                          max_pixels=DEFAULT_MAX_PIXELS)
+
+
+__all__ = ["MXRecordIO", "MXIndexedRecordIO", "IRHeader", "LabelArray", "pack", "unpack",
+           "pack_img", "unpack_img"]

@@ -1,0 +1,80 @@
+"""Rebuilding an ``.idx`` by scanning its ``.rec`` (what MXNet's ``tools/rec2idx.py`` does).
+
+The records are found by hopping over record headers (``record_heads``: nothing is decoded,
+damage raises ``RecordIOError`` with the byte offset before anything is written). The keys are
+the positions ``0..n-1``, as ``rec2idx`` writes them, or whatever a ``keys`` function makes of
+the records (``recio.image.id_index`` keys them by image id). The ``.idx`` is written atomically
+and replaces an existing one; the parsed-index cache beside an old ``.idx`` is removed with it.
+"""
+from __future__ import annotations
+
+import errno
+import os
+from array import array
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from recio.records.index import PathLike, index_cache_path, sibling_index_path, write_index
+from recio.records.split import record_heads
+
+Progress = Optional[Callable[[int], Any]]
+#: ``keys(rec_path, offsets)``: one key per record, in file order
+KeyFunction = Callable[[str, np.ndarray], Sequence[Any]]
+
+_PROGRESS_EVERY = 64 << 20
+
+
+@dataclass
+class RebuiltIndex:
+    """What ``rebuild_index`` wrote: ``records`` lines in ``idx_path``, for ``rec_path``."""
+
+    rec_path: str
+    idx_path: str
+    records: int
+
+
+def scan_record_offsets(rec_path: PathLike, progress: Progress = None) -> np.ndarray:
+    """The byte offset of every record head of ``rec_path`` (int64, file order).
+
+    ``progress(n)`` is called now and then with the bytes scanned since the last call; the
+    calls add up to the file's size. A damaged record raises ``RecordIOError`` (path, offset).
+    """
+    size = os.path.getsize(rec_path)
+    heads = array("q")  # 8 bytes per record, not a Python int each
+    reported = 0
+    for offset in record_heads(rec_path):
+        heads.append(offset)
+        if progress is not None and offset - reported >= _PROGRESS_EVERY:
+            progress(offset - reported)
+            reported = offset
+    if progress is not None and size > reported:
+        progress(size - reported)
+    return np.frombuffer(heads, np.int64).copy() if heads else np.empty(0, np.int64)
+
+
+def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
+                  keys: Optional[KeyFunction] = None, progress: Progress = None) -> RebuiltIndex:
+    """Scan ``rec_path`` and write its index to ``idx_path`` (default: the ``.idx`` beside it).
+
+    Keys are ``0..n-1`` (byte-identical to ``rec2idx``), or ``keys(rec_path, offsets)``.
+    Raises ``RecordIOError`` for a damaged ``.rec`` (no ``.idx`` is written then) and
+    ``FileExistsError`` when ``idx_path`` is the ``.rec`` itself.
+    """
+    rec_path = os.fspath(rec_path)
+    idx_path = sibling_index_path(rec_path) if idx_path is None else os.fspath(idx_path)
+    if os.path.exists(rec_path) and os.path.realpath(idx_path) == os.path.realpath(rec_path):
+        raise FileExistsError(errno.EEXIST, "is the record file being indexed; write the index "
+                              "elsewhere", idx_path)
+    offsets = scan_record_offsets(rec_path, progress)
+    key_list: Sequence[Any] = range(len(offsets)) if keys is None else keys(rec_path, offsets)
+    write_index(idx_path, key_list, offsets)
+    try:  # the old index's cache no longer applies (it would be ignored anyway)
+        os.remove(index_cache_path(idx_path))
+    except OSError:
+        pass
+    return RebuiltIndex(rec_path, idx_path, len(offsets))
+
+
+__all__ = ["rebuild_index", "scan_record_offsets", "RebuiltIndex", "KeyFunction"]

@@ -1,0 +1,542 @@
+"""README.md is tested: every code block runs as written, every command and name it shows exists.
+
+Each fenced ``python`` or ``bash`` block must follow an HTML comment (invisible on GitHub) that
+says what the block needs::
+
+    <!-- readme-test: setup=images needs=torch -->      python: run in a fresh namespace
+    <!-- readme-test: run setup=cbf -->                 bash: run each command, exit status 0
+    <!-- readme-test: check -->                         bash: check each command, run nothing
+
+``setup`` names the input files the test writes into an empty folder before the block runs (the
+SETUPS below; ``none`` for a block that makes its own), ``needs`` the optional dependencies (a
+missing one skips the block, and fails it under ``CI=true``). A python block without the comment,
+an unknown setup, or a shell command the test does not know how to check is a failure, so a new
+block cannot go untested. Blocks run as written: the working folder is a temporary one and
+recio's own ``DeprecationWarning``s are errors, so the README cannot show a renamed argument,
+module or constant that only still works through its deprecated alias.
+
+Besides the blocks, every ``recio``/``im2rec`` command line quoted in the text must use options
+the commands have, every ``recio.x.y`` name must resolve, and every ``recio/...py`` or
+``examples/...`` path must exist.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import types
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+import click
+import numpy as np
+import pytest
+
+import recio
+from conftest import GOLDEN, command, need
+from recio.cli.im2rec import im2rec_cmd
+from recio.cli.main import recio as recio_group
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+PYTHON_LANGS = {"python", "py", "python3"}
+SHELL_LANGS = {"bash", "sh", "shell", "console"}
+#: fenced blocks that are not code (byte layouts, the source tree)
+TEXT_LANGS = {"", "text"}
+
+_FENCE = re.compile(r"^```([\w+-]*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_SPEC = re.compile(r"<!--\s*readme-test:((?:(?!-->).)*)-->\s*\Z", re.S)
+
+
+# -- parsing the README ---------------------------------------------------------------------------
+
+@dataclass
+class Block:
+    """One fenced code block: where it is, its language, code and readme-test comment."""
+
+    line: int                    # line of the opening fence, 1-based
+    lang: str
+    code: str
+    spec: Optional[str]          # the text of the readme-test comment, None when there is none
+    setups: List[str] = field(default_factory=list)
+    needs: List[str] = field(default_factory=list)
+    flags: List[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        first = next((ln for ln in self.code.splitlines() if ln.strip()
+                      and not ln.startswith("#")), "")
+        return f"README.md:{self.line} {first.strip()[:40]}"
+
+
+def parse_blocks(text: str) -> List[Block]:
+    """Every fenced block of ``text`` with the readme-test comment right before it (only blank
+    lines may come between), split into setups, needs and flags (``run``, ``check``)."""
+    blocks = []
+    for m in _FENCE.finditer(text):
+        before = text[:m.start()].rstrip()
+        spec = _SPEC.search(before)
+        block = Block(text.count("\n", 0, m.start()) + 1, m.group(1).lower(), m.group(2),
+                      spec.group(1).strip() if spec else None)
+        for word in (block.spec or "").split():
+            key, _, value = word.partition("=")
+            if key == "setup":
+                block.setups += [v for v in value.split(",") if v]
+            elif key == "needs":
+                block.needs += [v for v in value.split(",") if v]
+            else:
+                block.flags.append(word)
+        blocks.append(block)
+    return blocks
+
+
+def spec_problems(block: Block) -> List[str]:
+    """Why the test could not run ``block`` as its comment asks (empty when it can)."""
+    if block.lang in TEXT_LANGS:
+        return [] if block.spec is None else ["a readme-test comment on a block that is not code"]
+    if block.lang not in PYTHON_LANGS | SHELL_LANGS:
+        return [f"unknown block language {block.lang!r}: tests/test_readme.py runs python and "
+                f"bash blocks; mark text as plain ``` and teach the test other languages"]
+    if block.spec is None:
+        return ["no <!-- readme-test: setup=... --> comment before the block: say which input "
+                "files it needs (see tests/test_readme.py)"]
+    problems = [f"unknown setup {s!r} (known: {', '.join(sorted(SETUPS))})"
+                for s in block.setups if s not in SETUPS]
+    if block.lang in PYTHON_LANGS:
+        if not block.setups:
+            problems.append("a python block needs setup=NAME (setup=none when it makes its "
+                            "own files)")
+        problems += [f"unknown flag {f!r} for a python block" for f in block.flags]
+    else:
+        modes = [f for f in block.flags if f in ("run", "check")]
+        if len(modes) != 1 or len(block.flags) != 1:
+            problems.append(f"a shell block takes exactly one of run / check, got {block.flags}")
+    return problems
+
+
+# -- input files ----------------------------------------------------------------------------------
+
+def _copy(src: pathlib.Path, dst: str) -> None:
+    if src.is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copyfile(src, dst)
+
+
+def _photo() -> None:
+    """cat.jpg: one JPEG photo."""
+    _copy(GOLDEN / "im2rec" / "images" / "cat" / "cat_0.jpg", "cat.jpg")
+
+
+def _photos() -> None:
+    """images/: the folder of class sub-folders im2rec's golden files were made from."""
+    _copy(GOLDEN / "im2rec" / "images", "images")
+
+
+def _images() -> None:
+    """train.rec + train.idx: 13 image records (JPEG and PNG) packed by MXNet's im2rec."""
+    _copy(GOLDEN / "im2rec" / "all.rec", "train.rec")
+    _copy(GOLDEN / "im2rec" / "all.idx", "train.idx")
+
+
+def _shards() -> None:
+    """train_0.rec, train_1.rec: two image record files written by MXNet."""
+    _copy(GOLDEN / "split" / "part0.rec", "train_0.rec")
+    _copy(GOLDEN / "split" / "part1.rec", "train_1.rec")
+
+
+def _faces() -> None:
+    """train.rec + train.idx in InsightFace's layout: key 0 holds ``[N+1, N+1+ids]``, keys 1..N
+    the faces (label ``[identity, 0]``), then one header-only record per identity."""
+    rng = np.random.default_rng(0)
+    counts = (3, 2)
+    n, ids = sum(counts), len(counts)
+    with recio.IndexedRecordWriter("train.rec", "train.idx") as w:
+        w.write(0, recio.pack(recio.IRHeader(2, [n + 1, n + 1 + ids], 0, 0), b""))
+        key, ranges = 1, []
+        for identity, count in enumerate(counts):
+            ranges.append((key, key + count))
+            for _ in range(count):
+                face = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
+                w.write(key, recio.pack_img(recio.IRHeader(2, [identity, 0], key, 0), face))
+                key += 1
+        for first, end in ranges:
+            w.write(key, recio.pack(recio.IRHeader(2, [first, end], key, 0), b""))
+            key += 1
+
+
+def _sequences() -> None:
+    """train.rec + .idx + .len: 48 sequence records, ``features`` (N x 40 float32, N from 3 to
+    120) and ``label`` (one int64)."""
+    rng = np.random.default_rng(0)
+    with recio.SequenceWriter("train.rec") as w:
+        for i in range(48):
+            n = int(rng.integers(3, 121))
+            w.write({"features": rng.random((n, 40), dtype=np.float32),
+                     "label": np.array([i % 5], dtype=np.int64)})
+
+
+def _cbf() -> None:
+    """train.cbf: 23 sequences, streams ``features`` (dense) and ``labels`` (sparse), from the
+    golden CBF files."""
+    _copy(GOLDEN / "cbf" / "float.cbf", "train.cbf")
+
+
+#: setup name -> function writing its files into the current folder
+SETUPS: Dict[str, Callable[[], None]] = {
+    "none": lambda: None,
+    "photo": _photo,
+    "photos": _photos,
+    "images": _images,
+    "shards": _shards,
+    "faces": _faces,
+    "sequences": _sequences,
+    "cbf": _cbf,
+}
+
+
+def prepare(block: Block) -> None:
+    """Check the block's comment, import what it needs and write its inputs into the current
+    folder."""
+    problems = spec_problems(block)
+    if problems:
+        pytest.fail(f"{block.name}: " + "; ".join(problems), pytrace=False)
+    for module in block.needs:
+        need(module)
+    for name in block.setups:
+        SETUPS[name]()
+
+
+# -- running python blocks ------------------------------------------------------------------------
+
+#: the module name the blocks run as
+BLOCK_MODULE = "readme_block"
+
+
+#: how recio's own DeprecationWarnings read (recio.deprecation's renamed keywords and aliases,
+#: recio._moved's old module paths, the deprecated functions): they name a recio module or say
+#: "X is deprecated: use Y"
+RECIO_DEPRECATION = r"(?s).*(\brecio\.|is deprecated: use\b)"
+
+
+@contextlib.contextmanager
+def recio_deprecations_are_errors():
+    """recio's own DeprecationWarnings become errors, whichever line they are attributed to.
+    Deprecations of other packages (Pillow, torch, NumPy) are not: an old-but-supported
+    dependency version may warn about a spelling recio must keep for it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=RECIO_DEPRECATION, category=DeprecationWarning)
+        yield
+
+
+def forget_old_module_paths() -> None:
+    """An old module path (``recio.reader``) warns when it is first imported in a process; drop
+    the stand-ins other tests imported, so that a block importing one warns again."""
+    for old in recio._moved.MOVED:
+        sys.modules.pop(old, None)
+        name = old.rpartition(".")[2]
+        if isinstance(vars(recio).get(name), types.ModuleType):
+            delattr(recio, name)
+
+
+def run_python(code: str, label: str) -> Dict[str, object]:
+    """Exec ``code`` as a fresh module in the current folder; returns its namespace."""
+    forget_old_module_paths()
+    namespace: Dict[str, object] = {"__name__": BLOCK_MODULE}
+    with recio_deprecations_are_errors():
+        exec(compile(code, label, "exec"), namespace)
+    return namespace
+
+
+# -- checking and running shell blocks ------------------------------------------------------------
+
+#: command words that only set up the reader's shell (checked literally, never run)
+SHELL_SETUP = {("python3", "-m", "venv", ".venv"), (".", ".venv/bin/activate"),
+               ("source", ".venv/bin/activate")}
+
+
+def shell_commands(code: str) -> List[List[str]]:
+    """The commands of a shell block: lines joined at ``\\``, comments dropped, split at &&."""
+    commands: List[List[str]] = []
+    for line in code.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        while words:
+            cut = words.index("&&") if "&&" in words else len(words)
+            if words[:cut]:
+                commands.append(words[:cut])
+            words = words[cut + 1:]
+    return commands
+
+
+def _click_command(words: List[str]) -> Tuple[click.Command, List[str]]:
+    """The click command that ``recio SUB ...`` / ``im2rec ...`` runs, and its arguments."""
+    if words[0] == "im2rec":
+        return im2rec_cmd, words[1:]
+    group = recio_group
+    rest = words[1:]
+    sub = next((w for w in rest if not w.startswith("-")), None)
+    if sub is None:
+        return group, rest
+    cmd = group.get_command(click.Context(group), sub)
+    if cmd is None:
+        raise AssertionError(f"`{' '.join(words)}`: recio has no command {sub!r}")
+    return cmd, rest[rest.index(sub) + 1:]
+
+
+def option_problems(words: List[str]) -> List[str]:
+    """Options in a ``recio``/``im2rec`` command line that the command does not have."""
+    try:
+        cmd, args = _click_command(words)
+    except AssertionError as exc:
+        return [str(exc)]
+    known = {"--help", "-h"}
+    for param in cmd.params:
+        known.update(getattr(param, "opts", []))
+        known.update(getattr(param, "secondary_opts", []))
+    problems = []
+    for arg in args:
+        arg = arg.strip("[]")
+        if not arg.startswith("-") or re.fullmatch(r"-\d[\d.]*", arg) or arg == "--":
+            continue
+        name = arg.split("=", 1)[0]
+        if name not in known and not (len(name) > 2 and name[1] != "-" and name[:2] in known):
+            problems.append(f"`{' '.join(words)}`: {cmd.name} has no option {name}")
+    return problems
+
+
+def _extras() -> set:
+    """The extras pyproject.toml declares (``[project.optional-dependencies]``)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    section = re.search(r"^\[project\.optional-dependencies\]\n(.*?)(?=^\[)", text, re.S | re.M)
+    return set(re.findall(r"^(\w[\w-]*)\s*=", section.group(1), re.M)) if section else set()
+
+
+def check_command(words: List[str]) -> Tuple[Optional[List[str]], List[str]]:
+    """(argv to run or None, problems) for one README shell command."""
+    if words[0] in ("recio", "im2rec"):
+        return command(words[0]) + words[1:], option_problems(words)
+    if words[:2] in (["python", "-m"], ["python3", "-m"]) and words[2] in ("recio", "recio.im2rec"):
+        short = "recio" if words[2] == "recio" else "im2rec"
+        return command(short) + words[3:], option_problems([short] + words[3:])
+    if words[0] == "make":
+        makefile = (ROOT / "Makefile").read_text()
+        missing = [t for t in words[1:] if "=" not in t
+                   and not re.search(rf"^{re.escape(t)}:", makefile, re.M)]
+        return None, [f"`make {t}`: the Makefile has no target {t}" for t in missing]
+    if words[:3] == ["pip", "install", "-e"] and len(words) == 4:
+        m = re.fullmatch(r"\.(?:\[([\w,-]+)\])?", words[3])
+        if not m:
+            return None, [f"`{' '.join(words)}`: expected . or .[extra,...]"]
+        extras = set((m.group(1) or "").split(",")) - {""}
+        return None, [f"`{' '.join(words)}`: pyproject.toml has no extra {e!r}"
+                      for e in sorted(extras - _extras())]
+    if words[0] == "mkdir" and words[1:2] == ["-p"]:
+        return ["mkdir", "-p", *words[2:]], []
+    if words[0] in ("python", "python3") and len(words) >= 2 and words[1].endswith(".py"):
+        exists = (ROOT / words[1]).is_file()
+        return None, [] if exists else [f"`{' '.join(words)}`: no file {words[1]}"]
+    if tuple(words) in SHELL_SETUP:
+        return None, []
+    return None, [f"`{' '.join(words)}`: tests/test_readme.py does not know this command; "
+                  "teach check_command how to check it"]
+
+
+def run_shell(block: Block) -> None:
+    """Check every command of ``block``; with the ``run`` flag also run them, in order."""
+    problems, argvs = [], []
+    for words in shell_commands(block.code):
+        argv, found = check_command(words)
+        problems += found
+        argvs.append((words, argv))
+    assert not problems, f"{block.name}:\n" + "\n".join(problems)
+    if "run" not in block.flags:
+        return
+    env = dict(os.environ, PYTHONWARNINGS="always::DeprecationWarning")
+    for words, argv in argvs:
+        assert argv is not None, f"{block.name}: `{' '.join(words)}` cannot be run by the test"
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 0, (f"{block.name}: `{' '.join(words)}` exited with "
+                                        f"{result.returncode}:\n{result.stdout}\n{result.stderr}")
+        deprecated = recio_deprecation_lines(result.stderr)
+        assert not deprecated, f"{block.name}: `{' '.join(words)}`:\n" + "\n".join(deprecated)
+
+
+def recio_deprecation_lines(stderr: str) -> List[str]:
+    """The lines of ``stderr`` that are recio's deprecations: a warning whose message reads as
+    recio's (RECIO_DEPRECATION), or a command's own notice that a spelling is deprecated."""
+    found = []
+    for line in stderr.splitlines():
+        if "deprecat" not in line.lower():
+            continue
+        warning = re.match(r".+?:\d+: \w*Warning: (.*)", line)
+        if warning is None or re.match(RECIO_DEPRECATION, warning.group(1), re.I):
+            found.append(line)
+    return found
+
+
+# -- the tests ------------------------------------------------------------------------------------
+
+BLOCKS = parse_blocks(README.read_text(encoding="utf-8"))
+CODE_BLOCKS = [b for b in BLOCKS if b.lang not in TEXT_LANGS]
+
+
+def test_every_code_block_says_what_it_needs():
+    problems = [f"{b.name}: {p}" for b in BLOCKS for p in spec_problems(b)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("block", [b for b in CODE_BLOCKS if b.lang in PYTHON_LANGS],
+                         ids=lambda b: f"line{b.line}")
+def test_python_block_runs_as_written(block, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    prepare(block)
+    run_python(block.code, f"README.md:{block.line}")
+
+
+@pytest.mark.parametrize("block", [b for b in CODE_BLOCKS if b.lang in SHELL_LANGS],
+                         ids=lambda b: f"line{b.line}")
+def test_shell_block_commands_exist_and_run(block, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    prepare(block)
+    run_shell(block)
+
+
+def _prose(text: str) -> str:
+    """``text`` without its fenced blocks (those are run instead)."""
+    return _FENCE.sub("", text)
+
+
+def quoted_commands(text: str) -> List[List[str]]:
+    """``recio ...`` and ``im2rec ...`` command lines quoted in backticks in the prose."""
+    found = []
+    for span in re.findall(r"`((?:recio|im2rec) [^`\n]+)`", _prose(text)):
+        words = shlex.split(span.replace("[", " ").replace("]", " "))
+        found.append(words)
+    return found
+
+
+def test_commands_quoted_in_the_text_have_those_options():
+    text = README.read_text(encoding="utf-8")
+    commands = quoted_commands(text)
+    assert len(commands) >= 10  # the table of commands, the bucketing and im2rec notes
+    problems = [p for words in commands for p in option_problems(words)]
+    assert not problems, "\n".join(problems)
+
+
+def dotted_names(text: str) -> List[str]:
+    """Every ``recio.a.b`` name the README mentions, in the prose and in the blocks."""
+    return sorted(set(re.findall(r"\brecio(?:\.[A-Za-z_]\w*)+", text)))
+
+
+def resolve(name: str) -> object:
+    """Import the longest module prefix of ``name`` and look the rest up as attributes."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj = __import__(module_name, fromlist=["_"])
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue
+            raise
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise AssertionError(f"nothing of {name} can be imported")
+
+
+def test_every_recio_name_in_the_text_exists_under_that_name():
+    text = README.read_text(encoding="utf-8")
+    names = dotted_names(text)
+    assert "recio.image.codec.DEFAULT_MAX_PIXELS" in names
+    if any(n.startswith("recio.torch") for n in names):
+        need("torch")
+    problems = []
+    for name in names:
+        try:
+            with recio_deprecations_are_errors():
+                resolve(name)
+        except (ImportError, AttributeError, DeprecationWarning, AssertionError) as exc:
+            problems.append(f"{name}: {type(exc).__name__}: {exc}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_file_path_in_the_text_exists():
+    text = README.read_text(encoding="utf-8")
+    paths = set(re.findall(r"`((?:recio|examples|benchmarks|tests)/[\w./-]*\w)`", text))
+    paths |= set(re.findall(r"See `(recio/[\w/]+\.py)`", text))
+    assert "recio/records/framing.py" in paths
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    assert not missing, f"README.md names files that do not exist: {missing}"
+
+
+def test_no_code_hides_in_indented_blocks():
+    """A command or import in a 4-space indented block would escape the tests above."""
+    lines = _prose(README.read_text(encoding="utf-8")).splitlines()
+    hidden = [ln for ln in lines
+              if re.match(r"    +(recio |im2rec |import |from recio|python )", ln)]
+    assert not hidden, f"use a fenced block with a readme-test comment for: {hidden}"
+
+
+# -- the checks above can fail ---------------------------------------------------------------------
+
+def test_a_block_without_its_comment_or_with_an_unknown_setup_is_refused():
+    text = ("Some text.\n\n```python\nimport recio\n```\n\n"
+            "<!-- readme-test: setup=nonesuch -->\n```python\nimport recio\n```\n\n"
+            "<!-- readme-test: setup=none -->\n```python\nimport recio\n```\n\n"
+            "```bash\nrecio inspect train.rec\n```\n\n```\n+---+ a byte layout\n```\n")
+    problems = [spec_problems(b) for b in parse_blocks(text)]
+    assert [len(p) for p in problems] == [1, 1, 0, 1, 0]
+    assert "no <!-- readme-test" in problems[0][0] and "nonesuch" in problems[1][0]
+
+
+def test_a_deprecated_spelling_in_a_block_fails(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _images()
+    run_python("import recio\nrecio.InputSplit('train.rec', idx_paths=['train.idx'])\n", "new")
+    with pytest.warns(DeprecationWarning, match="f is deprecated"):  # not recio's: passes
+        run_python("import warnings\nwarnings.warn('f is deprecated', DeprecationWarning)\n",
+                   "other package")
+    with pytest.warns(DeprecationWarning):  # imported once already, as another test may have
+        importlib.import_module("recio.reader")
+    for old in ("import recio\nrecio.InputSplit('train.rec', index_paths=['train.idx'])\n",
+                "import recio.reader\n",
+                "from recio.sequence import cbf\ncbf.MAGIC\n",
+                "import recio\nrecio.BucketBatchSampler([3, 4, 5], 1, 2).rank\n"):
+        with pytest.raises(DeprecationWarning):
+            run_python(old, "old spelling")
+
+
+def test_recio_deprecations_on_a_commands_stderr_are_found():
+    stderr = ("/x/recio/cli/split.py:3: DeprecationWarning: InputSplit.__init__(index_paths=...) "
+              "is deprecated: use idx_paths=\n  split = InputSplit(a)\n"
+              "/x/PIL/Image.py:95: DeprecationWarning: BILINEAR is deprecated and will be removed\n"
+              "warning: `-q 3` is deprecated: use `-n 3` (--num-buckets)\n")
+    assert recio_deprecation_lines(stderr) == [stderr.splitlines()[0], stderr.splitlines()[3]]
+
+
+def test_an_option_the_command_lacks_is_reported():
+    assert option_problems(["recio", "buckets", "train.rec", "-n", "3", "--json"]) == []
+    assert option_problems(["recio", "split", "a.rec", "--parts", "8"]) == \
+        ["`recio split a.rec --parts 8`: split has no option --parts"]
+    assert option_problems(["recio", "nosuch", "x"]) == \
+        ["`recio nosuch x`: recio has no command 'nosuch'"]
+    assert check_command(["make", "nosuch"])[1] == \
+        ["`make nosuch`: the Makefile has no target nosuch"]
+    assert check_command(["pip", "install", "-e", ".[nosuch]"])[1] != []
+    assert check_command(["curl", "example.com"])[1] != []
+
+
+def test_a_missing_name_is_reported():
+    with pytest.raises(AttributeError):
+        resolve("recio.records.reader.NoSuchName")
+    assert resolve("recio.image.codec.DEFAULT_MAX_PIXELS") == \
+        __import__("recio.image.codec", fromlist=["_"]).DEFAULT_MAX_PIXELS
