@@ -505,6 +505,7 @@ def test_a_deprecated_spelling_in_a_block_fails(tmp_path, monkeypatch):
     with pytest.warns(DeprecationWarning, match="f is deprecated"):  # not recio's: passes
         run_python("import warnings\nwarnings.warn('f is deprecated', DeprecationWarning)\n",
                    "other package")
+    forget_old_module_paths()
     with pytest.warns(DeprecationWarning):  # imported once already, as another test may have
         importlib.import_module("recio.reader")
     for old in ("import recio\nrecio.InputSplit('train.rec', index_paths=['train.idx'])\n",

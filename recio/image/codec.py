@@ -106,7 +106,8 @@ _PNG_UNITY = 100_000
 _PNG_GAMMA_THRESHOLD = 5_000
 _SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 
-Pixels = Union[bytes, bytearray, memoryview, np.ndarray]
+#: what decode accepts: the encoded image (a NumPy uint8 array as MXNet's imdecode takes one)
+ImageBytes = Union[bytes, bytearray, memoryview, np.ndarray]
 
 
 # -- backends -----------------------------------------------------------------------------------
@@ -135,7 +136,7 @@ def _jpeg_backend(decoder: str, data: Any, exif_transpose: bool) -> Any:
 
 
 # -- decode -------------------------------------------------------------------------------------
-def decode(data: Pixels, color: int = 1, *, bgr: bool = False, min_side: int = 0,
+def decode(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_side: int = 0,
            max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False,
            decoder: str = "auto", name: Optional[str] = None) -> np.ndarray:
     """Decode image bytes to a uint8 array with OpenCV's (and so MXNet's) pixels.
@@ -153,7 +154,7 @@ def decode(data: Pixels, color: int = 1, *, bgr: bool = False, min_side: int = 0
                          exif_transpose=exif_transpose, decoder=decoder, name=name)[0]
 
 
-def decode_scaled(data: Pixels, color: int = 1, *, bgr: bool = False, min_side: int = 0,
+def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_side: int = 0,
                   max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False,
                   decoder: str = "auto", name: Optional[str] = None,
                   scales: Sequence[int] = POWER_OF_TWO_SCALES
