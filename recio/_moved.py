@@ -28,7 +28,7 @@ MOVED: Dict[str, Tuple[str, Dict[str, str]]] = {
         "IndexedRecordReader": "recio.records.indexed:IndexedRecordReader"}),
     "recio.writer": ("recio.records.writer", {}),
     "recio.split": ("recio.records.split", {}),
-    "recio.stats": ("recio.records.stats", {}),
+    "recio.stats": ("recio.image.stats", {}),
     "recio.threaded": ("recio.records.threaded", {}),
     "recio.header": ("recio.image.header", {}),
     "recio.imageproc": ("recio.image.codec", {}),

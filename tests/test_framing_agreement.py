@@ -19,7 +19,7 @@ from recio import mx
 from recio.records import framing
 from recio.sequence.minibatch import RecordCorpus
 from recio.records.split import InputSplit
-from recio.records.stats import scan_file
+from recio.image.stats import scan_file
 
 MAGIC = framing.MAGIC_BYTES
 

@@ -436,10 +436,10 @@ def test_pass_through_stores_file_bytes(golden, tmp_path):
 
 @pytest.mark.parametrize("pack_label", [False, True])
 def test_inspect_reads_packed_headers_as_the_header_module_does(golden, tmp_path, pack_label):
-    """``recio.records.stats`` reads IRHeaders on the raw map (it sits below recio.image and
-    cannot import its owner): on what im2rec packs it must agree with ``unpack_header``."""
+    """``recio.image.stats`` reads IRHeaders on the raw map, without building records: on what
+    im2rec packs it must agree with ``unpack_header``."""
     from recio.image.header import unpack_header
-    from recio.records.stats import scan_file
+    from recio.image.stats import scan_file
 
     shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
     result = pack_list(tmp_path / "multi.lst", golden / "im2rec" / "images",
@@ -458,7 +458,7 @@ def test_inspect_reads_packed_headers_as_the_header_module_does(golden, tmp_path
 
 
 def test_scan_file_takes_idx_path_and_the_old_keyword_warns(golden, tmp_path):
-    from recio.records.stats import scan_file
+    from recio.image.stats import scan_file
 
     shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
     result = pack_list(tmp_path / "multi.lst", golden / "im2rec" / "images")

@@ -6,7 +6,7 @@ from typing import List, Optional
 import click
 
 from recio.cli.common import echo_json, file_progress, handle_errors, json_option, quiet_option
-from recio.records.stats import FileStats, scan_file
+from recio.image.stats import FileStats, scan_file
 
 
 @click.command("inspect")

@@ -5,6 +5,11 @@
 * ``lists``     ``.lst`` image lists: parse, write, build from a folder.
 * ``packing``   ``pack_list``: a ``.lst`` into ``.rec`` + ``.idx``, resumable, in parallel.
 * ``imageiter`` ``ImageRecordIter``: MXNet's batch iterator with its augmentations.
+* ``stats``     what ``recio inspect`` reports: record and image statistics, damage, index check.
+* ``verify``    what ``recio verify`` checks: framing, the ``.idx`` and (optionally) every image.
+* ``extract``   images and a ``.lst`` back out of a ``.rec`` (``recio extract``).
+* ``id_index``  an ``.idx`` keyed by each record's image id (``recio index --key id``).
+* ``png16``     16-bit PNG samples, which Pillow reduces to 8 bits.
 """
 from recio.image.header import IRHeader, pack, pack_img, unpack, unpack_img
 

@@ -25,7 +25,7 @@ from recio.image.lists import format_list_line
 from recio.records.atomic import atomic_open
 from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
-from recio.records.stats import image_format
+from recio.image.stats import image_format
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]

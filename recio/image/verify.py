@@ -15,7 +15,7 @@ from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
 from recio.image.header import IR_SIZE, IR_STRUCT
 from recio.records.reader import RecordReader
-from recio.records.stats import DamageRegion, FileStats, image_format, scan_file
+from recio.image.stats import DamageRegion, FileStats, image_format, scan_file
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]

@@ -11,7 +11,6 @@ Reading from the bottom up:
 * ``reindex``  rebuild an ``.idx`` by scanning the ``.rec`` (MXNet's ``rec2idx``).
 * ``split``    ``InputSplit``: record boundaries for N partitions of one or more files.
 * ``reshard``  write the parts of a split as files of their own (``recio split --write``).
-* ``stats``    what ``recio inspect``/``verify`` report: counts, sizes, damage, index checks.
 * ``threaded`` ``ThreadedIter``: a bounded background prefetch for any iterator.
 """
 from recio.records.index import Index, open_index, read_index, sibling_index_path, write_index

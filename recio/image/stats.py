@@ -22,16 +22,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from recio.deprecation import renamed_keywords
 from recio.errors import RecordIOError
+from recio.image.header import IR_SIZE as _IR_SIZE
+from recio.image.header import IR_STRUCT as _IR
 from recio.records import framing
 from recio.records.index import read_index, sibling_index_path
 from recio.records.reader import RecordReader
 
-#: the image record header (flag, label, id, id2). Its owner is ``recio.image.header``
-#: (``IR_FORMAT``, ``unpack_header``), which this module, one layer below, cannot import; the
-#: scan reads it on the raw map without building records. tests/test_im2rec.py checks that the
-#: two agree on packed records.
-_IR = struct.Struct("<IfQQ")
-_IR_SIZE = _IR.size
 _F32 = struct.Struct("<f")
 _BE16 = struct.Struct(">H")
 _BE16x2 = struct.Struct(">HH")
