@@ -17,7 +17,6 @@ EXTRAS: Dict[str, tuple] = {
     "simplejpeg": ("fast", "simplejpeg"),
     "cv2": ("fast", "opencv-python-headless"),
     "torch": ("torch", "torch"),
-    "scipy": ("scipy", "scipy"),
 }
 
 _found: Dict[str, Optional[ModuleType]] = {}

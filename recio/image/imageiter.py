@@ -43,7 +43,7 @@ from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode
 from recio.image.header import unpack
 from recio.records.index import read_index
 from recio.records.reader import RecordReader
-from recio.records.split import InputSplit
+from recio.records.split import InputSplit, record_range
 from recio.records.threaded import ThreadedIter
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -228,9 +228,7 @@ class _Engine:
             except BaseException:
                 self.reader.close()
                 raise
-            n = len(keys)
-            step = -(-n // self.num_parts) if n else 0  # ceil(N / n), as dmlc's indexed split
-            lo, hi = min(self.part_index * step, n), min((self.part_index + 1) * step, n)
+            lo, hi = record_range(len(keys), self.part_index, self.num_parts)
             self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
         self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
         self.pool = ThreadPoolExecutor(max_workers=it.preprocess_threads,

@@ -42,8 +42,8 @@ _INDEX_BATCH = 8192
 
 def part_paths(out_prefix: PathLike, part_index: int) -> Tuple[str, str]:
     """``(PREFIX_k.rec, PREFIX_k.idx)``: the files ``reshard`` writes for part ``k``."""
-    prefix = os.fspath(out_prefix)
-    return f"{prefix}_{part_index}.rec", f"{prefix}_{part_index}.idx"
+    rec = f"{os.fspath(out_prefix)}_{part_index}.rec"
+    return rec, sibling_index_path(rec)
 
 
 def reshard(source: Source, num_parts: int, out_prefix: PathLike,

@@ -92,6 +92,14 @@ def nominal_range(total: int, part_index: int, num_parts: int) -> Tuple[int, int
     return min(part_index * step, total), min((part_index + 1) * step, total)
 
 
+def record_range(count: int, part_index: int, num_parts: int) -> Tuple[int, int]:
+    """Records ``[lo, hi)`` of part ``part_index`` when ``count`` records are split into
+    ``num_parts`` parts of ``ceil(count / num_parts)`` records (dmlc's indexed split)."""
+    check_part(part_index, num_parts)
+    step = -(-count // num_parts) if count else 0
+    return min(part_index * step, count), min((part_index + 1) * step, count)
+
+
 def check_part(part_index: int, num_parts: int) -> None:
     """Reject a part number outside ``0 <= part_index < num_parts``."""
     if num_parts < 1:
@@ -361,8 +369,7 @@ def _record_bounds(layout: _Layout, records: List[Tuple[int, int]], part_index: 
                    num_parts: int) -> Tuple[int, int, List[Tuple[int, int]]]:
     """Global byte range and records of part k when parts hold ``ceil(N / n)`` records each."""
     n = len(records)
-    step = -(-n // num_parts) if n else 0
-    lo, hi = min(part_index * step, n), min((part_index + 1) * step, n)
+    lo, hi = record_range(n, part_index, num_parts)
     mine = records[lo:hi]
 
     def start_of(j: int) -> int:
@@ -512,5 +519,5 @@ def split_boundaries(source: Source, num_parts: int,
 
 
 __all__ = ["InputSplit", "FileSpan", "PartSummary", "SplitPlan", "plan_split", "chosen_parts",
-           "expand_source", "nominal_range", "check_part", "seek_record_head", "split_boundaries",
+           "expand_source", "nominal_range", "record_range", "check_part", "seek_record_head", "split_boundaries",
            "record_heads", "iter_span", "iter_span_with_offsets", "DEFAULT_CHUNK_SIZE"]

@@ -1,7 +1,7 @@
 """Sample-counted sequences (CNTK style) on the record core.
 
 * ``records``    the sequence record format (dense and ``Sparse`` streams), its writer and the
-                 sample-count sidecar (``.rec.len``). Its names are re-exported here.
+                 sample-count sidecar (``PREFIX.len``). Its names are re-exported here.
 * ``minibatch``  ``MinibatchSource``: CNTK's sample-counted minibatches with checkpoint/restore.
 * ``bucketing``  length buckets that minimise padding.
 * ``bucket_summary``  what ``recio buckets`` reports about a file's lengths.
