@@ -2,13 +2,14 @@
 
 One epoch of a small PyTorch LSTM (CPU) over 5,000 synthetic sequences whose lengths are
 log-normal (median 40, sigma 1.0: a long tail, like handwriting lines), batch size 32, padded
-minibatches as in Khomenko et al. (SPEC §8). Compared: random batching, optimal buckets at
-Q = 1..6 and equal-width buckets at Q = 2..6. For each: the cost model's padding waste (padded /
+minibatches as in Khomenko et al., "Accelerating recurrent neural network training using
+sequence bucketing and multi-GPU data parallelization" (2016). Compared: random batching,
+optimal buckets at Q = 1..6 and equal-width buckets at Q = 2..6. For each: the cost model's padding waste (padded /
 real samples) and predicted speed-up over random batching, the waste of the batches actually
 drawn, and the measured epoch time (median of --repeats runs, interleaved and rotated so load
 drifts hit all configurations alike) and speed-up, by wall clock and by process CPU time.
 
-Targets (issue 7): measured speed-up at Q = 3 >= 2.0x; measured within 25% of predicted at every
+Targets: measured speed-up at Q = 3 >= 2.0x; measured within 25% of predicted at every
 Q (checked for the optimal buckets; equal-width shown for information); optimal boundaries never
 worse than equal-width ones.
 

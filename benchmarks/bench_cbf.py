@@ -1,4 +1,4 @@
-"""CBF read and conversion throughput (issue 8).
+"""CBF read and conversion throughput.
 
 Generates a CBF file (default 1 GB) with one dense stream (float32, dim 40) and one sparse
 stream (float32, dim 10,000, about 5 non-zeros per sample), sequences of 1..100 samples, then

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from recio.records.framing import MAGIC  # noqa: E402
 from recio.records.index import index_cache_path, write_index  # noqa: E402
 
-#: MXNet at 5.8M records as measured by the issue's author (used when MXNet is not here)
+#: MXNet at 5.8M records, a reference figure for when MXNet cannot run here
 AUTHOR_MXNET = {"open_s": 2.7, "rss_mb": 734.0}
 TARGETS = {"speedup": 4.0, "memory_share": 0.25, "read_idx_vs_mxnet": 2.5,
            "first_open_42m_s": 15.0, "later_open_42m_s": 1.0, "resident_42m_mb": 1024.0}

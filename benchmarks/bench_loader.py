@@ -1,4 +1,4 @@
-"""Training-time loading throughput: ImageRecordIter and the PyTorch datasets (issue 4).
+"""Training-time loading throughput: ImageRecordIter and the PyTorch datasets.
 
 Packs the benchmark corpus (``corpus.py``: 2,000 photo-like images) with ``im2rec --resize 256``
 (or, while the im2rec command is unavailable, the same resize with ``recio.pack_img``), then

@@ -1,4 +1,4 @@
-"""MinibatchSource throughput, restore latency and memory over ~1 GB of sequence records (issue 6).
+"""MinibatchSource throughput, restore latency and memory over ~1 GB of sequence records.
 
 Writes (or reuses) a corpus of variable-length sequences (1..50 frames of 40 float32, plus a
 one-sample int32 label stream) in ``--dir``, then, each configuration in a fresh process and

@@ -399,3 +399,37 @@ def test_index_and_extract_commands_call_the_library(golden, tmp_path):
     res = recio_cli("extract", rec, tmp_path, "--lst", "multi.rec")
     assert res.returncode == 2 and "multi.rec" in res.stderr and "Traceback" not in res.stderr
     assert rec.read_bytes() == (golden / "im2rec" / "multi.rec").read_bytes()
+
+
+# -- pack_prefix: what `im2rec PREFIX ROOT` does -------------------------------------------------
+def test_pack_prefix_packs_every_list_of_the_prefix_like_mxnet(golden, tmp_path):
+    from recio.image.codec import ImageOptions
+    from recio.image.packing import pack_prefix
+
+    for name in ("chunks_0.lst", "chunks_1.lst"):
+        shutil.copy(golden / "im2rec" / name, tmp_path / name)
+    seen = []
+    results = list(pack_prefix(tmp_path / "chunks", golden / "im2rec" / "images",
+                               ImageOptions(resize=0), pass_through=True,
+                               progress_for=lambda lst: seen.append(os.path.basename(lst))))
+    assert [os.path.basename(r.lst_path) for r in results] == ["chunks_0.lst", "chunks_1.lst"]
+    assert seen == ["chunks_0.lst", "chunks_1.lst"]
+    for r in results:
+        items = list(read_list(r.lst_path))
+        assert r.skipped == 0 and r.packed == len(items) > 0
+        with recio.IndexedRecordReader(r.rec_path, r.idx_path) as records:
+            assert list(records) == [item.index for item in items]  # keys: the list's indices
+            for item in items:  # each record: the list line's id and label, the image's bytes
+                header, payload = recio.unpack(records[item.index])
+                assert (header.id, header.label) == (item.index, item.labels[0])
+                assert payload == (golden / "im2rec" / "images" / item.path).read_bytes()
+
+
+def test_pack_prefix_without_lists_says_how_to_make_them(tmp_path):
+    from recio.errors import ListFileError
+    from recio.image.packing import pack_prefix
+
+    with pytest.raises(ListFileError, match="--list --recursive"):
+        list(pack_prefix(tmp_path / "train", tmp_path))
+    with pytest.raises(ListFileError, match="no such folder"):
+        list(pack_prefix(tmp_path / "missing" / "train", tmp_path))

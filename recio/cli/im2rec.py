@@ -11,7 +11,7 @@ import click
 from recio.cli.common import EXIT_DAMAGE, fail, handle_errors, progress, quiet_option
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
-from recio.image.packing import PackResult, find_lists, has_partial, pack_list
+from recio.image.packing import PackResult, has_partial, pack_prefix
 
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _FLAGS = ("--list", "--recursive", "--pass-through", "--center-crop", "--pack-label")
@@ -184,40 +184,40 @@ def _rel(path: str) -> str:
 def _pack_mode(prefix: str, root: str, options: ImageOptions, pass_through: bool,
                pack_label: bool, workers: int, executor: str, resume: bool, strict: bool,
                quiet: bool) -> None:
-    folder = os.path.abspath(prefix)
-    if not os.path.isdir(folder) and not os.path.isdir(os.path.dirname(folder)):
-        fail(f"{os.path.dirname(folder)}: no such folder for PREFIX {prefix}")
-    lists = find_lists(prefix)
-    if not lists:
-        fail(f"no .lst file starts with {prefix!r}; create one with: "
-             f"im2rec {prefix} {root} --list --recursive")
-    failed = []
-    for lst in lists:
-        name = _rel(lst)
+    bars = []
+
+    def progress_for(lst: str):
         if not resume and has_partial(lst) and not quiet:
-            click.echo(f"note: discarding the interrupted pack of {name} "
+            click.echo(f"note: discarding the interrupted pack of {_rel(lst)} "
                        "(use --resume to continue it instead)", err=True)
         bar = progress(desc=os.path.basename(lst), unit="img", quiet=quiet)
+        bars.append((lst, bar))
 
-        def report(done: int, total: int, bar=bar) -> None:
+        def report(done: int, total: int) -> None:
             if bar.total != total:
                 bar.total = total
             bar.update(done - bar.n)
+        return report
 
-        try:
-            result = pack_list(lst, root, options, pass_through=pass_through,
-                               pack_label=pack_label, workers=workers, executor=executor,
-                               resume=resume, progress=report)
-        except KeyboardInterrupt:
+    results = pack_prefix(prefix, root, options, progress_for=progress_for,
+                          pass_through=pass_through, pack_label=pack_label, workers=workers,
+                          executor=executor, resume=resume)
+    failed = []
+    try:
+        for result in results:
+            bars[-1][1].close()
+            _print_result(_rel(result.lst_path), result)
+            if result.skipped and not result.already_done:
+                failed.append(result)
+    except KeyboardInterrupt:
+        if bars:
+            bars[-1][1].close()
+            click.echo(f"Interrupted: the partial output of {_rel(bars[-1][0])} is kept; rerun "
+                       "with --resume to continue.", err=True)
+        raise
+    finally:
+        for _, bar in bars:
             bar.close()
-            click.echo(f"Interrupted: the partial output of {name} is kept; rerun with --resume "
-                       "to continue.", err=True)
-            raise
-        finally:
-            bar.close()
-        _print_result(name, result)
-        if result.skipped and not result.already_done:
-            failed.append(result)
     if strict and failed:
         total = sum(r.skipped for r in failed)
         fail(f"{total} image(s) could not be packed (--strict); see "

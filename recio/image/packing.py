@@ -26,11 +26,11 @@ import warnings
 from collections import deque
 from dataclasses import asdict, dataclass
 from multiprocessing.pool import Pool, ThreadPool
-from typing import Callable, Deque, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Iterable, Iterator, List, Optional, Tuple, Union
 
 from PIL import Image
 
-from recio.errors import ImageError, RecordIOError
+from recio.errors import ImageError, ListFileError, RecordIOError
 from recio.image.codec import ImageOptions, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
 from recio.image.lists import ListItem, read_list_numbered
@@ -499,5 +499,29 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
         pool.join()
 
 
+def pack_prefix(prefix: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
+                progress_for: Optional[Callable[[str], Optional[ProgressCallback]]] = None,
+                **pack_options: Any) -> Iterator[PackResult]:
+    """Pack every ``.lst`` im2rec finds for ``prefix`` (``find_lists``), one after another,
+    yielding each list's ``PackResult`` as it completes: what ``im2rec PREFIX ROOT`` does.
+
+    ``progress_for(lst_path)`` gives the progress callback for one list (or None);
+    ``pack_options`` are ``pack_list``'s keywords. A missing folder or no list at all raises
+    ``ListFileError`` saying how to make the lists.
+    """
+    folder = os.path.abspath(os.fspath(prefix))
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise ListFileError(f"no such folder for PREFIX {os.fspath(prefix)}", path=folder)
+    lists = find_lists(prefix)
+    if not lists:
+        raise ListFileError(f"no .lst file starts with {os.fspath(prefix)!r}; create one with: "
+                            f"im2rec {os.fspath(prefix)} {os.fspath(root)} --list --recursive",
+                            path=folder)
+    for lst in lists:
+        progress = progress_for(lst) if progress_for is not None else None
+        yield pack_list(lst, root, options, progress=progress, **pack_options)
+
 __all__ = ["PackResult", "find_lists", "output_paths", "partial_paths", "has_partial",
-           "count_items", "pack_list", "EXECUTORS"]
+           "count_items", "pack_list", "pack_prefix", "EXECUTORS"]

@@ -15,10 +15,13 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional
 
 import numpy as np
-import torch
-from torch.utils.data import IterableDataset, get_worker_info
 
+from recio.optional import require
 from recio.sequence.minibatch import Minibatch, MinibatchSource
+
+torch = require("torch", feature="recio.torch.minibatch")
+IterableDataset = torch.utils.data.IterableDataset
+get_worker_info = torch.utils.data.get_worker_info
 
 
 def to_tensors(mb: Minibatch) -> Dict[str, torch.Tensor]:
