@@ -528,9 +528,14 @@ def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, 
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=as_in_a_terminal)
     rec_partial, journal = partial_paths(lst)
-    _wait_for_journal(journal, 24, proc)  # batches of 4 or 8: 0..23 done, blocked on 25.jpg
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
+    try:
+        _wait_for_journal(journal, 24, proc)  # batches of 4 or 8: 0..23 done, blocked on 25.jpg
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a failed wait must not leave the packer running
+            proc.kill()
+            proc.communicate()
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "Traceback" not in err and "--resume" in err
     else:

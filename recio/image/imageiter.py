@@ -181,7 +181,7 @@ class Augmenter:
 
 def _resize(img: np.ndarray, width: int, height: int) -> np.ndarray:
     """Bilinear resize (Pillow's) of a uint8 HW or HWC array."""
-    return np.asarray(Image.fromarray(img).resize((width, height), Image.BILINEAR))
+    return np.asarray(Image.fromarray(img).resize((width, height), Image.Resampling.BILINEAR))
 
 
 def buffered_shuffle(items: Iterator[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
