@@ -15,17 +15,10 @@ endif
 .PHONY: check-python install install-dev install-torch test demo bench clean
 
 # Refuse, in one line, an interpreter pip may not install into (PEP 668 "externally managed",
-# e.g. Debian's /usr/bin/python3 outside a virtualenv) or one older than recio supports.
+# e.g. Debian's /usr/bin/python3 outside a virtualenv, unless pip is configured to install there
+# anyway) or one older than recio supports.
 check-python:
-	@$(PYTHON) -c 'import os, sys, sysconfig; \
-	managed = os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")); \
-	inside_venv = sys.prefix != sys.base_prefix; \
-	allowed = os.environ.get("PIP_BREAK_SYSTEM_PACKAGES", "").lower() in ("1", "true", "yes"); \
-	old = sys.version_info < (3, 9); \
-	msg = ("recio needs Python 3.9 or newer; $(PYTHON) is %d.%d" % sys.version_info[:2] if old else \
-	       "$(PYTHON) is managed by the system (PEP 668): create a virtualenv: python3 -m venv .venv && . .venv/bin/activate" \
-	       if managed and not inside_venv and not allowed else ""); \
-	sys.exit(msg or None)'
+	@$(PYTHON) .ci/check_python.py
 
 install: check-python
 	$(PIP) install -q -e .
