@@ -14,6 +14,7 @@ import importlib
 import inspect
 import os
 import pathlib
+import shutil
 import signal
 import sys
 from types import ModuleType
@@ -147,3 +148,15 @@ if "mix_stderr" in inspect.signature(click.testing.CliRunner.__init__).parameter
 def _no_tty_progress(monkeypatch):
     """Progress bars off in tests, whatever the terminal."""
     monkeypatch.setenv("COLUMNS", os.environ.get("COLUMNS", "100"))
+
+
+@pytest.fixture
+def split_files(golden, tmp_path):
+    """The three MXNet-written parts of the split golden set, copied with their ``.idx`` files;
+    returns the ``.rec`` paths."""
+    files = []
+    for name in ("part0", "part1", "part2"):
+        for ext in (".rec", ".idx"):
+            shutil.copy(golden / "split" / (name + ext), tmp_path / (name + ext))
+        files.append(str(tmp_path / (name + ".rec")))
+    return files

@@ -25,16 +25,6 @@ def jpeg(w, h):
 
 
 @pytest.fixture
-def split_files(golden, tmp_path):
-    files = []
-    for name in ("part0", "part1", "part2"):
-        for ext in (".rec", ".idx"):
-            shutil.copy(golden / "split" / (name + ext), tmp_path / (name + ext))
-        files.append(str(tmp_path / (name + ".rec")))
-    return files
-
-
-@pytest.fixture
 def images_rec(tmp_path):
     path = str(tmp_path / "imgs.rec")
     with recio.IndexedRecordWriter(path, str(tmp_path / "imgs.idx")) as w:

@@ -49,16 +49,6 @@ def write_rec(path, payloads):
     return str(path)
 
 
-@pytest.fixture
-def split_files(golden, tmp_path):
-    files = []
-    for name in ("part0", "part1", "part2"):
-        for ext in (".rec", ".idx"):
-            shutil.copy(golden / "split" / (name + ext), tmp_path / (name + ext))
-        files.append(str(tmp_path / (name + ".rec")))
-    return files
-
-
 def leftovers(folder):
     return [n for n in os.listdir(folder) if n.endswith(".tmp")]
 
