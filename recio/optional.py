@@ -2,7 +2,7 @@
 
 The core needs only click, Pillow, NumPy and tqdm. Everything else is an extra, imported on first
 use: ``optional("simplejpeg")`` gives the module or ``None`` (for features that fall back), and
-``require("torch", extra="torch", feature="recio.torch")`` gives the module or raises an
+``require("torch", feature="recio.torch")`` gives the module or raises an
 ``ImportError`` telling the user which ``pip install`` brings it.
 """
 from __future__ import annotations

@@ -423,3 +423,16 @@ def test_pack_prefix_without_lists_says_how_to_make_them(tmp_path):
         list(pack_prefix(tmp_path / "train", tmp_path))
     with pytest.raises(ListFileError, match="no such folder"):
         list(pack_prefix(tmp_path / "missing" / "train", tmp_path))
+
+
+def test_check_images_reports_a_damaged_irheader_instead_of_skipping_it(tmp_path):
+    from recio.image.verify import check_images
+
+    good = recio.pack_img(recio.IRHeader(0, 1.0, 7, 0), np.zeros((4, 4, 3), np.uint8))
+    bad_flag = IR_STRUCT.pack(1000, 0.0, 8, 0) + b"\xff\xd8"  # announces 1000 labels
+    rec = write_rec(tmp_path / "x.rec", [good, bad_flag, b"short"])
+    heads = [0, 8 + len(good) + (-len(good) % 4)]
+    heads.append(heads[1] + 8 + len(bad_flag) + (-len(bad_flag) % 4))
+    regions = check_images(rec, heads)
+    assert [r.start for r in regions] == heads[1:]
+    assert all("IRHeader" in r.reason for r in regions)

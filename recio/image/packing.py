@@ -36,7 +36,7 @@ from recio.image.header import IRHeader, pack
 from recio.image.lists import ListItem, read_list_numbered
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
-from recio.records.index import sibling_index_path
+from recio.records.index import format_index, sibling_index_path
 
 PathLike = Union[str, "os.PathLike[str]"]
 ProgressCallback = Callable[[int, int], None]
@@ -320,20 +320,23 @@ class _PackOutput(ManagedWriter):
         outputs = self._outputs
         idx = outputs.add(AtomicFile(self.idx_path, "wb", fsync=self.fsync))
         errors: Optional[AtomicFile] = None
-        lines: List[str] = []
+        keys: List[str] = []
+        offsets: List[int] = []
         for fields in _journal_entries(self.journal):
             if fields[0] == "R":
-                lines.append(f"{fields[2]}\t{fields[3]}\n")
+                keys.append(fields[2])
+                offsets.append(int(fields[3]))
             else:
                 if errors is None:
                     errors = outputs.add(AtomicFile(self.errors_path, "wb", fsync=self.fsync))
                     errors.file.write(b"line\tindex\tpath\treason\n")
                 errors.file.write("\t".join(fields[2:6]).encode("utf-8", "surrogateescape")
                                   + b"\n")
-            if len(lines) >= 8192:
-                idx.file.write("".join(lines).encode())
-                lines.clear()
-        idx.file.write("".join(lines).encode())
+            if len(keys) >= 8192:
+                idx.file.write(format_index(keys, offsets))
+                keys.clear()
+                offsets.clear()
+        idx.file.write(format_index(keys, offsets))
         if errors is None:
             outputs.obsolete.append(self.errors_path)  # from an earlier run; none failed now
         self.errors_written = errors is not None

@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import numpy as np
+
 from recio.deprecation import renamed_keywords
 from recio.errors import RecordIOError
 from recio.image.header import IR_SIZE as _IR_SIZE
@@ -495,9 +497,6 @@ class _ImageTally:
 
 def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -> IndexCheck:
     """Compare an ``.idx`` with the record heads found by a scan (``heads`` in file order)."""
-    import numpy as np
-
-
     chk = IndexCheck(path=idx_path, records=len(heads))
     try:
         keys, offsets = read_index(idx_path, key_type=str, rec_size=rec_size)

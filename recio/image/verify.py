@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
-from recio.image.header import IR_SIZE, IR_STRUCT
+from recio.image.header import unpack_header
 from recio.records.reader import RecordReader
 from recio.image.stats import DamageRegion, FileStats, image_format, scan_file
 
@@ -79,8 +79,9 @@ def check_images(path: PathLike, heads: Sequence[int], progress: Progress = None
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> List[DamageRegion]:
     """Decode the image of every record starting at the byte offsets ``heads`` with
     ``recio.image.codec.decode`` (as every reader decodes them); one region per record whose
-    payload is not an image or does not decode. Header-only records (no bytes after the
-    IRHeader and its labels, as a face-recognition set's identity records) are skipped."""
+    IRHeader is damaged or whose payload is not an image or does not decode. Header-only
+    records (no bytes after the IRHeader and its labels, as a face-recognition set's identity
+    records) are skipped."""
     bad: List[DamageRegion] = []
     reader = RecordReader(os.fspath(path))
     try:
@@ -88,13 +89,15 @@ def check_images(path: PathLike, heads: Sequence[int], progress: Progress = None
             record = reader.read_at(off)
             if progress is not None:
                 progress(1)
-            if len(record) < IR_SIZE:
-                continue  # not an image record
-            flag, _, rid, _ = IR_STRUCT.unpack_from(record, 0)
-            body = IR_SIZE + 4 * flag
-            if body >= len(record):
-                continue
             end = off + 8 + len(record)
+            try:
+                header, body = unpack_header(record)
+            except ImageError as exc:
+                bad.append(DamageRegion(off, end, f"IRHeader: {exc.message}"))
+                continue
+            rid = header.id
+            if body == len(record):
+                continue  # a header-only record
             if image_format(record, body) is None:
                 bad.append(DamageRegion(off, end, f"record id {rid}: payload is not a known "
                                                   "image format"))

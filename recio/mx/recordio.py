@@ -18,7 +18,7 @@ import numpy as np
 
 from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode, encode
 from recio.image.header import IRHeader, pack, unpack as unpack_record
-from recio.records.index import open_index
+from recio.records.index import format_index, open_index
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
 
@@ -270,7 +270,7 @@ class MXIndexedRecordIO(MXRecordIO):
         """Append a record under key ``idx`` and its ``.idx`` line."""
         key = self.key_type(idx)
         pos = self._append(buf)
-        self.fidx.write(f"{key}\t{pos}\n")
+        self.fidx.write(format_index([key], [pos]).decode())
         self.idx[key] = pos
         self.keys.append(key)
 

@@ -2,7 +2,8 @@
 
 * ``records``    the sequence record format (dense and ``Sparse`` streams), its writer and the
                  sample-count sidecar (``PREFIX.len``). Its names are re-exported here.
-* ``minibatch``  ``MinibatchSource``: CNTK's sample-counted minibatches with checkpoint/restore.
+* ``minibatch``  ``MinibatchSource``: CNTK's sample-counted minibatches with checkpoint/restore,
+                 and the corpora it reads (``RecordCorpus``, ``MemoryCorpus``, ``ConcatCorpus``).
 * ``bucketing``  length buckets that minimise padding.
 * ``bucket_summary``  what ``recio buckets`` reports about a file's lengths.
 * ``cbf``        CNTK's binary format (CBF) reader and writer.

@@ -197,7 +197,7 @@ class RecordCorpus:
         same = len(seq) == width
         if same:
             for k, (name, data) in enumerate(seq.items()):
-                # a stream's samples as recio.sequence._samples_of counts them (inlined: this
+                # a stream's samples as recio.sequence.records._samples_of counts them (inlined: this
                 # runs for every record decoded; decoded arrays are never 0-d)
                 n = data.num_samples if type(data) is Sparse else len(data)
                 if name != names[k] or n != flat[base + k]:

@@ -50,7 +50,7 @@ import numpy as np
 from recio.deprecation import deprecated_alias
 from recio.errors import SequenceError
 from recio.records.atomic import ManagedWriter, OutputSet, atomic_open
-from recio.records.index import open_index, sibling_index_path
+from recio.records.index import format_index, open_index, sibling_index_path
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
@@ -693,7 +693,7 @@ class SequenceWriter(ManagedWriter):
         ordered = {name: streams[name] for name in self.stream_names}
         offset = self._records.write(pack_sequence(ordered))
         self._counts.append([_samples_of(d) for d in ordered.values()])
-        self._idx_file.write(f"{self._written if key is None else key}\t{offset}\n".encode())
+        self._idx_file.write(format_index([self._written if key is None else key], [offset]))
         self._written += 1
         return offset
 
