@@ -79,3 +79,6 @@ def _json_default(obj: Any) -> Any:
 
 quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+index_option = click.option("--index", "index_path", type=click.Path(exists=True, dir_okay=False),
+                            default=None,
+                            help="Index to check (default: the .idx beside the .rec, if any).")

@@ -5,7 +5,8 @@ from typing import List, Optional
 
 import click
 
-from recio.cli.common import echo_json, file_progress, handle_errors, json_option, quiet_option
+from recio.cli.common import (echo_json, file_progress, handle_errors, index_option, json_option,
+                              quiet_option)
 from recio.image.stats import FileStats, scan_file
 
 
@@ -15,8 +16,7 @@ from recio.image.stats import FileStats, scan_file
               help="Print the headers of the first N records.")
 @click.option("--sample", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Image records (spread over the file) whose width x height is read.")
-@click.option("--index", "index_path", type=click.Path(exists=True, dir_okay=False),
-              default=None, help="Index to check (default: the .idx beside the .rec, if any).")
+@index_option
 @json_option
 @quiet_option
 @handle_errors

@@ -12,6 +12,7 @@ from recio.cli.common import (
     echo_json,
     file_progress,
     handle_errors,
+    index_option,
     json_option,
     progress,
     quiet_option,
@@ -23,8 +24,7 @@ from recio.image.verify import VerifyReport, verify_file
 @click.argument("rec", type=click.Path(dir_okay=False))
 @click.option("--images", is_flag=True,
               help="Also decode every image record and list those that fail (slow).")
-@click.option("--index", "index_path", type=click.Path(exists=True, dir_okay=False),
-              default=None, help="Index to check (default: the .idx beside the .rec, if any).")
+@index_option
 @json_option
 @quiet_option
 @handle_errors

@@ -49,7 +49,7 @@ from PIL import Image
 
 from recio.errors import ImageError
 from recio.image.png16 import png16_layout, read_png16
-from recio.optional import install_hint, optional, require
+from recio.optional import optional, require
 
 #: Pillow's own default decompression-bomb limit (about 89.5 megapixels, a 9459 x 9459 image)
 DEFAULT_MAX_PIXELS = 89_478_485
@@ -545,7 +545,7 @@ def _resizer_wants_opencv() -> bool:
         return False
     if optional("cv2") is None:
         if choice == "opencv":
-            raise ImportError(f"{RESIZER_ENV}=opencv needs OpenCV: {install_hint('cv2')}")
+            require("cv2", feature=f"{RESIZER_ENV}=opencv")  # raises, saying what to install
         return False
     return True
 
