@@ -42,6 +42,11 @@ class ImageError(RecordIOError):
     """An image that cannot be decoded, encoded or is too large."""
 
 
+class OutputExistsError(RecordIOError):
+    """An output that would replace one of the command's inputs (always refused) or an existing
+    file (refused unless the caller passes ``force=True``, the CLI's ``--force``)."""
+
+
 class CBFError(RecordIOError):
     """A malformed CNTK Binary Format file."""
 
@@ -50,5 +55,5 @@ class SequenceError(RecordIOError):
     """A malformed sequence record or sample-count sidecar."""
 
 
-__all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
-           "SequenceError"]
+__all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError",
+           "OutputExistsError", "CBFError", "SequenceError"]

@@ -8,7 +8,14 @@ from typing import List, Optional, Sequence
 
 import click
 
-from recio.cli.common import EXIT_DAMAGE, fail, handle_errors, progress, quiet_option
+from recio.cli.common import (
+    EXIT_DAMAGE,
+    fail,
+    handle_errors,
+    progress,
+    quiet_option,
+    reject_urls,
+)
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
 from recio.image.packing import PackResult, has_partial, pack_prefix
@@ -57,6 +64,7 @@ def _mxnet_argv(args: Sequence[str]) -> List[str]:
 
 class _MXNetCompatCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        reject_urls(args)
         return super().parse_args(ctx, _mxnet_argv(args))
 
 

@@ -1,11 +1,14 @@
 """The ``recio`` command: a group whose subcommands live in their own modules, loaded lazily."""
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 from typing import List, Optional
 
 import click
+
+from recio.cli.common import EXIT_STATUS_HELP, reject_urls
 
 # subcommand name -> (module inside recio.cli, click command attribute)
 SUBCOMMANDS = {
@@ -17,6 +20,8 @@ SUBCOMMANDS = {
     "im2rec": ("im2rec", "im2rec_cmd"),
     "buckets": ("buckets", "buckets_cmd"),
     "convert": ("convert", "convert_cmd"),
+    "show": ("show", "show_cmd"),
+    "repack": ("repack", "repack_cmd"),
 }
 
 
@@ -38,8 +43,22 @@ class LazyGroup(click.Group):
             return None
         return getattr(importlib.import_module(f"{__package__}.{module}"), attr)
 
+    def resolve_command(self, ctx: click.Context, args: List[str]):
+        """As click's, plus "did you mean" for a mistyped subcommand."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint} (`recio --help` lists them.)")
+        return super().resolve_command(ctx, args)
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        reject_urls(args)
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_STATUS_HELP)
 @click.version_option(package_name="recio")
 def recio() -> None:
     """Read, write, split, inspect and pack RecordIO (.rec/.idx) files — no MXNet needed.
@@ -51,8 +70,8 @@ def recio() -> None:
       recio split a.rec b.rec -n 8       # how 8 workers would partition the data
       recio im2rec data/train images/ --list --recursive
 
-    Exit status: 0 success, 1 damage found (verify) or failed items (--strict),
-    2 usage error or unreadable input.
+    \b
+    Output files never replace an input; an existing output is replaced only with --force.
     """
 
 

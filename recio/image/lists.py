@@ -11,7 +11,7 @@ import os
 import random
 import struct
 from numbers import Real
-from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from recio.errors import ListFileError
 from recio.records.atomic import atomic_open
@@ -232,6 +232,69 @@ def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
     return mapping, written
 
 
+#: suffix of the folder -> label map ``im2rec --list --recursive`` writes beside its lists
+CLASSES_SUFFIX = ".classes.tsv"
+
+
+def classes_path(path: PathLike) -> str:
+    """``PREFIX.classes.tsv`` for a prefix or any file named after it (``PREFIX.rec``,
+    ``PREFIX.lst``, ``PREFIX_train.lst``'s prefix is ``PREFIX_train``)."""
+    path = os.fspath(path)
+    stem, ext = os.path.splitext(path)
+    return (stem if ext.lower() in (".rec", ".idx", ".lst") else path) + CLASSES_SUFFIX
+
+
+def find_classes(rec_path: PathLike) -> Optional[str]:
+    """The classes file that names ``rec_path``'s labels: ``X.classes.tsv`` beside ``X.rec``,
+    or for a list part (``P_train.rec``, ``P_3_val.rec``, ``P_3.rec``) the ``P.classes.tsv``
+    written with the whole list; ``None`` when there is none."""
+    stem = os.path.splitext(os.fspath(rec_path))[0]
+    candidates = [stem]
+    for suffix in ("_train", "_val", "_test"):
+        if stem.endswith(suffix):
+            stem = stem[:-len(suffix)]
+            candidates.append(stem)
+            break
+    head, _, tail = stem.rpartition("_")
+    if head and tail.isdigit():
+        candidates.append(head)
+    for candidate in candidates:
+        if os.path.isfile(candidate + CLASSES_SUFFIX):
+            return candidate + CLASSES_SUFFIX
+    return None
+
+
+def write_classes(path: PathLike, mapping: Sequence[Tuple[str, int]]) -> None:
+    """Write ``label<TAB>folder`` lines (the ``(folder, label)`` pairs of :func:`make_lists`),
+    atomically. Folder names are written as stored (tab, CR and LF cannot occur in them: such
+    folders are never listed)."""
+    with atomic_open(path, "wb") as f:
+        f.write(b"label\tclass\n")
+        for folder, label in mapping:
+            f.write(f"{label}\t{folder}\n".encode(_ENCODING, _ERRORS))
+
+
+def read_classes(path: PathLike) -> Dict[int, str]:
+    """``{label: class name}`` from a classes file; :class:`ListFileError` naming the line
+    when one is malformed."""
+    out: Dict[int, str] = {}
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            line = raw.decode(_ENCODING, _ERRORS).rstrip("\r\n")
+            if number == 1 and line == "label\tclass" or not line:
+                continue
+            label, sep, name = line.partition("\t")
+            try:
+                if not sep:
+                    raise ValueError
+                out[int(label)] = name
+            except ValueError:
+                raise ListFileError("expected 'label<TAB>class name' with an integer label, "
+                                    f"found {line[:80]!r}", path=os.fspath(path),
+                                    line=number) from None
+    return out
+
+
 def count_lines(path: PathLike, block: int = 1 << 20) -> int:
     """Number of non-empty-terminated lines in a file, counted without decoding it."""
     count = 0
@@ -249,5 +312,6 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
 
 __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
            "read_list_numbered", "write_list", "normalize_exts", "list_images", "shuffle_items",
-           "split_items", "make_lists", "count_lines"]
+           "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
+           "find_classes", "write_classes", "read_classes"]
 

@@ -23,6 +23,8 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
+from recio.errors import OutputExistsError
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -396,6 +398,44 @@ class ManagedWriter:
             self.abort()
 
 
+def _identity(path: str) -> Optional[tuple]:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), *,
+                  force: bool = False) -> None:
+    """The one rule for what a command may write over: never one of its ``inputs`` (the same
+    path, a symlink or a hard link to it), and an existing file only with ``force=True``.
+
+    Call it with every output path before anything is written; raises
+    :class:`~recio.errors.OutputExistsError` naming the first path that is refused.
+    """
+    outputs = [os.fspath(p) for p in outputs]
+    taken = {}
+    for path in (os.fspath(p) for p in inputs):
+        taken[os.path.realpath(path)] = path
+        ident = _identity(path)
+        if ident is not None:
+            taken[ident] = path
+    for path in outputs:
+        source = taken.get(os.path.realpath(path)) or taken.get(_identity(path) or ())
+        if source is not None:
+            same = "" if os.path.abspath(source) == os.path.abspath(path) else f" ({source})"
+            raise OutputExistsError(f"is an input of this command{same}; write the output "
+                                    "elsewhere", path=path)
+    if force:
+        return
+    existing = [p for p in outputs if os.path.lexists(p)]
+    if existing:
+        more = f" (and {len(existing) - 1} more output file(s))" if len(existing) > 1 else ""
+        raise OutputExistsError(f"already exists{more}; use --force (force=True) to replace "
+                                "it", path=existing[0])
+
+
 @contextmanager
 def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False) -> Iterator[BinaryIO]:
     """``with atomic_open(p, "w") as f:`` — ``p`` appears only if the block completes."""
@@ -408,5 +448,5 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False) -> Ite
     target.commit()
 
 
-__all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
+__all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open", "check_outputs",
            "fsync_folder", "preallocate"]
