@@ -11,7 +11,9 @@ import click
 from recio.cli.common import (
     EXIT_DAMAGE,
     fail,
+    force_option,
     handle_errors,
+    json_option,
     progress,
     quiet_option,
     reject_urls,
@@ -126,6 +128,11 @@ Also available as `recio im2rec`. Exit status: 0 done, 1 images skipped with --s
 @click.option("--pack-label", is_flag=True,
               help="Store all labels of a line (flag = count) when it has several.")
 @quiet_option
+@json_option
+@force_option
+@click.option("--allow-outside-root", is_flag=True,
+              help="Read .lst paths that resolve outside ROOT (absolute, '..', symlinks); "
+                   "by default each such line is refused and listed in PREFIX.errors.tsv.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 if any image was skipped.")
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted pack from its last complete record.")
@@ -144,7 +151,7 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                train_ratio: float, test_ratio: float, recursive: bool, no_shuffle: bool,
                pass_through: bool, resize: int, center_crop: bool, quality: int,
                num_thread: int, color: int, encoding: str, pack_label: bool, quiet: bool,
-               strict: bool, resume: bool, exif_transpose: bool, max_pixels: Optional[int],
+               as_json: bool, force: bool, allow_outside_root: bool, strict: bool, resume: bool, exif_transpose: bool, max_pixels: Optional[int],
                executor: str, decoder: str) -> None:
     if make_list:
         _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
