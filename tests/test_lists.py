@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from recio.errors import ListFileError
 from recio.image.lists import (ListItem, format_list_line, list_images, make_lists, normalize_exts,
-                         parse_list_line, read_list, split_items)
+                         parse_list_line, read_classes, read_list, split_items)
 from recio.cli.im2rec import _mxnet_argv, im2rec_cmd
 
 # golden file name(s) -> the manifest command that made them
@@ -42,7 +42,9 @@ def test_cli_lists_are_byte_identical_to_mxnet(case, manifest, golden, tmp_path)
         assert (tmp_path / f"{name}.lst").read_bytes() == \
             (golden / "im2rec" / f"{name}.lst").read_bytes(), name
     written = sorted(p.name for p in tmp_path.iterdir())
-    assert written == sorted(f"{n}.lst" for n in CASES[case])
+    recursive = "--recursive" in manifest["commands"][case]["args"]
+    classes = [f"{case}.classes.tsv"] if recursive else []
+    assert written == sorted([f"{n}.lst" for n in CASES[case]] + classes)
 
 
 def test_console_script_list_mode(script, manifest, golden, tmp_path):
@@ -57,9 +59,10 @@ def test_console_script_list_mode(script, manifest, golden, tmp_path):
 
 
 def test_library_make_lists_matches_golden(golden, tmp_path):
-    mapping, written = make_lists(tmp_path / "all", golden / "im2rec" / "images", recursive=True)
-    assert mapping == [(".", 0), ("cat", 1), ("dog", 2), ("zebra", 3)]
-    assert written == [(str(tmp_path / "all.lst"), 13)]
+    result = make_lists(tmp_path / "all", golden / "im2rec" / "images", recursive=True)
+    assert result.mapping == [(".", 0), ("cat", 1), ("dog", 2), ("zebra", 3)]
+    assert result.written == [(str(tmp_path / "all.lst"), 13)]
+    assert read_classes(result.classes_path) == {0: ".", 1: "cat", 2: "dog", 3: "zebra"}
     assert (tmp_path / "all.lst").read_bytes() == (golden / "im2rec" / "all.lst").read_bytes()
 
 
@@ -80,7 +83,8 @@ def test_exts_forms(golden, tmp_path):
     assert normalize_exts([".jpg,PNG", "jpeg", ".jpg"]) == (".jpg", ".png", ".jpeg")
     # MXNet's argparse form `--exts .jpg .png`, comma form, and repeated form are the same
     for exts in ([".png", ".jpeg"], [".png,.jpeg"]):
-        argv = [str(tmp_path / "x"), root, "--list", "--recursive", "--no-shuffle", "--exts", *exts]
+        argv = [str(tmp_path / "x"), root, "--list", "--recursive", "--no-shuffle", "--force",
+                "--exts", *exts]
         result = CliRunner().invoke(im2rec_cmd, argv)
         assert result.exit_code == 0, result.output
         assert (tmp_path / "x.lst").read_text().count("\n") == 6

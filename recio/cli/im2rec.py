@@ -4,12 +4,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from typing import List, Optional, Sequence
 
 import click
 
 from recio.cli.common import (
     EXIT_DAMAGE,
+    echo_json,
     fail,
     force_option,
     handle_errors,
@@ -155,7 +157,7 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                executor: str, decoder: str) -> None:
     if make_list:
         _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
-                   not no_shuffle, quiet)
+                   not no_shuffle, quiet, as_json, force)
         return
 
     if encoding == ".jpg" and not 1 <= quality <= 100:
@@ -171,24 +173,37 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
 
 
 def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_ratio: float,
-               test_ratio: float, recursive: bool, shuffle: bool, quiet: bool) -> None:
+               test_ratio: float, recursive: bool, shuffle: bool, quiet: bool, as_json: bool,
+               force: bool) -> None:
     ext_list = normalize_exts(exts) if exts else DEFAULT_EXTS
     if not ext_list:
         fail("--exts is empty; give extensions such as --exts .jpg,.png")
     folder = os.path.dirname(os.path.abspath(prefix))
     if not os.path.isdir(folder):
         fail(f"{folder}: the folder for the list files does not exist")
-    mapping, written = make_lists(prefix, root, recursive=recursive, exts=ext_list,
-                                  chunks=chunks, train_ratio=train_ratio,
-                                  test_ratio=test_ratio, shuffle=shuffle)
-    for relpath, label in mapping:  # exactly what MXNet prints
+    start = time.monotonic()
+    with progress(desc="listing", unit="file", quiet=quiet or as_json) as bar:
+        result = make_lists(prefix, root, recursive=recursive, exts=ext_list, chunks=chunks,
+                            train_ratio=train_ratio, test_ratio=test_ratio, shuffle=shuffle,
+                            force=force, progress=bar.update)
+    if as_json:
+        echo_json({**result.to_dict(), "seconds": round(time.monotonic() - start, 3)})
+        return
+    for relpath, label in result.mapping:  # exactly what MXNet prints
         click.echo(f"{relpath} {label}")
+    for warning in result.warnings():
+        click.echo(f"warning: {warning}", err=True)
+    listed = len(result.scan.items)
+    if not listed and not result.scan.in_subfolders:
+        click.echo(f"warning: no files with extensions {', '.join(ext_list)} in {root}",
+                   err=True)
     if not quiet:
-        for path, count in written:
-            click.echo(f"wrote {_rel(path)} ({count} images)", err=True)
-        if not any(count for _, count in written):
-            click.echo(f"warning: no files with extensions {', '.join(ext_list)} in {root}",
-                       err=True)
+        lists = ", ".join(f"{_rel(path)} ({count})" for path, count in result.written)
+        classes = f", {_rel(result.classes_path)}" if result.classes_path else ""
+        skipped = result.scan.unlistable + result.ratio_dropped
+        click.echo(f"listed {listed} images in {time.monotonic() - start:.2f} s"
+                   + (f", {skipped} left out" if skipped else "")
+                   + f" -> {lists}{classes}", err=True)
 
 
 def _rel(path: str) -> str:

@@ -11,10 +11,22 @@ import os
 import random
 import struct
 from numbers import Real
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import (
+    BinaryIO,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from recio.errors import ListFileError
-from recio.records.atomic import atomic_open
+from recio.records.atomic import AtomicFile, OutputSet, atomic_open, check_outputs
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -120,13 +132,17 @@ def read_list_numbered(path: PathLike) -> Iterator[Tuple[int, ListItem]]:
 def write_list(path: PathLike, items: Sequence[Tuple[int, Sequence[float], str]]) -> None:
     """Write ``(index, labels, path)`` items as a ``.lst`` file, atomically."""
     with atomic_open(path, "wb") as fout:
-        buf: List[str] = []
-        for index, labels, relpath in items:
-            buf.append(format_list_line(index, labels, relpath))
-            if len(buf) >= 4096:
-                fout.write("".join(buf).encode(_ENCODING, _ERRORS))
-                buf.clear()
-        fout.write("".join(buf).encode(_ENCODING, _ERRORS))
+        _write_list_lines(fout, items)
+
+
+def _write_list_lines(fout: BinaryIO, items: Sequence[Tuple[int, Sequence[float], str]]) -> None:
+    buf: List[str] = []
+    for index, labels, relpath in items:
+        buf.append(format_list_line(index, labels, relpath))
+        if len(buf) >= 4096:
+            fout.write("".join(buf).encode(_ENCODING, _ERRORS))
+            buf.clear()
+    fout.write("".join(buf).encode(_ENCODING, _ERRORS))
 
 
 def normalize_exts(exts: Sequence[str]) -> Tuple[str, ...]:
@@ -143,36 +159,107 @@ def normalize_exts(exts: Sequence[str]) -> Tuple[str, ...]:
     return tuple(out)
 
 
-def list_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS
-                ) -> Tuple[List[ListItem], List[Tuple[str, int]]]:
-    """Walk ``root`` as im2rec does; returns the items and the ``(folder, label)`` mapping.
+#: characters a ``.lst`` line cannot hold in a path (they end or split the line)
+UNLISTABLE = ("\t", "\r", "\n")
 
-    With ``recursive``, ``os.walk(followlinks=True)`` with sorted folders and files, and each
-    folder holding an image gets the next label; otherwise only ``root``'s files, label 0.
+
+@dataclass
+class ImageScan:
+    """What walking an image folder found, and what it left out and why."""
+
+    items: List[ListItem] = field(default_factory=list)
+    #: ``(folder relative to root, label)`` in label order (recursive walks only)
+    mapping: List[Tuple[str, int]] = field(default_factory=list)
+    #: images skipped because their path holds a tab, CR or LF (a ``.lst`` cannot hold them)
+    unlistable: int = 0
+    unlistable_example: Optional[str] = None
+    #: folders not entered again: a symlink leading to a folder already walked (a cycle or a
+    #: second way into the same folder)
+    revisits: int = 0
+    revisit_example: Optional[str] = None
+    #: without ``recursive``: images in sub-folders, which only ``recursive`` lists
+    in_subfolders: int = 0
+
+
+def _folder_id(path: str) -> Optional[Tuple[int, int]]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _walk_once(root: str, scan: ImageScan) -> Iterator[Tuple[str, List[str]]]:
+    """``os.walk(root, followlinks=True)`` in sorted order that enters each real folder once:
+    a symlink to a folder already walked (a cycle, a link to a parent, a second link to the
+    same folder) is counted in ``scan.revisits`` and not entered."""
+    seen = {_folder_id(root)}
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        dirs.sort()
+        keep = []
+        for name in dirs:
+            ident = _folder_id(os.path.join(folder, name))
+            if ident is None or ident in seen:
+                scan.revisits += 1
+                if scan.revisit_example is None:
+                    scan.revisit_example = os.path.relpath(os.path.join(folder, name), root)
+                continue
+            seen.add(ident)
+            keep.append(name)
+        dirs[:] = keep
+        files.sort()
+        yield folder, files
+
+
+def _listable(relpath: str, scan: ImageScan) -> bool:
+    if any(c in relpath for c in UNLISTABLE):
+        scan.unlistable += 1
+        if scan.unlistable_example is None:
+            scan.unlistable_example = relpath
+        return False
+    return True
+
+
+def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS,
+                progress: Optional[Callable[[int], None]] = None) -> ImageScan:
+    """Walk ``root`` as im2rec does, and count what cannot be listed.
+
+    With ``recursive``, folders and files are walked in sorted order following symlinks (as
+    MXNet's ``os.walk(followlinks=True)``) but each real folder only once, so a symlink cycle
+    ends; each folder holding an image gets the next label. Otherwise only ``root``'s files are
+    listed, with label 0 (and images in sub-folders are counted). Paths with a tab, CR or LF are
+    skipped and counted. ``progress(n)`` is called with the number of files looked at.
     """
     root = os.path.abspath(os.fspath(root))
     if not os.path.isdir(root):
         raise NotADirectoryError(20, "not a directory", root)
     exts = normalize_exts(exts)
-    items: List[ListItem] = []
+    scan = ImageScan()
     folders: dict = {}
-    if recursive:
-        for folder, dirs, files in os.walk(root, followlinks=True):
-            dirs.sort()
-            files.sort()
-            for name in files:
-                full = os.path.join(folder, name)
-                if os.path.splitext(name)[1].lower() in exts and os.path.isfile(full):
-                    label = folders.setdefault(folder, len(folders))
-                    items.append(ListItem(len(items), (float(label),),
-                                          os.path.relpath(full, root)))
-    else:
-        for name in sorted(os.listdir(root)):
-            full = os.path.join(root, name)
+    walk = _walk_once(root, scan) if recursive else iter([(root, sorted(os.listdir(root)))])
+    for folder, files in walk:
+        for name in files:
+            full = os.path.join(folder, name)
             if os.path.splitext(name)[1].lower() in exts and os.path.isfile(full):
-                items.append(ListItem(len(items), (0.0,), os.path.relpath(full, root)))
-    mapping = [(os.path.relpath(folder, root), label) for folder, label in folders.items()]
-    return items, mapping
+                relpath = os.path.relpath(full, root)
+                if not _listable(relpath, scan):
+                    continue
+                label = folders.setdefault(folder, len(folders)) if recursive else 0
+                scan.items.append(ListItem(len(scan.items), (float(label),), relpath))
+        if progress is not None:
+            progress(len(files))
+    scan.mapping = [(os.path.relpath(folder, root), label) for folder, label in folders.items()]
+    if not recursive and not scan.items:
+        scan.in_subfolders = len(scan_images(root, True, exts).items)
+    return scan
+
+
+def list_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS
+                ) -> Tuple[List[ListItem], List[Tuple[str, int]]]:
+    """Walk ``root`` as im2rec does (see :func:`scan_images`); returns the items and the
+    ``(folder, label)`` mapping."""
+    scan = scan_images(root, recursive, exts)
+    return scan.items, scan.mapping
 
 
 def shuffle_items(items: List[ListItem], seed: int = 100) -> None:
@@ -212,26 +299,6 @@ def split_items(items: Sequence[ListItem], prefix: str, chunks: int = 1,
     return out
 
 
-def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
-               exts: Sequence[str] = DEFAULT_EXTS, chunks: int = 1, train_ratio: float = 1.0,
-               test_ratio: float = 0.0, shuffle: bool = True
-               ) -> Tuple[List[Tuple[str, int]], List[Tuple[str, int]]]:
-    """im2rec ``--list``: write the ``.lst`` file(s) for ``root``.
-
-    Returns ``(mapping, written)``: the ``(folder, label)`` pairs im2rec prints, and the
-    ``(file, number of lines)`` written.
-    """
-    items, mapping = list_images(root, recursive, exts)
-    if shuffle:
-        shuffle_items(items)
-    written = []
-    for name, part in split_items(items, os.path.abspath(os.fspath(prefix)), chunks,
-                                  train_ratio, test_ratio):
-        write_list(name, part)
-        written.append((name, len(part)))
-    return mapping, written
-
-
 #: suffix of the folder -> label map ``im2rec --list --recursive`` writes beside its lists
 CLASSES_SUFFIX = ".classes.tsv"
 
@@ -269,9 +336,13 @@ def write_classes(path: PathLike, mapping: Sequence[Tuple[str, int]]) -> None:
     atomically. Folder names are written as stored (tab, CR and LF cannot occur in them: such
     folders are never listed)."""
     with atomic_open(path, "wb") as f:
-        f.write(b"label\tclass\n")
-        for folder, label in mapping:
-            f.write(f"{label}\t{folder}\n".encode(_ENCODING, _ERRORS))
+        _write_classes_lines(f, mapping)
+
+
+def _write_classes_lines(f: BinaryIO, mapping: Sequence[Tuple[str, int]]) -> None:
+    f.write(b"label\tclass\n")
+    for folder, label in mapping:
+        f.write(f"{label}\t{folder}\n".encode(_ENCODING, _ERRORS))
 
 
 def read_classes(path: PathLike) -> Dict[int, str]:
@@ -295,6 +366,121 @@ def read_classes(path: PathLike) -> Dict[int, str]:
     return out
 
 
+@dataclass
+class ListResult:
+    """What ``im2rec --list`` wrote, and what it left out."""
+
+    #: ``(folder, label)`` pairs im2rec prints (recursive walks)
+    mapping: List[Tuple[str, int]]
+    #: ``(list file, number of lines)`` in the order written
+    written: List[Tuple[str, int]]
+    #: the ``PREFIX.classes.tsv`` written (recursive walks), else None
+    classes_path: Optional[str]
+    scan: ImageScan
+    #: images in no list: train + test ratios over 1, or each part's size rounded down with
+    #: no val list to take the rest (MXNet's arithmetic, kept for byte-identical lists)
+    ratio_dropped: int = 0
+    ratio_sum: float = 1.0
+    train_ratio: float = 1.0
+    #: with ratios over 1: how many fewer images the train lists hold than the ratio asked for
+    train_shortfall: int = 0
+
+    def warnings(self) -> List[str]:
+        """One sentence per thing left out, for the command to print."""
+        scan, out = self.scan, []
+        if scan.unlistable:
+            out.append(f"skipped {scan.unlistable} image(s) whose path holds a tab, CR or LF, "
+                       f"which a .lst line cannot hold (e.g. {scan.unlistable_example!r}); "
+                       "rename them to list them")
+        if scan.revisits:
+            out.append(f"did not enter {scan.revisits} symlinked folder(s) already walked "
+                       f"(a cycle or a second link to the same folder, e.g. "
+                       f"{scan.revisit_example!r}); each folder is listed once")
+        if scan.in_subfolders:
+            out.append(f"no images directly in ROOT, but {scan.in_subfolders} in its "
+                       "sub-folders: add --recursive to list them (one label per folder)")
+        if self.ratio_sum > 1 and self.train_ratio == 1.0:
+            out.append("--test-ratio is ignored with --train-ratio 1 (as in MXNet): every "
+                       "image is in PREFIX.lst; lower --train-ratio to make a test list")
+        elif self.ratio_sum > 1:
+            out.append(f"--train-ratio + --test-ratio is {self.ratio_sum:g}, over 1: the train "
+                       f"list(s) hold {self.train_shortfall} image(s) fewer than the ratio asks "
+                       "(as in MXNet, train gets what is left after test); make the ratios sum "
+                       "to at most 1")
+        if self.ratio_dropped:
+            out.append(f"{self.ratio_dropped} image(s) are in no list: each part's size is "
+                       "rounded down and ratios summing to 1 leave no val list for the rest "
+                       "(as in MXNet); lower --train-ratio slightly to get a val list")
+        return out
+
+    def to_dict(self) -> dict:
+        return {"lists": [{"path": p, "images": n} for p, n in self.written],
+                "classes_path": self.classes_path,
+                "classes": [{"folder": f, "label": label} for f, label in self.mapping],
+                "skipped": {"unlistable_path": self.scan.unlistable,
+                            "folder_revisit": self.scan.revisits,
+                            "in_no_list": self.ratio_dropped},
+                "train_shortfall": self.train_shortfall,
+                "images_in_subfolders": self.scan.in_subfolders,
+                "warnings": self.warnings()}
+
+
+def list_outputs(prefix: PathLike, chunks: int = 1, train_ratio: float = 1.0,
+                 test_ratio: float = 0.0, recursive: bool = False) -> List[str]:
+    """Every file ``make_lists`` would write for these options (lists, then classes)."""
+    names = [name for name, _ in split_items([], os.path.abspath(os.fspath(prefix)), chunks,
+                                             train_ratio, test_ratio)]
+    return names + ([classes_path(os.path.abspath(os.fspath(prefix)))] if recursive else [])
+
+
+def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
+               exts: Sequence[str] = DEFAULT_EXTS, chunks: int = 1, train_ratio: float = 1.0,
+               test_ratio: float = 0.0, shuffle: bool = True, *, force: bool = False,
+               progress: Optional[Callable[[int], None]] = None) -> ListResult:
+    """im2rec ``--list``: write the ``.lst`` file(s) for ``root`` (and, when ``recursive``,
+    ``PREFIX.classes.tsv``, the folder -> label map).
+
+    Existing files of those names are refused (:class:`OutputExistsError`) unless ``force``.
+    All files of one call appear together or not at all: they are written under temporary
+    names and renamed when every one is complete.
+    """
+    prefix = os.path.abspath(os.fspath(prefix))
+    check_outputs(list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
+    scan = scan_images(root, recursive, exts, progress)
+    items = list(scan.items)
+    if shuffle:
+        shuffle_items(items)
+    parts = split_items(items, prefix, chunks, train_ratio, test_ratio)
+    outputs = OutputSet()
+    try:
+        for name, part in parts:
+            _write_list_lines(outputs.add(AtomicFile(name)).file, part)
+        classes = classes_path(prefix) if recursive else None
+        if classes is not None:
+            _write_classes_lines(outputs.add(AtomicFile(classes)).file, scan.mapping)
+        outputs.commit()
+    except BaseException:
+        outputs.discard()
+        raise
+    written = [(name, len(part)) for name, part in parts]
+    return ListResult(scan.mapping, written, classes, scan,
+                      ratio_dropped=len(items) - sum(n for _, n in written),
+                      ratio_sum=train_ratio + test_ratio, train_ratio=train_ratio,
+                      train_shortfall=_train_shortfall(len(items), chunks, train_ratio, parts))
+
+
+def _train_shortfall(total: int, chunks: int, train_ratio: float,
+                     parts: Sequence[Tuple[str, Sequence[ListItem]]]) -> int:
+    """How many fewer images the train lists hold than ``int(chunk size * train_ratio)`` per
+    chunk (only ever non-zero when the ratios sum over 1)."""
+    if train_ratio == 1.0:  # one list per chunk, no train part
+        return 0
+    size = (total + chunks - 1) // chunks
+    filled = (total + size - 1) // size if size else 0
+    held = sum(len(items) for name, items in parts if name.endswith("_train.lst"))
+    return max(0, filled * int(size * train_ratio) - held)
+
+
 def count_lines(path: PathLike, block: int = 1 << 20) -> int:
     """Number of non-empty-terminated lines in a file, counted without decoding it."""
     count = 0
@@ -311,7 +497,8 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
 
 
 __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
-           "read_list_numbered", "write_list", "normalize_exts", "list_images", "shuffle_items",
+           "read_list_numbered", "write_list", "normalize_exts", "list_images", "scan_images",
+           "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
            "find_classes", "write_classes", "read_classes"]
 
