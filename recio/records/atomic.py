@@ -431,9 +431,10 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
         return
     existing = [p for p in outputs if os.path.lexists(p)]
     if existing:
-        more = f" (and {len(existing) - 1} more output file(s))" if len(existing) > 1 else ""
-        raise OutputExistsError(f"already exists{more}; use --force (force=True) to replace "
-                                "it", path=existing[0])
+        more = (f" ({len(existing) - 1} more output file(s) exist too)"
+                if len(existing) > 1 else "")
+        raise OutputExistsError(f"already exists; use --force (force=True) to replace it{more}",
+                                path=existing[0])
 
 
 @contextmanager
