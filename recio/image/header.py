@@ -16,7 +16,7 @@ import numbers
 import struct
 import warnings
 from collections import namedtuple
-from typing import Tuple, Union
+from typing import Any, Tuple, Union
 
 import numpy as np
 
@@ -87,6 +87,18 @@ def unpack_header(record: Record) -> Tuple[IRHeader, int]:
     return IRHeader(flag, labels, id_, id2), end
 
 
+def read_head(reader: Any, offset: int, payload_bytes: int = 12) -> bytes:
+    """The first bytes of the record at ``offset`` of a ``RecordReader``: its image header, its
+    label vector and ``payload_bytes`` of the payload (enough to tell an image's format), without
+    reading the rest of the record."""
+    head = bytes(reader.peek_at(offset, IR_SIZE))
+    if len(head) < IR_SIZE:
+        return head
+    flag = IR_STRUCT.unpack_from(head, 0)[0]
+    labels = 4 * flag if 0 < flag < (1 << 20) else 0
+    return bytes(reader.peek_at(offset, IR_SIZE + labels + payload_bytes))
+
+
 def unpack(record: Record) -> Tuple[IRHeader, bytes]:
     """Split an image record into its header and payload; vector labels become float32 arrays.
 
@@ -129,6 +141,6 @@ def unpack_img(record: Record, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]
     return header, decode_image(payload, iscolor)
 
 
-__all__ = ["IRHeader", "IR_FORMAT", "IR_SIZE", "pack", "unpack", "unpack_header", "pack_img",
+__all__ = ["IRHeader", "IR_FORMAT", "IR_SIZE", "pack", "unpack", "unpack_header", "read_head", "pack_img",
            "unpack_img",
            "encode_image", "decode_image", "FLOAT32_EXACT_INT"]

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 import numpy as np
 
 from recio.errors import RecordIOError
-from recio.image.header import IR_SIZE, IR_STRUCT
+from recio.image.header import IR_SIZE, IR_STRUCT, read_head
 from recio.image.stats import image_format
 from recio.records.atomic import check_outputs
 from recio.records.index import sibling_index_path
@@ -85,17 +85,6 @@ def record_kind(head: bytes, position: int) -> str:
     return "not_an_image"
 
 
-def _head_of(reader: RecordReader, offset: int) -> bytes:
-    head = bytes(reader.peek_at(offset, IR_SIZE))
-    if len(head) == IR_SIZE:
-        flag = IR_STRUCT.unpack_from(head, 0)[0]
-        if 0 < flag < (1 << 20):
-            head = bytes(reader.peek_at(offset, IR_SIZE + 4 * flag + 12))
-        else:
-            head = bytes(reader.peek_at(offset, IR_SIZE + 12))
-    return head
-
-
 def repack(rec_path: PathLike, out: PathLike, *, images_only: bool = True,
            shuffle: bool = False, seed: Optional[int] = None,
            idx_path: Optional[PathLike] = None, force: bool = False,
@@ -121,7 +110,7 @@ def repack(rec_path: PathLike, out: PathLike, *, images_only: bool = True,
         keep = np.ones(len(offsets), dtype=bool)
         if images_only:
             for i, offset in enumerate(offsets.tolist()):
-                kind = record_kind(_head_of(reader, offset), i)
+                kind = record_kind(read_head(reader, offset), i)
                 if kind != "image":
                     keep[i] = False
                     result.dropped[kind] += 1

@@ -1,0 +1,87 @@
+"""``recio show``: a thumbnail grid of a record file's images, with their labels."""
+from __future__ import annotations
+
+from typing import Optional
+
+import click
+
+from recio.cli.common import (
+    echo_json,
+    fail,
+    force_option,
+    handle_errors,
+    index_option,
+    json_option,
+    progress,
+    quiet_option,
+)
+from recio.image.show import draw_grid
+
+
+def _keys(text: Optional[str]) -> Optional[list]:
+    if text is None:
+        return None
+    try:
+        return [int(k) for k in text.split(",") if k.strip()]
+    except ValueError:
+        fail(f"--keys {text!r}: give integer keys separated by commas, e.g. --keys 3,7,12")
+    return None
+
+
+@click.command("show")
+@click.argument("rec", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Picture to write (.png, or .jpg).")
+@click.option("-n", "--count", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Number of images to draw.")
+@click.option("--keys", "keys_text", metavar="K1,K2,...", default=None,
+              help="Draw exactly these records (their .idx keys).")
+@click.option("--label", type=float, default=None,
+              help="Only records whose (first) label is this value.")
+@click.option("--random", "randomly", is_flag=True,
+              help="Pick records at random instead of the first ones.")
+@click.option("--seed", type=int, default=None, help="Seed of --random (same seed, same grid).")
+@click.option("--cols", "columns", type=click.IntRange(min=1), default=None,
+              help="Tiles per row (default: a square grid).")
+@click.option("--size", "tile_size", type=click.IntRange(min=16, max=1024), default=128,
+              show_default=True, help="Tile size in pixels.")
+@index_option
+@force_option
+@json_option
+@quiet_option
+@handle_errors
+def show_cmd(rec: str, output: str, count: int, keys_text: Optional[str], label: Optional[float],
+             randomly: bool, seed: Optional[int], columns: Optional[int], tile_size: int,
+             index_path: Optional[str], force: bool, as_json: bool, quiet: bool) -> None:
+    """Draw a grid of REC's images, each captioned `key: label(s)` and its class name.
+
+    Class names come from the classes file `im2rec --list --recursive` writes
+    (PREFIX.classes.tsv) when it is beside REC. Records without an image (e.g. the header
+    records of a face-recognition set) and images that do not decode are skipped and counted.
+
+    \b
+    Examples:
+      recio show train.rec -o grid.png                    # the first 16 images
+      recio show train.rec -o grid.png --random --seed 1 -n 36
+      recio show train.rec -o cats.png --label 3          # only class 3
+      recio show train.rec -o some.png --keys 10,20,30
+    """
+    keys = _keys(keys_text)
+    if keys is not None and (label is not None or randomly):
+        fail("--keys draws exactly those records; leave out --label and --random")
+    if seed is not None and not randomly:
+        fail("--seed only applies with --random")
+    with progress(desc="show", unit="rec", quiet=quiet or as_json) as bar:
+        result = draw_grid(rec, output, count=count, keys=keys, label=label, randomly=randomly,
+                           seed=seed, columns=columns, tile_size=tile_size, idx_path=index_path,
+                           force=force, progress=bar.update)
+    if as_json:
+        echo_json(result.to_dict())
+        return
+    skipped = result.skipped_not_image + result.skipped_undecodable
+    click.echo(f"drew {len(result.tiles)} images from {result.looked_at} records -> "
+               f"{result.path}" + (f"; skipped {result.skipped_not_image} without an image, "
+                                   f"{result.skipped_undecodable} undecodable" if skipped else ""))
+    if len(result.tiles) < count and keys is None:
+        click.echo(f"warning: only {len(result.tiles)} of the {count} images asked for were "
+                   "found", err=True)
