@@ -143,7 +143,7 @@ def test_index_by_id(split_files, golden, tmp_path):
     res = run("index", split_files[2], "--key", "id", "-o", out)
     assert res.exit_code == 0, res.output
     assert out.read_bytes() == (golden / "split" / "part2.idx").read_bytes()
-    res = run("index", split_files[2], "--key", "id", "-o", out, "-q")
+    res = run("index", split_files[2], "--key", "id", "-o", out, "-q", "--force")
     assert res.output == ""
 
 

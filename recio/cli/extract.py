@@ -6,7 +6,14 @@ from typing import Optional
 
 import click
 
-from recio.cli.common import echo_json, file_progress, handle_errors, json_option, quiet_option
+from recio.cli.common import (
+    echo_json,
+    file_progress,
+    force_option,
+    handle_errors,
+    json_option,
+    quiet_option,
+)
 from recio.image.extract import extract_images
 
 
@@ -15,10 +22,11 @@ from recio.image.extract import extract_images
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--lst", "lst_name", default=None, metavar="NAME",
               help="Name of the list written in OUT_DIR (default: REC's name with .lst).")
+@force_option
 @json_option
 @quiet_option
 @handle_errors
-def extract_cmd(rec: str, out_dir: str, lst_name: Optional[str], as_json: bool,
+def extract_cmd(rec: str, out_dir: str, lst_name: Optional[str], force: bool, as_json: bool,
                 quiet: bool) -> None:
     """Write every image of REC to OUT_DIR as <id>.<ext>, plus a .lst that re-packs them.
 
@@ -26,7 +34,8 @@ def extract_cmd(rec: str, out_dir: str, lst_name: Optional[str], as_json: bool,
     `im2rec OUT_DIR/NAME OUT_DIR --pass-through` (add `--pack-label` for label vectors)
     writes the same records again. Records without an image (e.g. the header and identity
     records of a face-recognition set) are skipped and counted. Images are written as stored
-    (never re-encoded); files of the same names in OUT_DIR are replaced.
+    (never re-encoded). Files already in OUT_DIR under the names it would write (a .lst of the
+    same name, images) are kept and the command stops before writing anything, unless --force.
 
     \b
     Examples:
@@ -34,7 +43,8 @@ def extract_cmd(rec: str, out_dir: str, lst_name: Optional[str], as_json: bool,
       im2rec images/train images/ --pass-through     # re-pack (writes images/train.rec)
     """
     with file_progress(rec, "extract", quiet) as bar:
-        result = extract_images(rec, out_dir, lst_name=lst_name, progress=bar.update)
+        result = extract_images(rec, out_dir, lst_name=lst_name, force=force,
+                                progress=bar.update)
     prefix = os.path.splitext(result.lst_path)[0]
     repack = (f"im2rec {prefix} {out_dir} --pass-through"
               + (" --pack-label" if result.vector_labels else ""))

@@ -6,23 +6,24 @@ id gets ``<id>_1.<ext>``, ``<id>_2.<ext>``, ...), and ``OUT_DIR/NAME.lst`` lists
 label vectors) packs the same records again. Records without an image (e.g. a face-recognition
 set's header and identity records) are skipped and counted.
 
-Each file is written atomically; images already in ``OUT_DIR`` under the same names are
-replaced. The ``.lst`` is written last, so it exists only when every image was extracted. An
-output that would replace the input ``.rec`` or its ``.idx`` is refused.
+Every output name is worked out from the record headers before anything is written: an output
+that is the input ``.rec`` or its ``.idx`` is always refused, and files already in ``OUT_DIR``
+under those names (an earlier ``.lst`` with the original paths, images) are refused unless
+``force``. Each file is written atomically, the ``.lst`` last, so it exists only when every image
+was extracted.
 """
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Set, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Union
 
 import numpy as np
 
 from recio.errors import ImageError
-from recio.image.header import unpack_header
+from recio.image.header import read_head, unpack_header
 from recio.image.lists import format_list_line
-from recio.records.atomic import atomic_open
+from recio.records.atomic import atomic_open, check_outputs
 from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.image.stats import image_format
@@ -78,20 +79,24 @@ class ExtractResult:
 
 
 def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[str] = None,
-                   progress: Progress = None) -> ExtractResult:
+                   force: bool = False, progress: Progress = None) -> ExtractResult:
     """Write every image of ``rec_path`` to ``out_dir`` as ``<id>.<ext>``, plus a ``.lst``.
 
     ``lst_name`` names the list inside ``out_dir`` (default: the ``.rec``'s name with
     ``.lst``). ``progress(n)``: bytes of the ``.rec`` read since the last call (they add up to
     its size). A damaged ``.rec`` raises ``RecordIOError`` with the byte offset (the images
-    extracted before it stay; the ``.lst`` is not written). ``FileExistsError`` when an output
-    would replace the input.
+    extracted before it stay; the ``.lst`` is not written). :class:`OutputExistsError` before
+    anything is written when an output would replace the input, or an existing file without
+    ``force``.
     """
     rec_path, out_dir = os.fspath(rec_path), os.fspath(out_dir)
     stem = os.path.splitext(os.path.basename(rec_path))[0]
     result = ExtractResult(rec_path, out_dir, os.path.join(out_dir, lst_name or stem + ".lst"))
-    protected = {os.path.realpath(rec_path), os.path.realpath(sibling_index_path(rec_path))}
-    _refuse_input(result.lst_path, protected)
+    inputs = [rec_path, sibling_index_path(rec_path)]
+    check_outputs([result.lst_path], inputs, force=force)
+    with RecordReader(rec_path) as reader:
+        for name in _planned_names(reader):
+            check_outputs([os.path.join(out_dir, name)], inputs, force=force)
     size = os.path.getsize(rec_path)
     os.makedirs(out_dir, exist_ok=True)
     lines: List[str] = []
@@ -102,7 +107,7 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
             if progress is not None and offset - reported >= _PROGRESS_EVERY:
                 progress(offset - reported)
                 reported = offset
-            line = _extract_one(record, result, used, protected)
+            line = _extract_one(record, result, used)
             if line is None:
                 result.skipped += 1
             else:
@@ -114,16 +119,35 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     return result
 
 
-def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
-                 protected: Set[str]) -> Optional[str]:
-    """Write the image of one record and return its ``.lst`` line (None: no image in it)."""
+def _planned_names(reader: RecordReader) -> Iterator[str]:
+    """The file name each image record will get, from the record heads alone (the same
+    rule as ``_extract_one``: ``_image_of`` and ``_unique_name``)."""
+    used: Set[str] = set()
+    for offset in reader.iter_offsets():
+        found = _image_of(read_head(reader, offset))
+        if found is not None:
+            header, fmt = found
+            yield _unique_name(header.id, EXTENSIONS[fmt], used)
+    reader.reset()
+
+
+def _image_of(record: bytes) -> Optional[tuple]:
+    """``(header, image format)`` of a record holding an image, else None."""
     try:
         header, body = unpack_header(record)
     except ImageError:
         return None  # shorter than a header, or a label vector running past the record
     fmt = image_format(record, body) if body < len(record) else None
-    if fmt is None:
+    return None if fmt is None else (header, fmt)
+
+
+def _extract_one(record: bytes, result: ExtractResult, used: Set[str]) -> Optional[str]:
+    """Write the image of one record and return its ``.lst`` line (None: no image in it)."""
+    found = _image_of(record)
+    if found is None:
         return None
+    header, fmt = found
+    body = unpack_header(record)[1]
     labels = (np.asarray(header.label, dtype=np.float32) if header.flag
               else np.array([header.label], dtype=np.float32))
     result.vector_labels = result.vector_labels or header.flag > 1
@@ -131,7 +155,6 @@ def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
     result.id2_dropped += header.id2 != 0
     name = _unique_name(header.id, EXTENSIONS[fmt], used)
     path = os.path.join(result.out_dir, name)
-    _refuse_input(path, protected)
     with atomic_open(path, "wb") as f:
         f.write(memoryview(record)[body:])
     result.images += 1
@@ -150,12 +173,6 @@ def _unique_name(rid: int, ext: str, used: Set[str]) -> str:
         n += 1
     used.add(name)
     return name
-
-
-def _refuse_input(path: str, protected: Set[str]) -> None:
-    if os.path.realpath(path) in protected:
-        raise FileExistsError(errno.EEXIST, "would replace the input being extracted; choose "
-                              "another output", path)
 
 
 __all__ = ["extract_images", "ExtractResult", "EXTENSIONS"]

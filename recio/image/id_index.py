@@ -66,15 +66,16 @@ def unique_record_ids(rec_path: PathLike, offsets: Sequence[int]) -> Union[np.nd
 
 
 def index_by_id(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
-                progress: Progress = None) -> RebuiltIndex:
+                force: bool = False, progress: Progress = None) -> RebuiltIndex:
     """Write an ``.idx`` for ``rec_path`` whose keys are the records' image ids.
 
     ``idx_path`` defaults to the ``.idx`` beside the ``.rec``. For a ``.rec`` made by im2rec
     the result is byte-identical to the ``.idx`` im2rec wrote. Raises ``RecordIOError`` for a
     damaged ``.rec``, a record without an image header or a repeated id (nothing is written
-    then). ``progress(n)``: bytes scanned, as in ``rebuild_index``.
+    then). ``force`` and ``progress(n)`` as in ``rebuild_index``.
     """
-    return rebuild_index(rec_path, idx_path, keys=unique_record_ids, progress=progress)
+    return rebuild_index(rec_path, idx_path, keys=unique_record_ids, force=force,
+                         progress=progress)
 
 
 __all__ = ["index_by_id", "record_ids", "unique_record_ids"]

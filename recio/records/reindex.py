@@ -8,7 +8,6 @@ and replaces an existing one; the parsed-index cache beside an old ``.idx`` is r
 """
 from __future__ import annotations
 
-import errno
 import os
 from array import array
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from recio.records.atomic import check_outputs
 from recio.records.index import PathLike, index_cache_path, sibling_index_path, write_index
 from recio.records.split import record_heads
 
@@ -55,18 +55,18 @@ def scan_record_offsets(rec_path: PathLike, progress: Progress = None) -> np.nda
 
 
 def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
-                  keys: Optional[KeyFunction] = None, progress: Progress = None) -> RebuiltIndex:
+                  keys: Optional[KeyFunction] = None, force: bool = False,
+                  progress: Progress = None) -> RebuiltIndex:
     """Scan ``rec_path`` and write its index to ``idx_path`` (default: the ``.idx`` beside it).
 
     Keys are ``0..n-1`` (byte-identical to ``rec2idx``), or ``keys(rec_path, offsets)``.
     Raises ``RecordIOError`` for a damaged ``.rec`` (no ``.idx`` is written then) and
-    ``FileExistsError`` when ``idx_path`` is the ``.rec`` itself.
+    :class:`OutputExistsError` when ``idx_path`` is the ``.rec`` itself (or a link to it), or
+    an existing file and ``force`` is false.
     """
     rec_path = os.fspath(rec_path)
     idx_path = sibling_index_path(rec_path) if idx_path is None else os.fspath(idx_path)
-    if os.path.exists(rec_path) and os.path.realpath(idx_path) == os.path.realpath(rec_path):
-        raise FileExistsError(errno.EEXIST, "is the record file being indexed; write the index "
-                              "elsewhere", idx_path)
+    check_outputs([idx_path], [rec_path], force=force)
     offsets = scan_record_offsets(rec_path, progress)
     key_list: Sequence[Any] = range(len(offsets)) if keys is None else keys(rec_path, offsets)
     write_index(idx_path, key_list, offsets)
