@@ -154,9 +154,9 @@ def test_reshard_damaged_input_leaves_nothing(split_files, tmp_path):
 def test_reshard_refuses_to_replace_an_input(tmp_path):
     rec = write_rec(tmp_path / "s_0.rec", [b"a" * 9, b"b" * 3])
     before = open(rec, "rb").read()
-    with pytest.raises(FileExistsError) as err:
+    with pytest.raises(OutputExistsError) as err:
         reshard(rec, 2, tmp_path / "s")
-    assert err.value.filename == rec
+    assert err.value.path == rec
     assert open(rec, "rb").read() == before and leftovers(tmp_path) == []
     res = recio_cli("split", rec, "-n", "2", "--write", tmp_path / "s")
     assert res.returncode == 2 and "s_0.rec" in res.stderr and "Traceback" not in res.stderr

@@ -12,6 +12,7 @@ from recio.cli.common import (
     echo_json,
     fail,
     file_progress,
+    force_option,
     handle_errors,
     json_option,
     quiet_option,
@@ -57,17 +58,18 @@ def _parse_aliases(pairs: Tuple[str, ...]) -> Optional[Dict[str, str]]:
                    "sequence would take it past SIZE.")
 @click.option("--alias", "aliases", multiple=True, metavar="NEW=OLD",
               help="Rename CBF stream OLD to NEW in the records (repeatable; .cbf -> .rec).")
+@force_option
 @quiet_option
 @json_option
 @handle_errors
 def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
-                aliases: Tuple[str, ...], quiet: bool, as_json: bool) -> None:
+                aliases: Tuple[str, ...], force: bool, quiet: bool, as_json: bool) -> None:
     """Convert CNTK Binary Format (.cbf) to sequence records (.rec) or back.
 
     One sequence record per CBF sequence, with .idx and the .len sample-count
     sidecar beside the .rec; the way back rebuilds chunks of --chunk-size. The
     direction comes from the file extensions. DESTINATION (and its .idx/.len) is
-    written atomically, replacing an existing file.
+    written atomically; an existing one is replaced only with --force.
 
     \b
     Examples:
@@ -91,7 +93,8 @@ def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
         fail("--alias renames CBF streams; use it with FILE.cbf OUT.rec", EXIT_USAGE)
     with file_progress(source, "convert", quiet) as bar:
         try:
-            summary = convert(source, destination, size, alias=alias, progress=bar.update)
+            summary = convert(source, destination, size, alias=alias, force=force,
+                              progress=bar.update)
         except ValueError as exc:  # RecordIOError (a ValueError) and --alias naming no stream
             fail(str(exc))
     if as_json:

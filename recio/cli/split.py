@@ -9,6 +9,7 @@ from recio.cli.common import (
     EXIT_USAGE,
     echo_json,
     fail,
+    force_option,
     handle_errors,
     json_option,
     progress,
@@ -30,8 +31,14 @@ from recio.records.split import DEFAULT_CHUNK_SIZE, SplitPlan, plan_split
                    "records: equal record counts, from the .idx beside each file.")
 @click.option("--write", "out_prefix", metavar="OUT_PREFIX", default=None,
               help="Also write the parts as OUT_PREFIX_k.rec + OUT_PREFIX_k.idx (k = 0..N-1): "
-                   "bytes copied verbatim, the input .idx keys kept. Existing files of those "
-                   "names are replaced; nothing appears unless every part was written.")
+                   "bytes copied verbatim. Nothing appears unless every part was written; an "
+                   "input is never replaced, an existing output only with --force.")
+@click.option("--keys", "keys", type=click.Choice(["keep", "renumber"]), default="keep",
+              show_default=True,
+              help="With --write: keep the inputs' .idx keys (records without one: their "
+                   "position; a key that would repeat stops the split) or renumber every "
+                   "record 0..N-1 in stream order.")
+@force_option
 @click.option("--no-count", is_flag=True,
               help="Do not count the records of each part (reads only the boundaries).")
 @click.option("--chunk-size", type=click.IntRange(min=8), default=DEFAULT_CHUNK_SIZE,
@@ -40,8 +47,8 @@ from recio.records.split import DEFAULT_CHUNK_SIZE, SplitPlan, plan_split
 @quiet_option
 @handle_errors
 def split_cmd(files: List[str], num_parts: int, part: Optional[int], balance: str,
-              out_prefix: Optional[str], no_count: bool, chunk_size: int, as_json: bool,
-              quiet: bool) -> None:
+              out_prefix: Optional[str], keys: str, force: bool, no_count: bool,
+              chunk_size: int, as_json: bool, quiet: bool) -> None:
     """Show the N parts of FILES (one logical stream) or reshard them into N files.
 
     FILES are taken in order as one byte stream, exactly as MXNet's InputSplit does
@@ -54,14 +61,17 @@ def split_cmd(files: List[str], num_parts: int, part: Optional[int], balance: st
       recio split train.rec -n 8                   # table of 8 parts
       recio split a.rec b.rec c.rec -n 4 --part 1 --json
       recio split 'shards/*.rec' -n 16 --write out/train   # out/train_0.rec ... _15.rec + .idx
+      recio split a.rec b.rec -n 1 --write merged --keys renumber   # merge, keys 0..N-1
     """
+    if out_prefix is None and (keys != "keep" or force):
+        fail("--keys and --force apply only with --write", EXIT_USAGE)
     if part is not None and part >= num_parts:
         fail(f"--part {part} is out of range: parts are 0..{num_parts - 1}", EXIT_USAGE)
     source = list(files) if len(files) > 1 else files[0]
     if out_prefix is not None:
         with progress(desc="writing", unit="B", unit_scale=True, quiet=quiet) as bar:
             plan = reshard(source, num_parts, out_prefix, part, balance=balance,
-                           chunk_size=chunk_size, progress=bar.update)
+                           chunk_size=chunk_size, keys=keys, force=force, progress=bar.update)
     else:
         with progress(desc="counting", unit="part", quiet=quiet or no_count) as bar:
             plan = plan_split(source, num_parts, part, balance=balance, chunk_size=chunk_size,

@@ -2,23 +2,25 @@
 
 A part's bytes are copied verbatim (records are never decoded or re-framed), so the parts of a
 file concatenate back to it byte for byte, and ``InputSplit(out_k.rec)`` delivers what part k of
-the inputs delivered. Each output's ``.idx`` keeps the input's keys where the input has an
-``.idx``; records without one are numbered in the order they are written.
+the inputs delivered. Keys: with ``keys="keep"`` each output's ``.idx`` keeps the input's keys
+where the input has an ``.idx`` (records without one are numbered by their position in the
+stream), and a key that would appear twice (two inputs both numbered ``0..n-1``) stops the
+reshard before anything is written; ``keys="renumber"`` numbers every record ``0..N-1`` in stream
+order instead.
 
 Nothing appears until every part was written: the parts go to temporary files first, and are
 renamed into place (each ``.rec`` before its ``.idx``) only when all of them are complete. A
 damaged input raises ``RecordIOError`` (file and byte offset) and leaves no output behind.
-Existing outputs of the same names are replaced; an output that would replace one of the inputs
-is refused.
+An output that would replace one of the inputs is always refused, and existing outputs of the
+same names are replaced only with ``force``; both are checked before anything is written.
 """
 from __future__ import annotations
 
-import errno
 import os
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from recio.errors import RecordIOError
-from recio.records.atomic import OutputSet
+from recio.records.atomic import OutputSet, check_outputs
 from recio.records.index import format_index, open_index, sibling_index_path
 from recio.records.split import (
     DEFAULT_CHUNK_SIZE,
@@ -50,35 +52,43 @@ def reshard(source: Source, num_parts: int, out_prefix: PathLike,
             part_index: Optional[int] = None, *, balance: str = "bytes",
             chunk_size: int = DEFAULT_CHUNK_SIZE,
             idx_paths: Optional[Sequence[Optional[PathLike]]] = None,
-            progress: Progress = None) -> SplitPlan:
+            keys: str = "keep", force: bool = False, progress: Progress = None) -> SplitPlan:
     """Write the parts of ``source`` (every part, or only ``part_index``) as
     ``OUT_PREFIX_k.rec`` + ``OUT_PREFIX_k.idx``; return the plan with each part's outputs and
     record count.
 
     The parts are those of ``InputSplit.all_parts(source, num_parts, balance=..., ...)``. Keys
     come from ``idx_paths`` (one per input file, None for "the ``.idx`` beside it, if any").
+    ``keys``: ``"keep"`` or ``"renumber"`` (see the module docstring).
     ``progress(n)`` is called with the bytes copied since the last call. Raises
-    ``FileExistsError`` when an output would replace an input file or its index, and
-    ``RecordIOError``/``IndexFileError`` for damaged inputs; no output appears in either case.
+    :class:`OutputExistsError` when an output would replace an input file or its index (or an
+    existing file, without ``force``), ``RecordIOError`` when kept keys would repeat, and
+    ``RecordIOError``/``IndexFileError`` for damaged inputs; no output appears in any case.
     """
+    if keys not in ("keep", "renumber"):
+        raise ValueError(f"keys must be 'keep' or 'renumber', not {keys!r}")
     parts, chosen = chosen_parts(source, num_parts, part_index, balance=balance,
                                  chunk_size=chunk_size, idx_paths=idx_paths)
     files = parts[0].files
-    keys_of = _input_keys(files, idx_paths)
-    _refuse_overwriting_inputs([part_paths(out_prefix, p.part_index) for p in chosen], files,
-                               idx_paths)
+    given = [os.fspath(p) for p in (idx_paths or ()) if p is not None]
+    check_outputs([path for p in chosen for path in part_paths(out_prefix, p.part_index)],
+                  files + [sibling_index_path(f) for f in files] + given, force=force)
+    keys_of = _input_keys(files, idx_paths) if keys == "keep" else {}
     folder = os.path.dirname(os.path.abspath(os.fspath(out_prefix)))
     os.makedirs(folder, exist_ok=True)
     plan = SplitPlan(files, parts[0].total_size, num_parts, balance)
     pending: List[OutputSet] = []
     numbered = [0]  # running number of the records written, the key of unindexed records
+    seen: Dict[str, str] = {}  # kept key -> the input it came from (duplicates are refused)
+    if keys == "keep" and part_index is not None:
+        numbered[0] = sum(p.count_records() for p in parts[:part_index])
     try:
         for p in chosen:
             rec_path, idx_path = part_paths(out_prefix, p.part_index)
             out = OutputSet.create([(rec_path, "wb", -1), (idx_path, "wb", -1)])
             pending.append(out)
             count = _write_part(p, out.files[0].file, out.files[1].file, keys_of, numbered,
-                                progress)
+                                seen if keys == "keep" else None, progress)
             for f in out.files:
                 f.finish_file()  # closed now: a part waiting for the others holds no descriptor
             plan.parts.append(PartSummary(p.part_index, p.begin, p.end, count, p.spans,
@@ -95,20 +105,34 @@ def reshard(source: Source, num_parts: int, out_prefix: PathLike,
 
 def _write_part(part: InputSplit, rec: BinaryIO, idx: BinaryIO,
                 keys_of: Dict[str, Dict[int, str]], numbered: List[int],
-                progress: Progress) -> int:
+                seen: Optional[Dict[str, str]], progress: Progress) -> int:
     """Copy the spans of ``part`` into ``rec`` and write its index lines to ``idx``; the number
-    of records written. Each span's record heads are checked before its bytes are copied."""
+    of records written. Each span's record heads are checked before its bytes are copied; with
+    ``seen`` (kept keys) a key already written raises ``RecordIOError``."""
     keys: List[str] = []
     offsets: List[int] = []
     written = 0
     for span in part.spans:
         for key, offset in _keyed_heads(span, keys_of.get(span.path), numbered):
+            if seen is not None:
+                _refuse_repeat(key, span.path, offset, seen)
             keys.append(key)
             offsets.append(written + offset - span.start)
         written += _copy_range(span, rec, progress)
     for i in range(0, len(keys), _INDEX_BATCH):
         idx.write(format_index(keys[i:i + _INDEX_BATCH], offsets[i:i + _INDEX_BATCH]))
     return len(keys)
+
+
+def _refuse_repeat(key: str, path: str, offset: int, seen: Dict[str, str]) -> None:
+    first = seen.get(key)
+    if first is None:
+        seen[key] = path
+        return
+    where = "earlier in the same file" if first == path else f"in {first} too"
+    raise RecordIOError(f"key {key} repeats ({where}): the outputs' indexes would hold the "
+                        "same key twice; pass --keys renumber (keys='renumber') to number the "
+                        "records 0..N-1", path=path, offset=offset)
 
 
 def _keyed_heads(span: FileSpan, keys: Optional[Dict[int, str]],
@@ -132,19 +156,6 @@ def _input_keys(files: List[str], idx_paths: Optional[Sequence[Optional[PathLike
             index = open_index(idx, key_type=str, rec_size=os.path.getsize(path))
             out[path] = dict(zip(index.offsets.tolist(), index.key_list()))
     return out
-
-
-def _refuse_overwriting_inputs(outputs: List[Tuple[str, str]], files: List[str],
-                               idx_paths: Optional[Sequence[Optional[PathLike]]]) -> None:
-    """Raise ``FileExistsError`` when an output path is an input ``.rec`` or ``.idx``."""
-    inputs = {os.path.realpath(p) for p in files}
-    inputs |= {os.path.realpath(sibling_index_path(p)) for p in files}
-    inputs |= {os.path.realpath(os.fspath(p)) for p in (idx_paths or ()) if p is not None}
-    for pair in outputs:
-        for path in pair:
-            if os.path.realpath(path) in inputs:
-                raise FileExistsError(errno.EEXIST, "is an input of this split; write the "
-                                      "parts under another prefix", path)
 
 
 def _copy_range(span: FileSpan, dst: BinaryIO, progress: Progress) -> int:

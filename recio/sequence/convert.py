@@ -20,9 +20,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 import numpy as np
 
 from recio.errors import CBFError, SequenceError
+from recio.records.atomic import check_outputs
+from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
-from recio.sequence.records import SequenceWriter, unpack_sequence
+from recio.sequence.records import SequenceWriter, sidecar_path, unpack_sequence
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]
@@ -130,11 +132,17 @@ def rec_to_cbf(rec_path: PathLike, cbf_path: PathLike, chunk_size_bytes: int = 3
 
 
 def convert(source: PathLike, destination: PathLike, chunk_size_bytes: int = 32 << 20,
-            alias: Optional[Mapping[str, str]] = None,
+            alias: Optional[Mapping[str, str]] = None, force: bool = False,
             progress: Progress = None) -> Dict[str, Any]:
-    """Convert by file extension: ``.cbf`` -> ``.rec`` or ``.rec`` -> ``.cbf``."""
+    """Convert by file extension: ``.cbf`` -> ``.rec`` or ``.rec`` -> ``.cbf``.
+
+    The outputs (a ``.rec`` with its ``.idx`` and ``.len``, or a ``.cbf``) never replace the
+    source or its sidecars, and replace existing files only with ``force``
+    (:class:`~recio.errors.OutputExistsError`, before anything is written).
+    """
     src = os.fspath(source).lower()
     dst = os.fspath(destination).lower()
+    _check_convert_outputs(os.fspath(source), os.fspath(destination), force)
     if src.endswith(".cbf") and dst.endswith(".rec"):
         return cbf_to_rec(source, destination, alias=alias, progress=progress)
     if src.endswith(".rec") and dst.endswith(".cbf"):
@@ -194,6 +202,15 @@ def _check_same(streams: List[StreamInfo], seq: Mapping[str, Any], path: str,
                             f"{stream.dtype.name} dim {stream.sample_dim} in the first "
                             f"record; CBF needs one description per stream",
                             path=path, offset=offset)
+
+
+def _check_convert_outputs(source: str, destination: str, force: bool) -> None:
+    def family(path: str) -> List[str]:
+        if path.lower().endswith(".rec"):
+            return [path, sibling_index_path(path), sidecar_path(path)]
+        return [path]
+
+    check_outputs(family(destination), family(source), force=force)
 
 
 __all__ = ["cbf_to_rec", "rec_to_cbf", "convert"]
