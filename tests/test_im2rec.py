@@ -86,7 +86,7 @@ def test_console_script_packs_and_both_decoders_agree(script, manifest, golden, 
     assert proc.returncode == 0, proc.stderr
     assert as_manifest(records(tmp_path / "all.rec")) == manifest["packed"]["all"]
     decoder = "simplejpeg" if have_fast_decoder() else "auto"
-    proc = subprocess.run([*script("recio"), "im2rec", *args, "--decoder", decoder],
+    proc = subprocess.run([*script("recio"), "im2rec", *args, "--decoder", decoder, "--force"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert as_manifest(records(tmp_path / "all.rec")) == manifest["packed"]["all"]
@@ -406,10 +406,10 @@ def test_bad_images_are_skipped_reported_and_good_ones_kept(tmp_path, workers):
     assert rows[0] == "line\tindex\tpath\treason"
     table = {row.split("\t")[2]: row.split("\t") for row in rows[1:]}
     assert sorted(table) == ["bomb.png", "missing.jpg", "text.jpg", "trunc.jpg"]
-    assert table["missing.jpg"][:2] == ["2", "1"] and "cannot read" in table["missing.jpg"][3]
+    assert table["missing.jpg"][:2] == ["2", "1"] and "no such file" in table["missing.jpg"][3]
     assert "truncated" in table["trunc.jpg"][3] or "decode" in table["trunc.jpg"][3]
     assert "pixels" in table["bomb.png"][3] or "bomb" in table["bomb.png"][3].lower()
-    strict = CliRunner().invoke(im2rec_cmd, args + ["--strict"])
+    strict = CliRunner().invoke(im2rec_cmd, args + ["--strict", "--force"])
     assert strict.exit_code == 1 and "4 image(s) could not be packed" in strict.output
 
 
@@ -418,7 +418,7 @@ def test_a_clean_rerun_removes_a_stale_errors_file(tmp_path):
     pack_list(lst, root)
     assert os.path.exists(tmp_path / "data.errors.tsv")
     lst.write_text("0\t0\tok/g0.jpg\n")
-    result = pack_list(lst, root)
+    result = pack_list(lst, root, force=True)
     assert result.errors_path is None and not os.path.exists(tmp_path / "data.errors.tsv")
 
 
@@ -471,32 +471,60 @@ def test_scan_file_takes_idx_path_and_the_old_keyword_warns(golden, tmp_path):
     assert st.index.path == str(elsewhere) and st.index.ok
 
 
-def test_malformed_list_line_is_reported_with_file_and_line(tmp_path, golden):
+def test_a_malformed_list_line_is_skipped_with_its_line_and_the_pack_goes_on(tmp_path, golden):
     lst = tmp_path / "bad.lst"
-    lst.write_text("0\t0.000000\ttop_level.jpg\n1\tcat/cat_0.jpg\n")
-    result = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "bad"),
-                                             str(golden / "im2rec" / "images")])
-    assert result.exit_code == 2 and f"{lst}: line 2:" in result.output
-    assert "Traceback" not in result.output
-    assert not any(n.endswith((".rec", ".idx", ".partial")) for n in os.listdir(tmp_path))
+    lst.write_text("0\t0.000000\ttop_level.jpg\n1\tcat/cat_0.jpg\n2\t1.0\tcat/cat_0.jpg\n")
+    args = [str(tmp_path / "bad"), str(golden / "im2rec" / "images")]
+    result = CliRunner().invoke(im2rec_cmd, args)
+    assert result.exit_code == 0 and "Traceback" not in result.output
+    assert "packed 2 images, skipped 1 (1 malformed line)" in result.stdout
+    rows = (tmp_path / "bad.errors.tsv").read_text().splitlines()
+    line, index, path, reason = rows[1].split("\t")
+    assert (line, index, path) == ("2", "-", "-") and "3 tab-separated fields" in reason
+    assert [r["key"] for r in records(tmp_path / "bad.rec")] == [0, 2]
+    strict = CliRunner().invoke(im2rec_cmd, args + ["--force", "--strict"])
+    assert strict.exit_code == 1
 
 
 # ----------------------------------------------------------------------- interruption, resume
 
 
-def _fifo_folder(tmp_path, n=40, blocker=25):
-    """Images 0..n-1 where image ``blocker`` is a FIFO: a packer blocks there until killed."""
+_BLOCKING_HOOK = """
+import os
+if os.environ.get("RECIO_TEST_BLOCK_ON"):
+    import recio.image.packing as packing
+
+    def _blocking(job, relpath, _read=packing._read_image_file):
+        if relpath == os.environ["RECIO_TEST_BLOCK_ON"]:
+            with open(os.environ["RECIO_TEST_FIFO"], "rb") as fifo:  # blocks: no writer
+                fifo.read()
+        return _read(job, relpath)
+
+    packing._read_image_file = _blocking
+"""
+
+
+def _blocking_folder(tmp_path, n=40, blocker=25):
+    """Images 0..n-1 and the environment of a packer that blocks when it reads image
+    ``blocker`` (it opens a FIFO nobody writes to; im2rec itself never opens a FIFO), so a test
+    can interrupt it there: a ``sitecustomize`` on PYTHONPATH wraps the file reader."""
     root = tmp_path / "img"
     root.mkdir()
     rng = np.random.default_rng(0)
     for i in range(n):
-        if i != blocker:
-            Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).save(
-                root / f"{i}.jpg", quality=90)
-    os.mkfifo(root / f"{blocker}.jpg")
+        Image.fromarray(rng.integers(0, 255, (24, 32, 3), dtype=np.uint8)).save(
+            root / f"{i}.jpg", quality=90)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_BLOCKING_HOOK)
+    os.mkfifo(tmp_path / "block.fifo")
+    env = dict(os.environ, RECIO_TEST_BLOCK_ON=f"{blocker}.jpg",
+               RECIO_TEST_FIFO=str(tmp_path / "block.fifo"),
+               PYTHONPATH=os.pathsep.join([str(hook)] + [p for p in [
+                   os.environ.get("PYTHONPATH")] if p]))
     lst = tmp_path / "job.lst"
     lst.write_text("".join(f"{i}\t{i % 5}.000000\t{i}.jpg\n" for i in range(n)))
-    return root, lst
+    return root, lst, env
 
 
 def _wait_for_journal(journal, entries, proc, timeout=60):
@@ -520,13 +548,13 @@ def _wait_for_journal(journal, entries, proc, timeout=60):
 ], ids=["kill", "ctrl-c", "ctrl-c-processes", "ctrl-c-threads"])
 def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, tmp_path, sig,
                                                                         workers):
-    """A worker blocks on a FIFO posing as image 25; the packer is killed or interrupted there
+    """A worker blocks reading image 25; the packer is killed or interrupted there
     (a stuck worker must not keep Ctrl-C from stopping it), then --resume completes the job."""
-    root, lst = _fifo_folder(tmp_path)
+    root, lst, env = _blocking_folder(tmp_path)
     prefix = str(tmp_path / "job")
     cmd = [*script("im2rec"), prefix, str(root), "--resize", "16", "--quality", "90", *workers]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=as_in_a_terminal)
+                            preexec_fn=as_in_a_terminal, env=env)
     rec_partial, journal = partial_paths(lst)
     try:
         _wait_for_journal(journal, 24, proc)  # batches of 4 or 8: 0..23 done, blocked on 25.jpg

@@ -598,7 +598,7 @@ def test_pack_interrupted_by_an_exception_leaves_no_final_file_and_resumes(tmp_p
     data = {n: (tmp_path / n).read_bytes() for n in PACK_FINALS}
     assert set(PACK_FINALS) <= set(_names(tmp_path)) and not _temps(tmp_path)
     assert not any(os.path.exists(p) for p in partial_paths(lst))
-    fresh = pack_list(lst, root, pass_through=True)  # byte-identical to one clean run
+    fresh = pack_list(lst, root, pass_through=True, force=True)  # same as one clean run
     assert fresh.packed == 40
     assert {n: (tmp_path / n).read_bytes() for n in PACK_FINALS} == data
 
@@ -622,7 +622,7 @@ def test_pack_commit_order_and_fsync(tmp_path, monkeypatch):
         ("fsync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))), real_fsync(fd)))
     monkeypatch.setattr(os, "replace", lambda s, d: (events.append(
         ("replace", os.path.basename(d), sorted(os.listdir(tmp_path)))), real_replace(s, d)))
-    pack_list(lst, root, pass_through=True, fsync=True)
+    pack_list(lst, root, pass_through=True, fsync=True, force=True)
     replaces = [e for e in events if e[0] == "replace"]
     assert [e[1] for e in replaces] == ["data.rec", "data.idx", "data.errors.tsv"]
     assert "data.idx" not in replaces[0][2]  # no new .rec beside the old index

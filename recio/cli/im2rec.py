@@ -5,6 +5,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import asdict, dataclass
 from typing import List, Optional, Sequence
 
 import click
@@ -22,7 +23,7 @@ from recio.cli.common import (
 )
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
-from recio.image.packing import PackResult, has_partial, pack_prefix
+from recio.image.packing import NothingFoundError, PackResult, has_partial, pack_prefix
 
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _FLAGS = ("--list", "--recursive", "--pass-through", "--center-crop", "--pack-label")
@@ -85,13 +86,18 @@ List mode walks ROOT (with --recursive, each folder holding images gets the next
 printed as "folder label"), shuffles with MXNet's seed unless --no-shuffle, and writes
 PREFIX.lst, or PREFIX_train/_val/_test.lst with ratios, PREFIX_<i>*.lst with --chunks.
 Pack mode packs every PREFIX*.lst into a .rec and .idx of the same name, in list order.
-Images that cannot be read or decoded are skipped and listed in PREFIX.errors.tsv
-(line, index, path, reason); --strict makes that exit with status 1. Output is written
-under temporary names (.rec.partial, .pack.journal) and renamed when complete.
+Malformed lines, missing files, paths outside ROOT (absolute, '..', symlinks: see
+--allow-outside-root), FIFOs and devices, unreadable and undecodable images are skipped,
+counted by cause and listed in PREFIX.errors.tsv (line, index, path, reason); --strict
+makes that exit with status 1. A pack that finds (nearly) nothing fails with no output:
+no image packed, more than --max-missing of the list missing (default 0.5), or the first
+100 images all missing ("is ROOT right?"). Output is written under temporary names
+(.rec.partial, .pack.journal) and renamed when complete; an existing .rec/.idx or .lst is
+replaced only with --force.
 
 \b
-Also available as `recio im2rec`. Exit status: 0 done, 1 images skipped with --strict,
-2 usage error or a malformed .lst line.
+Also available as `recio im2rec`. Exit status: 0 done; 1 images skipped with --strict, or a
+pack that found (nearly) nothing; 2 usage error or a refused output; 130 interrupted.
 """
 
 
@@ -135,6 +141,9 @@ Also available as `recio im2rec`. Exit status: 0 done, 1 images skipped with --s
 @click.option("--allow-outside-root", is_flag=True,
               help="Read .lst paths that resolve outside ROOT (absolute, '..', symlinks); "
                    "by default each such line is refused and listed in PREFIX.errors.tsv.")
+@click.option("--max-missing", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Fail (no output) when more than this share of the list is missing "
+                   "under ROOT.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 if any image was skipped.")
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted pack from its last complete record.")
@@ -153,7 +162,8 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                train_ratio: float, test_ratio: float, recursive: bool, no_shuffle: bool,
                pass_through: bool, resize: int, center_crop: bool, quality: int,
                num_thread: int, color: int, encoding: str, pack_label: bool, quiet: bool,
-               as_json: bool, force: bool, allow_outside_root: bool, strict: bool, resume: bool, exif_transpose: bool, max_pixels: Optional[int],
+               as_json: bool, force: bool, allow_outside_root: bool, max_missing: float,
+               strict: bool, resume: bool, exif_transpose: bool, max_pixels: Optional[int],
                executor: str, decoder: str) -> None:
     if make_list:
         _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
@@ -168,8 +178,18 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                                max_pixels=max_pixels or DEFAULT_MAX_PIXELS, decoder=decoder)
     except ImportError as exc:
         fail(str(exc))
-    _pack_mode(prefix, root, options, pass_through, pack_label, num_thread, executor, resume,
-               strict, quiet)
+    if pass_through:
+        ignored = [name for name, given in (
+            ("--resize", resize != 0), ("--center-crop", center_crop),
+            ("--quality", quality != 95), ("--color", color != 1),
+            ("--encoding", encoding != ".jpg"), ("--exif-transpose", exif_transpose),
+            ("--max-pixels", max_pixels is not None)) if given]
+        if ignored:
+            click.echo(f"warning: --pass-through stores the files untouched: "
+                       f"{', '.join(ignored)} ignored", err=True)
+    _pack_mode(prefix, root, options, PackSettings(pass_through, pack_label, num_thread, executor,
+                                                   resume, force, allow_outside_root,
+                                                   max_missing), strict, quiet, as_json)
 
 
 def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_ratio: float,
@@ -211,16 +231,29 @@ def _rel(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-def _pack_mode(prefix: str, root: str, options: ImageOptions, pass_through: bool,
-               pack_label: bool, workers: int, executor: str, resume: bool, strict: bool,
-               quiet: bool) -> None:
-    bars = []
+@dataclass
+class PackSettings:
+    """The pack options passed through to ``pack_prefix`` as they are."""
+
+    pass_through: bool
+    pack_label: bool
+    workers: int
+    executor: str
+    resume: bool
+    force: bool
+    allow_outside_root: bool
+    max_missing: float
+
+
+def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSettings,
+               strict: bool, quiet: bool, as_json: bool) -> None:
+    bars: list = []
 
     def progress_for(lst: str):
-        if not resume and has_partial(lst) and not quiet:
+        if not settings.resume and has_partial(lst) and not quiet and not as_json:
             click.echo(f"note: discarding the interrupted pack of {_rel(lst)} "
                        "(use --resume to continue it instead)", err=True)
-        bar = progress(desc=os.path.basename(lst), unit="img", quiet=quiet)
+        bar = progress(desc=os.path.basename(lst), unit="img", quiet=quiet or as_json)
         bars.append((lst, bar))
 
         def report(done: int, total: int) -> None:
@@ -230,32 +263,36 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, pass_through: bool
         return report
 
     results = pack_prefix(prefix, root, options, progress_for=progress_for,
-                          pass_through=pass_through, pack_label=pack_label, workers=workers,
-                          executor=executor, resume=resume)
-    failed = []
+                          **{k: v for k, v in asdict(settings).items()})
+    done: List[PackResult] = []
     try:
         for result in results:
             bars[-1][1].close()
-            _print_result(_rel(result.lst_path), result)
-            if result.skipped and not result.already_done:
-                failed.append(result)
+            done.append(result)
+            if not as_json:
+                _print_result(_rel(result.lst_path), result, quiet)
     except KeyboardInterrupt:
         if bars:
             bars[-1][1].close()
             click.echo(f"Interrupted: the partial output of {_rel(bars[-1][0])} is kept; rerun "
                        "with --resume to continue.", err=True)
         raise
+    except NothingFoundError as exc:
+        fail(str(exc), code=EXIT_DAMAGE)
     finally:
         for _, bar in bars:
             bar.close()
+    if as_json:
+        echo_json({"lists": [r.to_dict() for r in done]})
+    failed = [r for r in done if r.skipped and not r.already_done]
     if strict and failed:
         total = sum(r.skipped for r in failed)
         fail(f"{total} image(s) could not be packed (--strict); see "
-             + ", ".join(_rel(r.errors_path) for r in failed), code=EXIT_DAMAGE)
+             + ", ".join(_rel(r.errors_path) for r in failed if r.errors_path), code=EXIT_DAMAGE)
 
 
-def _print_result(name: str, result: PackResult) -> None:
-    """One line per packed list (and one on stderr when images were skipped)."""
+def _print_result(name: str, result: PackResult, quiet: bool) -> None:
+    """One line per packed list, and warnings on stderr for what was skipped or dropped."""
     if result.already_done:
         click.echo(f"{name}: already packed ({_rel(result.rec_path)}, "
                    f"{_rel(result.idx_path)}); nothing to resume")
@@ -263,12 +300,30 @@ def _print_result(name: str, result: PackResult) -> None:
     rate = (result.packed + result.skipped - result.resumed) / result.seconds \
         if result.seconds > 0 else 0.0
     resumed = f", resumed after {result.resumed}" if result.resumed else ""
-    click.echo(f"{name}: packed {result.packed} images, skipped {result.skipped}, "
-               f"{result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"
+    causes = ", ".join(f"{n} {cause.replace('_', ' ')}" for cause, n in result.skips.items())
+    click.echo(f"{name}: packed {result.packed} images, skipped {result.skipped}"
+               + (f" ({causes})" if causes else "")
+               + f", {result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"
                f"{resumed}) -> {_rel(result.rec_path)}, {_rel(result.idx_path)}")
     if result.skipped:
         click.echo(f"{name}: {result.skipped} image(s) skipped, reasons in "
                    f"{_rel(result.errors_path)}", err=True)
+    for warning in _dropped(result):
+        click.echo(f"warning: {name}: {warning}", err=True)
+
+
+def _dropped(result: PackResult) -> List[str]:
+    out = []
+    if result.labels_ignored:
+        out.append(f"{result.labels_ignored} line(s) have several labels; only the first was "
+                   "stored (add --pack-label to store them all)")
+    if result.repeated_indices:
+        out.append(f"{result.repeated_indices} list index(es) repeat, so the .idx holds "
+                   "repeated keys (readers use the last record of a key)")
+    if result.alpha_dropped:
+        out.append(f"{result.alpha_dropped} image(s) had transparency, dropped in the packed "
+                   "images (keep it with --color -1 --encoding .png)")
+    return out
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import struct
 import threading
 import warnings
@@ -186,11 +187,31 @@ def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_si
         raise ImageError(f"cannot decode image: {_describe(exc)}", path=name) from None
 
 
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    """One line for a decoder's exception, without the in-memory buffer's ``repr`` some of
+    Pillow's messages carry (``<_io.BytesIO object at 0x...>``; the file is named by the
+    caller)."""
+    text = _OBJECT_REPR.sub("the image", str(exc)).strip() or type(exc).__name__
     if type(exc).__name__ not in text:
         text = f"{type(exc).__name__}: {text}"
     return " ".join(text.split())[:200]
+
+
+def has_alpha(data: ImageBytes) -> bool:
+    """True when encoded image bytes declare transparency (a PNG with an alpha channel or a
+    tRNS chunk, a GIF, a WebP with alpha), read from the first bytes only: what packing as JPEG
+    drops."""
+    head = bytes(data[:4096])
+    if head.startswith(b"\x89PNG\r\n\x1a\n") and len(head) > 25:
+        return head[25] in (4, 6) or b"tRNS" in head.split(b"IDAT", 1)[0]
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return b"\x21\xf9\x04" in head  # a graphic control extension: transparency possible
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return head[12:16] == b"VP8L" or (head[12:16] == b"VP8X" and bool(head[20] & 0x10))
+    return False
 
 
 def check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS,
@@ -646,7 +667,7 @@ def encode_image(img: Image.Image, encoding: str = ".jpg", quality: int = 95) ->
     return encode(img, encoding, quality)
 
 
-__all__ = ["DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "decode", "decode_scaled", "encode",
+__all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "decode", "decode_scaled", "encode",
            "check_decoder", "check_pixels", "dct_eighths", "have_fast_decoder", "ImageOptions",
            "target_size", "center_crop_box", "output_geometry", "resizer_name",
            "set_opencv_threads", "transform_image", "render_image"]

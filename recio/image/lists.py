@@ -121,6 +121,20 @@ def read_list(path: PathLike) -> Iterator[ListItem]:
             yield parse_list_line(line, path, number)
 
 
+def read_list_entries(path: PathLike
+                      ) -> Iterator[Tuple[int, Optional[ListItem], Optional[ListFileError]]]:
+    """Every non-blank line of a ``.lst`` as ``(line_number, item, None)``, or
+    ``(line_number, None, error)`` for a malformed one: for readers that skip bad lines and go
+    on (as MXNet's im2rec does) instead of stopping at the first."""
+    with open(path, "r", encoding=_ENCODING, errors=_ERRORS, newline=None) as fin:
+        for number, line in enumerate(fin, 1):
+            if line.strip():
+                try:
+                    yield number, parse_list_line(line, path, number), None
+                except ListFileError as exc:
+                    yield number, None, exc
+
+
 def read_list_numbered(path: PathLike) -> Iterator[Tuple[int, ListItem]]:
     """Like :func:`read_list`, but yields ``(line_number, item)`` (for error reports)."""
     with open(path, "r", encoding=_ENCODING, errors=_ERRORS, newline=None) as fin:
@@ -497,7 +511,8 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
 
 
 __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
-           "read_list_numbered", "write_list", "normalize_exts", "list_images", "scan_images",
+           "read_list_numbered", "read_list_entries", "write_list", "normalize_exts", "list_images",
+           "scan_images",
            "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
            "find_classes", "write_classes", "read_classes"]

@@ -17,24 +17,26 @@ Journal lines (tab-separated): a header ``#recio-pack-journal 1 <json settings>`
 """
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
 import signal
+import stat
 import time
 import warnings
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from multiprocessing.pool import Pool, ThreadPool
-from typing import Any, Callable, Deque, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from PIL import Image
 
 from recio.errors import ImageError, ListFileError, RecordIOError
-from recio.image.codec import ImageOptions, set_opencv_threads, transform_image
+from recio.image.codec import ImageOptions, has_alpha, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
-from recio.image.lists import ListItem, read_list_numbered
-from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
+from recio.image.lists import ListItem, read_list_entries
+from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet, check_outputs
 from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
 from recio.records.index import format_index, sibling_index_path
 
@@ -66,7 +68,37 @@ class PackResult:
     seconds: float = 0.0
     resumed: int = 0
     already_done: bool = False
+    #: skipped items by cause (``SKIP_CAUSES``)
+    skips: Dict[str, int] = field(default_factory=dict)
+    #: lines with several labels of which only the first was stored (no ``pack_label``)
+    labels_ignored: int = 0
+    #: list indices (record keys and ids) that appear more than once
+    repeated_indices: int = 0
+    #: images whose transparency was dropped (JPEG output or colour/grey conversion)
+    alpha_dropped: int = 0
 
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready summary."""
+        return {"lst": self.lst_path, "rec": self.rec_path, "idx": self.idx_path,
+                "errors": self.errors_path, "packed": self.packed, "skipped": self.skipped,
+                "skips": dict(self.skips), "bytes": self.bytes,
+                "seconds": round(self.seconds, 3), "resumed": self.resumed,
+                "already_done": self.already_done, "labels_ignored": self.labels_ignored,
+                "repeated_indices": self.repeated_indices,
+                "alpha_dropped": self.alpha_dropped}
+
+
+#: why an item was skipped (the key of ``PackResult.skips``)
+SKIP_CAUSES = ("missing", "outside_root", "not_a_file", "unreadable", "too_large",
+               "malformed_line", "not_an_image")
+#: a pack fails (no output) when more than this share of its items is missing under ROOT
+MAX_MISSING = 0.5
+#: ... and stops early when this many items were tried and every one was missing
+EARLY_MISSING = 100
+
+
+class NothingFoundError(RecordIOError):
+    """A pack whose images are (nearly) all missing: most likely the wrong ROOT."""
 
 def find_lists(prefix: PathLike) -> List[str]:
     """The ``.lst`` files im2rec packs for ``prefix``: files in its folder (or in ``prefix`` if
@@ -99,8 +131,8 @@ def has_partial(lst_path: PathLike) -> bool:
 
 
 def count_items(lst_path: PathLike) -> int:
-    """Validate every line of the list (raising ListFileError with file:line) and count items."""
-    return sum(1 for _ in read_list_numbered(lst_path))
+    """Number of items (non-blank lines, malformed ones included) in a list."""
+    return sum(1 for _ in read_list_entries(lst_path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,44 +145,102 @@ class _Job:
     options: ImageOptions
     pass_through: bool
     pack_label: bool
+    allow_outside_root: bool = False
+    real_root: str = ""
 
 
-Task = Tuple[int, int, ListItem]                   # (position, line number, item)
-Outcome = Tuple[int, int, ListItem, Optional[bytes], Optional[str]]  # + payload, reason
+#: (position, line number, item, or None and the reason a malformed line was refused)
+Task = Tuple[int, int, Optional[ListItem], Optional[str]]
+#: (position, line number, item, payload, cause, reason, alpha dropped)
+Outcome = Tuple[int, int, Optional[ListItem], Optional[bytes], Optional[str], Optional[str],
+                bool]
 
 
-def _encode_one(job: _Job, pos: int, line: int, item: ListItem) -> Outcome:
-    """Read, transform and pack one list item; a failure becomes a reason, never an error."""
-    pos, line, item, payload, reason = _encode_item(job, pos, line, item)
-    if payload is not None and len(payload) >= MAX_RECORD_LENGTH:
-        return pos, line, item, None, (f"record of {len(payload)} bytes is too large: RecordIO "
-                                       f"records hold at most {MAX_RECORD_LENGTH - 1} bytes")
-    return pos, line, item, payload, reason
+class _Skip(Exception):
+    """Why one item cannot be packed: ``cause`` (one of ``SKIP_CAUSES``) and a reason."""
+
+    def __init__(self, cause: str, reason: str) -> None:
+        super().__init__(reason)
+        self.cause, self.reason = cause, reason
 
 
-def _encode_item(job: _Job, pos: int, line: int, item: ListItem) -> Outcome:
+def _encode_one(job: _Job, task: Task) -> Outcome:
+    """Read, transform and pack one list item; a failure becomes a cause and a reason, never
+    an error."""
+    pos, line, item, refused = task
+    if item is None:
+        return pos, line, None, None, "malformed_line", refused, False
+    try:
+        data = _read_image_file(job, item.path)
+        alpha = (not job.pass_through and has_alpha(data)
+                 and not (job.options.color == -1 and job.options.encoding == ".png"))
+        payload = pack(_header(job, item), data if job.pass_through else
+                       _transform(job, data, os.path.join(job.root, item.path)))
+    except _Skip as skip:
+        return pos, line, item, None, skip.cause, skip.reason, False
+    if len(payload) >= MAX_RECORD_LENGTH:
+        return pos, line, item, None, "too_large", (
+            f"record of {len(payload)} bytes is too large: RecordIO records hold at most "
+            f"{MAX_RECORD_LENGTH - 1} bytes", False)
+    return pos, line, item, payload, None, None, alpha
+
+
+def _header(job: _Job, item: ListItem) -> IRHeader:
     labels = item.labels
-    label = list(labels) if job.pack_label and len(labels) > 1 else labels[0]
-    header = IRHeader(0, label, item.index, 0)
-    path = os.path.join(job.root, item.path)
+    return IRHeader(0, list(labels) if job.pack_label and len(labels) > 1 else labels[0],
+                    item.index, 0)
+
+
+def _transform(job: _Job, data: bytes, path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        return pos, line, item, None, f"cannot read file: {exc.strerror or exc}"
-    if job.pass_through:
-        if not data:
-            return pos, line, item, None, "empty file"
-        return pos, line, item, pack(header, data), None
-    try:
-        image = transform_image(data, job.options, path)
+        return transform_image(data, job.options, path)
     except ImageError as exc:
-        return pos, line, item, None, exc.message
-    return pos, line, item, pack(header, image), None
+        raise _Skip("not_an_image", exc.message) from None
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _read_image_file(job: _Job, relpath: str) -> bytes:
+    """The bytes of a list item's file: a regular file under ROOT (after symlinks), opened
+    without blocking (a FIFO or a device never hangs or floods the pack), smaller than a
+    record can hold; anything else raises ``_Skip``."""
+    path = os.path.join(job.root, relpath)
+    if not job.allow_outside_root and not _inside(os.path.realpath(path), job.real_root):
+        raise _Skip("outside_root", "resolves outside ROOT (an absolute path, '..' or a "
+                    "symlink); pass --allow-outside-root to read it")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise _Skip("missing", "no such file") from None
+    except OSError as exc:
+        cause = "missing" if exc.errno == errno.ENOTDIR else "unreadable"
+        raise _Skip(cause, f"cannot open file: {exc.strerror or exc}") from None
+    except ValueError as exc:  # e.g. a path the OS cannot take
+        raise _Skip("unreadable", f"cannot open file: {exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
+                    if stat.S_ISFIFO(st.st_mode) else "a device"
+                    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+            raise _Skip("not_a_file", f"is {kind}, not a regular file")
+        if st.st_size >= MAX_RECORD_LENGTH:
+            raise _Skip("too_large", f"file of {st.st_size} bytes is larger than a RecordIO "
+                        f"record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
+        try:
+            data = f.read(MAX_RECORD_LENGTH)
+        except OSError as exc:
+            raise _Skip("unreadable", f"cannot read file: {exc.strerror or exc}") from None
+    if not data:
+        raise _Skip("not_an_image", "empty file")
+    return data
 
 
 def _encode_batch(job: _Job, batch: List[Task]) -> List[Outcome]:
-    return [_encode_one(job, *task) for task in batch]
+    return [_encode_one(job, task) for task in batch]
 
 
 def _init_process_worker() -> None:
@@ -196,6 +286,7 @@ class _Progress:
         self.skipped = 0
         self.rec_end = 0
         self.journal_end = 0
+        self.skips: Dict[str, int] = {}
 
 
 def _recover(rec_partial: str, journal: str, settings: dict) -> _Progress:
@@ -204,6 +295,8 @@ def _recover(rec_partial: str, journal: str, settings: dict) -> _Progress:
     rec_size = os.path.getsize(rec_partial)
     with open(journal, "rb") as f:
         first = f.readline()
+        if not first.endswith(b"\n"):
+            return state  # killed before the journal's first line was complete: start over
         try:
             magic, version, blob = first.decode("utf-8").rstrip("\n").split(" ", 2)
             saved = json.loads(blob)
@@ -236,6 +329,8 @@ def _recover(rec_partial: str, journal: str, settings: dict) -> _Progress:
                     state.rec_end, last_offset = end, record_offset
                 elif kind == b"S" and len(fields) >= 6:
                     state.skipped += 1
+                    cause = fields[6].decode() if len(fields) > 6 else "not_an_image"
+                    state.skips[cause] = state.skips.get(cause, 0) + 1
                 else:
                     break
             except (ValueError, IndexError):
@@ -274,6 +369,7 @@ class _PackOutput(ManagedWriter):
     """
 
     def __init__(self, lst_path: str, settings: dict, state: _Progress, fsync: bool) -> None:
+        self.lst_path = lst_path
         self.rec_path, self.idx_path, self.errors_path = output_paths(lst_path)
         self.rec_partial, self.journal = partial_paths(lst_path)
         self.fsync = fsync
@@ -344,6 +440,15 @@ class _PackOutput(ManagedWriter):
     def _drop(self) -> None:
         self.log.close()
 
+    def remove_partial(self) -> None:
+        """Delete the ``.rec.partial`` and the journal (after ``abort()``): for a pack that is
+        not worth resuming."""
+        for path in (self.rec_partial, self.journal):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
     def close(self) -> None:
         """Write ``.idx`` and ``.errors.tsv`` and move everything into place (journal last)."""
         if self.closed:
@@ -358,7 +463,8 @@ class _PackOutput(ManagedWriter):
 
 def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
               pass_through: bool = False, pack_label: bool = False, workers: int = 1,
-              executor: str = "auto", resume: bool = False,
+              executor: str = "auto", resume: bool = False, force: bool = False,
+              allow_outside_root: bool = False, max_missing: float = MAX_MISSING,
               progress: Optional[ProgressCallback] = None, batch_size: int = 0,
               window: int = 0, fsync: bool = False) -> PackResult:
     """Pack the images of ``lst_path`` (paths relative to ``root``) into ``.rec`` + ``.idx``.
@@ -367,7 +473,17 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     labels with ``pack_label`` when there are several). ``workers`` > 1 runs that many threads or
     processes (``executor``). ``resume`` continues an interrupted pack of the same list with the
     same settings (or returns at once if the outputs are already complete). ``progress(done,
-    total)`` is called as items finish. A malformed list raises ListFileError before any work.
+    total)`` is called as items finish.
+
+    What is skipped, counted by cause in ``PackResult.skips`` and listed in ``.errors.tsv``:
+    malformed list lines, missing files, paths resolving outside ``root`` (absolute, ``..``,
+    symlinks; unless ``allow_outside_root``), anything but a regular file, unreadable or
+    undecodable images. A pack that finds (nearly) nothing fails with
+    :class:`NothingFoundError` and leaves no output: when no item could be packed, when more
+    than ``max_missing`` of the items are missing, or when the first ``EARLY_MISSING`` items
+    tried are all missing. An existing ``.rec``/``.idx`` is replaced only with ``force`` (or
+    continued with ``resume``); :class:`OutputExistsError` otherwise, before any work.
+
     ``fsync=True`` fsyncs the finished files before they are renamed into place (and their
     folder after), so a returned result survives an OS crash; resuming after an OS crash is
     best effort (the journal is flushed to the OS, not fsynced, after every batch).
@@ -379,24 +495,34 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    job = _Job(root, options, pass_through, pack_label)
+    if not resume:
+        check_outputs(output_paths(lst_path)[:2], [lst_path], force=force)
+    job = _Job(root, options, pass_through, pack_label, allow_outside_root,
+               os.path.realpath(root))
     settings = _settings(lst_path, root, job)
     started = time.perf_counter()
-    total = count_items(lst_path)  # validates every line first: no half-packed bad lists
+    total = count_items(lst_path)
     result = PackResult(lst_path, *output_paths(lst_path)[:2], None)
     state = _resume_state(lst_path, settings, resume, result)
     if state is None:
         return result  # resume found the outputs complete
     out = _PackOutput(lst_path, settings, state, fsync)
-    sink = _InOrderSink(out, result, state, total, progress)
-    tasks = ((pos, line, item) for pos, (line, item) in enumerate(read_list_numbered(lst_path))
-             if pos >= state.next_pos)
+    sink = _InOrderSink(out, result, state, total, progress, job, max_missing)
+    tally = _ListTally(result, pack_label)
+    tasks = (tally.task(pos, line, item, error)
+             for pos, (line, item, error) in enumerate(read_list_entries(lst_path)))
+    tasks = (task for task in tasks if task[0] >= state.next_pos)
     kind = AUTO_EXECUTOR if executor == "auto" else executor
     if not batch_size:
         batch_size = 8 if workers > 1 and kind == "process" else 4
     opencv_threads = set_opencv_threads(1)
     try:
         _encode_in_order(job, tasks, workers, kind, batch_size, window or 4 * workers, sink)
+        sink.check_found(final=True)
+    except NothingFoundError:
+        out.abort()
+        out.remove_partial()  # nothing worth resuming
+        raise
     finally:
         if opencv_threads is not None:
             set_opencv_threads(opencv_threads)
@@ -405,6 +531,41 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     result.bytes = sink.offset
     result.seconds = time.perf_counter() - started
     return result
+
+
+class _ListTally:
+    """Counts what the list itself says that packing drops: labels beyond the first (without
+    ``pack_label``) and indices used twice (a bitmap for the usual ``0..n-1`` indices, a set
+    for the rest)."""
+
+    _BITMAP_LIMIT = 1 << 31
+
+    def __init__(self, result: PackResult, pack_label: bool) -> None:
+        self.result, self.pack_label = result, pack_label
+        self.bits = bytearray()
+        self.others: set = set()
+
+    def task(self, pos: int, line: int, item: Optional[ListItem],
+             error: Optional[ListFileError]) -> Task:
+        if item is None:
+            return pos, line, None, error.message if error is not None else "malformed line"
+        if len(item.labels) > 1 and not self.pack_label:
+            self.result.labels_ignored += 1
+        self.result.repeated_indices += self._seen(item.index)
+        return pos, line, item, None
+
+    def _seen(self, index: int) -> bool:
+        if index >= self._BITMAP_LIMIT:
+            if index in self.others:
+                return True
+            self.others.add(index)
+            return False
+        byte, bit = divmod(index, 8)
+        if byte >= len(self.bits):
+            self.bits.extend(bytes(max(byte + 1 - len(self.bits), len(self.bits))))
+        seen = self.bits[byte] >> bit & 1
+        self.bits[byte] |= 1 << bit
+        return bool(seen)
 
 
 def _resume_state(lst_path: str, settings: dict, resume: bool,
@@ -425,18 +586,22 @@ def _resume_state(lst_path: str, settings: dict, resume: bool,
         return None
     result.resumed = state.next_pos
     result.packed, result.skipped = state.packed, state.skipped
+    result.skips = dict(state.skips)
     return state
 
 
 class _InOrderSink:
     """Takes the outcomes of each batch, in list order: frames and writes the records, has the
-    journal vouch for them, counts packed and skipped items and reports progress."""
+    journal vouch for them, counts packed and skipped items (by cause), reports progress, and
+    stops a pack that finds nothing."""
 
     def __init__(self, out: "_PackOutput", result: PackResult, state: _Progress, total: int,
-                 progress: Optional[ProgressCallback]) -> None:
+                 progress: Optional[ProgressCallback], job: _Job, max_missing: float) -> None:
         self.out, self.result, self.total, self.progress = out, result, total, progress
+        self.job, self.max_missing = job, max_missing
         self.offset = state.rec_end
         self.done = state.next_pos
+        self.first_missing: Optional[str] = None
         if progress is not None:
             progress(self.done, total)
 
@@ -444,22 +609,50 @@ class _InOrderSink:
         """Write one batch's records and journal lines (a skip becomes an ``S`` line)."""
         entries = []
         rec, result = self.out.rec, self.result
-        for pos, line, item, payload, reason in outcomes:
-            if payload is not None:
+        for pos, line, item, payload, cause, reason, alpha in outcomes:
+            if payload is not None and item is not None:
                 framed = encode_record(payload)
                 rec.write(framed)
                 entries.append(f"R\t{pos}\t{item.index}\t{self.offset}\t"
                                f"{self.offset + len(framed)}\n")
                 self.offset += len(framed)
                 result.packed += 1
+                result.alpha_dropped += alpha
             else:
-                entries.append(f"S\t{pos}\t{line}\t{item.index}\t{_clean(item.path)}\t"
-                               f"{_clean(reason)}\n")
+                key, path = ("-", "-") if item is None else (item.index, _clean(item.path))
+                entries.append(f"S\t{pos}\t{line}\t{key}\t{path}\t{_clean(reason)}\t"
+                               f"{cause}\n")
                 result.skipped += 1
+                result.skips[cause] = result.skips.get(cause, 0) + 1
+                if cause == "missing" and self.first_missing is None and item is not None:
+                    self.first_missing = os.path.join(self.job.root, item.path)
         self.out.write(entries)
         self.done += len(outcomes)
         if self.progress is not None:
             self.progress(self.done, self.total)
+        self.check_found(final=False)
+
+    def check_found(self, final: bool) -> None:
+        """Raise :class:`NothingFoundError` when the pack has found (nearly) nothing: every one
+        of the first ``EARLY_MISSING`` items missing, or at the end nothing packed or more
+        than ``max_missing`` of the items missing."""
+        result = self.result
+        missing = result.skips.get("missing", 0)
+        early = not final and result.packed == 0 and missing >= min(EARLY_MISSING, self.total) \
+            and missing == self.done
+        late = final and (result.packed == 0 and self.total > 0
+                          or missing > self.max_missing * self.total)
+        if not (early or late):
+            return
+        if missing and self.first_missing is not None:
+            message = (f"{missing} of the {self.done if early else self.total} images tried are "
+                       f"missing under ROOT {self.job.root} (first: {self.first_missing}); is "
+                       "ROOT right? Nothing was written")
+        else:
+            causes = ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in result.skips.items())
+            message = (f"no image could be packed ({causes or 'the list is empty'}); nothing "
+                       "was written")
+        raise NothingFoundError(message, path=self.out.lst_path)
 
 
 def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, batch_size: int,
@@ -526,5 +719,6 @@ def pack_prefix(prefix: PathLike, root: PathLike, options: Optional[ImageOptions
         progress = progress_for(lst) if progress_for is not None else None
         yield pack_list(lst, root, options, progress=progress, **pack_options)
 
-__all__ = ["PackResult", "find_lists", "output_paths", "partial_paths", "has_partial",
+__all__ = ["PackResult", "NothingFoundError", "SKIP_CAUSES", "MAX_MISSING", "EARLY_MISSING",
+           "find_lists", "output_paths", "partial_paths", "has_partial",
            "count_items", "pack_list", "pack_prefix", "EXECUTORS"]
