@@ -8,7 +8,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Callable, Iterable, List, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import click
 

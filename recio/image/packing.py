@@ -220,7 +220,7 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
         raise _Skip(cause, f"cannot open file: {exc.strerror or exc}") from None
     except ValueError as exc:  # e.g. a path the OS cannot take
         raise _Skip("unreadable", f"cannot open file: {exc}") from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
@@ -230,10 +230,12 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
         if st.st_size >= MAX_RECORD_LENGTH:
             raise _Skip("too_large", f"file of {st.st_size} bytes is larger than a RecordIO "
                         f"record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
-        try:
+        with os.fdopen(os.dup(fd), "rb") as f:
             data = f.read(MAX_RECORD_LENGTH)
-        except OSError as exc:
-            raise _Skip("unreadable", f"cannot read file: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise _Skip("unreadable", f"cannot read file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
     if not data:
         raise _Skip("not_an_image", "empty file")
     return data
