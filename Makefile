@@ -24,9 +24,9 @@ install: check-python
 	$(PIP) install -q -e .
 
 install-dev: check-python
-	$(PIP) install -q -e '.[dev,fast]'
-	@$(PYTHON) -c 'import simplejpeg, cv2' || \
-		{ echo "make: the fast extra (simplejpeg, opencv-python-headless) installed but does not import" >&2; exit 1; }
+	$(PIP) install -q -e '.[dev,fast,plot]'
+	@$(PYTHON) -c 'import simplejpeg, cv2, matplotlib' || \
+		{ echo "make: the fast or plot extra (simplejpeg, opencv-python-headless, matplotlib) installed but does not import" >&2; exit 1; }
 
 install-torch: check-python
 ifneq ($(strip $(TORCH_PIN)),)

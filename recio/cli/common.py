@@ -147,8 +147,20 @@ def file_progress(path: str, desc: str, quiet: bool = False):
 
 
 def echo_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON on stdout."""
-    click.echo(json.dumps(obj, indent=2, sort_keys=False, default=_json_default))
+    """Print ``obj`` as indented JSON on stdout: always valid JSON (NaN and infinities, which
+    JSON cannot hold, become null)."""
+    click.echo(json.dumps(_finite(obj), indent=2, sort_keys=False, default=_json_default,
+                          allow_nan=False))
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def _json_default(obj: Any) -> Any:
@@ -157,9 +169,9 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, np.floating):
-        return float(obj)
+        return float(obj) if np.isfinite(obj) else None
     if isinstance(obj, np.ndarray):
-        return obj.tolist()
+        return _finite(obj.tolist())
     raise TypeError(f"cannot serialise {type(obj).__name__}")
 
 

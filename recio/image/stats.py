@@ -11,6 +11,7 @@ records every damaged byte region (``DamageRegion``) instead of stopping.
 """
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import random
@@ -240,6 +241,28 @@ def image_size(buf: Any, start: int = 0, end: Optional[int] = None
     return fmt, None, None
 
 
+def sniff_format(path: "os.PathLike[str] | str") -> str:
+    """What a file that holds no RecordIO record seems to be, from its first bytes: for
+    messages that tell the user which file to pass instead."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    if not head:
+        return "an empty file"
+    fmt = image_format(head)
+    if fmt is not None:
+        return f"an image ({fmt}), not a record file"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "neither RecordIO nor text (no record magic 0xced7230a found)"
+    lines = [line.split("\t") for line in text.splitlines()[:5] if line.strip()]
+    if lines and all(len(f) == 2 and f[1].strip().isdigit() for f in lines):
+        return "an index (.idx): key<TAB>offset lines; inspect the .rec beside it"
+    if lines and all(len(f) >= 3 and f[0].strip().isdigit() for f in lines):
+        return "an image list (.lst); pack it with im2rec, then inspect the .rec"
+    return "a text file, not a record file"
+
+
 # -- the scan -----------------------------------------------------------------------------------
 @renamed_keywords(index_path="idx_path")
 def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int = 0,
@@ -433,7 +456,7 @@ class _ImageTally:
         ``[first identity key, end]``."""
         a = _F32.unpack_from(buf, base + _IR_SIZE)[0]
         b = _F32.unpack_from(buf, base + _IR_SIZE + 4)[0]
-        if 1 <= a <= b and header_only:
+        if header_only and math.isfinite(a) and math.isfinite(b) and 1 <= a <= b < 2 ** 53:
             self.face = {"images": int(a) - 1, "identities": int(b - a),
                          "first_identity_key": int(a), "records_expected": int(b)}
 
@@ -524,5 +547,5 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -
     return chk
 
 
-__all__ = ["DamageRegion", "IndexCheck", "ImageStats", "FileStats", "scan_file",
+__all__ = ["sniff_format", "DamageRegion", "IndexCheck", "ImageStats", "FileStats", "scan_file",
            "check_index_file", "image_format", "image_size"]

@@ -1,0 +1,87 @@
+"""Pictures of :class:`~recio.image.dataset_stats.DatasetStats`: the label histogram of each
+label position and the distributions of image width, height, short side and aspect ratio.
+
+Drawn with matplotlib (the ``plot`` extra: ``pip install 'recio[plot]'``), imported only when a
+picture is asked for, with the non-interactive Agg backend so it works without a display.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Union
+
+import numpy as np
+
+from recio.image.dataset_stats import DatasetStats, LabelHistogram
+from recio.optional import require
+from recio.records.atomic import atomic_open
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: class histograms with more classes show the most common ones only
+TOP_CLASSES = 40
+#: label positions drawn (label vectors can be long)
+MAX_POSITIONS = 4
+
+
+def plot_stats(stats: DatasetStats, path: PathLike, *, dpi: int = 100) -> str:
+    """Draw ``stats`` into the picture ``path`` (PNG, or any format matplotlib writes by the
+    file's extension), atomically; returns the path. ImportError saying what to install when
+    matplotlib is missing."""
+    matplotlib = require("matplotlib", feature="recio inspect --plot")
+    matplotlib.use("Agg", force=True)
+    from matplotlib.figure import Figure  # Figure needs no pyplot state, so threads are safe
+
+    labels = stats.labels[:MAX_POSITIONS]
+    rows = len(labels) + (1 if stats.size_samples is not None else 0) or 1
+    fig = Figure(figsize=(12, 3.2 * rows), dpi=dpi)
+    for row, hist in enumerate(labels):
+        _label_axes(fig.add_subplot(rows, 1, row + 1), hist, stats)
+    if stats.size_samples is not None:
+        _size_axes(fig, rows, stats)
+    if not labels and stats.size_samples is None:
+        fig.add_subplot(1, 1, 1).text(0.5, 0.5, "no image records", ha="center")
+    fig.tight_layout()
+    path = os.fspath(path)
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format=fmt)
+    return path
+
+
+def _label_axes(ax: Any, hist: LabelHistogram, stats: DatasetStats) -> None:
+    where = f"label[{hist.position}]" if len(stats.labels) > 1 else "label"
+    if hist.kind == "bins":
+        edges = np.asarray(hist.values)
+        ax.bar(edges[:-1], hist.counts, width=np.diff(edges), align="edge")
+        ax.set_title(f"{where}: {hist.total:,} values in {len(hist.counts)} bins")
+    else:
+        pairs = list(zip(hist.values, hist.counts))
+        shown = pairs if len(pairs) <= TOP_CLASSES else sorted(
+            pairs, key=lambda vc: -vc[1])[:TOP_CLASSES]
+        names = [_class_name(v, stats) for v, _ in shown]
+        ax.bar(range(len(shown)), [c for _, c in shown])
+        ax.set_xticks(range(len(shown)))
+        ax.set_xticklabels(names, rotation=90 if len(shown) > 12 else 0, fontsize=8)
+        more = "" if len(pairs) <= TOP_CLASSES else f" ({TOP_CLASSES} most common shown)"
+        ax.set_title(f"{where}: {len(pairs):,} classes, {hist.total:,} records{more}")
+    ax.set_ylabel("records")
+
+
+def _class_name(value: float, stats: DatasetStats) -> str:
+    text = f"{value:g}"
+    name = stats.class_names.get(int(value)) if float(value).is_integer() else None
+    return f"{text} {name}" if name else text
+
+
+def _size_axes(fig: Any, rows: int, stats: DatasetStats) -> None:
+    dims, weights = stats.size_samples, stats.size_weights
+    width, height = dims[:, 0], dims[:, 1]
+    measures = [("width", width), ("height", height),
+                ("short side", np.minimum(width, height)), ("aspect (w/h)", width / height)]
+    for i, (name, values) in enumerate(measures):
+        ax = fig.add_subplot(rows, 4, (rows - 1) * 4 + i + 1)
+        ax.hist(values, bins=30, weights=weights)
+        ax.set_title(f"{name} ({stats.sizes_sampled:,} sampled)", fontsize=9)
+
+
+__all__ = ["plot_stats", "TOP_CLASSES", "MAX_POSITIONS"]
