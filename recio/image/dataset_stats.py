@@ -268,8 +268,8 @@ def _block_headers(arr: np.ndarray, heads: np.ndarray, reader: RecordReader, tal
 def _count_labels(arr: np.ndarray, payload: np.ndarray, flag: np.ndarray, label0: np.ndarray,
                   tally: _Tally) -> None:
     scalar = flag == 0
-    tally.widths[0] += int(scalar.sum())
     if scalar.any():
+        tally.widths[0] += int(scalar.sum())
         tally.labels(0, label0[scalar])
     for width in np.unique(flag[~scalar]).tolist():
         rows = payload[flag == width] + 24
