@@ -1,9 +1,10 @@
 """Feed an image .rec to a training loop with recio.ImageRecordIter (MXNet's parameters, no MXNet).
 
-Run:  python examples/train_imagerecorditer.py [train.rec train.idx]
+Run:  python examples/train_imagerecorditer.py [train.rec [train.idx]]
 
-Without arguments it first writes a tiny 2-class dataset (bright vs dark squares) into
-examples/out/iter/. The "model" is a NumPy softmax regression on 4x4 average-pooled pixels, so
+With your own .rec (packed by im2rec, labels = class ids 0..K-1), the number of classes is
+read from the data (one pass over the file with ``recio.dataset_stats``). Without arguments it
+first writes a tiny 2-class dataset (bright vs dark squares) into examples/out/iter/. The "model" is a NumPy softmax regression on 4x4 average-pooled pixels, so
 the example needs nothing beyond recio; with a real framework, hand ``batch.data`` (float32 NCHW)
 and ``batch.label`` to it instead (e.g. ``torch.from_numpy(batch.data)``), and ignore the last
 ``batch.pad`` samples of a batch.
@@ -30,17 +31,27 @@ def make_tiny_dataset(folder, n=200, seed=0):
     return rec, idx
 
 
+def count_classes(rec):
+    """The number of classes: the largest class id in the data, plus one."""
+    labels = recio.dataset_stats(rec, sample=1).labels
+    if not labels or labels[0].kind != "classes" or not labels[0].values:
+        sys.exit(f"{rec}: the labels are not class ids 0..K-1; this example trains a classifier")
+    return int(max(labels[0].values)) + 1
+
+
 def main():
-    if len(sys.argv) == 3:
-        rec, idx = sys.argv[1:]
+    if len(sys.argv) in (2, 3):
+        rec = sys.argv[1]
+        idx = sys.argv[2] if len(sys.argv) == 3 else os.path.splitext(rec)[0] + ".idx"
     else:
         rec, idx = make_tiny_dataset(os.path.join(os.path.dirname(__file__), "out", "iter"))
+    classes = count_classes(rec)
+    print(f"{rec}: {classes} classes")
     it = recio.ImageRecordIter(
         path_imgrec=rec, path_imgidx=idx, data_shape=(3, 32, 32), batch_size=32,
         shuffle=True, seed=0, rand_crop=True, rand_mirror=True,
         mean_r=123.68, mean_g=116.28, mean_b=103.53, std_r=58.395, std_g=57.12, std_b=57.375,
         preprocess_threads=2, prefetch_buffer=2)
-    classes = 2
     weights = np.zeros((3 * 8 * 8, classes), np.float32)
     lr = 0.1
     with it:  # stops the decode/prefetch threads at the end

@@ -2,8 +2,9 @@
 
 Run:  python examples/train_torch.py [train.rec]
 
-Needs ``pip install 'recio[torch]'``. Without an argument it writes a tiny 2-class dataset into
-examples/out/torch/ first. Shown twice:
+Needs ``pip install 'recio[torch]'``. With your own .rec (packed by im2rec, labels = class ids
+0..K-1) the number of classes is read from the data (one pass with ``recio.dataset_stats``).
+Without an argument it writes a tiny 2-class dataset into examples/out/torch/ first. Shown twice:
 
 1. ``RecordDataset`` (map-style, uses the .idx): ``DataLoader(shuffle=True, num_workers=2)``;
    the dataset may be created in the main process — each worker reopens the file itself.
@@ -71,14 +72,24 @@ def train(model, loader, epochs, set_epoch=None):
               f"accuracy {correct / total:.2f}")
 
 
+def count_classes(rec):
+    """The number of classes: the largest class id in the data, plus one."""
+    labels = recio.dataset_stats(rec, sample=1).labels
+    if not labels or labels[0].kind != "classes" or not labels[0].values:
+        sys.exit(f"{rec}: the labels are not class ids 0..K-1; this example trains a classifier")
+    return int(max(labels[0].values)) + 1
+
+
 def main():
     rec = sys.argv[1] if len(sys.argv) > 1 else make_tiny_dataset(
         os.path.join(os.path.dirname(__file__), "out", "torch"))
+    classes = count_classes(rec)
+    print(f"{rec}: {classes} classes")
     torch.manual_seed(0)
 
     def model():
         return nn.Sequential(nn.Conv2d(3, 8, 3, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                             nn.Flatten(), nn.Linear(8, 2))
+                             nn.Flatten(), nn.Linear(8, classes))
 
     print("RecordDataset + DataLoader(shuffle=True, num_workers=2)")
     ds = RecordDataset(rec, transform=RandomCropFlip())  # finds tiny.idx beside tiny.rec

@@ -22,6 +22,7 @@ from recio.errors import (
     ImageError,
     IndexFileError,
     ListFileError,
+    OutputExistsError,
     RecordIOError,
     SequenceError,
 )
@@ -61,13 +62,18 @@ _LAZY = {
     "padding_waste": "recio.sequence.bucketing",
     "CBFReader": "recio.sequence.cbf",
     "CBFWriter": "recio.sequence.cbf",
+    "dataset_stats": "recio.image.dataset_stats",
+    "DatasetStats": "recio.image.dataset_stats",
+    "draw_grid": "recio.image.show",
+    "repack": "recio.image.repack",
+    "check_outputs": "recio.records.atomic",
 }
 # subpackages, loaded on first attribute access (``recio.records``, ``recio.mx``, ...)
 _SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "cli", "errors"}
 _moved.install()
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
-           "SequenceError", *_LAZY]
+           "SequenceError", "OutputExistsError", *_LAZY]
 
 
 def __getattr__(name):

@@ -1,0 +1,58 @@
+"""The training examples run on a user's own .rec: number of classes read from the data."""
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+from PIL import Image
+
+from conftest import command, need
+
+EXAMPLES = pathlib.Path(__file__).parent.parent / "examples"
+
+
+def _user_dataset(tmp_path, classes=3, per_class=12):
+    """A folder per class, listed and packed by im2rec as a user would."""
+    rng = np.random.default_rng(0)
+    for c in range(classes):
+        folder = tmp_path / "photos" / f"class{c}"
+        folder.mkdir(parents=True)
+        for i in range(per_class):
+            pixels = np.clip(rng.normal(60 + 60 * c, 20, (40, 44, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / f"{i}.jpg")
+    prefix, root = str(tmp_path / "mine"), str(tmp_path / "photos")
+    for extra in (["--list", "--recursive"], []):
+        proc = subprocess.run([*command("im2rec"), prefix, root, *extra], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr
+    return prefix + ".rec"
+
+
+def test_imagerecorditer_example_on_a_users_rec(tmp_path):
+    rec = _user_dataset(tmp_path)
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "train_imagerecorditer.py"), rec],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{rec}: 3 classes" in proc.stdout and "epoch 2: 36 images" in proc.stdout
+
+
+def test_torch_example_on_a_users_rec(tmp_path):
+    need("torch")
+    rec = _user_dataset(tmp_path, classes=4)
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "train_torch.py"), rec],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{rec}: 4 classes" in proc.stdout and proc.stdout.count("epoch 1: 48 images") == 2
+
+
+def test_an_example_refuses_labels_that_are_not_class_ids(tmp_path):
+    import recio
+
+    rec = str(tmp_path / "float.rec")
+    with recio.IndexedRecordWriter(rec, rec[:-4] + ".idx") as w:
+        for i in range(4):
+            w.write(i, recio.pack_img(recio.IRHeader(0, i + 0.5, i, 0),
+                                      np.zeros((40, 40, 3), np.uint8)))
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "train_imagerecorditer.py"), rec],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "not class ids" in proc.stderr
