@@ -149,17 +149,19 @@ def file_progress(path: str, desc: str, quiet: bool = False):
 def echo_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON on stdout: always valid JSON (NaN and infinities, which
     JSON cannot hold, become null)."""
-    click.echo(json.dumps(_finite(obj), indent=2, sort_keys=False, default=_json_default,
+    click.echo(json.dumps(json_safe(obj), indent=2, sort_keys=False, default=_json_default,
                           allow_nan=False))
 
 
-def _finite(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float (which JSON cannot hold) replaced by None,
+    through dicts, lists and tuples."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj
 
 
@@ -171,7 +173,7 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.floating):
         return float(obj) if np.isfinite(obj) else None
     if isinstance(obj, np.ndarray):
-        return _finite(obj.tolist())
+        return json_safe(obj.tolist())
     raise TypeError(f"cannot serialise {type(obj).__name__}")
 
 

@@ -23,7 +23,6 @@ ids, 16 bytes a record, plus the label counts.
 from __future__ import annotations
 
 import glob
-import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -112,8 +111,9 @@ class DatasetStats:
     size_weights: Optional[np.ndarray] = field(default=None, repr=False)
 
     def to_dict(self) -> Dict[str, Any]:
-        """JSON-ready (no NaN or infinity anywhere)."""
-        return _finite({
+        """JSON-ready: NaN and infinite labels are only counted (``nonfinite``), so no value
+        here is NaN or infinite."""
+        return ({
             "files": [f.path for f in self.files], "records": self.records,
             "bytes": self.bytes, "image_records": self.image_records,
             "header_records": self.header_records, "other_records": self.other_records,
@@ -129,16 +129,6 @@ class DatasetStats:
 
 def _plain(value: float) -> Union[int, float]:
     return int(value) if float(value).is_integer() else float(value)
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def expand_paths(paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
