@@ -162,3 +162,25 @@ def test_reshard_keys_argument_is_checked(tmp_path):
         rec = str(GOLDEN / "im2rec" / "all.rec")
         reshard([rec, rec], 1, tmp_path / "dup")
     assert os.listdir(tmp_path) == []
+
+
+def test_extract_puts_images_in_their_class_folders_and_repacks_the_same(script, tmp_path):
+    root = GOLDEN / "im2rec" / "images"
+    prefix = tmp_path / "data"
+    for extra in (["--list", "--recursive", "--no-shuffle"], ["--pass-through"]):
+        proc = subprocess.run([*script("im2rec"), prefix, root, *extra], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"
+    proc = _recio(script, "extract", f"{prefix}.rec", out, "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["classes"] == str(out / "data.classes.tsv")
+    lines = (out / "data.lst").read_text().splitlines()
+    folders = {line.split("\t")[-1].split("/")[0] for line in lines if "/" in line}
+    assert folders == {"cat", "dog", "zebra"}  # "." (images at the top) stays flat
+    proc = subprocess.run([*script("im2rec"), out / "data", out, "--pass-through"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    original = list(recio.RecordReader(f"{prefix}.rec"))
+    assert list(recio.RecordReader(str(out / "data.rec"))) == original

@@ -30,6 +30,10 @@ def extract_cmd(rec: str, out_dir: str, lst_name: Optional[str], force: bool, as
                 quiet: bool) -> None:
     """Write every image of REC to OUT_DIR as <id>.<ext>, plus a .lst that re-packs them.
 
+    When a classes file (PREFIX.classes.tsv from `im2rec --list --recursive`) is beside REC,
+    each image goes into the folder of its class, OUT_DIR/<class>/<id>.<ext>, and the classes
+    file is copied beside the .lst.
+
     The .lst holds `id, label(s), file name` per image in record order, so
     `im2rec OUT_DIR/NAME OUT_DIR --pass-through` (add `--pack-label` for label vectors)
     writes the same records again. Records without an image (e.g. the header and identity

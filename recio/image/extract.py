@@ -1,7 +1,10 @@
 """Extracting images: the inverse of im2rec, from a ``.rec`` back to image files and a ``.lst``.
 
 Every record holding an image becomes ``OUT_DIR/<id>.<ext>`` (its bytes untouched; a repeated
-id gets ``<id>_1.<ext>``, ``<id>_2.<ext>``, ...), and ``OUT_DIR/NAME.lst`` lists
+id gets ``<id>_1.<ext>``, ``<id>_2.<ext>``, ...), or ``OUT_DIR/<class>/<id>.<ext>`` when a classes
+file (``PREFIX.classes.tsv``, written by ``im2rec --list --recursive``) names the record's first
+label, so the images land in folders named as the ones they were listed from (the classes file
+is copied beside the ``.lst``), and ``OUT_DIR/NAME.lst`` lists
 ``id, label(s), file name`` in record order, so im2rec ``--pass-through`` (``--pack-label`` for
 label vectors) packs the same records again. Records without an image (e.g. a face-recognition
 set's header and identity records) are skipped and counted.
@@ -22,7 +25,13 @@ import numpy as np
 
 from recio.errors import ImageError
 from recio.image.header import read_head, unpack_header
-from recio.image.lists import format_list_line
+from recio.image.lists import (
+    classes_path,
+    find_classes,
+    format_list_line,
+    read_classes,
+    write_classes,
+)
 from recio.records.atomic import atomic_open, check_outputs
 from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
@@ -50,6 +59,7 @@ class ExtractResult:
     rec_path: str
     out_dir: str
     lst_path: str
+    classes_path: Optional[str] = None
     images: int = 0
     skipped: int = 0
     vector_labels: bool = False
@@ -74,6 +84,7 @@ class ExtractResult:
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready summary of the extraction."""
         return {"rec": self.rec_path, "out_dir": self.out_dir, "lst": self.lst_path,
+                "classes": self.classes_path,
                 "images": self.images, "skipped": self.skipped,
                 "vector_labels": self.vector_labels, "warnings": self.warnings()}
 
@@ -93,9 +104,14 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     stem = os.path.splitext(os.path.basename(rec_path))[0]
     result = ExtractResult(rec_path, out_dir, os.path.join(out_dir, lst_name or stem + ".lst"))
     inputs = [rec_path, sibling_index_path(rec_path)]
-    check_outputs([result.lst_path], inputs, force=force)
+    source_classes = find_classes(rec_path)
+    classes = read_classes(source_classes) if source_classes else {}
+    if classes:
+        result.classes_path = classes_path(result.lst_path)
+        inputs.append(source_classes)
+    check_outputs([p for p in (result.lst_path, result.classes_path) if p], inputs, force=force)
     with RecordReader(rec_path) as reader:
-        for name in _planned_names(reader):
+        for name in _planned_names(reader, classes):
             check_outputs([os.path.join(out_dir, name)], inputs, force=force)
     size = os.path.getsize(rec_path)
     os.makedirs(out_dir, exist_ok=True)
@@ -107,28 +123,44 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
             if progress is not None and offset - reported >= _PROGRESS_EVERY:
                 progress(offset - reported)
                 reported = offset
-            line = _extract_one(record, result, used)
+            line = _extract_one(record, result, used, classes)
             if line is None:
                 result.skipped += 1
             else:
                 lines.append(line)
     if progress is not None and size > reported:
         progress(size - reported)
+    if result.classes_path is not None:
+        write_classes(result.classes_path, [(name, label) for label, name in classes.items()])
     with atomic_open(result.lst_path, "w") as f:
         f.write("".join(lines))
     return result
 
 
-def _planned_names(reader: RecordReader) -> Iterator[str]:
+def _planned_names(reader: RecordReader, classes: Dict[int, str]) -> Iterator[str]:
     """The file name each image record will get, from the record heads alone (the same
-    rule as ``_extract_one``: ``_image_of`` and ``_unique_name``)."""
+    rule as ``_extract_one``: ``_image_of``, ``_class_folder`` and ``_unique_name``)."""
     used: Set[str] = set()
     for offset in reader.iter_offsets():
         found = _image_of(read_head(reader, offset))
         if found is not None:
             header, fmt = found
-            yield _unique_name(header.id, EXTENSIONS[fmt], used)
+            yield _unique_name(header.id, EXTENSIONS[fmt], used,
+                               _class_folder(header.label, classes))
     reader.reset()
+
+
+def _class_folder(label: Any, classes: Dict[int, str]) -> str:
+    """The folder (relative, ending in a separator, or "") for a record's first label: its
+    class name when that is a plain relative path ("." and anything leaving OUT_DIR: none)."""
+    first = float(np.atleast_1d(label)[0]) if classes else float("nan")
+    name = classes.get(int(first)) if first == first and first.is_integer() else None
+    if not name:
+        return ""
+    norm = os.path.normpath(name)
+    if norm == "." or os.path.isabs(norm) or norm.split(os.sep)[0] == ".." or "\0" in norm:
+        return ""
+    return norm + os.sep
 
 
 def _image_of(record: bytes) -> Optional[tuple]:
@@ -141,7 +173,8 @@ def _image_of(record: bytes) -> Optional[tuple]:
     return None if fmt is None else (header, fmt)
 
 
-def _extract_one(record: bytes, result: ExtractResult, used: Set[str]) -> Optional[str]:
+def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
+                 classes: Dict[int, str]) -> Optional[str]:
     """Write the image of one record and return its ``.lst`` line (None: no image in it)."""
     found = _image_of(record)
     if found is None:
@@ -153,8 +186,9 @@ def _extract_one(record: bytes, result: ExtractResult, used: Set[str]) -> Option
     result.vector_labels = result.vector_labels or header.flag > 1
     result.single_vectors += header.flag == 1
     result.id2_dropped += header.id2 != 0
-    name = _unique_name(header.id, EXTENSIONS[fmt], used)
+    name = _unique_name(header.id, EXTENSIONS[fmt], used, _class_folder(header.label, classes))
     path = os.path.join(result.out_dir, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_open(path, "wb") as f:
         f.write(memoryview(record)[body:])
     result.images += 1
@@ -164,12 +198,12 @@ def _extract_one(record: bytes, result: ExtractResult, used: Set[str]) -> Option
     return line
 
 
-def _unique_name(rid: int, ext: str, used: Set[str]) -> str:
-    """``<id><ext>``, or ``<id>_<n><ext>`` for the n-th repeat of an id."""
-    name = f"{rid}{ext}"
+def _unique_name(rid: int, ext: str, used: Set[str], folder: str = "") -> str:
+    """``<folder><id><ext>``, or ``<folder><id>_<n><ext>`` for the n-th repeat of an id."""
+    name = f"{folder}{rid}{ext}"
     n = 1
     while name in used:
-        name = f"{rid}_{n}{ext}"
+        name = f"{folder}{rid}_{n}{ext}"
         n += 1
     used.add(name)
     return name
