@@ -25,8 +25,8 @@ install: check-python
 
 install-dev: check-python
 	$(PIP) install -q -e '.[dev,fast,plot]'
-	@$(PYTHON) -c 'import simplejpeg, cv2, matplotlib' || \
-		{ echo "make: the fast or plot extra (simplejpeg, opencv-python-headless, matplotlib) installed but does not import" >&2; exit 1; }
+	@$(PYTHON) -c 'import simplejpeg, cykooz_resizer, cv2, matplotlib' || \
+		{ echo "make: simplejpeg, cykooz.resizer or the fast or plot extra (opencv-python-headless, matplotlib) installed but does not import" >&2; exit 1; }
 
 install-torch: check-python
 ifneq ($(strip $(TORCH_PIN)),)

@@ -1,7 +1,9 @@
 """Optional dependencies: the one place that imports them and says what to install.
 
-The core needs only click, Pillow, NumPy and tqdm. Everything else is an extra, imported on first
-use: ``optional("simplejpeg")`` gives the module or ``None`` (for features that fall back), and
+The core needs click, Pillow, NumPy, tqdm and simplejpeg, plus cykooz.resizer where it has wheels
+(x86-64, Windows, Apple silicon). The rest are extras, imported on first use; the core's compiled
+codecs are looked up here too, so that a platform without them falls back to Pillow:
+``optional("simplejpeg")`` gives the module or ``None`` (for features that fall back), and
 ``require("torch", feature="recio.torch")`` gives the module or raises an
 ``ImportError`` telling the user which ``pip install`` brings it.
 """
@@ -14,7 +16,8 @@ from typing import Dict, Optional
 
 # import name -> (extra that installs it, the pip package)
 EXTRAS: Dict[str, tuple] = {
-    "simplejpeg": ("fast", "simplejpeg"),
+    "simplejpeg": (None, "simplejpeg"),
+    "cykooz_resizer": (None, "cykooz.resizer"),
     "cv2": ("fast", "opencv-python-headless"),
     "torch": ("torch", "torch"),
 }

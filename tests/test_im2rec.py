@@ -6,22 +6,30 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import time
 import zlib
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings, strategies as st
+from conftest import as_in_a_terminal, need
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 import recio
-from conftest import as_in_a_terminal, need
-from recio.errors import ImageError
-from recio.image.codec import (ImageOptions, center_crop_box, have_fast_decoder, render_image,
-                             target_size, transform_image)
-from recio.image.packing import pack_list, partial_paths
 from recio.cli.im2rec import im2rec_cmd
+from recio.errors import ImageError
+from recio.image.codec import (
+    ImageOptions,
+    center_crop_box,
+    have_fast_decoder,
+    render_image,
+    target_size,
+    transform_image,
+)
+from recio.image.packing import pack_list, partial_paths
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +158,11 @@ def _record_decodes(monkeypatch, simplejpeg):
     return calls
 
 
+#: the module each resizer needs (cykooz.resizer before 4.0, on Python 3.9, is cykooz.resizer)
+MODULES = {"opencv": "cv2",
+           "cykooz": "cykooz.resizer" if sys.version_info < (3, 10) else "cykooz_resizer"}
+
+
 @pytest.mark.parametrize("size, crop, scale", [(120, False, 8), (100, False, 8), (85, False, 6),
                                                (60, False, 4), (20, False, 2), (70, True, 5)])
 def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(monkeypatch, size,
@@ -161,7 +174,7 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
     simplejpeg = need("simplejpeg")
     from recio.image import codec as imageproc
 
-    monkeypatch.setattr(imageproc, "USE_OPENCV", False)
+    monkeypatch.setattr(imageproc, "RESIZER", "pillow")
     data = _smooth_jpeg()
     calls = _record_decodes(monkeypatch, simplejpeg)
     options = ImageOptions(resize=size, center_crop=crop, decoder="simplejpeg")
@@ -174,23 +187,26 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
     assert np.abs(fast - full).mean() < 2.0  # same geometry: no shift, no scale error
 
 
+@pytest.mark.parametrize("resizer", ["opencv", "cykooz"])
 @pytest.mark.parametrize("size, crop, scale", [(120, False, 8), (85, False, 8), (60, False, 4),
                                                (40, False, 4), (20, False, 2), (70, True, 8)])
-def test_opencv_resizer_keeps_to_simd_scales_and_the_geometry(monkeypatch, size, crop, scale):
-    """With OpenCV resizing, simplejpeg decodes only at 1/8, 2/8, 4/8 or 8/8 (the 3/8-6/8
-    scales cost PSNR below MXNet's); the output has MXNet's size and Pillow's pixels, nearly."""
-    need("cv2")
+def test_simd_resizers_keep_to_simd_scales_and_the_geometry(monkeypatch, resizer, size, crop,
+                                                            scale):
+    """With OpenCV or cykooz resizing, simplejpeg decodes only at 1/8, 2/8, 4/8 or 8/8 (the
+    3/8-6/8 scales cost PSNR below MXNet's); the output has MXNet's size and Pillow's pixels,
+    nearly."""
+    need(MODULES[resizer])
     simplejpeg = need("simplejpeg")
     from recio.image import codec as imageproc
 
     data = _smooth_jpeg()
     calls = _record_decodes(monkeypatch, simplejpeg)
-    monkeypatch.setattr(imageproc, "USE_OPENCV", True)
-    assert imageproc.resizer_name() == "opencv"
+    monkeypatch.setattr(imageproc, "RESIZER", resizer)
+    assert imageproc.resizer_name() == resizer
     fast = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
                                                       decoder="simplejpeg"))).astype(float)
     assert calls == [(-(-120 * scale // 8), -(-160 * scale // 8))]
-    monkeypatch.setattr(imageproc, "USE_OPENCV", False)
+    monkeypatch.setattr(imageproc, "RESIZER", "pillow")
     assert imageproc.resizer_name() == "pillow"
     full = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
                                                       decoder="pillow"))).astype(float)
@@ -199,13 +215,15 @@ def test_opencv_resizer_keeps_to_simd_scales_and_the_geometry(monkeypatch, size,
     assert np.abs(fast - full).mean() < 2.0  # same geometry: no shift, no scale error
 
 
+@pytest.mark.parametrize("resizer", ["opencv", "cykooz"])
 @pytest.mark.parametrize("crop", [False, True])
 @pytest.mark.parametrize("decoder", ["pillow", "simplejpeg"])
-def test_opencv_resizer_keeps_the_exact_fractional_geometry(monkeypatch, decoder, crop):
+def test_simd_resizers_keep_the_exact_fractional_geometry(monkeypatch, resizer, decoder, crop):
     """An odd-sized JPEG decoded at 1/2 has a rounded-up size (102x76 for 101.5x75.5 pixels):
-    the OpenCV path must map pixels as Pillow's exact box does, not stretch the extra half
-    pixel (a plain dsize resize is off by ~10 grey levels on this pattern, we are within 2)."""
-    need("cv2")
+    the OpenCV and cykooz paths must map pixels as Pillow's exact box does, not stretch the
+    extra half pixel (a plain dsize resize is off by ~10 grey levels on this pattern, we are
+    within 2.5)."""
+    need(MODULES[resizer])
     if decoder == "simplejpeg":
         need("simplejpeg")
     from recio.image import codec as imageproc
@@ -216,9 +234,9 @@ def test_opencv_resizer_keeps_the_exact_fractional_geometry(monkeypatch, decoder
     Image.fromarray(np.stack([wave, wave[::-1], wave[:, ::-1]], -1).astype(np.uint8)).save(
         buf, "JPEG", quality=98)
     options = ImageOptions(resize=60, center_crop=crop, decoder=decoder)
-    monkeypatch.setattr(imageproc, "USE_OPENCV", True)
+    monkeypatch.setattr(imageproc, "RESIZER", resizer)
     fast = np.asarray(render_image(buf.getvalue(), options), dtype=float)
-    monkeypatch.setattr(imageproc, "USE_OPENCV", False)
+    monkeypatch.setattr(imageproc, "RESIZER", "pillow")
     exact = np.asarray(render_image(buf.getvalue(), ImageOptions(
         resize=60, center_crop=crop, decoder="pillow")), dtype=float)
     assert fast.shape == exact.shape == ((60, 60, 3) if crop else (60, 80, 3))
@@ -229,11 +247,12 @@ def test_opencv_resizer_keeps_the_exact_fractional_geometry(monkeypatch, decoder
 @given(w=st.integers(1, 70), h=st.integers(1, 70), size=st.integers(1, 40), crop=st.booleans(),
        color=st.sampled_from([-1, 0, 1]), mode=st.sampled_from(["RGB", "L", "RGBA", "P"]),
        fmt=st.sampled_from(["JPEG", "PNG"]), encoding=st.sampled_from([".jpg", ".png"]))
-def test_opencv_and_pillow_resizers_give_the_same_sizes_and_modes(w, h, size, crop, color, mode,
-                                                                  fmt, encoding):
-    """Every format, colour mode and encoding works on both resizers with identical sizes and
+def test_all_resizers_give_the_same_sizes_and_modes(w, h, size, crop, color, mode, fmt,
+                                                    encoding):
+    """Every format, colour mode and encoding works on every resizer with identical sizes and
     modes, and pixels of a flat image agree."""
     need("cv2")
+    need(MODULES["cykooz"])
     from recio.image import codec as imageproc
 
     if fmt == "JPEG" and mode not in ("RGB", "L"):
@@ -243,10 +262,10 @@ def test_opencv_and_pillow_resizers_give_the_same_sizes_and_modes(w, h, size, cr
               ).save(buf, fmt)
     data = buf.getvalue()
     out = {}
-    saved = imageproc.USE_OPENCV
+    saved = imageproc.RESIZER
     try:
-        for use in (True, False):
-            imageproc.USE_OPENCV = use
+        for use in imageproc.RESIZERS:
+            imageproc.RESIZER = use
             for decoder in ["pillow"] + (["simplejpeg"] if have_fast_decoder() else []):
                 options = ImageOptions(resize=size, center_crop=crop, color=color,
                                        encoding=encoding, decoder=decoder)
@@ -255,10 +274,10 @@ def test_opencv_and_pillow_resizers_give_the_same_sizes_and_modes(w, h, size, cr
                 encoded = Image.open(io.BytesIO(transform_image(data, options)))
                 assert encoded.size == img.size
     finally:
-        imageproc.USE_OPENCV = saved
+        imageproc.RESIZER = saved
     box = center_crop_box(w, h) if crop else (0, 0, w, h)
     expected = target_size(box[2] - box[0], box[3] - box[1], size)
-    reference = out[False, "pillow"]
+    reference = out["pillow", "pillow"]
     for img in out.values():
         assert img.size == expected and img.mode == reference.mode
         diff = np.abs(np.asarray(img, dtype=float) - np.asarray(reference, dtype=float))
@@ -266,39 +285,51 @@ def test_opencv_and_pillow_resizers_give_the_same_sizes_and_modes(w, h, size, cr
 
 
 def test_resizer_environment_switch(tmp_path):
-    """RECIO_RESIZER=pillow forces Pillow; a bad value says what is allowed; importing recio
-    never imports cv2."""
+    """RECIO_RESIZER chooses the resizer (auto: OpenCV, else cykooz, else Pillow); one that is
+    not installed says what to install; a bad value says what is allowed; importing recio
+    never imports cv2 or cykooz."""
     need("cv2")
-    import sys
+    need(MODULES["cykooz"])
 
     code = ("import sys, recio, recio.image.codec as ip; "
-            "assert sys.modules.get('cv2') is None; "
+            "assert sys.modules.get('cv2') is None and 'cykooz_resizer' not in sys.modules "
+            "and 'cykooz' not in sys.modules; "
             "print(ip.resizer_name())")
     env = dict(os.environ)
-    for value, expected in [("pillow", "pillow"), ("auto", "opencv"), ("opencv", "opencv")]:
+    for value, expected in [("pillow", "pillow"), ("auto", "opencv"), ("opencv", "opencv"),
+                            ("cykooz", "cykooz"), (" Cykooz ", "cykooz")]:
         env["RECIO_RESIZER"] = value
         proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == expected
-    # without OpenCV: auto falls back to Pillow, opencv says what to install
-    hidden = "import sys; sys.modules['cv2'] = None; " + code
-    env["RECIO_RESIZER"] = "auto"
-    proc = subprocess.run([sys.executable, "-c", hidden], env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0 and proc.stdout.strip() == "pillow", proc.stderr
+    # without OpenCV auto falls back to cykooz, without both to Pillow; a forced one that is
+    # missing says what to install
+    for hide, expected in [("'cv2'", "cykooz"), ("'cv2', 'cykooz_resizer', 'cykooz'", "pillow")]:
+        hidden = f"import sys; sys.modules.update(dict.fromkeys([{hide}])); " + code.replace(
+            "sys.modules.get('cv2') is None and 'cykooz_resizer' not in sys.modules "
+            "and 'cykooz' not in sys.modules", "sys.modules.get('cv2') is None")
+        env["RECIO_RESIZER"] = "auto"
+        proc = subprocess.run([sys.executable, "-c", hidden], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip() == expected, proc.stderr
     env["RECIO_RESIZER"] = "opencv"
     proc = subprocess.run([sys.executable, "-c", hidden], env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode != 0 and "pip install 'recio[fast]'" in proc.stderr
+    env["RECIO_RESIZER"] = "cykooz"
+    proc = subprocess.run([sys.executable, "-c", hidden], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0 and "pip install cykooz.resizer" in proc.stderr
     env["RECIO_RESIZER"] = "magic"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=60)
-    assert proc.returncode != 0 and "RECIO_RESIZER must be auto, opencv or pillow" in proc.stderr
+    assert proc.returncode != 0
+    assert "RECIO_RESIZER must be auto, opencv, cykooz, pillow" in proc.stderr
 
 
-@pytest.mark.parametrize("resizer", ["pillow", "auto"])
-def test_console_script_packs_golden_sizes_with_either_resizer(resizer, script, manifest, golden,
+@pytest.mark.parametrize("resizer", ["pillow", "cykooz", "auto"])
+def test_console_script_packs_golden_sizes_with_every_resizer(resizer, script, manifest, golden,
                                                                tmp_path):
     shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
     args = pack_args(manifest, "pack_multi", tmp_path / "multi", golden / "im2rec" / "images")

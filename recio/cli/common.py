@@ -69,10 +69,10 @@ def progress(total: Optional[int] = None, desc: str = "", unit: str = "it",
     """Progress on stderr: a tqdm bar on a terminal; otherwise (a log file, a pipe, a batch
     job) a plain line every ``RECIO_PROGRESS_SECONDS`` (default 10) seconds, so logs of long
     jobs show life. ``--quiet`` turns both off."""
-    from tqdm import tqdm
-
     if not quiet and not sys.stderr.isatty():
         return LogProgress(total=total, desc=desc, unit=unit, unit_scale=unit_scale)
+    from tqdm import tqdm
+
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, disable=quiet,
                 file=sys.stderr, dynamic_ncols=True, leave=False)
 

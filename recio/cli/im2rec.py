@@ -156,7 +156,9 @@ pack that found (nearly) nothing; 2 usage error or a refused output; 130 interru
               show_default=True, help="Run --num-thread workers as threads or processes.")
 @click.option("--decoder", type=click.Choice(["auto", "pillow", "simplejpeg"]), default="auto",
               show_default=True,
-              help="JPEG decoder: simplejpeg (pip install 'recio[fast]') when installed.")
+              help="JPEG decoder: simplejpeg (libjpeg-turbo, a dependency) unless 'pillow'. "
+                   "The resizer is OpenCV (pip install 'recio[fast]'), else cykooz.resizer, "
+                   "else Pillow; RECIO_RESIZER=opencv|cykooz|pillow chooses.")
 @handle_errors
 def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chunks: int,
                train_ratio: float, test_ratio: float, recursive: bool, no_shuffle: bool,

@@ -12,9 +12,10 @@ Every reader of image records decodes through :func:`decode` (``unpack_img``, ``
   15-bit fixed point, truncated, in linear light when the file declares a gamma); other formats
   use OpenCV's ``cvtColor`` weights. CMYK JPEGs use OpenCV's CMYK formulas; 16-bit samples keep
   their high byte (the greyscale of 16-bit colour is computed on 16 bits, ``recio.image.png16``).
-* **Backends.** JPEGs are decoded by simplejpeg (libjpeg-turbo, releasing the GIL) when it is
-  installed (``pip install 'recio[fast]'``), everything else by Pillow; both give the same
-  pixels. ``decoder="pillow"`` or ``"simplejpeg"`` forces one.
+* **Backends.** JPEGs are decoded by simplejpeg (libjpeg-turbo, releasing the GIL; a core
+  dependency, looked up so that a platform without it falls back), everything else by Pillow;
+  both give the same pixels. ``decoder="pillow"`` or ``"simplejpeg"`` forces one. Arrays are
+  encoded to JPEG by simplejpeg too (4:2:0 chroma, Pillow's headers and tables).
 * **DCT-scaled decoding.** Given ``min_side``, a JPEG is decoded at 1/2, 1/4 or 1/8 of its size
   in the DCT domain when the result still covers the image scaled so that its shorter side is
   ``min_side`` (much cheaper for photos about to be shrunk). Both backends pick the same scale.
@@ -28,9 +29,10 @@ im2rec's geometry is MXNet's (``tools/im2rec.py``): ``center_crop`` keeps the ce
 side ``min(h, w)``; ``resize=S`` scales so the shorter side is ``S`` and the longer
 ``long * S // short`` (integer floor). Its resampled pixels differ from MXNet's (OpenCV's
 non-antialiased bilinear) on purpose: they are antialiased, closer to an exact downscale
-(measurements in ``benchmarks/README.md``). The final resize is ``cv2.resize`` when OpenCV is
-installed (``recio[fast]``; about half the CPU of Pillow's), else Pillow's; the environment
-variable ``RECIO_RESIZER=pillow`` forces Pillow, ``opencv`` requires OpenCV.
+(measurements in ``benchmarks/README.md``). The final resize is the first of ``RESIZERS``
+installed: ``cv2.resize`` (``recio[fast]``), cykooz.resizer's Catmull-Rom (a core dependency
+where it has wheels; Pillow's bicubic kernel in SIMD), else Pillow's bicubic. The environment
+variable ``RECIO_RESIZER`` (``auto``, ``opencv``, ``cykooz``, ``pillow``) chooses one.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ import threading
 import warnings
 import zlib
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from PIL import Image
@@ -80,15 +82,23 @@ REDUCING_GAP = 3.0
 #: the OpenCV resize of the DCT-reduced image (remaining factor below 2); with OpenCV the
 #: simplejpeg decode keeps to the SIMD scales 1/8, 2/8, 4/8, 8/8, which resize better
 CV2_INTERPOLATION = "INTER_CUBIC"
-#: from this remaining factor on (PNG and other non-JPEG sources) OpenCV's antialiasing
-#: INTER_AREA is used instead: a plain cubic would alias
+#: from this remaining factor on (PNG and other non-JPEG sources) OpenCV's INTER_AREA first
+#: averages blocks of the integer part of the factor: a plain cubic would alias
 CV2_AREA_FACTOR = 2.0
 _CV2_SCALES = POWER_OF_TWO_SCALES
-#: the environment variable choosing the resizer: "auto" (OpenCV when installed) or "pillow"
+#: the resizers im2rec can use, fastest first: OpenCV (the ``fast`` extra), cykooz.resizer (a
+#: core dependency where it has wheels: SIMD convolution, the same Catmull-Rom kernel as Pillow's
+#: antialiased bicubic), Pillow (always there)
+RESIZERS = ("opencv", "cykooz", "pillow")
+#: the module each resizer needs (cykooz.resizer before 4.0, the last for Python 3.9, is
+#: imported as ``cykooz.resizer``)
+_RESIZER_MODULES = {"opencv": ("cv2",), "cykooz": ("cykooz_resizer", "cykooz.resizer")}
+#: the environment variable choosing the resizer: "auto" (the first of RESIZERS installed) or
+#: one of RESIZERS (an error if it is not installed)
 RESIZER_ENV = "RECIO_RESIZER"
-#: module-level switch: None = decide once from RECIO_RESIZER and whether cv2 imports;
-#: True/False force OpenCV or Pillow (tests set it)
-USE_OPENCV: Optional[bool] = None
+#: module-level switch: None = decide once from RECIO_RESIZER and what imports; a name from
+#: RESIZERS forces that resizer (tests set it)
+RESIZER: Optional[str] = None
 
 #: what Pillow and the decoders raise on bad data; all of it becomes ImageError
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, EOFError, IndexError, KeyError, TypeError,
@@ -175,6 +185,8 @@ def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_si
         sj = _jpeg_backend(decoder, data, exif_transpose)
         if sj is not None:
             result = _decode_simplejpeg(sj, data, color, bgr, min_side, scales, max_pixels, name)
+        if result is None and color == 1 and not exif_transpose and decoder != "pillow":
+            result = _decode_png_opencv(data, bgr, max_pixels, name)
         if result is None:
             result = _decode_pillow(data, color, bgr, min_side, max_pixels, exif_transpose, name)
         return result
@@ -274,6 +286,30 @@ def _decode_simplejpeg(sj: Any, data: Any, color: int, bgr: bool, min_side: int,
     # libjpeg scales by exactly m/8, rounding the size up; trust the size if it disagrees
     scale = m / 8 if array.shape[1] == -(-width * m // 8) else array.shape[1] / width
     return array, (width, height), scale
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _decode_png_opencv(data: Any, bgr: bool, max_pixels: int, name: Optional[str]
+                       ) -> Optional[Tuple[np.ndarray, Tuple[int, int], float]]:
+    """A PNG in colour through OpenCV's own ``imdecode`` when OpenCV is installed: its pixels
+    by definition, decoded without the GIL (Pillow holds it while converting a large image to
+    an array). None when OpenCV is missing, for other formats, or when OpenCV cannot decode
+    the file (Pillow then says why)."""
+    head = bytes(data[:24])
+    if not head.startswith(_PNG_SIGNATURE) or head[12:16] != b"IHDR":
+        return None
+    cv2 = optional("cv2")
+    if cv2 is None:
+        return None
+    width, height = struct.unpack(">II", head[16:24])
+    check_pixels(width, height, max_pixels, name)
+    array = cv2.imdecode(np.frombuffer(data, np.uint8),
+                         cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+    if array is None or array.shape[:2] != (height, width):
+        return None
+    return (array if bgr else cv2.cvtColor(array, cv2.COLOR_BGR2RGB)), (width, height), 1.0
 
 
 def _decode_pillow(data: Any, color: int, bgr: bool, min_side: int, max_pixels: int,
@@ -455,6 +491,15 @@ def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", qualit
     fmt = encoding.lower()
     if fmt not in (".jpg", ".jpeg", ".png"):
         raise ImageError(f"unsupported image format {encoding!r}: use '.jpg' or '.png'")
+    if fmt != ".png":
+        pixels = image
+        if isinstance(image, Image.Image):
+            pixels = np.asarray(image) if image.mode in ("L", "RGB") else None
+            bgr = False
+        if pixels is not None:
+            encoded = _encode_simplejpeg(pixels, quality, bgr)
+            if encoded is not None:
+                return encoded
     img = image if isinstance(image, Image.Image) else _to_pillow(image, bgr, fmt == ".png")
     out = io.BytesIO()
     try:
@@ -467,6 +512,27 @@ def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", qualit
     except _DECODE_ERRORS as exc:
         raise ImageError(f"cannot encode image: {_describe(exc)}") from None
     return out.getvalue()
+
+
+def _encode_simplejpeg(image: np.ndarray, quality: int, bgr: bool) -> Optional[bytes]:
+    """A uint8 grey or 3-channel array as JPEG through simplejpeg (libjpeg-turbo, without the
+    GIL), with Pillow's and OpenCV's 4:2:0 chroma: the same headers and quantisation as
+    Pillow's ``save``. None (Pillow encodes) without simplejpeg or for any other array."""
+    sj = optional("simplejpeg")
+    quality = min(int(quality), 100)
+    if sj is None or image.dtype != np.uint8 or quality < 1:
+        return None
+    if image.ndim == 2:
+        image = image[:, :, None]
+    if image.ndim != 3 or image.shape[2] not in (1, 3) or 0 in image.shape:
+        return None
+    grey = image.shape[2] == 1
+    try:
+        return sj.encode_jpeg(np.ascontiguousarray(image), int(quality),
+                              "GRAY" if grey else ("BGR" if bgr else "RGB"),
+                              "Gray" if grey else "420")
+    except (ValueError, RuntimeError) as exc:
+        raise ImageError(f"cannot encode image: {_describe(exc)}") from None
 
 
 def _to_pillow(image: np.ndarray, bgr: bool, png: bool) -> Image.Image:
@@ -537,38 +603,62 @@ def output_geometry(width: int, height: int, options: ImageOptions
     return box, target_size(box[2] - box[0], box[3] - box[1], options.resize)
 
 
-_CV2_LOCK = threading.Lock()
-_CV2_DECIDED: Optional[bool] = None
+_RESIZER_LOCK = threading.Lock()
+_RESIZER_DECIDED: Optional[str] = None
+
+
+def resizer_name() -> str:
+    """Which library does im2rec's resize: ``"opencv"``, ``"cykooz"`` or ``"pillow"`` (see
+    ``RESIZERS``; decided once, under a lock so that worker threads starting together all
+    decide the same)."""
+    global _RESIZER_DECIDED
+    if RESIZER is not None:
+        if RESIZER not in RESIZERS:
+            raise ValueError(f"RESIZER must be one of {RESIZERS}, got {RESIZER!r}")
+        return RESIZER
+    if _RESIZER_DECIDED is None:
+        with _RESIZER_LOCK:
+            if _RESIZER_DECIDED is None:
+                _RESIZER_DECIDED = _resizer_from_environment()
+    return _RESIZER_DECIDED
+
+
+def _resizer_from_environment() -> str:
+    choice = os.environ.get(RESIZER_ENV, "auto").strip().lower()
+    if choice not in ("auto",) + RESIZERS:
+        raise ValueError(f"{RESIZER_ENV} must be auto, {', '.join(RESIZERS)}; got {choice!r}")
+    if choice != "auto":
+        if choice in _RESIZER_MODULES:  # raises, saying what to install, when it is missing
+            _resizer_module(choice)
+        return choice
+    for name in RESIZERS[:-1]:
+        if any(optional(module) is not None for module in _RESIZER_MODULES[name]):
+            return name
+    return "pillow"
+
+
+def _resizer_module(name: str) -> Any:
+    """The module of resizer ``name``; ImportError saying what to install when it is missing."""
+    modules = _RESIZER_MODULES[name]
+    for module in modules[1:]:
+        found = optional(module)
+        if found is not None:
+            return found
+    return require(modules[0], feature=f"{RESIZER_ENV}={name}")
 
 
 def _cv2() -> Any:
-    """The cv2 module when the OpenCV resizer is to be used, else None (decided once, under a
-    lock so that worker threads starting together all decide the same)."""
-    global USE_OPENCV, _CV2_DECIDED
-    if USE_OPENCV is False:
+    """The cv2 module when OpenCV is the resizer, else None."""
+    if resizer_name() != "opencv":
         return None
-    if USE_OPENCV is None:
-        with _CV2_LOCK:
-            if _CV2_DECIDED is None:
-                _CV2_DECIDED = _resizer_wants_opencv()
-            if USE_OPENCV is None:
-                USE_OPENCV = _CV2_DECIDED
-        if not USE_OPENCV:
-            return None
-    return require("cv2", feature=f"{RESIZER_ENV}=opencv")
+    return _resizer_module("opencv")
 
 
-def _resizer_wants_opencv() -> bool:
-    choice = os.environ.get(RESIZER_ENV, "auto").strip().lower()
-    if choice not in ("auto", "opencv", "pillow"):
-        raise ValueError(f"{RESIZER_ENV} must be auto, opencv or pillow, got {choice!r}")
-    if choice == "pillow":
-        return False
-    if optional("cv2") is None:
-        if choice == "opencv":
-            require("cv2", feature=f"{RESIZER_ENV}=opencv")  # raises, saying what to install
-        return False
-    return True
+def codec_names() -> Dict[str, str]:
+    """What im2rec decodes, resizes and encodes JPEGs with here (for ``--help``, logs and the
+    benchmarks): ``{"decoder": ..., "resizer": ..., "encoder": ...}``."""
+    jpeg = "simplejpeg" if have_fast_decoder() else "pillow"
+    return {"decoder": jpeg, "resizer": resizer_name(), "encoder": jpeg}
 
 
 def set_opencv_threads(n: int) -> Optional[int]:
@@ -586,52 +676,75 @@ def set_opencv_threads(n: int) -> Optional[int]:
     return previous
 
 
-def resizer_name() -> str:
-    """Which library does the final resize: ``"opencv"`` or ``"pillow"``."""
-    return "opencv" if _cv2() is not None else "pillow"
-
-
 def transform_image(data: bytes, options: ImageOptions, name: Optional[str] = None) -> bytes:
     """Decode ``data``, crop/resize/convert per ``options`` and encode; returns the new bytes.
 
     Raises :class:`ImageError` (with ``name`` as the path) for anything that cannot be decoded,
     is larger than ``options.max_pixels`` or cannot be encoded.
     """
-    img = render_image(data, options, name)
+    pixels = render_pixels(data, options, name)
     try:
-        return encode(img, options.encoding, options.quality)
+        return encode(pixels, options.encoding, options.quality)
     except ImageError as exc:
         raise ImageError(exc.message, path=name) from None
 
 
 def render_image(data: bytes, options: ImageOptions, name: Optional[str] = None) -> Image.Image:
-    """The decoded, colour-converted, cropped and resized Pillow image (before encoding)."""
-    cv2 = _cv2()
+    """The decoded, colour-converted, cropped and resized image (before encoding), as a Pillow
+    image."""
+    pixels = render_pixels(data, options, name)
+    return pixels if isinstance(pixels, Image.Image) else Image.fromarray(pixels)
+
+
+def render_pixels(data: bytes, options: ImageOptions, name: Optional[str] = None
+                  ) -> Union[np.ndarray, Image.Image]:
+    """:func:`render_image` without the conversion: a uint8 array (``(H, W)``, ``(H, W, 3)``
+    RGB or ``(H, W, 4)`` RGBA) or, when Pillow did the resize, the Pillow image; either goes
+    straight to :func:`encode`."""
+    resizer = resizer_name()
     array, (width, height), scale = decode_scaled(
         data, options.color, min_side=options.resize, max_pixels=options.max_pixels,
         exif_transpose=options.exif_transpose, decoder=options.decoder, name=name,
-        scales=_CV2_SCALES if cv2 is not None else _SCALES)
+        scales=_SCALES if resizer == "pillow" else _CV2_SCALES)
     if array.dtype != np.uint8:  # 16-bit grey kept by color=-1: OpenCV keeps the high byte
         array = (array >> 8).astype(np.uint8)
     if options.encoding == ".jpg" and array.ndim == 3 and array.shape[2] == 4:
         array = array[:, :, :3]  # JPEG cannot hold alpha
     box, size = output_geometry(width, height, options)
-    return _crop_resize(cv2, array, width, height, scale, box, size)
-
-
-def _crop_resize(cv2: Any, array: np.ndarray, width: int, height: int, scale: float,
-                 box: Tuple[int, int, int, int], size: Optional[Tuple[int, int]]) -> Image.Image:
-    """Crop ``box`` (source coordinates) and resize to ``size`` in one resampling step."""
     if size is None:
         left, top, right, bottom = box
         if box != (0, 0, width, height):
             array = array[top:bottom, left:right]
-        return Image.fromarray(np.ascontiguousarray(array))
+        return np.ascontiguousarray(array)
     scaled = (box[0] * scale, box[1] * scale, box[2] * scale, box[3] * scale)
-    if cv2 is not None and (array.ndim == 2 or array.shape[2] == 3):
-        return Image.fromarray(_cv2_resize(cv2, array, scaled, size,
-                                           box == (0, 0, width, height)))
+    if array.ndim == 3 and array.shape[2] == 4:
+        resizer = "pillow"  # alpha: Pillow resamples it as it always did
+    if resizer == "opencv":
+        return _cv2_resize(_cv2(), array, scaled, size, box == (0, 0, width, height))
+    if resizer == "cykooz":
+        return _cykooz_resize(array, scaled, size)
     return Image.fromarray(array).resize(size, RESAMPLE, box=scaled, reducing_gap=REDUCING_GAP)
+
+
+_CYKOOZ = threading.local()
+
+
+def _cykooz_resize(array: np.ndarray, scaled: Tuple[float, float, float, float],
+                   size: Tuple[int, int]) -> Image.Image:
+    """cykooz.resizer's Catmull-Rom convolution (Pillow's antialiased bicubic, in SIMD) of the
+    box ``scaled`` (reduced-image coordinates) of the uint8 ``array`` to ``size``."""
+    cykooz = _resizer_module("cykooz")
+    resizer = getattr(_CYKOOZ, "resizer", None)
+    if resizer is None:  # one per thread: it keeps scratch buffers
+        resizer = _CYKOOZ.resizer = cykooz.Resizer()
+    left, top, right, bottom = scaled
+    right, bottom = min(right, array.shape[1]), min(bottom, array.shape[0])
+    options = cykooz.ResizeOptions(
+        cykooz.ResizeAlg.convolution(cykooz.FilterType.catmull_rom),
+        crop_box=cykooz.CropBox(left, top, right - left, bottom - top))
+    out = Image.new("L" if array.ndim == 2 else "RGB", size)
+    resizer.resize_pil(Image.fromarray(array), out, options)
+    return out
 
 
 def _cv2_resize(cv2: Any, array: np.ndarray, scaled: Tuple[float, float, float, float],
@@ -646,12 +759,23 @@ def _cv2_resize(cv2: Any, array: np.ndarray, scaled: Tuple[float, float, float, 
     # (x + 0.5) / fx - 0.5 exactly, as Pillow's resize(box=...): start at the box's corner
     # (rounded; fractional only for a centre crop of a reduced decode) and cut the output to
     # ``size``.
+    reduce = int(1 / max(fx, fy))
+    if reduce >= CV2_AREA_FACTOR:
+        # a large reduction (PNG and other non-JPEG sources): average k x k blocks first,
+        # OpenCV's fast integer INTER_AREA (a plain INTER_AREA by a fractional factor costs
+        # about twice as much), then the fractional rest; block i's centre is source pixel
+        # (i + 0.5) k - 0.5, so the box simply scales by 1/k
+        height, width = array.shape[0] // reduce, array.shape[1] // reduce
+        array = cv2.resize(array[:height * reduce, :width * reduce], (width, height),
+                           interpolation=cv2.INTER_AREA)
+        left, top, right, bottom = (v / reduce for v in (left, top, right, bottom))
+        fx, fy = fx * reduce, fy * reduce
+        whole = False
     left, top = int(left + 0.5), int(top + 0.5)
     if not whole:
         array = array[top:min(array.shape[0], math.ceil(bottom) + 1),
                       left:min(array.shape[1], math.ceil(right) + 1)]
-    interpolation = (cv2.INTER_AREA if 1 / max(fx, fy) >= CV2_AREA_FACTOR
-                     else getattr(cv2, CV2_INTERPOLATION))
+    interpolation = getattr(cv2, CV2_INTERPOLATION)
     out = cv2.resize(array, None, fx=fx, fy=fy, interpolation=interpolation)
     if out.shape[1] < size[0] or out.shape[0] < size[1]:  # rounding: fall back to dsize
         out = cv2.resize(array, size, interpolation=interpolation)
@@ -667,7 +791,8 @@ def encode_image(img: Image.Image, encoding: str = ".jpg", quality: int = 95) ->
     return encode(img, encoding, quality)
 
 
-__all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "decode", "decode_scaled", "encode",
-           "check_decoder", "check_pixels", "dct_eighths", "have_fast_decoder", "ImageOptions",
-           "target_size", "center_crop_box", "output_geometry", "resizer_name",
-           "set_opencv_threads", "transform_image", "render_image"]
+__all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "RESIZERS", "decode",
+           "decode_scaled", "encode", "check_decoder", "check_pixels", "dct_eighths",
+           "have_fast_decoder", "ImageOptions", "target_size", "center_crop_box",
+           "output_geometry", "resizer_name", "codec_names", "set_opencv_threads",
+           "transform_image", "render_image", "render_pixels"]

@@ -23,11 +23,12 @@ import multiprocessing
 import os
 import signal
 import stat
+import threading
 import time
 import warnings
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from multiprocessing.pool import Pool, ThreadPool
+from multiprocessing.pool import Pool
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from PIL import Image
@@ -147,6 +148,8 @@ class _Job:
     pack_label: bool
     allow_outside_root: bool = False
     real_root: str = ""
+    #: Linux's /proc/self/fd is there: ROOT is checked on the opened file
+    proc_fd: bool = False
 
 
 #: (position, line number, item, or None and the reason a malformed line was refused)
@@ -202,17 +205,28 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+#: where Linux shows the path an open file descriptor really refers to
+_PROC_FD = "/proc/self/fd/"
+
+
 def _read_image_file(job: _Job, relpath: str) -> bytes:
     """The bytes of a list item's file: a regular file under ROOT (after symlinks), opened
     without blocking (a FIFO or a device never hangs or floods the pack), smaller than a
-    record can hold; anything else raises ``_Skip``."""
+    record can hold; anything else raises ``_Skip``.
+
+    An absolute path or one with ``..`` is checked with ``realpath`` before it is opened. Other
+    paths, where ``/proc/self/fd`` exists (Linux), are checked on the file actually opened: one
+    ``readlink`` instead of ``realpath``'s walk of every path component (a symlink out of ROOT
+    is opened, without blocking, but never read); elsewhere with ``realpath`` first."""
     path = os.path.join(job.root, relpath)
-    if not job.allow_outside_root and not _inside(os.path.realpath(path), job.real_root):
-        raise _Skip("outside_root", "resolves outside ROOT (an absolute path, '..' or a "
-                    "symlink); pass --allow-outside-root to read it")
+    check_root = not job.allow_outside_root
+    if check_root and (not job.proc_fd or os.path.isabs(relpath)
+                       or ".." in relpath.replace("\\", "/").split("/")):
+        check_root = False
+        if not _inside(os.path.realpath(path), job.real_root):
+            raise _Skip("outside_root", _OUTSIDE_ROOT)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
         raise _Skip("missing", "no such file") from None
     except OSError as exc:
@@ -221,6 +235,8 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
     except ValueError as exc:  # e.g. a path the OS cannot take
         raise _Skip("unreadable", f"cannot open file: {exc}") from None
     try:
+        if check_root and not _inside(_opened_path(fd, path), job.real_root):
+            raise _Skip("outside_root", _OUTSIDE_ROOT)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
@@ -230,15 +246,46 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
         if st.st_size >= MAX_RECORD_LENGTH:
             raise _Skip("too_large", f"file of {st.st_size} bytes is larger than a RecordIO "
                         f"record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_RECORD_LENGTH)
+        data = _read_all(fd, st.st_size)
     except OSError as exc:
         raise _Skip("unreadable", f"cannot read file: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     if not data:
         raise _Skip("not_an_image", "empty file")
+    if len(data) >= MAX_RECORD_LENGTH:
+        raise _Skip("too_large", f"file grew to {len(data)} bytes while read, more than a "
+                    f"RecordIO record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
     return data
+
+
+_OUTSIDE_ROOT = ("resolves outside ROOT (an absolute path, '..' or a symlink); pass "
+                 "--allow-outside-root to read it")
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+
+
+def _opened_path(fd: int, path: str) -> str:
+    """The real path of the open file ``fd`` (Linux ``/proc/self/fd``; ``path``'s realpath if
+    the link cannot be read)."""
+    try:
+        return os.readlink(_PROC_FD + str(fd))
+    except OSError:
+        return os.path.realpath(path)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The whole file, normally in one ``read`` of its size and one more that sees its end
+    (it may have grown since ``fstat``); at most a record's worth."""
+    chunks: List[bytes] = []
+    total = 0
+    while total < MAX_RECORD_LENGTH:
+        chunk = os.read(fd, max(size + 1 - total, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _encode_batch(job: _Job, batch: List[Task]) -> List[Outcome]:
@@ -500,7 +547,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     if not resume:
         check_outputs(output_paths(lst_path)[:2], [lst_path], force=force)
     job = _Job(root, options, pass_through, pack_label, allow_outside_root,
-               os.path.realpath(root))
+               os.path.realpath(root), os.path.isdir(_PROC_FD))
     settings = _settings(lst_path, root, job)
     started = time.perf_counter()
     total = count_items(lst_path)
@@ -659,8 +706,9 @@ class _InOrderSink:
 
 def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, batch_size: int,
                      window: int, sink: _InOrderSink) -> None:
-    """Encode ``tasks`` in batches (in this thread, or on ``workers`` threads or processes with
-    at most ``window`` batches in flight) and hand every batch to ``sink`` in list order.
+    """Encode ``tasks`` in batches (in this thread, on ``workers`` threads, or on ``workers``
+    processes with at most ``window`` batches in flight) and hand every batch to ``sink`` in
+    list order.
 
     On any error or Ctrl-C the workers are stopped at once and the output is aborted, which
     keeps the partial files for ``resume``.
@@ -672,14 +720,12 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
             if workers == 1:
                 for batch in _batched(tasks, batch_size):
                     sink.write(_encode_batch(job, batch))
+            elif kind == "thread":
+                _ThreadPipeline(job, tasks, workers, batch_size, window, sink).run()
             else:
-                # multiprocessing pools, not concurrent.futures: terminate() stops workers
-                # at once on Ctrl-C (process workers are killed, thread workers are daemons),
-                # even one stuck reading a file
-                if kind == "process":
-                    pool = multiprocessing.get_context().Pool(workers, _init_process_worker)
-                else:
-                    pool = ThreadPool(workers)
+                # a multiprocessing pool, not concurrent.futures: terminate() kills the workers
+                # at once on Ctrl-C, even one stuck reading a file
+                pool = multiprocessing.get_context().Pool(workers, _init_process_worker)
                 pending: Deque = deque()
                 for batch in _batched(tasks, batch_size):
                     pending.append(pool.apply_async(_encode_batch, (job, batch)))
@@ -695,6 +741,91 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
     if pool is not None:
         pool.close()
         pool.join()
+
+
+class _ThreadPipeline:
+    """Thread workers that do all of a pack's work themselves: each takes the next batch of list
+    items (parsing the list as it goes), encodes it, and the one whose batch is next in list
+    order writes it, and any finished batches after it, to ``sink``.
+
+    The calling thread only waits. So on ``workers`` cores exactly ``workers`` threads are
+    busy, and the thread holding the GIL is never one the OS has set aside for a third (a
+    separate writer thread would be). A batch more than ``window`` batches ahead of the
+    writing waits before it is encoded, which bounds memory. The threads are daemons: an
+    error or Ctrl-C stops them after their current batch, or leaves one stuck reading a file
+    behind.
+    """
+
+    def __init__(self, job: _Job, tasks: Iterator[Task], workers: int, batch_size: int,
+                 window: int, sink: _InOrderSink) -> None:
+        self.job, self.tasks, self.workers = job, tasks, workers
+        self.batch_size, self.window, self.sink = batch_size, max(window, 1), sink
+        self.take_lock = threading.Lock()
+        self.state = threading.Condition()
+        self.next_batch = 0  # the number the next batch taken gets
+        self.next_write = 0  # the number of the batch to write next
+        self.finished: Dict[int, List[Outcome]] = {}
+        self.writing = False
+        self.failure: Optional[BaseException] = None
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._work, name=f"recio-pack-{i}", daemon=True)
+                   for i in range(self.workers)]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.25)  # short waits: Ctrl-C reaches this thread
+        except BaseException as exc:
+            self._fail(exc)
+            for thread in threads:  # let a batch being written finish before the abort
+                thread.join(2.0)
+            raise
+        if self.failure is not None:
+            raise self.failure
+
+    def _fail(self, exc: BaseException) -> None:
+        with self.state:
+            if self.failure is None:
+                self.failure = exc
+            self.state.notify_all()
+
+    def _work(self) -> None:
+        try:
+            while self.failure is None:
+                with self.take_lock:
+                    batch = [task for _, task in zip(range(self.batch_size), self.tasks)]
+                    number = self.next_batch
+                    self.next_batch += 1
+                if not batch:
+                    return
+                with self.state:
+                    while number - self.next_write >= self.window and self.failure is None:
+                        self.state.wait()
+                outcomes = _encode_batch(self.job, batch)
+                with self.state:
+                    self.finished[number] = outcomes
+                self._write_ready()
+        except BaseException as exc:  # handed to run(), which raises it in the caller
+            self._fail(exc)
+
+    def _write_ready(self) -> None:
+        """Write the finished batches that are next in order, unless another thread is."""
+        while True:
+            with self.state:
+                if self.writing or self.failure is not None \
+                        or self.next_write not in self.finished:
+                    return
+                self.writing = True
+                outcomes = self.finished.pop(self.next_write)
+            try:
+                self.sink.write(outcomes)
+            finally:
+                with self.state:
+                    self.writing = False
+                    self.next_write += 1
+                    self.state.notify_all()
 
 
 def pack_prefix(prefix: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,

@@ -13,13 +13,33 @@ Reading from the bottom up:
 * ``reshard``  write the parts of a split as files of their own (``recio split --write``).
 * ``threaded`` ``ThreadedIter``: a bounded background prefetch for any iterator.
 """
-from recio.records.index import Index, open_index, read_index, sibling_index_path, write_index
-from recio.records.indexed import IndexedRecordReader
-from recio.records.reader import RecordReader
-from recio.records.split import InputSplit
-from recio.records.threaded import ThreadedIter
-from recio.records.writer import IndexedRecordWriter, RecordWriter
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: exported name -> the module that defines it, imported on first use (``import recio.records``
+#: stays cheap for tools that need one module, such as im2rec)
+_LAZY = {
+    "RecordReader": "reader", "RecordWriter": "writer", "IndexedRecordWriter": "writer",
+    "IndexedRecordReader": "indexed", "Index": "index", "open_index": "index",
+    "read_index": "index", "write_index": "index", "sibling_index_path": "index",
+    "InputSplit": "split", "ThreadedIter": "threaded",
+}
 
 __all__ = ["RecordReader", "RecordWriter", "IndexedRecordWriter", "IndexedRecordReader", "Index",
            "open_index", "read_index", "write_index", "sibling_index_path", "InputSplit",
            "ThreadedIter"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recio.records' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"recio.records.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,230 @@
+"""The fast paths of im2rec's pack: they must give what the plain paths give.
+
+The ROOT check on the opened file (``/proc/self/fd``) and its ``realpath`` fallback; the thread
+pipeline whose workers write in list order themselves; framing's NumPy check for magic words;
+JPEG encoding by simplejpeg; colour PNGs decoded by OpenCV.
+"""
+from __future__ import annotations
+
+import io
+import os
+import random
+import threading
+import time
+
+import numpy as np
+import pytest
+from conftest import need
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from recio.image import packing
+from recio.image.codec import decode, encode
+from recio.image.packing import pack_list, partial_paths
+from recio.records.framing import MAGIC_BYTES, split_payload
+
+
+def _jpeg(seed: int, size=(40, 30)) -> bytes:
+    rng = np.random.default_rng(seed)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)).save(
+        buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """ROOT with images, a symlink inside ROOT, and symlinks (a file, a folder) leading out."""
+    root = tmp_path / "root"
+    (root / "a").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for i in range(3):
+        (root / "a" / f"{i}.jpg").write_bytes(_jpeg(i))
+    (outside / "secret.jpg").write_bytes(_jpeg(99))
+    os.symlink(root / "a" / "0.jpg", root / "a" / "inner.jpg")
+    os.symlink(outside / "secret.jpg", root / "a" / "out.jpg")
+    os.symlink(outside, root / "away")
+    return tmp_path, root
+
+
+@pytest.mark.parametrize("proc_fd", [True, False])
+def test_root_check_on_the_opened_file_and_without_proc(tree, monkeypatch, proc_fd):
+    """The same skips whether ROOT is checked on the opened file (Linux /proc/self/fd) or with
+    realpath first (elsewhere)."""
+    tmp, root = tree
+    if proc_fd and not os.path.isdir(packing._PROC_FD):
+        pytest.skip("this system has no /proc/self/fd: only the realpath check applies")
+    if not proc_fd:
+        monkeypatch.setattr(packing, "_PROC_FD", str(tmp / "no-proc") + os.sep)
+    lst = tmp / "x.lst"
+    lst.write_text("0\t0\ta/0.jpg\n1\t0\ta/inner.jpg\n2\t0\ta/out.jpg\n3\t0\taway/secret.jpg\n"
+                   "4\t0\ta/../a/1.jpg\n5\t0\ta/2.jpg\n")
+    result = pack_list(lst, root, pass_through=True)
+    assert result.packed == 4 and result.skips == {"outside_root": 2}
+    errors = (tmp / "x.errors.tsv").read_text()
+    assert "a/out.jpg" in errors and "away/secret.jpg" in errors
+    assert _jpeg(99) not in (tmp / "x.rec").read_bytes()
+    assert pack_list(lst, root, pass_through=True, allow_outside_root=True,
+                     force=True).packed == 6
+
+
+def _list(tmp, n):
+    root = tmp / "root"
+    root.mkdir(exist_ok=True)
+    for i in range(n):
+        (root / f"{i}.jpg").write_bytes(_jpeg(i, (24 + i % 7, 20)))
+    lst = tmp / "many.lst"
+    lst.write_text("".join(f"{i}\t{i % 3}\t{i}.jpg\n" for i in range(n)))
+    return root, lst
+
+
+def test_thread_pipeline_writes_in_list_order_with_bounded_lookahead(tmp_path, monkeypatch):
+    """Workers finishing in random order still give the bytes of a one-worker pack, and no
+    batch gets more than ``window`` batches ahead of the writing."""
+    root, lst = _list(tmp_path, 60)
+    pack_list(lst, root, workers=1)
+    expected = (tmp_path / "many.rec").read_bytes(), (tmp_path / "many.idx").read_bytes()
+    original = packing._encode_batch
+    ahead = []
+    pipelines = []
+    real_init = packing._ThreadPipeline.__init__
+
+    def remember(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        pipelines.append(self)
+
+    def slow(job, batch):
+        time.sleep(random.random() * 0.01)
+        pipeline = pipelines[-1]
+        with pipeline.state:
+            ahead.append(batch[0][0] // pipeline.batch_size - pipeline.next_write)
+        return original(job, batch)
+
+    monkeypatch.setattr(packing._ThreadPipeline, "__init__", remember)
+    monkeypatch.setattr(packing, "_encode_batch", slow)
+    pack_list(lst, root, workers=4, batch_size=2, window=3, force=True)
+    assert ((tmp_path / "many.rec").read_bytes(), (tmp_path / "many.idx").read_bytes()) == expected
+    assert max(ahead) < 3 and len(ahead) == 30
+
+
+def test_thread_pipeline_error_stops_the_pack_and_resume_finishes_it(tmp_path, monkeypatch):
+    """A worker's error reaches the caller; nothing final appears; resume gives the same
+    bytes as an uninterrupted pack."""
+    root, lst = _list(tmp_path, 40)
+    pack_list(lst, root, workers=1)
+    expected = (tmp_path / "many.rec").read_bytes()
+    for name in ("many.rec", "many.idx"):
+        (tmp_path / name).unlink()
+    original = packing._encode_batch
+    calls = []
+    lock = threading.Lock()
+
+    def failing(job, batch):
+        with lock:
+            calls.append(1)
+            if len(calls) == 5:
+                raise RuntimeError("disk on fire")
+        return original(job, batch)
+
+    monkeypatch.setattr(packing, "_encode_batch", failing)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        pack_list(lst, root, workers=3, batch_size=2)
+    assert not (tmp_path / "many.rec").exists() and not (tmp_path / "many.idx").exists()
+    assert all(os.path.exists(p) for p in partial_paths(lst))
+    monkeypatch.setattr(packing, "_encode_batch", original)
+    result = pack_list(lst, root, workers=3, batch_size=2, resume=True)
+    assert result.packed == 40 and (tmp_path / "many.rec").read_bytes() == expected
+
+
+def _split_reference(data: bytes) -> list:
+    pieces, start, pos = [], 0, data.find(MAGIC_BYTES)
+    while pos >= 0:
+        if pos % 4 == 0:
+            pieces.append(data[start:pos])
+            start = pos + 4
+            pos = data.find(MAGIC_BYTES, start)
+        else:
+            pos = data.find(MAGIC_BYTES, pos + 1)
+    return pieces + [data[start:]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(size=st.integers(0, 5000), seed=st.integers(0, 2**32 - 1),
+       places=st.lists(st.integers(0, 4999), max_size=6))
+def test_split_payload_agrees_with_a_plain_search(size, seed, places):
+    """The NumPy pre-check (payloads of 1 KiB and more) never changes where a payload is cut:
+    magic words at aligned and unaligned offsets, overlapping, at the ends."""
+    data = bytearray(np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8))
+    for place in places:
+        if place + 4 <= size:
+            data[place:place + 4] = MAGIC_BYTES
+    for payload in (bytes(data), bytearray(data), memoryview(bytes(data))):
+        assert [bytes(p) for p in split_payload(payload)] == _split_reference(bytes(data))
+
+
+def _segments(jpeg: bytes) -> dict:
+    """The JPEG's markers before the scan data: {marker: [segment bytes]}."""
+    out, i = {}, 2
+    while i < len(jpeg):
+        marker = jpeg[i + 1]
+        length = int.from_bytes(jpeg[i + 2:i + 4], "big")
+        out.setdefault(marker, []).append(jpeg[i + 4:i + 2 + length])
+        if marker == 0xDA:
+            break
+        i += 2 + length
+    return out
+
+
+@pytest.mark.parametrize("shape", [(33, 47, 3), (33, 47), (8, 8, 1)])
+@pytest.mark.parametrize("quality", [1, 50, 95, 100, 150])
+def test_simplejpeg_encoding_has_pillows_headers(shape, quality):
+    """Arrays go to JPEG through simplejpeg with the segments Pillow writes (JFIF, tables,
+    4:2:0 or grey frame, same Huffman tables); a Pillow image encodes to the same bytes as its
+    array; pixels decode back within JPEG's error."""
+    need("simplejpeg")
+    y, x = np.mgrid[0:shape[0], 0:shape[1]]
+    smooth = np.stack([x * 4, y * 6, (x + y) * 3], axis=-1) % 256  # JPEG keeps it closely
+    pixels = smooth[:, :, :shape[2] if len(shape) == 3 else 1].astype(np.uint8)
+    pixels = pixels if len(shape) == 3 else pixels[:, :, 0]
+    ours = encode(pixels, ".jpg", quality)
+    buf = io.BytesIO()
+    Image.fromarray(pixels.squeeze(-1) if pixels.ndim == 3 and shape[2] == 1 else pixels).save(
+        buf, "JPEG", quality=min(quality, 100))
+    assert _segments(ours) == _segments(buf.getvalue())
+    image = Image.fromarray(pixels.squeeze(-1) if pixels.ndim == 3 and shape[2] == 1 else pixels)
+    assert encode(image, ".jpg", quality) == ours
+    back = np.asarray(Image.open(io.BytesIO(ours)), dtype=float)
+    assert back.shape == pixels.squeeze().shape
+    if quality >= 95:
+        assert np.abs(back - pixels.squeeze()).mean() < 4
+
+
+def _png(mode: str, **info) -> bytes:
+    rng = np.random.default_rng(7)
+    if mode == "I;16":
+        img = Image.fromarray(rng.integers(0, 65535, (21, 17), dtype=np.uint16))
+    elif mode == "P":
+        img = Image.fromarray(rng.integers(0, 255, (21, 17, 3), dtype=np.uint8)).convert(
+            "P", palette=Image.Palette.ADAPTIVE, colors=16)
+    else:
+        bands = len(mode)
+        img = Image.fromarray(rng.integers(0, 255, (21, 17, bands), dtype=np.uint8).squeeze(),
+                              mode)
+    buf = io.BytesIO()
+    img.save(buf, "PNG", **info)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("mode, info", [("RGB", {}), ("L", {}), ("RGBA", {}), ("LA", {}),
+                                        ("P", {"transparency": 3}), ("P", {}), ("I;16", {}),
+                                        ("RGB", {"pnginfo": None})])
+def test_colour_pngs_decoded_by_opencv_equal_the_pillow_path(mode, info):
+    """With OpenCV installed, colour PNGs are decoded by cv2.imdecode (without the GIL); the
+    pixels are exactly those the Pillow path computes to OpenCV's rules."""
+    need("cv2")
+    data = _png(mode, **{k: v for k, v in info.items() if v is not None})
+    for bgr in (False, True):
+        assert np.array_equal(decode(data, 1, bgr=bgr), decode(data, 1, bgr=bgr,
+                                                               decoder="pillow"))
