@@ -64,15 +64,22 @@ def run_pack(prefix: str, root: str, extra: list, resizer: str = "auto") -> tupl
             os.unlink(prefix + suffix)
     cmd = [im2rec, prefix, root, "--resize", "256", "--quality", "95", "--num-thread", "2",
            "--quiet", *extra]
+    n, seconds, peak_mb, _ = run_measured(cmd, {**os.environ, "RECIO_RESIZER": resizer})
+    return n / seconds, seconds, peak_mb
+
+
+def run_measured(cmd: list, env: dict) -> tuple:
+    """Run an im2rec pack command: (images it reports packed, seconds, peak RSS MiB of the
+    whole process tree, its stderr); SystemExit with its error if it fails."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "RECIO_RESIZER": resizer})
+                            env=env)
     peak = [0]
 
     def sample() -> None:
         while proc.poll() is None:
             peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
-            time.sleep(0.05)
+            time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -80,9 +87,8 @@ def run_pack(prefix: str, root: str, extra: list, resizer: str = "auto") -> tupl
     seconds = time.perf_counter() - start
     sampler.join()
     if proc.returncode != 0:
-        raise SystemExit(f"im2rec failed ({proc.returncode}): {err.strip()}")
-    n = int(out.split("packed ")[1].split(" ")[0])
-    return n / seconds, seconds, peak[0] / 1024
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
+    return int(out.split("packed ")[1].split(" ")[0]), seconds, peak[0] / 1024, err.strip()
 
 
 def _cv2_one(path: str) -> bytes:
@@ -122,7 +128,7 @@ def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tupl
     from recio.image.header import IRHeader, pack
     from recio.image.codec import ImageOptions, transform_image
 
-    imageproc.USE_OPENCV = resizer == "opencv"
+    imageproc.RESIZER = resizer
     cv2 = imageproc._cv2()
 
     options = ImageOptions(resize=256, quality=95, decoder=decoder)
@@ -155,7 +161,7 @@ def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tupl
         if cv2 is not None:
             cv2.resize = originals["cv2"]
             spent["resize"] += spent.pop("cv2")
-        imageproc.USE_OPENCV = None
+        imageproc.RESIZER = None
     stages = {k: 1000 * v / len(chosen) for k, v in spent.items()}
     stages["decode and rest"] = 1000 * (total - sum(spent.values())) / len(chosen)
     return 1000 * total / len(chosen), stages
@@ -167,7 +173,7 @@ def thread_speedup(paths: list, decoder: str, resizer: str, sample: int = 200) -
     from recio.image import codec as imageproc
     from recio.image.codec import ImageOptions, transform_image
 
-    imageproc.USE_OPENCV = resizer == "opencv"
+    imageproc.RESIZER = resizer
     options = ImageOptions(resize=256, quality=95, decoder=decoder)
     datas = []
     for path in paths[::max(1, len(paths) // sample)][:sample]:
@@ -187,7 +193,7 @@ def thread_speedup(paths: list, decoder: str, resizer: str, sample: int = 200) -
         t.start()
     for t in threads:
         t.join()
-    imageproc.USE_OPENCV = None
+    imageproc.RESIZER = None
     return one / (time.perf_counter() - start)
 
 
@@ -217,10 +223,10 @@ def resize_quality(paths: list, sample: int) -> dict:
                               cv2.COLOR_BGR2RGB)
         scores.setdefault("opencv INTER_LINEAR (MXNet)", []).append(psnr(linear, ref))
         for decoder, resizer in combos():
-            imageproc.USE_OPENCV = resizer == "opencv"
+            imageproc.RESIZER = resizer
             ours = np.asarray(render_image(data, ImageOptions(resize=256, decoder=decoder)))
             scores.setdefault(f"recio ({decoder} + {resizer})", []).append(psnr(ours, ref))
-    imageproc.USE_OPENCV = None
+    imageproc.RESIZER = None
     return {k: (statistics.mean(v), min(v), len(v)) for k, v in scores.items()}
 
 
@@ -228,11 +234,11 @@ def combos() -> list:
     """The (decoder, resizer) pairs that can run here, Pillow-only first."""
     from recio.image.codec import have_fast_decoder
 
-    try:
-        import cv2  # noqa: F401
-        resizers = ["pillow", "opencv"]
-    except ImportError:
-        resizers = ["pillow"]
+    from recio.optional import optional
+
+    resizers = ["pillow"] + [name for name, module in (("cykooz", "cykooz_resizer"),
+                                                        ("opencv", "cv2"))
+                             if optional(module) is not None]
     decoders = ["pillow"] + (["simplejpeg"] if have_fast_decoder() else [])
     return [(d, r) for d in decoders for r in resizers]
 
