@@ -27,7 +27,7 @@ install-dev: check-python
 	$(PIP) install -q -e '.[dev,fast,plot]'
 	@$(PYTHON) -c 'import simplejpeg, cv2, matplotlib' || \
 		{ echo "make: simplejpeg or the fast or plot extra (opencv-python-headless, matplotlib) installed but does not import" >&2; exit 1; }
-	@$(PYTHON) -c 'from recio.image.codec import _resizer_module as m; import platform; platform.machine() not in ("x86_64", "AMD64", "arm64") or m("cykooz")' || \
+	@RECIO_RESIZER=cykooz $(PYTHON) -c 'import platform; from recio.image.codec import resizer_name; platform.machine() not in ("x86_64", "AMD64", "arm64") or resizer_name()' || \
 		{ echo "make: cykooz.resizer (a dependency on this platform) installed but does not import" >&2; exit 1; }
 
 install-torch: check-python

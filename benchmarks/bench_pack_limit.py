@@ -315,14 +315,20 @@ sys.meta_path.insert(0, _Hide())
 '''
 
 
-def run_im2rec(im2rec: str, prefix: str, root: str, threads: int, hide: str,
-               extra: List[str], hider_dir: str) -> Tuple[float, float, str]:
-    """One pack: (images/s over the whole command, peak RSS MiB of the process tree, what
-    im2rec reported)."""
+def _child_env(hide: str, hider_dir: str) -> Dict[str, str]:
+    """The environment of a child process that cannot import the modules in ``hide``."""
     env = dict(os.environ)
     if hide:
         env["RECIO_BENCH_HIDE"] = hide
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [hider_dir, env.get("PYTHONPATH")]))
+    return env
+
+
+def run_im2rec(im2rec: str, prefix: str, root: str, threads: int, hide: str,
+               extra: List[str], hider_dir: str) -> Tuple[float, float, str]:
+    """One pack: (images/s over the whole command, peak RSS MiB of the process tree, what
+    im2rec reported)."""
+    env = _child_env(hide, hider_dir)
     cmd = [im2rec, prefix, root, "--resize", str(SIDE), "--quality", str(QUALITY),
            "--num-thread", str(threads), "--quiet", "--force", *extra]
     n, seconds, peak_mb, err = run_measured(cmd, env)
@@ -332,9 +338,7 @@ def run_im2rec(im2rec: str, prefix: str, root: str, threads: int, hide: str,
 def which_codecs(im2rec: str, hide: str, hider_dir: str) -> str:
     """What that im2rec's Python would decode, resize and encode with."""
     python = _script_python(im2rec)
-    env = dict(os.environ, RECIO_BENCH_HIDE=hide,
-               PYTHONPATH=os.pathsep.join(filter(None, [hider_dir if hide else "",
-                                                        os.environ.get("PYTHONPATH")])))
+    env = _child_env(hide, hider_dir)
     code = ("from recio.image.codec import codec_names; "
             "print(', '.join(f'{k} {v}' for k, v in codec_names().items()))")
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)

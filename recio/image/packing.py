@@ -758,7 +758,8 @@ class _ThreadPipeline:
 
     def __init__(self, job: _Job, tasks: Iterator[Task], workers: int, batch_size: int,
                  window: int, sink: _InOrderSink) -> None:
-        self.job, self.tasks, self.workers = job, tasks, workers
+        self.job, self.workers = job, workers
+        self.batches = _batched(tasks, batch_size)
         self.batch_size, self.window, self.sink = batch_size, max(window, 1), sink
         self.take_lock = threading.Lock()
         self.state = threading.Condition()
@@ -795,10 +796,10 @@ class _ThreadPipeline:
         try:
             while self.failure is None:
                 with self.take_lock:
-                    batch = [task for _, task in zip(range(self.batch_size), self.tasks)]
+                    batch = next(self.batches, None)
                     number = self.next_batch
                     self.next_batch += 1
-                if not batch:
+                if batch is None:
                     return
                 with self.state:
                     while number - self.next_write >= self.window and self.failure is None:
