@@ -20,8 +20,10 @@ from recio import _moved
 from recio.errors import (
     CBFError,
     ImageError,
+    ChecksumError,
     IndexFileError,
     ListFileError,
+    ManifestError,
     OutputExistsError,
     RecordIOError,
     SequenceError,
@@ -44,6 +46,11 @@ _LAZY = {
     "pack_img": "recio.image.header",
     "unpack_img": "recio.image.header",
     "InputSplit": "recio.records.split",
+    "ShardWriter": "recio.records.shards",
+    "ShardReader": "recio.records.shards",
+    "load_manifest": "recio.records.shards",
+    "verify_manifest": "recio.records.shards",
+    "combined_index": "recio.records.shards",
     "ThreadedIter": "recio.records.threaded",
     "ImageRecordIter": "recio.image.imageiter",
     "DataBatch": "recio.image.imageiter",
@@ -73,7 +80,7 @@ _SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "cli", "errors"}
 _moved.install()
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
-           "SequenceError", "OutputExistsError", *_LAZY]
+           "SequenceError", "OutputExistsError", "ManifestError", "ChecksumError", *_LAZY]
 
 
 def __getattr__(name):

@@ -47,6 +47,15 @@ class OutputExistsError(RecordIOError):
     file (refused unless the caller passes ``force=True``, the CLI's ``--force``)."""
 
 
+class ManifestError(RecordIOError):
+    """A shard set's manifest that is malformed, or a shard that does not match it."""
+
+
+class ChecksumError(RecordIOError):
+    """A record whose bytes differ from the checksum written beside them (``offset`` is the
+    record's byte offset in its shard)."""
+
+
 class CBFError(RecordIOError):
     """A malformed CNTK Binary Format file."""
 
@@ -56,4 +65,4 @@ class SequenceError(RecordIOError):
 
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError",
-           "OutputExistsError", "CBFError", "SequenceError"]
+           "OutputExistsError", "ManifestError", "ChecksumError", "CBFError", "SequenceError"]

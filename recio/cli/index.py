@@ -9,6 +9,7 @@ import click
 from recio.cli.common import echo_json, file_progress, force_option, handle_errors, json_option
 from recio.image.id_index import index_by_id
 from recio.records.reindex import rebuild_index
+from recio.records.shards import combined_index
 
 
 @click.command("index")
@@ -20,23 +21,42 @@ from recio.records.reindex import rebuild_index
               show_default=True,
               help="position: keys 0..n-1, as rec2idx writes them; id: each record's image "
                    "header id, as im2rec writes them (ids must be unique).")
+@click.option("--combined", is_flag=True,
+              help="REC is a shard set's manifest: write one index whose offsets run across "
+                   "the shards in manifest order (DALI's readers.mxnet with several .rec "
+                   "paths); needs -o.")
 @force_option
 @json_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no summary line.")
 @handle_errors
-def index_cmd(rec: str, output: Optional[str], key: str, force: bool, as_json: bool,
-              quiet: bool) -> None:
+def index_cmd(rec: str, output: Optional[str], key: str, combined: bool, force: bool,
+              as_json: bool, quiet: bool) -> None:
     """Write an index for REC: one `key<TAB>offset` line per record, atomically.
 
     The records are found by hopping over their headers; a damaged REC stops with the byte
-    offset of the damage and writes nothing.
+    offset of the damage and writes nothing. With --combined, REC is a manifest and the
+    shards' own .idx files are joined, each shard's offsets shifted by the sizes of the
+    shards before it.
 
     \b
     Examples:
       recio index train.rec                 # train.idx, keys 0..n-1 (as rec2idx)
       recio index train.rec --force         # replace a damaged train.idx
       recio index train.rec --key id -o by_id.idx
+      recio index --combined shards/train.manifest.json -o shards/all.idx
     """
+    if combined:
+        if output is None:
+            raise click.UsageError("--combined needs -o/--output, the index to write")
+        start = time.monotonic()
+        lines = combined_index(rec, output, force=force)
+        seconds = time.monotonic() - start
+        if as_json:
+            echo_json({"manifest": rec, "idx_path": output, "records": lines,
+                       "seconds": round(seconds, 3)})
+        elif not quiet:
+            click.echo(f"wrote {output}: {lines:,} records across the shards of {rec}")
+        return
     build = index_by_id if key == "id" else rebuild_index
     start = time.monotonic()
     with file_progress(rec, "index", quiet or as_json) as bar:

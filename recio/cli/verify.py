@@ -18,30 +18,53 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.image.verify import VerifyReport, verify_file
+from recio.records.shards import ManifestReport, is_manifest, verify_manifest
 
 
 @click.command("verify")
 @click.argument("rec", type=click.Path(dir_okay=False))
 @click.option("--images", is_flag=True,
               help="Also decode every image record and list those that fail (slow).")
+@click.option("--deep", is_flag=True,
+              help="For a manifest: also read every record and compare it with its per-record "
+                   "checksum (sets written with checksums), naming each damaged record.")
 @index_option
 @json_option
 @quiet_option
 @handle_errors
-def verify_cmd(rec: str, images: bool, index_path: Optional[str], as_json: bool,
+def verify_cmd(rec: str, images: bool, deep: bool, index_path: Optional[str], as_json: bool,
                quiet: bool) -> None:
     """Check every byte of REC; list each damaged region with its byte offsets.
 
     Checks the framing of every record (magic, lengths, multi-part sequences, truncation),
     that no payload holds an unescaped aligned magic word, and that the .idx beside the file
-    (if any) points at exactly the records. Exit status: 0 clean, 1 damage found, 2 usage
-    error or unreadable file.
+    (if any) points at exactly the records.
+
+    REC may also be a shard set's manifest (PREFIX.manifest.json): then every shard's .rec,
+    .idx and checksum file is checked for presence, size and CRC-32, and each .idx for its
+    record count; --deep also names every record whose bytes differ from its checksum.
+
+    Exit status: 0 clean, 1 damage found, 2 usage error or unreadable file.
 
     \b
     Examples:
       recio verify train.rec
       recio verify train.rec --images --json > report.json
+      recio verify shards/train.manifest.json --deep
     """
+    if is_manifest(rec):
+        if images or index_path:
+            raise click.UsageError("--images and --index take a .rec file, not a manifest")
+        with progress(desc="verify", unit="B", unit_scale=True, quiet=quiet or as_json) as bar:
+            manifest_report = verify_manifest(rec, deep=deep, progress=bar.update)
+        if as_json:
+            echo_json(manifest_report.to_dict())
+        else:
+            _print_manifest_report(manifest_report)
+        sys.exit(EXIT_OK if manifest_report.clean else EXIT_DAMAGE)
+    if deep:
+        raise click.UsageError("--deep takes a manifest (PREFIX.manifest.json); a plain .rec "
+                               "has no per-record checksums")
     with file_progress(rec, "verify", quiet) as bar, \
             progress(desc="images", unit="img", quiet=quiet or not images) as image_bar:
         report = verify_file(rec, images=images, idx_path=index_path, progress=bar.update,
@@ -68,3 +91,13 @@ def _print_report(report: VerifyReport) -> None:
         extra += f", index problems: {len(report.index_problems)}"
     click.echo(f"{verdict}: {rec}: {st.records:,} records, {st.size:,} bytes, "
                f"{len(st.damage):,} damaged region(s) ({st.damaged_bytes:,} bytes){extra}")
+
+
+def _print_manifest_report(report: ManifestReport) -> None:
+    for problem in report.problems:
+        click.echo(str(problem))
+    verdict = "OK" if report.clean else "DAMAGED"
+    checked = "every file and record" if report.deep else "every file"
+    click.echo(f"{verdict}: {report.path}: {report.shards:,} shards, {report.records:,} records, "
+               f"{report.nbytes:,} bytes; {checked} checked, {len(report.problems):,} "
+               f"problem(s)")

@@ -34,6 +34,7 @@ from recio.errors import RecordIOError
 from recio.image.lists import find_classes, read_classes
 from recio.image.stats import FileStats, image_size, scan_file, sniff_format
 from recio.records.reader import RecordReader
+from recio.records.shards import is_manifest, load_manifest
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
@@ -133,12 +134,14 @@ def _plain(value: float) -> Union[int, float]:
 
 def expand_paths(paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     """Paths in the order given, each glob pattern replaced by its sorted matches (a pattern
-    matching nothing is an error naming it)."""
+    matching nothing is an error naming it) and each shard-set manifest by its shards."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: List[str] = []
     for path in map(os.fspath, paths):
-        if not os.path.exists(path) and glob.has_magic(path):
+        if is_manifest(path):
+            out += load_manifest(path).rec_paths()
+        elif not os.path.exists(path) and glob.has_magic(path):
             matches = sorted(glob.glob(path))
             if not matches:
                 raise RecordIOError("no file matches this pattern", path=path)

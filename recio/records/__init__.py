@@ -10,6 +10,8 @@ Reading from the bottom up:
 * ``indexed``  ``IndexedRecordReader`` and the load-the-index-or-scan decision.
 * ``reindex``  rebuild an ``.idx`` by scanning the ``.rec`` (MXNet's ``rec2idx``).
 * ``split``    ``InputSplit``: record boundaries for N partitions of one or more files.
+* ``shards``   shard sets: ``ShardWriter``, the manifest (written last), checksums, the
+               combined ``.idx`` for DALI.
 * ``reshard``  write the parts of a split as files of their own (``recio split --write``).
 * ``threaded`` ``ThreadedIter``: a bounded background prefetch for any iterator.
 """
@@ -24,12 +26,15 @@ _LAZY = {
     "RecordReader": "reader", "RecordWriter": "writer", "IndexedRecordWriter": "writer",
     "IndexedRecordReader": "indexed", "Index": "index", "open_index": "index",
     "read_index": "index", "write_index": "index", "sibling_index_path": "index",
-    "InputSplit": "split", "ThreadedIter": "threaded",
+    "InputSplit": "split", "ThreadedIter": "threaded", "ShardWriter": "shards",
+    "ShardReader": "shards", "load_manifest": "shards", "verify_manifest": "shards",
+    "combined_index": "shards",
 }
 
 __all__ = ["RecordReader", "RecordWriter", "IndexedRecordWriter", "IndexedRecordReader", "Index",
            "open_index", "read_index", "write_index", "sibling_index_path", "InputSplit",
-           "ThreadedIter"]
+           "ThreadedIter", "ShardWriter", "ShardReader", "load_manifest", "verify_manifest",
+           "combined_index"]
 
 
 def __getattr__(name: str) -> Any:

@@ -376,6 +376,24 @@ class ManagedWriter:
             raise
         return None
 
+    def hand_over(self) -> OutputSet:
+        """Finish writing and give up the files, finished but not yet renamed, to an owner that
+        commits or discards them together with others (``ShardWriter``: no shard appears
+        before every shard is complete). The writer is closed; the owner's set is then the
+        only thing that can make the files appear."""
+        if self.closed:
+            raise ValueError("hand_over() of a closed writer")
+        try:
+            self._finish()
+            for f in self._outputs.files:
+                f.finish_file()
+        except BaseException:
+            self.abort()
+            raise
+        self._finalizer.detach()
+        self.closed = True
+        return self._outputs
+
     def abort(self) -> None:
         """Stop without producing any output: the temporary files are deleted (a file written
         in place is deleted too; a borrowed file object keeps what was already handed to it)."""

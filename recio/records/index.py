@@ -957,22 +957,30 @@ def write_index(idx_path: PathLike, keys: Iterable[Any], offsets: Iterable[int])
     """Write an ``.idx`` atomically, byte-identical to MXNet's. Integer NumPy arrays (or a
     ``range`` of keys) are formatted without a Python loop."""
     with atomic_open(idx_path, "wb") as f:
-        if _formattable(keys) and _formattable(offsets):
-            key_array, offset_array = _as_int64(keys), _as_int64(offsets)
-            n = min(len(key_array), len(offset_array))
-            key_array, offset_array = key_array[:n], offset_array[:n]
-            if n == 0 or int(offset_array[:n].min()) >= 0:
-                step = 1 << 20
-                for start in range(0, n, step):
-                    f.write(_format_lines(key_array[start:start + step],
-                                          offset_array[start:start + step]))
-                return
-        pairs = zip(keys, offsets)
-        while True:
-            batch = list(islice(pairs, 8192))
-            if not batch:
-                break
-            f.write(format_index([k for k, _ in batch], [int(o) for _, o in batch]))
+        for block in iter_index_lines(keys, offsets):
+            f.write(block)
+
+
+def iter_index_lines(keys: Iterable[Any], offsets: Iterable[int]) -> Iterator[bytes]:
+    """The ``.idx`` lines of ``keys`` and ``offsets`` in blocks of bytes, for writers that
+    stream an index (``write_index``, the combined index of a shard set). Integer NumPy arrays
+    (or a ``range`` of keys) are formatted without a Python loop."""
+    if _formattable(keys) and _formattable(offsets):
+        key_array, offset_array = _as_int64(keys), _as_int64(offsets)
+        n = min(len(key_array), len(offset_array))
+        key_array, offset_array = key_array[:n], offset_array[:n]
+        if n == 0 or int(offset_array[:n].min()) >= 0:
+            step = 1 << 20
+            for start in range(0, n, step):
+                yield _format_lines(key_array[start:start + step],
+                                    offset_array[start:start + step])
+            return
+    pairs = zip(keys, offsets)
+    while True:
+        batch = list(islice(pairs, 8192))
+        if not batch:
+            break
+        yield format_index([k for k, _ in batch], [int(o) for _, o in batch])
 
 
 def _formattable(values: Any) -> bool:
@@ -1024,6 +1032,6 @@ def _format_lines(keys: np.ndarray, offsets: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-__all__ = ["read_index", "write_index", "format_index", "sibling_index_path",
+__all__ = ["read_index", "write_index", "format_index", "iter_index_lines", "sibling_index_path",
            "open_index", "index_cache_path", "Index", "IndexKeys", "IndexOffsets",
            "CACHE_SUFFIX", "CACHE_ENV", "CACHE_MIN_BYTES"]

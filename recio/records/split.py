@@ -33,6 +33,7 @@ from recio.errors import IndexFileError
 from recio.records import framing
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
+from recio.records.shards import expand_manifests
 
 PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, Sequence[PathLike]]
@@ -53,7 +54,8 @@ class FileSpan(NamedTuple):
 
 
 def expand_source(source: Source) -> List[str]:
-    """The files an InputSplit reads, in order (``;``-joined strings, directories, globs expanded).
+    """The files an InputSplit reads, in order (``;``-joined strings, directories, globs and
+    shard-set manifests expanded; a manifest gives its shards in manifest order).
 
     A directory contributes its ``*.rec`` files in name order; a glob its matches in name order.
     Raises ``FileNotFoundError`` for a named path (or a pattern) that matches nothing.
@@ -62,6 +64,7 @@ def expand_source(source: Source) -> List[str]:
         entries = [e for e in os.fspath(source).split(";") if e]
     else:
         entries = [os.fspath(e) for e in source]
+    entries = expand_manifests(entries)
     files: List[str] = []
     for entry in entries:
         if os.path.isdir(entry):

@@ -1,0 +1,604 @@
+"""Shard sets: a dataset in several ``.rec``/``.idx`` files, described by a manifest written last.
+
+``ShardWriter("out/train", max_records=..., max_bytes=...)`` writes ``out/train-00000.rec`` and
+``.idx``, ``out/train-00001.rec`` and ``.idx``, ... and, last, ``out/train.manifest.json``.
+Every file is written under a temporary name; none is renamed into place before every shard is
+complete, and the manifest is renamed last, so **a manifest means "finished"**: an error, an
+``abort()``, Ctrl-C or a writer dropped unclosed leaves no shard and no manifest, and a process
+killed while the files are being renamed leaves shards without a manifest (not finished).
+
+The manifest (JSON, UTF-8; file names are relative to the manifest's folder)::
+
+    {"format": "recio.shards", "version": 1,
+     "checksum": "crc32",              # zlib's CRC-32 of each whole file, 8 hex digits
+     "record_checksums": "crc32",      # or null: the per-record sidecars below
+     "records": 10000, "bytes": 81920000,       # over all shards (.rec bytes)
+     "shards": [{"rec": "train-00000.rec", "idx": "train-00000.idx",
+                 "crc": "train-00000.crc32",    # or null
+                 "records": 5000, "rec_bytes": 40960000, "idx_bytes": 48890, "crc_bytes": 20000,
+                 "rec_crc32": "1a2b3c4d", "idx_crc32": "...", "crc_crc32": "...",
+                 "min_key": 0, "max_key": 4999}, ...],
+     "made_by": {"tool": "recio 0.1.0", ...}}
+
+The per-record sidecar ``PREFIX-NNNNN.crc32`` (``checksums=True``) holds one little-endian
+uint32 a record, the CRC-32 of the record's payload, in the order of the shard's ``.idx``: a
+reader opened with ``verify=True`` and ``recio verify --deep`` name the exact damaged record.
+Plain MXNet files without a manifest are unaffected by all of this.
+
+``combined_index`` writes one ``.idx`` whose offsets run across the shards in manifest order
+(shard k's offsets shifted by the sizes of shards 0..k-1): the layout DALI's
+``readers.mxnet(path=[shard0.rec, shard1.rec, ...], index_path=[all.idx])`` expects.
+"""
+from __future__ import annotations
+
+import array
+import json
+import os
+import zlib
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from recio.errors import ChecksumError, IndexFileError, ManifestError, RecordIOError
+from recio.records.atomic import (
+    AtomicFile,
+    ManagedWriter,
+    OutputSet,
+    atomic_open,
+    check_outputs,
+)
+from recio.records.framing import HEADER_SIZE
+from recio.records.index import iter_index_lines, open_index
+from recio.records.reader import RecordReader
+from recio.records.writer import IndexedRecordWriter
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+MANIFEST_SUFFIX = ".manifest.json"
+MANIFEST_FORMAT = "recio.shards"
+MANIFEST_VERSION = 1
+CHECKSUM = "crc32"
+#: the per-record checksum sidecar of a shard: ``train-00000.rec`` -> ``train-00000.crc32``
+RECORD_CHECKSUM_SUFFIX = ".crc32"
+#: digits of the shard number in a shard's name (``PREFIX-00000``); more shards use more digits
+SHARD_DIGITS = 5
+#: files are checksummed and compared in blocks of this size
+_BLOCK = 8 << 20
+#: per-record checksums are written to the sidecar in batches of this many
+_CRC_BATCH = 8192
+_LE_U32 = np.dtype("<u4")
+
+
+def shard_stem(prefix: PathLike, number: int) -> str:
+    """``out/train`` and 3 -> ``out/train-00003`` (the shard's ``.rec``/``.idx`` without suffix)."""
+    return f"{os.fspath(prefix)}-{number:0{SHARD_DIGITS}d}"
+
+
+def manifest_path(prefix: PathLike) -> str:
+    """``out/train`` -> ``out/train.manifest.json``."""
+    return os.fspath(prefix) + MANIFEST_SUFFIX
+
+
+def is_manifest(path: PathLike) -> bool:
+    """True for a path named like a manifest (``*.manifest.json``)."""
+    return os.fspath(path).endswith(MANIFEST_SUFFIX)
+
+
+def file_crc32(path: PathLike) -> Tuple[int, str]:
+    """``(size, crc32 as 8 hex digits)`` of a whole file, read in blocks."""
+    crc, size = 0, 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            block = f.read(_BLOCK)
+            if not block:
+                break
+            crc = zlib.crc32(block, crc)
+            size += len(block)
+    return size, f"{crc:08x}"
+
+
+def _padded(n: int) -> int:
+    return HEADER_SIZE + ((n + 3) & ~3)
+
+
+# -- the manifest --------------------------------------------------------------------------------
+@dataclass
+class Shard:
+    """One shard as the manifest describes it; paths are absolute."""
+
+    rec: str
+    idx: str
+    crc: Optional[str]
+    records: int
+    rec_bytes: int
+    idx_bytes: int
+    rec_crc32: str
+    idx_crc32: str
+    crc_bytes: Optional[int] = None
+    crc_crc32: Optional[str] = None
+    min_key: Any = None
+    max_key: Any = None
+
+    def files(self) -> List[Tuple[str, str, int, str]]:
+        """``(role, path, size, crc32)`` of each file the shard has."""
+        out = [("rec", self.rec, self.rec_bytes, self.rec_crc32),
+               ("idx", self.idx, self.idx_bytes, self.idx_crc32)]
+        if self.crc is not None:
+            out.append(("crc", self.crc, self.crc_bytes or 0, self.crc_crc32 or ""))
+        return out
+
+    def to_dict(self, folder: str) -> Dict[str, Any]:
+        rel = (lambda p: None if p is None else os.path.relpath(p, folder))
+        return {"rec": rel(self.rec), "idx": rel(self.idx), "crc": rel(self.crc),
+                "records": self.records, "rec_bytes": self.rec_bytes,
+                "idx_bytes": self.idx_bytes, "crc_bytes": self.crc_bytes,
+                "rec_crc32": self.rec_crc32, "idx_crc32": self.idx_crc32,
+                "crc_crc32": self.crc_crc32, "min_key": self.min_key, "max_key": self.max_key}
+
+
+@dataclass
+class Manifest:
+    """A shard set: its manifest's ``path``, the ``shards`` in order and how it was made."""
+
+    path: str
+    shards: List[Shard]
+    made_by: Dict[str, Any] = field(default_factory=dict)
+    record_checksums: Optional[str] = None
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.shards)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all the ``.rec`` files."""
+        return sum(s.rec_bytes for s in self.shards)
+
+    def rec_paths(self) -> List[str]:
+        """The shards' ``.rec`` files in manifest order (what multi-file readers read)."""
+        return [s.rec for s in self.shards]
+
+    def to_dict(self) -> Dict[str, Any]:
+        folder = os.path.dirname(os.path.abspath(self.path))
+        return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "checksum": CHECKSUM,
+                "record_checksums": self.record_checksums, "records": self.records,
+                "bytes": self.nbytes, "shards": [s.to_dict(folder) for s in self.shards],
+                "made_by": self.made_by}
+
+
+_SHARD_INTS = ("records", "rec_bytes", "idx_bytes")
+
+
+def load_manifest(path: PathLike) -> Manifest:
+    """Read and check a manifest; :class:`ManifestError` (naming the file and the field) for
+    anything malformed, ``FileNotFoundError`` when it does not exist."""
+    path = os.path.abspath(os.fspath(path))
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"is not UTF-8 text ({exc.reason})", path=path) from None
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"is not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
+        raise ManifestError(f"is not a recio shard manifest (no \"format\": "
+                            f"\"{MANIFEST_FORMAT}\")", path=path)
+    if doc.get("version") != MANIFEST_VERSION:
+        raise ManifestError(f"has version {doc.get('version')!r}; this recio reads version "
+                            f"{MANIFEST_VERSION} (upgrade recio)", path=path)
+    if doc.get("checksum") != CHECKSUM:
+        raise ManifestError(f"uses checksum {doc.get('checksum')!r}; this recio knows "
+                            f"{CHECKSUM!r}", path=path)
+    entries = doc.get("shards")
+    if not isinstance(entries, list):
+        raise ManifestError("has no \"shards\" list", path=path)
+    folder = os.path.dirname(path)
+    shards = [_shard_from(entry, i, folder, path) for i, entry in enumerate(entries)]
+    made_by = doc.get("made_by") if isinstance(doc.get("made_by"), dict) else {}
+    return Manifest(path, shards, made_by, doc.get("record_checksums"))
+
+
+def _shard_from(entry: Any, i: int, folder: str, path: str) -> Shard:
+    where = f"shard {i}"
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{where} is not an object", path=path)
+    for name in ("rec", "idx", "rec_crc32", "idx_crc32"):
+        if not isinstance(entry.get(name), str) or not entry[name]:
+            raise ManifestError(f"{where} has no {name!r} string", path=path)
+    for name in _SHARD_INTS:
+        value = entry.get(name)
+        if type(value) is not int or value < 0:
+            raise ManifestError(f"{where}: {name!r} must be a whole number >= 0, got {value!r}",
+                                path=path)
+    files = {}
+    for name in ("rec", "idx", "crc"):
+        rel = entry.get(name)
+        if rel is None:
+            files[name] = None
+            continue
+        if not isinstance(rel, str) or os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
+            raise ManifestError(f"{where}: {name!r} must be a file name beside the manifest, got "
+                                f"{rel!r}", path=path)
+        files[name] = os.path.join(folder, rel)
+    if files["crc"] is not None and not isinstance(entry.get("crc_crc32"), str):
+        raise ManifestError(f"{where} has a 'crc' file but no 'crc_crc32'", path=path)
+    return Shard(files["rec"], files["idx"], files["crc"], entry["records"], entry["rec_bytes"],
+                 entry["idx_bytes"], entry["rec_crc32"], entry["idx_crc32"],
+                 entry.get("crc_bytes"), entry.get("crc_crc32"), entry.get("min_key"),
+                 entry.get("max_key"))
+
+
+# -- writing -------------------------------------------------------------------------------------
+class ShardWriter(ManagedWriter):
+    """Write records into shards of at most ``max_records`` records and ``max_bytes`` bytes of
+    ``.rec`` each (either limit may be None; a record larger than ``max_bytes`` gets a shard of
+    its own), then the manifest. ``write(key, data)`` returns ``(shard number, offset)``.
+
+    ``checksums=True`` also writes each shard's per-record CRC-32 sidecar. Existing outputs
+    (any ``PREFIX-NNNNN.*`` the writer would create, and the manifest) are refused unless
+    ``force=True``: :class:`~recio.errors.OutputExistsError` before anything is written.
+    ``made_by`` is stored in the manifest (how the set was made). ``with`` closes on success
+    and aborts on an exception; see the module docstring for what appears when.
+    """
+
+    def __init__(self, prefix: PathLike, max_records: Optional[int] = None,
+                 max_bytes: Optional[int] = None, *, checksums: bool = False,
+                 key_type: Callable[[Any], Any] = int, force: bool = False, fsync: bool = False,
+                 made_by: Optional[Dict[str, Any]] = None) -> None:
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be at least 1, got {max_records}")
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
+        self.prefix = os.path.abspath(os.fspath(prefix))
+        self.max_records, self.max_bytes = max_records, max_bytes
+        self.checksums, self.key_type, self.force, self.fsync = checksums, key_type, force, fsync
+        self.made_by = dict(made_by or {})
+        self.made_by.setdefault("tool", f"recio {_version()}")
+        self.manifest_path = manifest_path(self.prefix)
+        folder = os.path.dirname(self.prefix)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(2, "No such folder for the shards", folder)
+        check_outputs([self.manifest_path, shard_stem(self.prefix, 0) + ".rec"], force=force)
+        self.shards: List[Shard] = []
+        self._current: Any = None
+        self._crc_file: Optional[AtomicFile] = None
+        self._crcs: "array.array[int]" = array.array("I")
+        self._count = 0
+        self._min_key: Any = None
+        self._max_key: Any = None
+        self._begin(OutputSet(), f"ShardWriter({self.prefix!r})")
+
+    # -- shards
+    def _open_shard(self) -> None:
+        stem = shard_stem(self.prefix, len(self.shards))
+        if not self.force:
+            check_outputs([stem + ".rec", stem + ".idx", stem + RECORD_CHECKSUM_SUFFIX])
+        self._current = IndexedRecordWriter(stem + ".rec", stem + ".idx", self.key_type,
+                                           fsync=self.fsync)
+        if self.checksums:
+            self._crc_file = AtomicFile(stem + RECORD_CHECKSUM_SUFFIX, "wb", fsync=self.fsync)
+        self._count, self._min_key, self._max_key = 0, None, None
+
+    def _close_shard(self) -> None:
+        writer, self._current = self._current, None
+        outputs = writer.hand_over()
+        for f in outputs.files:
+            self._outputs.add(f)
+        rec_file, idx_file = outputs.files[0], outputs.files[1]
+        rec_bytes, rec_crc = file_crc32(rec_file.temp_path)
+        idx_bytes, idx_crc = file_crc32(idx_file.temp_path)
+        shard = Shard(rec_file.path, idx_file.path, None, self._count, rec_bytes, idx_bytes,
+                      rec_crc, idx_crc, min_key=self._min_key, max_key=self._max_key)
+        if self._crc_file is not None:
+            crc_file, self._crc_file = self._crc_file, None
+            self._outputs.add(crc_file)
+            self._flush_crcs(crc_file)
+            crc_file.finish_file()
+            shard.crc = crc_file.path
+            shard.crc_bytes, shard.crc_crc32 = file_crc32(crc_file.temp_path)
+        self.shards.append(shard)
+
+    def _flush_crcs(self, crc_file: AtomicFile) -> None:
+        if self._crcs:
+            crc_file.file.write(np.frombuffer(self._crcs, np.uint32).astype(_LE_U32).tobytes())
+            del self._crcs[:]
+
+    def write(self, key: Any, data: Union[bytes, bytearray, memoryview]) -> Tuple[int, int]:
+        """Append a record under ``key``; returns ``(shard number, offset in that shard)``."""
+        if self.closed:
+            raise ValueError("write to a closed ShardWriter")
+        size = memoryview(data).nbytes
+        if self._current is not None and self._count and (
+                (self.max_records is not None and self._count >= self.max_records)
+                or (self.max_bytes is not None
+                    and self._current.tell() + _padded(size) > self.max_bytes)):
+            self._close_shard()
+        if self._current is None:
+            self._open_shard()
+        offset = self._current.write(key, data)
+        self._count += 1
+        if type(key) is int:
+            if self._min_key is None or key < self._min_key:
+                self._min_key = key
+            if self._max_key is None or key > self._max_key:
+                self._max_key = key
+        if self._crc_file is not None:
+            self._crcs.append(zlib.crc32(data))
+            if len(self._crcs) >= _CRC_BATCH:
+                self._flush_crcs(self._crc_file)
+        return len(self.shards), offset
+
+    # -- the lifecycle
+    def _finish(self) -> None:
+        if self._current is not None:
+            self._close_shard()
+        manifest = Manifest(self.manifest_path, self.shards, self.made_by,
+                            CHECKSUM if self.checksums else None)
+        target = self._outputs.add(AtomicFile(self.manifest_path, "wb", fsync=self.fsync))
+        target.file.write(json.dumps(manifest.to_dict(), indent=1).encode("utf-8") + b"\n")
+        self.manifest = manifest
+
+    def _drop(self) -> None:
+        if self._current is not None:
+            current, self._current = self._current, None
+            current.abort()
+        if self._crc_file is not None:
+            crc_file, self._crc_file = self._crc_file, None
+            crc_file.discard()
+
+    def close(self) -> Manifest:  # type: ignore[override]
+        """Finish the last shard, write the manifest and rename every file into place (the
+        manifest last); returns the :class:`Manifest`."""
+        super().close()
+        return self.manifest
+
+    def abort(self) -> None:
+        """Stop without producing any shard or manifest."""
+        super().abort()
+
+
+def _version() -> str:
+    try:
+        return metadata.version("recio")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+# -- reading -------------------------------------------------------------------------------------
+def record_checksums(shard: Shard) -> np.ndarray:
+    """The shard's per-record CRC-32s (uint32, in ``.idx`` order); ManifestError without a
+    sidecar or when its size does not hold ``records`` values."""
+    if shard.crc is None:
+        raise ManifestError("has no per-record checksums (written without checksums=True)",
+                            path=shard.rec)
+    values = np.fromfile(shard.crc, dtype=_LE_U32)
+    if len(values) != shard.records or os.path.getsize(shard.crc) != 4 * shard.records:
+        raise ManifestError(f"holds {os.path.getsize(shard.crc)} bytes; {shard.records} records "
+                            f"need {4 * shard.records}", path=shard.crc)
+    return values
+
+
+class ShardReader:
+    """Records of a shard set in manifest order, by position or by key.
+
+    ``verify=True`` checks every record read against its shard's per-record CRC-32 and raises
+    :class:`~recio.errors.ChecksumError` naming the shard, the record's key and byte offset.
+    """
+
+    def __init__(self, manifest: Union[PathLike, Manifest], *, verify: bool = False) -> None:
+        self.manifest = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+        self.verify = verify
+        self._readers = [RecordReader(s.rec) for s in self.manifest.shards]
+        self._indexes = [open_index(s.idx, key_type=None, rec_size=s.rec_bytes)
+                         for s in self.manifest.shards]
+        for shard, index in zip(self.manifest.shards, self._indexes):
+            if len(index) != shard.records:
+                raise ManifestError(f"has {len(index)} index lines; the manifest says "
+                                    f"{shard.records} records", path=shard.idx)
+        self._crcs = ([record_checksums(s) for s in self.manifest.shards] if verify else None)
+        self._starts = np.cumsum([0] + [len(i) for i in self._indexes])
+        self._by_key: Optional[Dict[Any, Tuple[int, int]]] = None
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def read(self, shard_number: int, i: int) -> bytes:
+        """Record ``i`` (in ``.idx`` order) of shard ``shard_number``."""
+        offset = int(self._indexes[shard_number].offsets[i])
+        data = self._readers[shard_number].read_at(offset)
+        if self._crcs is not None:
+            expected = int(self._crcs[shard_number][i])
+            if zlib.crc32(data) != expected:
+                shard, index = self.manifest.shards[shard_number], self._indexes[shard_number]
+                key = index.key_at(i) if index.has_keys else i
+                raise ChecksumError(f"record {i} (key {key}) differs from its checksum "
+                                    f"{expected:08x}: its bytes are damaged", path=shard.rec,
+                                    offset=offset)
+        return data
+
+    def __getitem__(self, position: int) -> bytes:
+        """The record at ``position`` across all shards (0 .. len-1, manifest order)."""
+        if position < 0:
+            position += len(self)
+        if not 0 <= position < len(self):
+            raise IndexError(f"position {position} outside 0..{len(self) - 1}")
+        shard = int(np.searchsorted(self._starts, position, side="right")) - 1
+        return self.read(shard, position - int(self._starts[shard]))
+
+    def by_key(self, key: Any) -> bytes:
+        """The record written under ``key`` (the last one, if a key repeats)."""
+        if self._by_key is None:
+            self._by_key = {}
+            for n, index in enumerate(self._indexes):
+                for i in range(len(index)):
+                    self._by_key[index.key_at(i)] = (n, i)
+        if key not in self._by_key:
+            raise KeyError(key)
+        return self.read(*self._by_key[key])
+
+    def __iter__(self) -> Iterator[bytes]:
+        for n, index in enumerate(self._indexes):
+            for i in range(len(index)):
+                yield self.read(n, i)
+
+    def close(self) -> None:
+        for reader in self._readers:
+            reader.close()
+
+    def __enter__(self) -> "ShardReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# -- checking ------------------------------------------------------------------------------------
+@dataclass
+class ShardProblem:
+    """One thing that differs from the manifest: the file, what differs, and where."""
+
+    path: str
+    problem: str
+    record: Optional[int] = None
+    key: Any = None
+    offset: Optional[int] = None
+
+    def __str__(self) -> str:
+        where = "" if self.offset is None else f" (byte {self.offset})"
+        return f"{self.path}: {self.problem}{where}"
+
+
+@dataclass
+class ManifestReport:
+    """What ``verify_manifest`` found: ``problems`` (empty when the set matches its manifest)."""
+
+    path: str
+    shards: int
+    records: int
+    nbytes: int
+    deep: bool
+    problems: List[ShardProblem] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"path": self.path, "shards": self.shards, "records": self.records,
+                "bytes": self.nbytes, "deep": self.deep, "clean": self.clean,
+                "problems": [vars(p) for p in self.problems]}
+
+
+def verify_manifest(path: PathLike, *, deep: bool = False,
+                    progress: Optional[Callable[[int], Any]] = None) -> ManifestReport:
+    """Check every shard against the manifest: each file's presence, size and CRC-32, and the
+    ``.idx``'s record count. ``deep=True`` also reads every record and compares it with the
+    per-record checksums (where the set has them), naming each damaged record by shard, number,
+    key and offset. ``progress(n)``: bytes checked since the last call. Differences are
+    reported, not raised; a malformed manifest raises :class:`ManifestError`."""
+    manifest = load_manifest(path)
+    report = ManifestReport(manifest.path, len(manifest.shards), manifest.records,
+                            manifest.nbytes, deep)
+    for shard in manifest.shards:
+        for role, file, size, crc in shard.files():
+            if not os.path.exists(file):
+                report.problems.append(ShardProblem(file, "is missing"))
+                continue
+            actual_size = os.path.getsize(file)
+            if actual_size != size:
+                report.problems.append(ShardProblem(
+                    file, f"has {actual_size} bytes; the manifest says {size}"))
+                continue
+            _, actual_crc = file_crc32(file)
+            if progress is not None:
+                progress(actual_size)
+            if actual_crc != crc:
+                report.problems.append(ShardProblem(
+                    file, f"has CRC-32 {actual_crc}; the manifest says {crc} (its bytes changed)"))
+        if os.path.exists(shard.idx):
+            try:
+                lines = len(open_index(shard.idx, key_type=None, cache=False))
+            except IndexFileError as exc:
+                report.problems.append(ShardProblem(shard.idx, exc.message, offset=exc.offset))
+            else:
+                if lines != shard.records:
+                    report.problems.append(ShardProblem(
+                        shard.idx, f"has {lines} records; the manifest says {shard.records}"))
+        if deep and os.path.exists(shard.rec):
+            report.problems.extend(_deep_check(shard))
+    return report
+
+
+def _deep_check(shard: Shard) -> List[ShardProblem]:
+    """Every record of ``shard`` read and compared with its CRC-32 (framing damage found on the
+    way is named too)."""
+    problems: List[ShardProblem] = []
+    try:
+        index = open_index(shard.idx, key_type=None, cache=False)
+    except (OSError, IndexFileError):
+        return problems  # reported by the shallow check
+    crcs: Optional[np.ndarray] = None
+    if shard.crc is not None and os.path.exists(shard.crc):
+        try:
+            crcs = record_checksums(shard)
+        except ManifestError as exc:
+            problems.append(ShardProblem(shard.crc, exc.message))
+    with RecordReader(shard.rec) as reader:
+        for i, offset in enumerate(index.offsets.tolist()):
+            key = index.key_at(i) if index.has_keys else i
+            try:
+                data = reader.read_at(offset)
+            except RecordIOError as exc:
+                problems.append(ShardProblem(shard.rec, f"record {i} (key {key}): {exc.message}",
+                                             i, key, offset))
+                continue
+            if crcs is not None and i < len(crcs) and zlib.crc32(data) != int(crcs[i]):
+                problems.append(ShardProblem(
+                    shard.rec, f"record {i} (key {key}) differs from its checksum "
+                               f"{int(crcs[i]):08x}: its bytes are damaged", i, key, offset))
+    return problems
+
+
+# -- the combined index ---------------------------------------------------------------------------
+def combined_index(manifest: Union[PathLike, Manifest], out_path: PathLike, *,
+                   force: bool = False) -> int:
+    """Write one ``.idx`` for the whole set: each shard's lines in manifest order, offsets
+    shifted by the total size of the shards before it (DALI's layout for several ``.rec``
+    paths). The shards' sizes come from the files (checked against the manifest). Returns the
+    number of lines. Refuses an existing ``out_path`` unless ``force``."""
+    manifest = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+    inputs = [manifest.path] + [p for s in manifest.shards for p in (s.rec, s.idx)]
+    check_outputs([out_path], inputs, force=force)
+    base, lines = 0, 0
+    with atomic_open(out_path, "wb") as out:
+        for shard in manifest.shards:
+            size = os.path.getsize(shard.rec)
+            if size != shard.rec_bytes:
+                raise ManifestError(f"has {size} bytes; the manifest says {shard.rec_bytes} "
+                                    f"(run recio verify on the manifest)", path=shard.rec)
+            index = open_index(shard.idx, key_type=int, rec_size=size)
+            keys = index.key_array()
+            for block in iter_index_lines(keys, index.offsets + base):
+                out.write(block)
+            lines += len(index)
+            base += size
+    return lines
+
+
+def expand_manifests(entries: Sequence[str]) -> List[str]:
+    """``entries`` with every manifest replaced by its shards' ``.rec`` files, in order."""
+    out: List[str] = []
+    for entry in entries:
+        if is_manifest(entry):
+            out.extend(load_manifest(entry).rec_paths())
+        else:
+            out.append(entry)
+    return out
+
+
+__all__ = ["ShardWriter", "ShardReader", "Manifest", "Shard", "load_manifest", "verify_manifest",
+           "ManifestReport", "ShardProblem", "combined_index", "record_checksums",
+           "manifest_path", "shard_stem", "is_manifest", "file_crc32", "expand_manifests",
+           "MANIFEST_SUFFIX", "RECORD_CHECKSUM_SUFFIX"]
