@@ -365,22 +365,15 @@ class ManagedWriter:
         if not self._finalizer.alive:  # reaped at interpreter exit while still referenced
             self.closed = True
             return None
-        try:
-            self._finish()
-            self._finalizer.detach()
-            self.closed = True
-            self._outputs.commit()
-        except BaseException:
-            self.closed = False
-            self.abort()
-            raise
+        self.hand_over().commit()  # each step discards the files if it fails
         return None
 
     def hand_over(self) -> OutputSet:
-        """Finish writing and give up the files, finished but not yet renamed, to an owner that
-        commits or discards them together with others (``ShardWriter``: no shard appears
-        before every shard is complete). The writer is closed; the owner's set is then the
-        only thing that can make the files appear."""
+        """Finish writing and give up the files, finished but not yet renamed: ``close()``
+        commits them at once; an owner may instead commit or discard them together with others
+        (``ShardWriter``: no shard appears before every shard is complete). The writer is
+        closed; the returned set is then the only thing that can make the files appear. If
+        finishing fails, the files are discarded and the error is raised."""
         if self.closed:
             raise ValueError("hand_over() of a closed writer")
         try:
