@@ -19,8 +19,8 @@ from importlib import import_module as _import_module
 from recio import _moved
 from recio.errors import (
     CBFError,
-    ImageError,
     ChecksumError,
+    ImageError,
     IndexFileError,
     ListFileError,
     ManifestError,

@@ -144,6 +144,27 @@ def test_existing_outputs_are_refused_without_force(tmp_path):
     assert [list(recio.RecordReader(s.rec)) for s in manifest.shards] == [[b"c"], [b"d"], [b"e"]]
 
 
+def test_every_shard_of_an_earlier_set_is_refused_and_with_force_none_stays_stale(tmp_path):
+    write_set(tmp_path / "t", [b"a", b"b", b"c", b"d"], max_records=1, checksums=True)
+    os.remove(tmp_path / "t.manifest.json")
+    os.remove(tmp_path / "t-00000.rec")
+    os.remove(tmp_path / "t-00000.idx")
+    os.remove(tmp_path / "t-00000.crc32")  # shard 0 gone: shards 1..3 still there
+    before = files_in(tmp_path)
+    with pytest.raises(OutputExistsError) as err:
+        ShardWriter(tmp_path / "t", max_records=1)
+    assert "t-00001" in str(err.value)
+    assert files_in(tmp_path) == before
+    aborted = ShardWriter(tmp_path / "t", max_records=2, force=True)
+    aborted.write(0, b"x")
+    aborted.abort()  # nothing is deleted before the new set is committed
+    assert files_in(tmp_path) == before
+    write_set(tmp_path / "t", [b"x", b"y", b"z"], max_records=2, force=True)
+    assert files_in(tmp_path) == ["t-00000.idx", "t-00000.rec", "t-00001.idx", "t-00001.rec",
+                                  "t.manifest.json"]
+    assert list(recio.InputSplit(str(tmp_path / "t-*.rec"))) == [b"x", b"y", b"z"]
+
+
 def test_made_by_is_kept(tmp_path):
     write_set(tmp_path / "t", [b"a"], made_by={"command": "im2rec x y"})
     made_by = load_manifest(tmp_path / "t.manifest.json").made_by

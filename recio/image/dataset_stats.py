@@ -34,7 +34,7 @@ from recio.errors import RecordIOError
 from recio.image.lists import find_classes, read_classes
 from recio.image.stats import FileStats, image_size, scan_file, sniff_format
 from recio.records.reader import RecordReader
-from recio.records.shards import is_manifest, load_manifest
+from recio.records.shards import expand_manifests
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
@@ -138,10 +138,8 @@ def expand_paths(paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: List[str] = []
-    for path in map(os.fspath, paths):
-        if is_manifest(path):
-            out += load_manifest(path).rec_paths()
-        elif not os.path.exists(path) and glob.has_magic(path):
+    for path in expand_manifests([os.fspath(p) for p in paths]):
+        if not os.path.exists(path) and glob.has_magic(path):
             matches = sorted(glob.glob(path))
             if not matches:
                 raise RecordIOError("no file matches this pattern", path=path)

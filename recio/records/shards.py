@@ -34,6 +34,7 @@ from __future__ import annotations
 import array
 import json
 import os
+import re
 import zlib
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -97,6 +98,17 @@ def file_crc32(path: PathLike) -> Tuple[int, str]:
             crc = zlib.crc32(block, crc)
             size += len(block)
     return size, f"{crc:08x}"
+
+
+def existing_shard_files(prefix: PathLike) -> List[str]:
+    """Files already in ``prefix``'s folder named like one of its shards' (``PREFIX-NNNNN.rec``,
+    ``.idx``, ``.crc32``), sorted: what a new set under ``prefix`` would replace or leave
+    stale beside its manifest."""
+    folder, base = os.path.split(os.path.abspath(os.fspath(prefix)))
+    pattern = re.compile(re.escape(base) + r"-\d{%d,}(\.rec|\.idx|%s)\Z"
+                         % (SHARD_DIGITS, re.escape(RECORD_CHECKSUM_SUFFIX)))
+    return sorted(os.path.join(folder, name) for name in os.listdir(folder)
+                  if pattern.match(name))
 
 
 def _padded(n: int) -> int:
@@ -237,8 +249,10 @@ class ShardWriter(ManagedWriter):
     its own), then the manifest. ``write(key, data)`` returns ``(shard number, offset)``.
 
     ``checksums=True`` also writes each shard's per-record CRC-32 sidecar. Existing outputs
-    (any ``PREFIX-NNNNN.*`` the writer would create, and the manifest) are refused unless
-    ``force=True``: :class:`~recio.errors.OutputExistsError` before anything is written.
+    (the manifest and any file named like a shard of ``prefix``, ``PREFIX-NNNNN.rec``/``.idx``/
+    ``.crc32``) are refused unless ``force=True``: :class:`~recio.errors.OutputExistsError`
+    before anything is written. With ``force`` the shards of an earlier set that this one does
+    not replace are deleted when it is committed (not before).
     ``made_by`` is stored in the manifest (how the set was made). ``with`` closes on success
     and aborts on an exception; see the module docstring for what appears when.
     """
@@ -260,7 +274,10 @@ class ShardWriter(ManagedWriter):
         folder = os.path.dirname(self.prefix)
         if not os.path.isdir(folder):
             raise FileNotFoundError(2, "No such folder for the shards", folder)
-        check_outputs([self.manifest_path, shard_stem(self.prefix, 0) + ".rec"], force=force)
+        # every shard of an earlier set, not only the ones this set will write: with force the
+        # rest are deleted when this set is committed, so no stale shard stays beside it
+        stale = existing_shard_files(self.prefix)
+        check_outputs([self.manifest_path, *stale], force=force)
         self.shards: List[Shard] = []
         self._current: Any = None
         self._crc_file: Optional[AtomicFile] = None
@@ -268,7 +285,9 @@ class ShardWriter(ManagedWriter):
         self._count = 0
         self._min_key: Any = None
         self._max_key: Any = None
-        self._begin(OutputSet(), f"ShardWriter({self.prefix!r})")
+        outputs = OutputSet()
+        outputs.obsolete = stale
+        self._begin(outputs, f"ShardWriter({self.prefix!r})")
 
     # -- shards
     def _open_shard(self) -> None:
@@ -409,12 +428,11 @@ class ShardReader:
         offset = int(self._indexes[shard_number].offsets[i])
         data = self._readers[shard_number].read_at(offset)
         if self._crcs is not None:
-            expected = int(self._crcs[shard_number][i])
-            if zlib.crc32(data) != expected:
-                shard, index = self.manifest.shards[shard_number], self._indexes[shard_number]
-                key = index.key_at(i) if index.has_keys else i
-                raise ChecksumError(f"record {i} (key {key}) differs from its checksum "
-                                    f"{expected:08x}: its bytes are damaged", path=shard.rec,
+            index = self._indexes[shard_number]
+            mismatch = _checksum_mismatch(data, int(self._crcs[shard_number][i]), i,
+                                          index.key_at(i) if index.has_keys else i)
+            if mismatch is not None:
+                raise ChecksumError(mismatch, path=self.manifest.shards[shard_number].rec,
                                     offset=offset)
         return data
 
@@ -517,28 +535,33 @@ def verify_manifest(path: PathLike, *, deep: bool = False,
             if actual_crc != crc:
                 report.problems.append(ShardProblem(
                     file, f"has CRC-32 {actual_crc}; the manifest says {crc} (its bytes changed)"))
+        index = None
         if os.path.exists(shard.idx):
             try:
-                lines = len(open_index(shard.idx, key_type=None, cache=False))
+                index = open_index(shard.idx, key_type=None, cache=False)
             except IndexFileError as exc:
                 report.problems.append(ShardProblem(shard.idx, exc.message, offset=exc.offset))
             else:
-                if lines != shard.records:
+                if len(index) != shard.records:
                     report.problems.append(ShardProblem(
-                        shard.idx, f"has {lines} records; the manifest says {shard.records}"))
-        if deep and os.path.exists(shard.rec):
-            report.problems.extend(_deep_check(shard))
+                        shard.idx, f"has {len(index)} records; the manifest says {shard.records}"))
+        if deep and index is not None and os.path.exists(shard.rec):
+            report.problems.extend(_deep_check(shard, index))
     return report
 
 
-def _deep_check(shard: Shard) -> List[ShardProblem]:
-    """Every record of ``shard`` read and compared with its CRC-32 (framing damage found on the
-    way is named too)."""
+def _checksum_mismatch(data: Any, expected: int, i: int, key: Any) -> Optional[str]:
+    """The one per-record check: None when ``data`` has CRC-32 ``expected``, else what to say
+    about record ``i`` (``key``)."""
+    if zlib.crc32(data) == expected:
+        return None
+    return f"record {i} (key {key}) differs from its checksum {expected:08x}: its bytes are damaged"
+
+
+def _deep_check(shard: Shard, index: Any) -> List[ShardProblem]:
+    """Every record of ``shard`` (at the offsets of its parsed ``index``) read and compared with
+    its CRC-32 (framing damage found on the way is named too)."""
     problems: List[ShardProblem] = []
-    try:
-        index = open_index(shard.idx, key_type=None, cache=False)
-    except (OSError, IndexFileError):
-        return problems  # reported by the shallow check
     crcs: Optional[np.ndarray] = None
     if shard.crc is not None and os.path.exists(shard.crc):
         try:
@@ -554,10 +577,10 @@ def _deep_check(shard: Shard) -> List[ShardProblem]:
                 problems.append(ShardProblem(shard.rec, f"record {i} (key {key}): {exc.message}",
                                              i, key, offset))
                 continue
-            if crcs is not None and i < len(crcs) and zlib.crc32(data) != int(crcs[i]):
-                problems.append(ShardProblem(
-                    shard.rec, f"record {i} (key {key}) differs from its checksum "
-                               f"{int(crcs[i]):08x}: its bytes are damaged", i, key, offset))
+            if crcs is not None and i < len(crcs):
+                mismatch = _checksum_mismatch(data, int(crcs[i]), i, key)
+                if mismatch is not None:
+                    problems.append(ShardProblem(shard.rec, mismatch, i, key, offset))
     return problems
 
 
@@ -601,4 +624,5 @@ def expand_manifests(entries: Sequence[str]) -> List[str]:
 __all__ = ["ShardWriter", "ShardReader", "Manifest", "Shard", "load_manifest", "verify_manifest",
            "ManifestReport", "ShardProblem", "combined_index", "record_checksums",
            "manifest_path", "shard_stem", "is_manifest", "file_crc32", "expand_manifests",
+           "existing_shard_files",
            "MANIFEST_SUFFIX", "RECORD_CHECKSUM_SUFFIX"]
