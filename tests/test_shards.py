@@ -214,6 +214,10 @@ def test_missing_truncated_and_miscounted_shards_are_named(shard_set):
     assert any(manifest.shards[0].crc in p and "missing" in p for p in problems)
     assert any(manifest.shards[1].rec in p and "bytes; the manifest says" in p for p in problems)
     assert any(manifest.shards[2].idx in p and "has 5 records" in p for p in problems)
+    with open(manifest.shards[2].idx, "a") as f:
+        f.write("x\ty\n")
+    problems = [str(p) for p in verify_manifest(path).problems]
+    assert any(manifest.shards[2].idx in p and "line 6: cannot parse" in p for p in problems)
 
 
 @pytest.mark.parametrize("text, message", [

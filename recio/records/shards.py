@@ -540,7 +540,9 @@ def verify_manifest(path: PathLike, *, deep: bool = False,
             try:
                 index = open_index(shard.idx, key_type=None, cache=False)
             except IndexFileError as exc:
-                report.problems.append(ShardProblem(shard.idx, exc.message, offset=exc.offset))
+                where = "" if exc.line is None else f"line {exc.line}: "
+                report.problems.append(ShardProblem(shard.idx, where + exc.message,
+                                                    offset=exc.offset))
             else:
                 if len(index) != shard.records:
                     report.problems.append(ShardProblem(
