@@ -56,6 +56,11 @@ class ChecksumError(RecordIOError):
     record's byte offset in its shard)."""
 
 
+class StorageError(RecordIOError):
+    """A remote object that could not be read or written: the network, the server or the
+    credentials failed, or a connection dropped mid-read (``offset``: where reading stopped)."""
+
+
 class CBFError(RecordIOError):
     """A malformed CNTK Binary Format file."""
 
@@ -65,4 +70,4 @@ class SequenceError(RecordIOError):
 
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError",
-           "OutputExistsError", "ManifestError", "ChecksumError", "CBFError", "SequenceError"]
+           "OutputExistsError", "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError"]

@@ -20,6 +20,8 @@ EXTRAS: Dict[str, tuple] = {
     "cykooz_resizer": (None, "cykooz.resizer"),
     "cv2": ("fast", "opencv-python-headless"),
     "torch": ("torch", "torch"),
+    "fsspec": ("remote", "fsspec"),
+    "s3fs": ("remote", "s3fs"),
 }
 
 _found: Dict[str, Optional[ModuleType]] = {}

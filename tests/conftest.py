@@ -160,3 +160,99 @@ def split_files(golden, tmp_path):
             shutil.copy(golden / "split" / (name + ext), tmp_path / (name + ext))
         files.append(str(tmp_path / (name + ".rec")))
     return files
+
+
+# -- a local S3 server ----------------------------------------------------------------------------
+
+class S3Server:
+    """A real S3 API (moto's server mode) on 127.0.0.1, in its own process, for the remote
+    tests: ``endpoint`` is its URL, ``env`` the environment a client (or a command run as a
+    subprocess) needs, ``bucket(name)`` makes a bucket and returns ``s3://name``."""
+
+    def __init__(self) -> None:
+        import socket
+        import subprocess
+        import time
+        import urllib.request
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError("moto's S3 server did not start on 127.0.0.1")
+                time.sleep(0.1)
+        self.env = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                    "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1",
+                    "no_proxy": "127.0.0.1"}
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def bucket(self, name: str) -> str:
+        self.client().create_bucket(Bucket=name)
+        return f"s3://{name}"
+
+    def put(self, url: str, data: bytes) -> None:
+        bucket, _, key = url[len("s3://"):].partition("/")
+        self.client().put_object(Bucket=bucket, Key=key, Body=data)
+
+    def get(self, url: str) -> bytes:
+        bucket, _, key = url[len("s3://"):].partition("/")
+        return self.client().get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def keys(self, bucket_url: str) -> List[str]:
+        bucket = bucket_url[len("s3://"):].strip("/")
+        found = self.client().list_objects_v2(Bucket=bucket).get("Contents", [])
+        return sorted(o["Key"] for o in found)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except Exception:
+            self.process.kill()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """The local S3 server (needs moto[server], s3fs and boto3: ``pip install -e '.[dev,remote]'``);
+    the process environment points every S3 client at it while the session runs."""
+    for name in ("moto.server", "s3fs", "boto3"):
+        need(name)
+    server = S3Server()
+    saved = {k: os.environ.get(k) for k in server.env}
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, request):
+    """A fresh bucket for one test: ``(server, "s3://bucket")``."""
+    import re as _re
+
+    name = _re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-")
+    name = f"t-{name}-{len(s3_server.client().list_buckets()['Buckets'])}"
+    return s3_server, s3_server.bucket(name)

@@ -95,21 +95,6 @@ def test_a_mistyped_subcommand_gets_a_suggestion():
     assert "No such command 'inspct'. Did you mean 'inspect'?" in proc.stderr
 
 
-@pytest.mark.parametrize("argv", [
-    ["recio", "inspect", "s3://bucket/train.rec"],
-    ["recio", "split", "gs://bucket/a.rec", "-n", "2"],
-    ["im2rec", "s3://bucket/out", "."],
-    ["recio", "im2rec", "data/train", "https://example.org/images"],
-])
-def test_urls_get_a_one_line_message_until_remote_storage_lands(argv, tmp_path):
-    proc = subprocess.run([*command(argv[0]), *argv[1:]], capture_output=True, text=True,
-                          cwd=tmp_path)
-    assert proc.returncode == 2
-    assert "remote paths" in proc.stderr and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
-    assert os.listdir(tmp_path) == []  # no folder named "s3:"
-
-
 def test_version_and_exit_statuses_are_documented():
     proc = subprocess.run([*command("recio"), "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("recio, version ")

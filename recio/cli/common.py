@@ -5,7 +5,6 @@ import functools
 import json
 import math
 import os
-import re
 import sys
 import time
 from typing import Any, Callable, Iterable, Optional
@@ -13,6 +12,7 @@ from typing import Any, Callable, Iterable, Optional
 import click
 
 from recio.errors import RecordIOError
+from recio.storage import is_url, local_path, size as storage_size
 
 #: exit statuses scripts can rely on
 EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -21,19 +21,15 @@ EXIT_STATUS_HELP = ("Exit status: 0 success; 1 damage found or items skipped (ve
                     "a pack that found nothing); 2 usage error, unreadable input or a refused "
                     "output; 130 interrupted (Ctrl-C).")
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+class PathOrURL(click.Path):
+    """``click.Path`` that passes URLs (``s3://...``) through unchecked: they are opened by
+    the library through fsspec, which reports a missing object in one line."""
 
-
-def reject_urls(args: Iterable[str]) -> None:
-    """Fail with one line when an argument is a URL: this version reads and writes local
-    paths only (a folder named ``s3:`` would be the surprising alternative)."""
-    for arg in args:
-        if isinstance(arg, str) and _URL.match(arg) and not arg.startswith("file://"):
-            scheme = arg.split("://", 1)[0]
-            fail(f"{arg}: remote paths ({scheme}://) need remote-storage support, which this "
-                 "version of recio does not have; copy the files to a local disk first")
-        if isinstance(arg, str) and arg.startswith("file://"):
-            fail(f"{arg}: give local files as plain paths (without file://)")
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if is_url(value):
+            return value
+        return super().convert(local_path(value) if isinstance(value, str) else value,
+                               param, ctx)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:
@@ -142,7 +138,13 @@ class LogProgress:
 def file_progress(path: str, desc: str, quiet: bool = False):
     """A byte-counting bar over the file at ``path`` (no total when it cannot be sized: the
     command's library call then reports why)."""
-    total = os.path.getsize(path) if os.path.isfile(path) else None
+    if is_url(path):
+        try:
+            total: Optional[int] = storage_size(path)
+        except (OSError, RecordIOError, ImportError):
+            total = None
+    else:
+        total = os.path.getsize(path) if os.path.isfile(path) else None
     return progress(total=total, desc=desc, unit="B", unit_scale=True, quiet=quiet)
 
 
@@ -181,6 +183,6 @@ quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bar
 force_option = click.option("--force", is_flag=True,
                             help="Replace existing output files (an input is never replaced).")
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
-index_option = click.option("--index", "index_path", type=click.Path(exists=True, dir_okay=False),
+index_option = click.option("--index", "index_path", type=PathOrURL(exists=True, dir_okay=False),
                             default=None,
                             help="Index to check (default: the .idx beside the .rec, if any).")

@@ -19,7 +19,6 @@ from recio.cli.common import (
     json_option,
     progress,
     quiet_option,
-    reject_urls,
 )
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
@@ -69,7 +68,6 @@ def _mxnet_argv(args: Sequence[str]) -> List[str]:
 
 class _MXNetCompatCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
-        reject_urls(args)
         return super().parse_args(ctx, _mxnet_argv(args))
 
 

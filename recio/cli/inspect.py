@@ -7,6 +7,7 @@ from typing import List, Optional, Tuple
 import click
 import numpy as np
 
+from recio import storage
 from recio.cli.common import (
     echo_json,
     fail,
@@ -70,7 +71,8 @@ def inspect_cmd(files: Tuple[str, ...], show: int, sample: int, seed: int,
     paths = expand_paths(files)
     if plot_path is not None:
         check_outputs([plot_path], paths, force=force)
-    total = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+    total = sum(storage.size(p) if storage.is_url(p) else os.path.getsize(p)
+                for p in paths if storage.is_url(p) or os.path.isfile(p))
     with progress(total=total or None, desc="inspect", unit="B", unit_scale=True,
                   quiet=quiet or as_json) as bar:
         stats = dataset_stats(paths, sample=sample, seed=seed, idx_path=index_path,

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import click
 
-from recio.cli.common import EXIT_STATUS_HELP, reject_urls
+from recio.cli.common import EXIT_STATUS_HELP
 
 # subcommand name -> (module inside recio.cli, click command attribute)
 SUBCOMMANDS = {
@@ -51,10 +51,6 @@ class LazyGroup(click.Group):
             hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
             ctx.fail(f"No such command {name!r}.{hint} (`recio --help` lists them.)")
         return super().resolve_command(ctx, args)
-
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
-        reject_urls(args)
-        return super().parse_args(ctx, args)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},

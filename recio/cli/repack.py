@@ -10,6 +10,7 @@ from recio.cli.common import (
     fail,
     force_option,
     handle_errors,
+    PathOrURL,
     json_option,
     progress,
     quiet_option,
@@ -28,7 +29,7 @@ from recio.image.repack import repack
                    "a small buffer).")
 @click.option("--seed", type=int, default=None,
               help="Seed of the --shuffle order (the same seed gives the same file).")
-@click.option("--index", "idx_path", type=click.Path(exists=True, dir_okay=False), default=None,
+@click.option("--index", "idx_path", type=PathOrURL(exists=True, dir_okay=False), default=None,
               help="Index of REC (default: the .idx beside it; without one REC is scanned).")
 @force_option
 @json_option

@@ -30,9 +30,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio import storage
 from recio.errors import RecordIOError
 from recio.image.lists import find_classes, read_classes
 from recio.image.stats import FileStats, image_size, scan_file, sniff_format
+from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.shards import expand_manifests
 
@@ -139,8 +141,8 @@ def expand_paths(paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
         paths = [paths]
     out: List[str] = []
     for path in expand_manifests([os.fspath(p) for p in paths]):
-        if not os.path.exists(path) and glob.has_magic(path):
-            matches = sorted(glob.glob(path))
+        if glob.has_magic(path) and not storage.exists(path):
+            matches = storage.glob(path)
             if not matches:
                 raise RecordIOError("no file matches this pattern", path=path)
             out += matches
@@ -326,17 +328,24 @@ def dataset_stats(paths: Union[PathLike, Sequence[PathLike]], *, sample: int = D
     out = DatasetStats()
     tally = _Tally(sample, seed)
     for path in files:
-        st, heads = scan_file(path, sample=min(sample or 1000, 1000), show=show,
-                              idx_path=None if idx_path is None else os.fspath(idx_path),
-                              collect_heads=True, progress=progress)
-        if st.size and not st.records:
-            raise RecordIOError(f"holds no RecordIO record: it looks like {sniff_format(path)}",
-                                path=path)
-        out.files.append(st)
-        images = header_only = other = 0
-        if st.records:
-            images, header_only, other = _scan_headers(
-                path, np.frombuffer(heads, np.uint64).astype(np.int64), tally)
+        # a remote object is downloaded once (streamed) and scanned where it can be mapped
+        with storage.local_copy(path) as local:
+            index = idx_path
+            if index is None and storage.is_url(path):
+                sibling = sibling_index_path(path)
+                index = sibling if storage.exists(sibling) else None
+            st, heads = scan_file(local, sample=min(sample or 1000, 1000), show=show,
+                                  idx_path=None if index is None else os.fspath(index),
+                                  collect_heads=True, progress=progress)
+            st.path = path
+            if st.size and not st.records:
+                raise RecordIOError(f"holds no RecordIO record: it looks like "
+                                    f"{sniff_format(local)}", path=path)
+            out.files.append(st)
+            images = header_only = other = 0
+            if st.records:
+                images, header_only, other = _scan_headers(
+                    local, np.frombuffer(heads, np.uint64).astype(np.int64), tally)
         out.records += st.records
         out.bytes += st.size
         out.image_records += images

@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from recio import storage
 from recio.deprecation import renamed_keywords
 from recio.errors import RecordIOError
 from recio.image.header import IR_SIZE as _IR_SIZE
@@ -244,7 +245,7 @@ def image_size(buf: Any, start: int = 0, end: Optional[int] = None
 def sniff_format(path: "os.PathLike[str] | str") -> str:
     """What a file that holds no RecordIO record seems to be, from its first bytes: for
     messages that tell the user which file to pass instead."""
-    with open(path, "rb") as f:
+    with storage.open_input(path) as f:
         head = f.read(4096)
     if not head:
         return "an empty file"
@@ -286,7 +287,7 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     path = os.fspath(path)
     if idx_path is None:
         candidate = sibling_index_path(path)
-        idx_path = candidate if check_index and os.path.exists(candidate) else None
+        idx_path = candidate if check_index and storage.exists(candidate) else None
     want_heads = collect_heads or idx_path is not None
     heads = array("Q")
     st = FileStats(path=path)
@@ -336,7 +337,10 @@ def _scan(reader: Any, st: FileStats, heads: Optional[array], sample: int, show:
             progress(off - reported)
             reported = off
         nparts = len(spans)
-        if nparts == 1:
+        if mm is None:  # no map (a remote object): the record's bytes, copied
+            buf, base = reader.span_bytes(spans), 0
+            length = len(buf)
+        elif nparts == 1:
             buf, base = mm, spans[0][0]
             length = spans[0][1] - base
         else:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+from recio import storage
 from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
 from recio.image.header import unpack_header
@@ -61,7 +62,7 @@ def verify_file(rec_path: PathLike, *, images: bool = False, idx_path: Optional[
     Damage is reported, not raised; an unreadable file raises ``OSError``.
     """
     rec_path = os.fspath(rec_path)
-    if idx_path is not None and not os.path.exists(idx_path):
+    if idx_path is not None and not storage.exists(idx_path):
         raise FileNotFoundError(errno.ENOENT, "No such file", os.fspath(idx_path))
     stats, heads = scan_file(rec_path, sample=0,
                              idx_path=None if idx_path is None else os.fspath(idx_path),

@@ -23,7 +23,9 @@ import weakref
 from contextlib import contextmanager
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Union
 
+from recio import storage
 from recio.errors import OutputExistsError
+from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -35,7 +37,13 @@ def _temp_name(path: str) -> str:
 
 def _create_exclusive(path: str) -> tuple:
     """``(fd, temp path)`` of a new file beside ``path``; like mkstemp, but with the umask's
-    permissions rather than 0600."""
+    permissions rather than 0600. For a URL the file is staged in the local temporary folder
+    (``RECIO_STAGING_DIR``, else ``TMPDIR``) and uploaded by ``publish()``."""
+    if storage.is_url(path):
+        import tempfile
+
+        return tempfile.mkstemp(prefix=f".{storage.basename(path)}.", suffix=".tmp",
+                                dir=os.environ.get("RECIO_STAGING_DIR") or None)
     while True:
         temp = _temp_name(path)
         try:
@@ -46,7 +54,7 @@ def _create_exclusive(path: str) -> tuple:
 
 def fsync_folder(path: PathLike) -> None:
     """fsync the folder holding ``path`` so a rename in it survives an OS crash (POSIX only)."""
-    if os.name != "posix":
+    if os.name != "posix" or storage.is_url(path):
         return
     fd = os.open(os.path.dirname(os.path.abspath(os.fspath(path))), os.O_RDONLY)
     try:
@@ -109,11 +117,14 @@ class AtomicFile:
     atomic = True
     #: ``discard()`` keeps the temporary file (a resumable partial file)
     keep_on_discard = False
+    #: where a URL's object store is reached (``publish`` uploads there)
+    storage_options: StorageOptions = None
 
     def __init__(self, path: PathLike, mode: str = "wb", buffering: int = -1, *,
-                 fsync: bool = False) -> None:
-        self.path = os.fspath(path)
+                 fsync: bool = False, storage_options: StorageOptions = None) -> None:
+        self.path = storage.local_path(path)
         self.fsync = fsync
+        self.storage_options = storage_options
         fd, self.temp_path = _create_exclusive(self.path)
         try:
             self.file: BinaryIO = os.fdopen(fd, mode, buffering)
@@ -145,8 +156,13 @@ class AtomicFile:
             self.file.close()
 
     def publish(self) -> None:
-        """Rename the finished file into place."""
-        os.replace(self.temp_path, self.path)
+        """Rename the finished file into place (for a URL: upload it as one object, which
+        appears only once complete, then delete the staged copy)."""
+        if storage.is_url(self.path):
+            storage.upload(self.temp_path, self.path, self.storage_options)
+            _unlink_quietly(self.temp_path)
+        else:
+            os.replace(self.temp_path, self.path)
         self.done = True
 
     def commit(self) -> None:
@@ -237,14 +253,18 @@ class OutputSet:
         self.done = False
 
     @classmethod
-    def create(cls, specs: Iterable[tuple], *, atomic: bool = True,
-               fsync: bool = False) -> "OutputSet":
-        """Open one file per ``(path, mode, buffering)``; all or none."""
-        kind = AtomicFile if atomic else InPlaceFile
+    def create(cls, specs: Iterable[tuple], *, atomic: bool = True, fsync: bool = False,
+               storage_options: StorageOptions = None) -> "OutputSet":
+        """Open one file per ``(path, mode, buffering)``; all or none. A URL is always
+        written atomically (staged, then uploaded)."""
         made: List[AtomicFile] = []
         try:
             for path, mode, buffering in specs:
-                made.append(kind(path, mode, buffering, fsync=fsync))
+                if atomic or storage.is_url(os.fspath(path)):
+                    made.append(AtomicFile(path, mode, buffering, fsync=fsync,
+                                           storage_options=storage_options))
+                else:
+                    made.append(InPlaceFile(path, mode, buffering, fsync=fsync))
         except BaseException:
             cls(made).discard()
             raise
@@ -273,9 +293,10 @@ class OutputSet:
                 f.finish_file()
             for f in self.files[1:]:
                 if f.atomic:
-                    _unlink_quietly(f.path)  # never a new data file beside an old index
+                    _remove(f.path, f.storage_options)  # never a new data file beside an old index
+            options = self.files[0].storage_options if self.files else None
             for path in self.obsolete:
-                _unlink_quietly(path)
+                _remove(path, options)
             for f in self.files:
                 f.publish()
         except BaseException:
@@ -283,7 +304,8 @@ class OutputSet:
             raise
         self.done = True
         if self.fsync:  # one fsync for each folder that holds a renamed file
-            folders = {os.path.dirname(os.path.abspath(f.path)): f.path for f in self.files}
+            folders = {os.path.dirname(os.path.abspath(f.path)): f.path for f in self.files
+                       if not storage.is_url(f.path)}
             for path in folders.values():
                 fsync_folder(path)
 
@@ -409,7 +431,16 @@ class ManagedWriter:
             self.abort()
 
 
+def _remove(path: str, storage_options: StorageOptions) -> None:
+    if storage.is_url(path):
+        storage.remove(path, storage_options)
+    else:
+        _unlink_quietly(path)
+
+
 def _identity(path: str) -> Optional[tuple]:
+    if storage.is_url(path):
+        return None
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -418,29 +449,30 @@ def _identity(path: str) -> Optional[tuple]:
 
 
 def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), *,
-                  force: bool = False) -> None:
+                  force: bool = False, storage_options: StorageOptions = None) -> None:
     """The one rule for what a command may write over: never one of its ``inputs`` (the same
     path, a symlink or a hard link to it), and an existing file only with ``force=True``.
 
     Call it with every output path before anything is written; raises
     :class:`~recio.errors.OutputExistsError` naming the first path that is refused.
     """
-    outputs = [os.fspath(p) for p in outputs]
+    outputs = [storage.local_path(p) for p in outputs]
     taken = {}
-    for path in (os.fspath(p) for p in inputs):
-        taken[os.path.realpath(path)] = path
+    for path in (storage.local_path(p) for p in inputs):
+        taken[_real(path)] = path
         ident = _identity(path)
         if ident is not None:
             taken[ident] = path
     for path in outputs:
-        source = taken.get(os.path.realpath(path)) or taken.get(_identity(path) or ())
+        source = taken.get(_real(path)) or taken.get(_identity(path) or ())
         if source is not None:
             same = "" if os.path.abspath(source) == os.path.abspath(path) else f" ({source})"
             raise OutputExistsError(f"is an input of this command{same}; write the output "
                                     "elsewhere", path=path)
     if force:
         return
-    existing = [p for p in outputs if os.path.lexists(p)]
+    existing = [p for p in outputs if (storage.exists(p, storage_options) if storage.is_url(p)
+                                       else os.path.lexists(p))]
     if existing:
         more = (f" ({len(existing) - 1} more output file(s) exist too)"
                 if len(existing) > 1 else "")
@@ -448,10 +480,16 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
                                 path=existing[0])
 
 
+def _real(path: str) -> str:
+    return path.rstrip("/") if storage.is_url(path) else os.path.realpath(path)
+
+
 @contextmanager
-def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False) -> Iterator[BinaryIO]:
-    """``with atomic_open(p, "w") as f:`` — ``p`` appears only if the block completes."""
-    target = AtomicFile(path, mode, fsync=fsync)
+def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
+                storage_options: StorageOptions = None) -> Iterator[BinaryIO]:
+    """``with atomic_open(p, "w") as f:`` — ``p`` appears only if the block completes (a URL:
+    uploaded when the block completes)."""
+    target = AtomicFile(path, mode, fsync=fsync, storage_options=storage_options)
     try:
         yield target.file
     except BaseException:

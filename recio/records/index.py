@@ -30,6 +30,7 @@ import numpy as np
 
 from recio.errors import IndexFileError
 from recio.records.atomic import AtomicFile, atomic_open
+from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 
 PathLike = Union[str, "os.PathLike[str]"]
 KeyType = Optional[Callable[[str], Any]]
@@ -902,7 +903,7 @@ class IndexOffsets(Mapping):
 
 # -- opening -----------------------------------------------------------------------------------
 def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[int] = None,
-               cache: Optional[bool] = None) -> Index:
+               cache: Optional[bool] = None, storage_options: StorageOptions = None) -> Index:
     """Parse an ``.idx`` (or map its valid cache) into an ``Index``; bad lines raise
     ``IndexFileError`` naming the file and line.
 
@@ -910,11 +911,18 @@ def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[i
     never cached), or ``None`` when only offsets are needed (any UTF-8 key is accepted; integer
     keys are kept and cached). With ``rec_size`` every offset must leave room for a record
     header in the ``.rec``. ``cache``: ``None`` follows ``RECIO_INDEX_CACHE`` and the size
-    threshold, ``True``/``False`` force it on/off.
+    threshold, ``True``/``False`` force it on/off. A URL is read through fsspec
+    (``storage_options``), never cached.
     """
     path = os.fspath(idx_path)
     cacheable = key_type is int or key_type is None
-    with open(path, "rb") as f:
+    if is_url(path):  # read once, streamed; a remote index has no sidecar cache
+        with RemoteFile(path, storage_options) as f:
+            collected = _parse_file(f, path, key_type, rec_size, f.size)
+        offsets, base, keys = collected.finish()
+        return Index(offsets, keys=keys, base=base, path=path, key_type=key_type,
+                     rec_size=rec_size)
+    with open(local_path(path), "rb") as f:
         stat = os.fstat(f.fileno())
         use_cache = cacheable and _cache_enabled(cache, stat.st_size)
         if use_cache:

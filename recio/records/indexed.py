@@ -9,22 +9,25 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Uni
 
 import numpy as np
 
+from recio import storage
 from recio.records.index import Index, IndexOffsets, open_index, sibling_index_path
 from recio.records.reader import RecordReader
+from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 KeyType = Optional[Callable[[str], Any]]
 
 
-def build_index(rec_path: PathLike) -> List[int]:
+def build_index(rec_path: PathLike, storage_options: StorageOptions = None) -> List[int]:
     """Offsets of every record in a ``.rec`` by scanning its headers (MXNet's ``rec2idx``)."""
-    with RecordReader(rec_path) as reader:
+    with RecordReader(rec_path, storage_options=storage_options) as reader:
         return list(reader.iter_offsets())
 
 
 def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
               key_type: KeyType = int, rec_size: Optional[int] = None,
-              cache: Optional[bool] = None, warn_on_scan: bool = False) -> Index:
+              cache: Optional[bool] = None, warn_on_scan: bool = False,
+              storage_options: StorageOptions = None) -> Index:
     """The ``Index`` of a ``.rec``: from ``idx_path``, else the ``.idx`` beside it when there
     is one, else by scanning the file (keys ``0..n-1``, like ``rec2idx``; ``path`` is None).
 
@@ -34,7 +37,7 @@ def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
     """
     if idx_path is None:
         candidate = sibling_index_path(rec_path)
-        if os.path.exists(candidate):
+        if storage.exists(candidate, storage_options):
             idx_path = candidate
         else:
             if warn_on_scan:
@@ -42,11 +45,12 @@ def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
                               f"records (write it once with `recio index {os.fspath(rec_path)}`)",
                               stacklevel=3)
             # keys 0..n-1 whatever key_type says, as rec2idx writes them
-            return Index(np.asarray(build_index(rec_path), np.int64), base=0, key_type=key_type,
-                         rec_size=rec_size)
+            return Index(np.asarray(build_index(rec_path, storage_options), np.int64), base=0,
+                         key_type=key_type, rec_size=rec_size)
     if rec_size is None:
-        rec_size = os.path.getsize(rec_path)
-    return open_index(idx_path, key_type, rec_size=rec_size, cache=cache)
+        rec_size = storage.size(rec_path, storage_options)
+    return open_index(idx_path, key_type, rec_size=rec_size, cache=cache,
+                      storage_options=storage_options)
 
 
 def load_index(rec_path: PathLike, idx_path: Optional[PathLike] = None,
@@ -68,11 +72,12 @@ class IndexedRecordReader(Mapping):
 
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Optional[Union[str, "os.PathLike[str]"]] = None,
-                 key_type: Callable[[str], Any] = int, cache: Optional[bool] = None) -> None:
+                 key_type: Callable[[str], Any] = int, cache: Optional[bool] = None, *,
+                 storage_options: StorageOptions = None) -> None:
         self.path = os.fspath(rec_path)
-        self.reader = RecordReader(self.path)
+        self.reader = RecordReader(self.path, storage_options=storage_options)
         self.index: Index = index_for(self.path, idx_path, key_type, rec_size=self.reader.size,
-                                      cache=cache)
+                                      cache=cache, storage_options=storage_options)
         self.idx_path = self.index.path
         self.key_type = key_type
         self._bind()
@@ -83,11 +88,26 @@ class IndexedRecordReader(Mapping):
 
     def _bind(self) -> None:
         """Hot-path shortcuts: the reader's ``read_at`` and, for keys ``0..n-1``, the offsets
-        as a memoryview indexed by key."""
-        self._read_at = self.reader.read_at
+        as a memoryview indexed by key. Over a remote object a read first fetches the record's
+        extent (to the next record's offset) in one GET."""
+        self._ends: Optional[np.ndarray] = None
+        self._read_at = self.reader.read_at if not self.reader.remote else self._read_remote
         index = self.index
         self._dense = index.memoryviews()[0] if index.base == 0 else None
         self._offset = index.offset_of
+
+    def record_end(self, offset: int) -> int:
+        """Where the bytes of the record at ``offset`` end at the latest: the next record's
+        offset in the file, or the file's end."""
+        if self._ends is None:
+            self._ends = np.unique(np.append(self.index.offsets, self.reader.size))
+        i = int(np.searchsorted(self._ends, offset, side="right"))
+        return int(self._ends[i]) if i < len(self._ends) else self.reader.size
+
+    def _read_remote(self, offset: int) -> bytes:
+        offset = int(offset)
+        self.reader.fetch([(offset, self.record_end(offset))])
+        return self.reader.read_at(offset)
 
     @property
     def offsets(self) -> IndexOffsets:
@@ -102,7 +122,10 @@ class IndexedRecordReader(Mapping):
 
     def read_many(self, keys: Iterable[Any]) -> List[bytes]:
         """The records of ``keys`` as a list (a batch read: one call instead of many)."""
-        return self.reader.read_many_at(self.index.offsets_of(keys))
+        offsets = self.index.offsets_of(keys)
+        if not self.reader.remote:
+            return self.reader.read_many_at(offsets)
+        return self.reader.read_many_at(offsets, [self.record_end(o) for o in offsets])
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.index.unique_keys())
@@ -130,7 +153,7 @@ class IndexedRecordReader(Mapping):
     def __getstate__(self) -> dict:
         """Pickle without the memoryview shortcuts; a cached index reopens its cache."""
         state = dict(self.__dict__)
-        for name in ("_read_at", "_dense", "_offset"):
+        for name in ("_read_at", "_dense", "_offset", "_ends"):
             state.pop(name, None)
         return state
 

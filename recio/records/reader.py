@@ -15,6 +15,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, 
 import numpy as np
 
 from recio.errors import RecordIOError
+from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 from recio.records.framing import (
     CFLAG_LAST,
     HEADER_SIZE,
@@ -71,7 +72,8 @@ class RecordReader:
     """
 
     def __init__(self, source: PathOrFile, on_error: str = "raise", *,
-                 trust_lengths: bool = False, on_damage: Optional[DamageHandler] = None) -> None:
+                 trust_lengths: bool = False, on_damage: Optional[DamageHandler] = None,
+                 storage_options: StorageOptions = None) -> None:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         self.on_error = on_error
@@ -81,7 +83,8 @@ class RecordReader:
         self._owns_file = False
         if isinstance(source, (str, os.PathLike)):
             self.path: Optional[str] = os.fspath(source)
-            self._file = open(self.path, "rb")
+            self._file = (RemoteFile(self.path, storage_options) if is_url(self.path)
+                          else open(local_path(self.path), "rb"))
             self._owns_file = True
         else:
             self.path = getattr(source, "name", None)
@@ -90,6 +93,7 @@ class RecordReader:
             self._file = source
         self._buf: Any = None  # mmap or bytes when the whole file is addressable, else None
         self._fd: Optional[int] = None  # large records are read with pread (see _read_whole)
+        self.storage_options = storage_options
         self._open_buffer()
         self._pos = 0
         self._clear_ahead()
@@ -165,6 +169,11 @@ class RecordReader:
             with memoryview(buf) as view:
                 return MAGIC_BYTES.join([view[a:b] for a, b in spans])
         return MAGIC_BYTES.join([self._bytes(a, b) for a, b in spans])
+
+    def span_bytes(self, spans: List[Span]) -> bytes:
+        """The record whose part spans ``iter_spans`` gave (a copy; readers without a map,
+        e.g. of a remote object, hand out records this way)."""
+        return self._join(spans)
 
     def _next_spans(self, pos: int) -> Tuple[Optional[int], List[Span], int]:
         """(offset, part spans, next offset) of the first readable record at or after ``pos``.
@@ -494,9 +503,34 @@ class RecordReader:
             return None
         return data
 
+    def _streamed_whole(self, pos: int) -> Optional[bytes]:
+        """A stream's (a remote object's) whole record at ``pos`` if it checks out, else None
+        (the slow path then decides): its header and data read once, the data searched for a
+        swallowed head in the copy. The checks are ``_read_whole``'s, on a copy."""
+        if pos > self.size - 8 or pos & 3:
+            return None
+        magic, lrec = _HEADER_UNPACK(self._bytes(pos, pos + HEADER_SIZE))
+        end = pos + 8 + lrec
+        # framing.check_part_header for a whole record, copied for speed (see _walk_trusting)
+        if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
+            return None
+        data = self._bytes(pos + 8, end)
+        if self.trust_lengths:
+            return data
+        if count_aligned_magic(data, 0, lrec):
+            return None
+        tail = lrec & 3
+        if tail and data[lrec - tail:] == MAGIC_BYTES[:tail] and \
+                self._bytes(end, end + 4 - tail) == MAGIC_BYTES[tail:]:
+            return None
+        return data
+
     def _large_at(self, pos: int) -> Optional[bytes]:
         """The record at ``pos`` when it is a large whole record that checks out, else None:
-        sequential reads take large records one by one (see ``_read_whole``)."""
+        sequential reads take large records one by one (see ``_read_whole``); a stream takes
+        every whole record so (``_streamed_whole``)."""
+        if self._buf is None and self._file is not None:
+            return self._streamed_whole(pos)
         if self._fd is None or pos > self.size - 8 or pos & 3:
             return None
         # the header with pread too: a header on a page of the map not yet touched costs a
@@ -522,7 +556,7 @@ class RecordReader:
                         MAGIC_BYTES not in data and (
                             not lrec & 3 or buf[end & ~3:(end & ~3) + 4] != MAGIC_BYTES)):
                     return data
-        record = self._read_whole(offset)
+        record = self._read_whole(offset) if buf is not None else self._large_at(offset)
         if record is not None:
             return record
         spans, _ = self._locate(int(offset))
@@ -545,9 +579,37 @@ class RecordReader:
             return self._buf[offset + 8:min(offset + 8 + n, end)]
         return self.read_at(offset)[:n]
 
-    def read_many_at(self, offsets: Iterable[int]) -> List[bytes]:
-        """The records at each of ``offsets`` (a batch of ``read_at``)."""
+    def read_many_at(self, offsets: Iterable[int],
+                     ends: Optional[Iterable[int]] = None) -> List[bytes]:
+        """The records at each of ``offsets`` (a batch of ``read_at``). ``ends``: where each
+        record's bytes end at the latest (from an index), so a reader over a remote object
+        fetches them all at once, neighbours coalesced (``fetch``)."""
+        offsets = list(offsets)
+        if ends is not None:
+            self.fetch(list(zip(offsets, ends)))
         return [self.read_at(offset) for offset in offsets]
+
+    @property
+    def remote(self) -> bool:
+        """True when the file is a remote object (read by ranged requests, not mapped)."""
+        return isinstance(self._file, RemoteFile)
+
+    def fetch(self, ranges: List[Span]) -> None:
+        """Say which byte ranges the next reads need: over a remote object they are fetched
+        now, one GET for one range, neighbours coalesced and GETs concurrent for several (a
+        local file needs nothing)."""
+        f = self._file
+        if isinstance(f, RemoteFile) and ranges:
+            if len(ranges) == 1:
+                f.prefetch(*ranges[0])
+            else:
+                f.prefetch_many(ranges)
+
+    def limit_streaming(self, end: Optional[int]) -> None:
+        """A remote reader's sequential reads stream no further than ``end`` (a reader of one
+        part of a file says where the part ends; reads past it cost a ranged GET each)."""
+        if isinstance(self._file, RemoteFile):
+            self._file.stream_end = end
 
     def iter_offsets(self) -> Iterator[int]:
         """Offsets of every record head from the current position, checked like any read but
@@ -612,11 +674,12 @@ class RecordReader:
             raise TypeError("a RecordReader over a caller's file object cannot be pickled; "
                             "open it from a path instead")
         return {"path": self.path, "pos": self._pos, "on_error": self.on_error,
-                "trust_lengths": self.trust_lengths}
+                "trust_lengths": self.trust_lengths, "storage_options": self.storage_options}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["path"], on_error=state["on_error"],
-                      trust_lengths=state.get("trust_lengths", False))
+                      trust_lengths=state.get("trust_lengths", False),
+                      storage_options=state.get("storage_options"))
         self._pos = state["pos"]
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from recio import storage
 from recio.records.atomic import check_outputs
 from recio.records.index import PathLike, index_cache_path, sibling_index_path, write_index
 from recio.records.split import record_heads
@@ -41,7 +42,7 @@ def scan_record_offsets(rec_path: PathLike, progress: Progress = None) -> np.nda
     ``progress(n)`` is called now and then with the bytes scanned since the last call; the
     calls add up to the file's size. A damaged record raises ``RecordIOError`` (path, offset).
     """
-    size = os.path.getsize(rec_path)
+    size = storage.size(rec_path)
     heads = array("q")  # 8 bytes per record, not a Python int each
     reported = 0
     for offset in record_heads(rec_path):
@@ -70,10 +71,11 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
     offsets = scan_record_offsets(rec_path, progress)
     key_list: Sequence[Any] = range(len(offsets)) if keys is None else keys(rec_path, offsets)
     write_index(idx_path, key_list, offsets)
-    try:  # the old index's cache no longer applies (it would be ignored anyway)
-        os.remove(index_cache_path(idx_path))
-    except OSError:
-        pass
+    if not storage.is_url(idx_path):
+        try:  # the old index's cache no longer applies (it would be ignored anyway)
+            os.remove(index_cache_path(idx_path))
+        except OSError:
+            pass
     return RebuiltIndex(rec_path, idx_path, len(offsets))
 
 

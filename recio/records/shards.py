@@ -42,6 +42,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from recio import storage
 from recio.errors import ChecksumError, IndexFileError, ManifestError, RecordIOError
 from recio.records.atomic import (
     AtomicFile,
@@ -54,6 +55,7 @@ from recio.records.framing import HEADER_SIZE
 from recio.records.index import iter_index_lines, open_index
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
+from recio.storage import RemoteFile, StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -70,6 +72,8 @@ _BLOCK = 8 << 20
 #: per-record checksums are written to the sidecar in batches of this many
 _CRC_BATCH = 8192
 _LE_U32 = np.dtype("<u4")
+#: a remote deep check fetches this many records' bytes at a time
+_FETCH_BATCH = 256
 
 
 def shard_stem(prefix: PathLike, number: int) -> str:
@@ -87,10 +91,18 @@ def is_manifest(path: PathLike) -> bool:
     return os.fspath(path).endswith(MANIFEST_SUFFIX)
 
 
-def file_crc32(path: PathLike) -> Tuple[int, str]:
-    """``(size, crc32 as 8 hex digits)`` of a whole file, read in blocks."""
+def _absolute(path: PathLike) -> str:
+    """A local path made absolute; a URL as it is."""
+    path = storage.local_path(path)
+    return path if storage.is_url(path) else os.path.abspath(path)
+
+
+def file_crc32(path: PathLike, storage_options: StorageOptions = None) -> Tuple[int, str]:
+    """``(size, crc32 as 8 hex digits)`` of a whole file (or object, streamed), read in blocks."""
     crc, size = 0, 0
-    with open(path, "rb", buffering=0) as f:
+    opened = (RemoteFile(os.fspath(path), storage_options) if storage.is_url(path)
+              else open(path, "rb", buffering=0))
+    with opened as f:
         while True:
             block = f.read(_BLOCK)
             if not block:
@@ -100,15 +112,18 @@ def file_crc32(path: PathLike) -> Tuple[int, str]:
     return size, f"{crc:08x}"
 
 
-def existing_shard_files(prefix: PathLike) -> List[str]:
+def existing_shard_files(prefix: PathLike, storage_options: StorageOptions = None) -> List[str]:
     """Files already in ``prefix``'s folder named like one of its shards' (``PREFIX-NNNNN.rec``,
     ``.idx``, ``.crc32``), sorted: what a new set under ``prefix`` would replace or leave
     stale beside its manifest."""
-    folder, base = os.path.split(os.path.abspath(os.fspath(prefix)))
+    prefix = _absolute(prefix)
+    folder, base = storage.dirname(prefix), storage.basename(prefix)
     pattern = re.compile(re.escape(base) + r"-\d{%d,}(\.rec|\.idx|%s)\Z"
                          % (SHARD_DIGITS, re.escape(RECORD_CHECKSUM_SUFFIX)))
-    return sorted(os.path.join(folder, name) for name in os.listdir(folder)
-                  if pattern.match(name))
+    if storage.is_url(prefix) and not storage.isdir(folder, storage_options):
+        return []
+    return sorted(p for p in storage.listdir(folder, storage_options)
+                  if pattern.match(storage.basename(p)))
 
 
 def _padded(n: int) -> int:
@@ -142,7 +157,8 @@ class Shard:
         return out
 
     def to_dict(self, folder: str) -> Dict[str, Any]:
-        rel = (lambda p: None if p is None else os.path.relpath(p, folder))
+        rel = (lambda p: None if p is None else
+               storage.basename(p) if storage.is_url(p) else os.path.relpath(p, folder))
         return {"rec": rel(self.rec), "idx": rel(self.idx), "crc": rel(self.crc),
                 "records": self.records, "rec_bytes": self.rec_bytes,
                 "idx_bytes": self.idx_bytes, "crc_bytes": self.crc_bytes,
@@ -158,6 +174,8 @@ class Manifest:
     shards: List[Shard]
     made_by: Dict[str, Any] = field(default_factory=dict)
     record_checksums: Optional[str] = None
+    #: how the shards are reached when they are URLs (not written to the manifest)
+    storage_options: StorageOptions = field(default=None, compare=False)
 
     @property
     def records(self) -> int:
@@ -173,7 +191,7 @@ class Manifest:
         return [s.rec for s in self.shards]
 
     def to_dict(self) -> Dict[str, Any]:
-        folder = os.path.dirname(os.path.abspath(self.path))
+        folder = storage.dirname(_absolute(self.path))
         return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "checksum": CHECKSUM,
                 "record_checksums": self.record_checksums, "records": self.records,
                 "bytes": self.nbytes, "shards": [s.to_dict(folder) for s in self.shards],
@@ -183,13 +201,13 @@ class Manifest:
 _SHARD_INTS = ("records", "rec_bytes", "idx_bytes")
 
 
-def load_manifest(path: PathLike) -> Manifest:
-    """Read and check a manifest; :class:`ManifestError` (naming the file and the field) for
-    anything malformed, ``FileNotFoundError`` when it does not exist."""
-    path = os.path.abspath(os.fspath(path))
+def load_manifest(path: PathLike, storage_options: StorageOptions = None) -> Manifest:
+    """Read and check a manifest (a local path or a URL: its shards are then URLs beside it);
+    :class:`ManifestError` (naming the file and the field) for anything malformed,
+    ``FileNotFoundError`` when it does not exist."""
+    path = _absolute(path)
     try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read().decode("utf-8"))
+        doc = json.loads(storage.read_bytes(path, storage_options).decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ManifestError(f"is not UTF-8 text ({exc.reason})", path=path) from None
     except json.JSONDecodeError as exc:
@@ -206,10 +224,10 @@ def load_manifest(path: PathLike) -> Manifest:
     entries = doc.get("shards")
     if not isinstance(entries, list):
         raise ManifestError("has no \"shards\" list", path=path)
-    folder = os.path.dirname(path)
+    folder = storage.dirname(path)
     shards = [_shard_from(entry, i, folder, path) for i, entry in enumerate(entries)]
     made_by = doc.get("made_by") if isinstance(doc.get("made_by"), dict) else {}
-    return Manifest(path, shards, made_by, doc.get("record_checksums"))
+    return Manifest(path, shards, made_by, doc.get("record_checksums"), storage_options)
 
 
 def _shard_from(entry: Any, i: int, folder: str, path: str) -> Shard:
@@ -233,7 +251,7 @@ def _shard_from(entry: Any, i: int, folder: str, path: str) -> Shard:
         if not isinstance(rel, str) or os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
             raise ManifestError(f"{where}: {name!r} must be a file name beside the manifest, got "
                                 f"{rel!r}", path=path)
-        files[name] = os.path.join(folder, rel)
+        files[name] = storage.join(folder, rel)
     if files["crc"] is not None and not isinstance(entry.get("crc_crc32"), str):
         raise ManifestError(f"{where} has a 'crc' file but no 'crc_crc32'", path=path)
     return Shard(files["rec"], files["idx"], files["crc"], entry["records"], entry["rec_bytes"],
@@ -260,24 +278,26 @@ class ShardWriter(ManagedWriter):
     def __init__(self, prefix: PathLike, max_records: Optional[int] = None,
                  max_bytes: Optional[int] = None, *, checksums: bool = False,
                  key_type: Callable[[Any], Any] = int, force: bool = False, fsync: bool = False,
-                 made_by: Optional[Dict[str, Any]] = None) -> None:
+                 made_by: Optional[Dict[str, Any]] = None,
+                 storage_options: StorageOptions = None) -> None:
         if max_records is not None and max_records < 1:
             raise ValueError(f"max_records must be at least 1, got {max_records}")
         if max_bytes is not None and max_bytes < 1:
             raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
-        self.prefix = os.path.abspath(os.fspath(prefix))
+        self.prefix = _absolute(prefix)
+        self.storage_options = storage_options
         self.max_records, self.max_bytes = max_records, max_bytes
         self.checksums, self.key_type, self.force, self.fsync = checksums, key_type, force, fsync
         self.made_by = dict(made_by or {})
         self.made_by.setdefault("tool", f"recio {_version()}")
         self.manifest_path = manifest_path(self.prefix)
-        folder = os.path.dirname(self.prefix)
-        if not os.path.isdir(folder):
+        folder = storage.dirname(self.prefix)
+        if not storage.is_url(folder) and not os.path.isdir(folder):
             raise FileNotFoundError(2, "No such folder for the shards", folder)
         # every shard of an earlier set, not only the ones this set will write: with force the
         # rest are deleted when this set is committed, so no stale shard stays beside it
-        stale = existing_shard_files(self.prefix)
-        check_outputs([self.manifest_path, *stale], force=force)
+        stale = existing_shard_files(self.prefix, storage_options)
+        check_outputs([self.manifest_path, *stale], force=force, storage_options=storage_options)
         self.shards: List[Shard] = []
         self._current: Any = None
         self._crc_file: Optional[AtomicFile] = None
@@ -293,11 +313,13 @@ class ShardWriter(ManagedWriter):
     def _open_shard(self) -> None:
         stem = shard_stem(self.prefix, len(self.shards))
         if not self.force:
-            check_outputs([stem + ".rec", stem + ".idx", stem + RECORD_CHECKSUM_SUFFIX])
+            check_outputs([stem + ".rec", stem + ".idx", stem + RECORD_CHECKSUM_SUFFIX],
+                          storage_options=self.storage_options)
         self._current = IndexedRecordWriter(stem + ".rec", stem + ".idx", self.key_type,
-                                           fsync=self.fsync)
+                                           fsync=self.fsync, storage_options=self.storage_options)
         if self.checksums:
-            self._crc_file = AtomicFile(stem + RECORD_CHECKSUM_SUFFIX, "wb", fsync=self.fsync)
+            self._crc_file = AtomicFile(stem + RECORD_CHECKSUM_SUFFIX, "wb", fsync=self.fsync,
+                                        storage_options=self.storage_options)
         self._count, self._min_key, self._max_key = 0, None, None
 
     def _close_shard(self) -> None:
@@ -354,8 +376,9 @@ class ShardWriter(ManagedWriter):
         if self._current is not None:
             self._close_shard()
         manifest = Manifest(self.manifest_path, self.shards, self.made_by,
-                            CHECKSUM if self.checksums else None)
-        target = self._outputs.add(AtomicFile(self.manifest_path, "wb", fsync=self.fsync))
+                            CHECKSUM if self.checksums else None, self.storage_options)
+        target = self._outputs.add(AtomicFile(self.manifest_path, "wb", fsync=self.fsync,
+                                              storage_options=self.storage_options))
         target.file.write(json.dumps(manifest.to_dict(), indent=1).encode("utf-8") + b"\n")
         self.manifest = manifest
 
@@ -386,17 +409,17 @@ def _version() -> str:
 
 
 # -- reading -------------------------------------------------------------------------------------
-def record_checksums(shard: Shard) -> np.ndarray:
+def record_checksums(shard: Shard, storage_options: StorageOptions = None) -> np.ndarray:
     """The shard's per-record CRC-32s (uint32, in ``.idx`` order); ManifestError without a
     sidecar or when its size does not hold ``records`` values."""
     if shard.crc is None:
         raise ManifestError("has no per-record checksums (written without checksums=True)",
                             path=shard.rec)
-    values = np.fromfile(shard.crc, dtype=_LE_U32)
-    if len(values) != shard.records or os.path.getsize(shard.crc) != 4 * shard.records:
-        raise ManifestError(f"holds {os.path.getsize(shard.crc)} bytes; {shard.records} records "
+    raw = storage.read_bytes(shard.crc, storage_options)
+    if len(raw) != 4 * shard.records:
+        raise ManifestError(f"holds {len(raw)} bytes; {shard.records} records "
                             f"need {4 * shard.records}", path=shard.crc)
-    return values
+    return np.frombuffer(raw, dtype=_LE_U32)
 
 
 class ShardReader:
@@ -406,17 +429,22 @@ class ShardReader:
     :class:`~recio.errors.ChecksumError` naming the shard, the record's key and byte offset.
     """
 
-    def __init__(self, manifest: Union[PathLike, Manifest], *, verify: bool = False) -> None:
-        self.manifest = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+    def __init__(self, manifest: Union[PathLike, Manifest], *, verify: bool = False,
+                 storage_options: StorageOptions = None) -> None:
+        self.manifest = (manifest if isinstance(manifest, Manifest)
+                         else load_manifest(manifest, storage_options))
+        options = self.manifest.storage_options
         self.verify = verify
-        self._readers = [RecordReader(s.rec) for s in self.manifest.shards]
-        self._indexes = [open_index(s.idx, key_type=None, rec_size=s.rec_bytes)
+        self._readers = [RecordReader(s.rec, storage_options=options)
                          for s in self.manifest.shards]
+        self._indexes = [open_index(s.idx, key_type=None, rec_size=s.rec_bytes,
+                                    storage_options=options) for s in self.manifest.shards]
         for shard, index in zip(self.manifest.shards, self._indexes):
             if len(index) != shard.records:
                 raise ManifestError(f"has {len(index)} index lines; the manifest says "
                                     f"{shard.records} records", path=shard.idx)
-        self._crcs = ([record_checksums(s) for s in self.manifest.shards] if verify else None)
+        self._crcs = ([record_checksums(s, options) for s in self.manifest.shards]
+                      if verify else None)
         self._starts = np.cumsum([0] + [len(i) for i in self._indexes])
         self._by_key: Optional[Dict[Any, Tuple[int, int]]] = None
 
@@ -425,8 +453,13 @@ class ShardReader:
 
     def read(self, shard_number: int, i: int) -> bytes:
         """Record ``i`` (in ``.idx`` order) of shard ``shard_number``."""
-        offset = int(self._indexes[shard_number].offsets[i])
-        data = self._readers[shard_number].read_at(offset)
+        index = self._indexes[shard_number]
+        offset = int(index.offsets[i])
+        reader = self._readers[shard_number]
+        if reader.remote:  # one GET of the record's bytes (up to the next record)
+            reader.fetch([(offset, int(index.offsets[i + 1]) if i + 1 < len(index)
+                           and index.offsets[i + 1] > offset else reader.size)])
+        data = reader.read_at(offset)
         if self._crcs is not None:
             index = self._indexes[shard_number]
             mismatch = _checksum_mismatch(data, int(self._crcs[shard_number][i]), i,
@@ -510,35 +543,38 @@ class ManifestReport:
 
 
 def verify_manifest(path: PathLike, *, deep: bool = False,
-                    progress: Optional[Callable[[int], Any]] = None) -> ManifestReport:
+                    progress: Optional[Callable[[int], Any]] = None,
+                    storage_options: StorageOptions = None) -> ManifestReport:
     """Check every shard against the manifest: each file's presence, size and CRC-32, and the
     ``.idx``'s record count. ``deep=True`` also reads every record and compares it with the
     per-record checksums (where the set has them), naming each damaged record by shard, number,
     key and offset. ``progress(n)``: bytes checked since the last call. Differences are
     reported, not raised; a malformed manifest raises :class:`ManifestError`."""
-    manifest = load_manifest(path)
+    manifest = load_manifest(path, storage_options)
     report = ManifestReport(manifest.path, len(manifest.shards), manifest.records,
                             manifest.nbytes, deep)
+    options = storage_options
     for shard in manifest.shards:
         for role, file, size, crc in shard.files():
-            if not os.path.exists(file):
+            if not storage.exists(file, options):
                 report.problems.append(ShardProblem(file, "is missing"))
                 continue
-            actual_size = os.path.getsize(file)
+            actual_size = storage.size(file, options)
             if actual_size != size:
                 report.problems.append(ShardProblem(
                     file, f"has {actual_size} bytes; the manifest says {size}"))
                 continue
-            _, actual_crc = file_crc32(file)
+            _, actual_crc = file_crc32(file, options)
             if progress is not None:
                 progress(actual_size)
             if actual_crc != crc:
                 report.problems.append(ShardProblem(
                     file, f"has CRC-32 {actual_crc}; the manifest says {crc} (its bytes changed)"))
         index = None
-        if os.path.exists(shard.idx):
+        if storage.exists(shard.idx, options):
             try:
-                index = open_index(shard.idx, key_type=None, cache=False)
+                index = open_index(shard.idx, key_type=None, cache=False,
+                                   storage_options=options)
             except IndexFileError as exc:
                 where = "" if exc.line is None else f"line {exc.line}: "
                 report.problems.append(ShardProblem(shard.idx, where + exc.message,
@@ -547,8 +583,8 @@ def verify_manifest(path: PathLike, *, deep: bool = False,
                 if len(index) != shard.records:
                     report.problems.append(ShardProblem(
                         shard.idx, f"has {len(index)} records; the manifest says {shard.records}"))
-        if deep and index is not None and os.path.exists(shard.rec):
-            report.problems.extend(_deep_check(shard, index))
+        if deep and index is not None and storage.exists(shard.rec, options):
+            report.problems.extend(_deep_check(shard, index, options))
     return report
 
 
@@ -560,18 +596,27 @@ def _checksum_mismatch(data: Any, expected: int, i: int, key: Any) -> Optional[s
     return f"record {i} (key {key}) differs from its checksum {expected:08x}: its bytes are damaged"
 
 
-def _deep_check(shard: Shard, index: Any) -> List[ShardProblem]:
+def _deep_check(shard: Shard, index: Any,
+                storage_options: StorageOptions = None) -> List[ShardProblem]:
     """Every record of ``shard`` (at the offsets of its parsed ``index``) read and compared with
     its CRC-32 (framing damage found on the way is named too)."""
     problems: List[ShardProblem] = []
     crcs: Optional[np.ndarray] = None
-    if shard.crc is not None and os.path.exists(shard.crc):
+    if shard.crc is not None and storage.exists(shard.crc, storage_options):
         try:
-            crcs = record_checksums(shard)
+            crcs = record_checksums(shard, storage_options)
         except ManifestError as exc:
             problems.append(ShardProblem(shard.crc, exc.message))
-    with RecordReader(shard.rec) as reader:
-        for i, offset in enumerate(index.offsets.tolist()):
+    with RecordReader(shard.rec, storage_options=storage_options) as reader:
+        offsets = index.offsets.tolist()
+        following: Dict[int, int] = {}
+        if reader.remote:  # the records' bytes fetched in coalesced, concurrent GETs
+            bounds = sorted(set(offsets) | {reader.size})
+            following = dict(zip(bounds, bounds[1:]))
+        for i, offset in enumerate(offsets):
+            if following and i % _FETCH_BATCH == 0:
+                reader.fetch([(o, following.get(o, reader.size))
+                              for o in offsets[i:i + _FETCH_BATCH]])
             key = index.key_at(i) if index.has_keys else i
             try:
                 data = reader.read_at(offset)
@@ -588,22 +633,24 @@ def _deep_check(shard: Shard, index: Any) -> List[ShardProblem]:
 
 # -- the combined index ---------------------------------------------------------------------------
 def combined_index(manifest: Union[PathLike, Manifest], out_path: PathLike, *,
-                   force: bool = False) -> int:
+                   force: bool = False, storage_options: StorageOptions = None) -> int:
     """Write one ``.idx`` for the whole set: each shard's lines in manifest order, offsets
     shifted by the total size of the shards before it (DALI's layout for several ``.rec``
     paths). The shards' sizes come from the files (checked against the manifest). Returns the
     number of lines. Refuses an existing ``out_path`` unless ``force``."""
-    manifest = manifest if isinstance(manifest, Manifest) else load_manifest(manifest)
+    manifest = (manifest if isinstance(manifest, Manifest)
+                else load_manifest(manifest, storage_options))
+    options = manifest.storage_options if storage_options is None else storage_options
     inputs = [manifest.path] + [p for s in manifest.shards for p in (s.rec, s.idx)]
-    check_outputs([out_path], inputs, force=force)
+    check_outputs([out_path], inputs, force=force, storage_options=options)
     base, lines = 0, 0
-    with atomic_open(out_path, "wb") as out:
+    with atomic_open(out_path, "wb", storage_options=options) as out:
         for shard in manifest.shards:
-            size = os.path.getsize(shard.rec)
+            size = storage.size(shard.rec, options)
             if size != shard.rec_bytes:
                 raise ManifestError(f"has {size} bytes; the manifest says {shard.rec_bytes} "
                                     f"(run recio verify on the manifest)", path=shard.rec)
-            index = open_index(shard.idx, key_type=int, rec_size=size)
+            index = open_index(shard.idx, key_type=int, rec_size=size, storage_options=options)
             keys = index.key_array()
             for block in iter_index_lines(keys, index.offsets + base):
                 out.write(block)
@@ -612,12 +659,13 @@ def combined_index(manifest: Union[PathLike, Manifest], out_path: PathLike, *,
     return lines
 
 
-def expand_manifests(entries: Sequence[str]) -> List[str]:
+def expand_manifests(entries: Sequence[str],
+                     storage_options: StorageOptions = None) -> List[str]:
     """``entries`` with every manifest replaced by its shards' ``.rec`` files, in order."""
     out: List[str] = []
     for entry in entries:
         if is_manifest(entry):
-            out.extend(load_manifest(entry).rec_paths())
+            out.extend(load_manifest(entry, storage_options).rec_paths())
         else:
             out.append(entry)
     return out

@@ -21,19 +21,20 @@ part in a permutation seeded by ``(seed, epoch, part_index)``.
 from __future__ import annotations
 
 import bisect
-import glob
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio import storage
 from recio.deprecation import renamed_keywords
 from recio.errors import IndexFileError
 from recio.records import framing
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import expand_manifests
+from recio.storage import RemoteFile, StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 Source = Union[PathLike, Sequence[PathLike]]
@@ -53,29 +54,32 @@ class FileSpan(NamedTuple):
     end: int
 
 
-def expand_source(source: Source) -> List[str]:
+def expand_source(source: Source, storage_options: StorageOptions = None) -> List[str]:
     """The files an InputSplit reads, in order (``;``-joined strings, directories, globs and
     shard-set manifests expanded; a manifest gives its shards in manifest order).
 
     A directory contributes its ``*.rec`` files in name order; a glob its matches in name order.
-    Raises ``FileNotFoundError`` for a named path (or a pattern) that matches nothing.
+    Entries may be URLs (``s3://bucket/train/``, ``s3://bucket/part-*.rec``), read with
+    ``storage_options``. Raises ``FileNotFoundError`` for a named path (or a pattern) that
+    matches nothing.
     """
     if isinstance(source, (str, os.PathLike)):
         entries = [e for e in os.fspath(source).split(";") if e]
     else:
         entries = [os.fspath(e) for e in source]
-    entries = expand_manifests(entries)
+    entries = expand_manifests(entries, storage_options)
     files: List[str] = []
     for entry in entries:
-        if os.path.isdir(entry):
-            found = sorted(os.path.join(entry, n) for n in os.listdir(entry) if n.endswith(".rec"))
-            files.extend(p for p in found if os.path.isfile(p))
-        elif not os.path.exists(entry) and _GLOB_CHARS & set(entry):
-            matches = sorted(p for p in glob.glob(entry) if os.path.isfile(p))
+        if storage.isdir(entry, storage_options):
+            found = storage.listdir(entry, storage_options)
+            files.extend(p for p in found if p.endswith(".rec") and
+                         (storage.is_url(p) or os.path.isfile(p)))
+        elif _GLOB_CHARS & set(entry) and not storage.exists(entry, storage_options):
+            matches = storage.glob(entry, storage_options)
             if not matches:
                 raise FileNotFoundError(2, "no file matches the pattern", entry)
             files.extend(matches)
-        elif os.path.isfile(entry):
+        elif storage.isfile(entry, storage_options):
             files.append(entry)
         else:
             raise FileNotFoundError(2, "No such file", entry)
@@ -111,17 +115,19 @@ def check_part(part_index: int, num_parts: int) -> None:
         raise ValueError(f"part_index must be in 0..{num_parts - 1}, got {part_index}")
 
 
-def seek_record_head(fd: int, file_size: int, pos: int,
+def seek_record_head(fd: Any, file_size: int, pos: int,
                      max_window: int = DEFAULT_CHUNK_SIZE) -> int:
     """Offset (inside the file) of the first record head at or after ``pos``; ``file_size`` if none.
 
     Reads windows of 4 KB, doubling up to ``max_window``, each overlapping the next by 7 bytes so
     a head straddling two windows is found. The head test is ``framing.find_record_head``.
+    ``fd``: a file descriptor, or a ``RemoteFile`` (one ranged GET per window).
     """
+    pread = fd.pread if isinstance(fd, RemoteFile) else (lambda n, at: os.pread(fd, n, at))
     window = _PROBE_SIZE
     while pos < file_size:
         n = min(window, file_size - pos)
-        buf = os.pread(fd, n + framing.HEADER_SIZE - 1, pos)
+        buf = pread(n + framing.HEADER_SIZE - 1, pos)
         found = framing.find_record_head(buf, 0, n, base=pos)
         if found >= 0:
             return pos + found
@@ -133,9 +139,10 @@ def seek_record_head(fd: int, file_size: int, pos: int,
 class _Layout:
     """The files of a source as one stream: paths, sizes and start offsets (empty files dropped)."""
 
-    def __init__(self, source: Source) -> None:
-        paths = expand_source(source)
-        sizes = [os.path.getsize(p) for p in paths]
+    def __init__(self, source: Source, storage_options: StorageOptions = None) -> None:
+        self.storage_options = storage_options
+        paths = expand_source(source, storage_options)
+        sizes = [storage.size(p, storage_options) for p in paths]
         self.paths = [p for p, s in zip(paths, sizes) if s > 0]
         self.sizes = [s for s in sizes if s > 0]
         self.starts = [0]
@@ -152,7 +159,11 @@ class _Layout:
         i = self.file_of(pos)
         if i >= len(self.paths) or pos == self.starts[i]:
             return pos
-        fd = os.open(self.paths[i], os.O_RDONLY)
+        if storage.is_url(self.paths[i]):
+            with RemoteFile(self.paths[i], self.storage_options, size=self.sizes[i]) as remote:
+                return self.starts[i] + seek_record_head(remote, self.sizes[i],
+                                                         pos - self.starts[i], max_window)
+        fd = os.open(storage.local_path(self.paths[i]), os.O_RDONLY)
         try:
             return self.starts[i] + seek_record_head(fd, self.sizes[i], pos - self.starts[i],
                                                      max_window)
@@ -180,7 +191,8 @@ def _load_offsets(layout: _Layout,
                          f"record files")
     records: List[Tuple[int, int]] = []
     for i, (rec, idx) in enumerate(zip(layout.paths, idx_paths)):
-        index = index_for(rec, idx, None, rec_size=layout.sizes[i], warn_on_scan=True)
+        index = index_for(rec, idx, None, rec_size=layout.sizes[i], warn_on_scan=True,
+                          storage_options=layout.storage_options)
         if index.path is not None:
             in_order = index.offsets
             order = np.argsort(in_order, kind="stable")
@@ -216,7 +228,8 @@ class InputSplit:
     def __init__(self, source: Source, part_index: int = 0, num_parts: int = 1, *,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, balance: str = "bytes",
                  idx_paths: Optional[Sequence[Optional[PathLike]]] = None, shuffle: bool = False,
-                 seed: int = 0, epoch: int = 0, _layout: Optional[_Layout] = None,
+                 seed: int = 0, epoch: int = 0, storage_options: StorageOptions = None,
+                 _layout: Optional[_Layout] = None,
                  _bounds: Optional[Tuple[int, int]] = None,
                  _records: Optional[List[Tuple[int, int]]] = None) -> None:
         check_part(part_index, num_parts)
@@ -228,7 +241,8 @@ class InputSplit:
         self.part_index, self.num_parts = part_index, num_parts
         self.chunk_size, self.balance = chunk_size, balance
         self.shuffle, self.seed, self.epoch = shuffle, seed, epoch
-        self._layout = _layout if _layout is not None else _Layout(source)
+        self._layout = _layout if _layout is not None else _Layout(source, storage_options)
+        self.storage_options = storage_options
         self._records: Optional[List[Tuple[int, int]]] = None  # (file number, offset) in this part
         if balance == "records":
             everything = _records if _records is not None else _load_offsets(self._layout,
@@ -268,13 +282,15 @@ class InputSplit:
         """Number of records in this part (from the index, or by hopping over record headers)."""
         if self._records is not None:
             return len(self._records)
-        return sum(sum(1 for _ in record_heads(s.path, s.start, s.end)) for s in self.spans)
+        return sum(sum(1 for _ in record_heads(s.path, s.start, s.end, self.storage_options))
+                   for s in self.spans)
 
     def record_offsets(self) -> List[Tuple[str, int]]:
         """``(path, offset)`` of each record head of this part, in reading order."""
         if self._records is not None:
             return [(self._layout.paths[i], off) for i, off in self._ordered_records()]
-        out = [(s.path, off) for s in self.spans for off in record_heads(s.path, s.start, s.end)]
+        out = [(s.path, off) for s in self.spans
+               for off in record_heads(s.path, s.start, s.end, self.storage_options)]
         if self.shuffle:
             out = [out[j] for j in self._permutation(len(out))]
         return out
@@ -284,7 +300,9 @@ class InputSplit:
         """All records of the part, from its start (in this epoch's order when shuffling)."""
         if not self.shuffle:
             for span in self.spans:
-                yield from iter_span(span.path, span.start, span.end, self.chunk_size)
+                for _, record in iter_span_with_offsets(span.path, span.start, span.end,
+                                                        self.storage_options):
+                    yield record
             return
         for _, _, record in self.records_with_offsets():
             yield record
@@ -294,7 +312,8 @@ class InputSplit:
         (for messages that name where a record is)."""
         if not self.shuffle:
             for span in self.spans:
-                for offset, record in iter_span_with_offsets(span.path, span.start, span.end):
+                for offset, record in iter_span_with_offsets(span.path, span.start, span.end,
+                                                             self.storage_options):
                     yield span.path, offset, record
             return
         readers: dict = {}
@@ -302,7 +321,8 @@ class InputSplit:
             for path, off in self.record_offsets():
                 reader = readers.get(path)
                 if reader is None:
-                    reader = readers[path] = RecordReader(path)
+                    reader = readers[path] = RecordReader(
+                        path, storage_options=self.storage_options)
                 yield path, off, reader.read_at(off)
         finally:
             for reader in readers.values():
@@ -356,7 +376,7 @@ class InputSplit:
         ``kwargs`` are those of ``InputSplit`` (``balance``, ``idx_paths``, ``chunk_size``, ...).
         """
         chunk_size = kwargs.get("chunk_size", DEFAULT_CHUNK_SIZE)
-        layout = _Layout(source)
+        layout = _Layout(source, kwargs.get("storage_options"))
         if kwargs.get("balance", "bytes") == "records":
             records = _load_offsets(layout, kwargs.pop("idx_paths", None))
             return [cls(source, k, num_parts, _layout=layout, _records=records, **kwargs)
@@ -436,20 +456,22 @@ class SplitPlan:
 
 def chosen_parts(source: Source, num_parts: int, part_index: Optional[int] = None, *,
                  balance: str = "bytes", chunk_size: int = DEFAULT_CHUNK_SIZE,
-                 idx_paths: Optional[Sequence[Optional[PathLike]]] = None
+                 idx_paths: Optional[Sequence[Optional[PathLike]]] = None,
+                 storage_options: StorageOptions = None
                  ) -> Tuple[List[InputSplit], List[InputSplit]]:
     """``(all parts, the parts asked for)``: every part, or only ``part_index`` when given."""
     if part_index is not None:
         check_part(part_index, num_parts)
     parts = InputSplit.all_parts(source, num_parts, balance=balance, chunk_size=chunk_size,
-                                 idx_paths=idx_paths)
+                                 idx_paths=idx_paths, storage_options=storage_options)
     return parts, (parts if part_index is None else [parts[part_index]])
 
 
 def plan_split(source: Source, num_parts: int, part_index: Optional[int] = None, *,
                balance: str = "bytes", chunk_size: int = DEFAULT_CHUNK_SIZE,
                idx_paths: Optional[Sequence[Optional[PathLike]]] = None, count: bool = True,
-               progress: Optional[Callable[[int], Any]] = None) -> SplitPlan:
+               progress: Optional[Callable[[int], Any]] = None,
+               storage_options: StorageOptions = None) -> SplitPlan:
     """Describe the parts of ``source`` that ``InputSplit`` gives ``num_parts`` workers.
 
     Every part, or only ``part_index``. With ``count`` each part's records are counted (by
@@ -458,7 +480,8 @@ def plan_split(source: Source, num_parts: int, part_index: Optional[int] = None,
     part. A damaged part raises ``RecordIOError`` with the file and byte offset.
     """
     parts, chosen = chosen_parts(source, num_parts, part_index, balance=balance,
-                                 chunk_size=chunk_size, idx_paths=idx_paths)
+                                 chunk_size=chunk_size, idx_paths=idx_paths,
+                                 storage_options=storage_options)
     plan = SplitPlan(parts[0].files, parts[0].total_size, num_parts, balance)
     for p in chosen:
         plan.parts.append(PartSummary(p.part_index, p.begin, p.end,
@@ -469,15 +492,17 @@ def plan_split(source: Source, num_parts: int, part_index: Optional[int] = None,
 
 
 # -- record-level reading ----------------------------------------------------------------------
-def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None) -> Iterator[int]:
+def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None,
+                 storage_options: StorageOptions = None) -> Iterator[int]:
     """Offsets of the record heads in ``[start, end)`` of a file, hopping over headers only.
 
     Raises ``RecordIOError`` (with the offset) on anything that is not a well-formed record.
     """
-    with RecordReader(path) as reader:
+    with RecordReader(path, storage_options=storage_options) as reader:
         end = reader.size if end is None else min(end, reader.size)
         if start >= end:
             return
+        reader.limit_streaming(end)
         reader.seek(start)
         for offset in reader.iter_offsets():
             if offset >= end:
@@ -485,13 +510,15 @@ def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None) -> I
             yield offset
 
 
-def iter_span_with_offsets(path: PathLike, start: int,
-                           end: int) -> Iterator[Tuple[int, bytes]]:
+def iter_span_with_offsets(path: PathLike, start: int, end: int,
+                           storage_options: StorageOptions = None
+                           ) -> Iterator[Tuple[int, bytes]]:
     """``(offset, payload)`` of the records whose heads lie in ``[start, end)`` of ``path``
-    (see ``iter_span``)."""
+    (see ``iter_span``); a remote object is streamed from ``start`` to ``end`` in one GET."""
     if start >= end:
         return
-    with RecordReader(path) as reader:
+    with RecordReader(path, storage_options=storage_options) as reader:
+        reader.limit_streaming(end)
         reader.seek(start)
         for offset, record in reader.records_with_offsets():
             yield offset, record
@@ -500,7 +527,8 @@ def iter_span_with_offsets(path: PathLike, start: int,
 
 
 def iter_span(path: PathLike, start: int, end: int,
-              chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[bytes]:
+              chunk_size: int = DEFAULT_CHUNK_SIZE,
+              storage_options: StorageOptions = None) -> Iterator[bytes]:
     """Payloads of the records whose heads lie in ``[start, end)`` of ``path``.
 
     ``start`` must be a record head; the last record is read to its end even past ``end``.
@@ -508,14 +536,14 @@ def iter_span(path: PathLike, start: int, end: int,
     ``RecordIOError`` at the same offset as any other reader; ``chunk_size`` is kept for
     compatibility (the file is memory-mapped, and only the pages read are touched).
     """
-    for _, record in iter_span_with_offsets(path, start, end):
+    for _, record in iter_span_with_offsets(path, start, end, storage_options):
         yield record
 
 
-def split_boundaries(source: Source, num_parts: int,
-                     max_window: int = DEFAULT_CHUNK_SIZE) -> List[int]:
+def split_boundaries(source: Source, num_parts: int, max_window: int = DEFAULT_CHUNK_SIZE,
+                     storage_options: StorageOptions = None) -> List[int]:
     """The ``num_parts + 1`` global byte offsets where the parts of ``source`` begin and end."""
-    layout = _Layout(source)
+    layout = _Layout(source, storage_options)
     check_part(0, num_parts)
     return [layout.to_head(nominal_range(layout.total, k, num_parts)[0], max_window)
             for k in range(num_parts)] + [layout.total]

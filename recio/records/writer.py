@@ -32,6 +32,7 @@ from recio.records.framing import (
     split_payload,
 )
 from recio.records.index import format_index
+from recio.storage import StorageOptions
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 Buffer = Union[bytes, bytearray, memoryview]
@@ -116,10 +117,11 @@ class RecordWriter(ManagedWriter):
     """
 
     def __init__(self, target: PathOrFile, atomic: bool = True, buffer_size: int = 1 << 20, *,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, storage_options: StorageOptions = None) -> None:
         if isinstance(target, (str, os.PathLike)):
             path = os.fspath(target)
-            outputs = OutputSet.create([(path, "wb", 0)], atomic=atomic, fsync=fsync)
+            outputs = OutputSet.create([(path, "wb", 0)], atomic=atomic, fsync=fsync,
+                                       storage_options=storage_options)
             self._bind(outputs.files[0].file, path, 0, buffer_size, owned=True)
             salvage = partial(_salvage_records, self._fd, self._pieces)
         else:
@@ -307,12 +309,12 @@ class IndexedRecordWriter(ManagedWriter):
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Union[str, "os.PathLike[str]"],
                  key_type: Callable[[Any], Any] = int, atomic: bool = True, *,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, storage_options: StorageOptions = None) -> None:
         self.idx_path = os.fspath(idx_path)
         self.key_type = key_type
         rec = os.fspath(rec_path)
         outputs = OutputSet.create([(rec, "wb", 0), (self.idx_path, "wb", 0)], atomic=atomic,
-                                   fsync=fsync)
+                                   fsync=fsync, storage_options=storage_options)
         self._records = RecordWriter._sink(outputs.files[0].file, rec)
         self.path = rec
         self._idx_fd = outputs.files[1].file.fileno()

@@ -1,0 +1,643 @@
+"""Where recio's files live: local paths, and URLs of object stores read through fsspec.
+
+A *URL* is ``scheme://...`` with a scheme other than ``file``: ``s3://``, ``gs://``,
+``http(s)://``, ``memory://`` and whatever else fsspec knows (``pip install 'recio[remote]'``
+brings fsspec and s3fs; gcsfs for ``gs://``). ``file://`` URLs are local paths and take the
+local code (memory maps, ``pread``). Credentials and endpoints come from ``storage_options``
+(passed to fsspec, e.g. ``{"endpoint_url": ...}`` for S3) or the standard environment
+(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...; fsspec's ``FSSPEC_S3_...``).
+
+This module is the one owner of how bytes cross the network:
+
+* :class:`RemoteFile` reads an object by byte ranges. A read that continues where the last one
+  ended (or starts a fresh file) opens one streaming GET to the end of the object (or the
+  ``stream_end`` given), filled ahead by a thread in blocks of :data:`STREAM_BLOCK`, so a scan
+  costs one request; any other read is one ranged GET (``prefetch(start, end)`` first makes a
+  keyed read exactly one GET of the record's bytes); ``prefetch_many`` coalesces neighbouring
+  ranges and runs the GETs concurrently. It reopens its connection after ``fork`` and pickles
+  as its URL.
+* :func:`upload` puts a finished local file at a URL in one object write: an object store shows
+  an object only once its upload completed, so the writers' promise (complete or absent) holds.
+* Errors become one-line exceptions naming the URL: ``FileNotFoundError``, ``PermissionError``,
+  or :class:`~recio.errors.StorageError` (network, server, a connection dropped mid-read).
+"""
+from __future__ import annotations
+
+import bisect
+import errno
+import os
+import queue
+import re
+import threading
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from recio.errors import StorageError
+from recio.optional import require
+
+PathLike = Union[str, "os.PathLike[str]"]
+StorageOptions = Optional[Dict[str, Any]]
+
+#: bytes per block of a streaming read (one ``read`` of the response body)
+STREAM_BLOCK = 8 << 20
+#: blocks a streaming read keeps ready ahead of the reader
+STREAM_AHEAD = 3
+#: a random read fetches at least this much (a record header and a small record in one GET)
+RANDOM_BLOCK = 64 << 10
+#: ``prefetch_many`` merges ranges at most this far apart into one GET ...
+COALESCE_GAP = 64 << 10
+#: ... as long as the merged GET stays below this
+COALESCE_MAX = 16 << 20
+#: prefetched and random blocks kept, in bytes (the oldest are dropped first)
+CACHE_BYTES = 64 << 20
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def url_scheme(path: Any) -> Optional[str]:
+    """The scheme of a URL (``"s3"``), or None for a local path."""
+    if not isinstance(path, str):
+        return None
+    match = _URL.match(path)
+    return match.group(1).lower() if match else None
+
+
+def is_url(path: Any) -> bool:
+    """True for a remote URL (any ``scheme://`` except ``file://``, which is a local path)."""
+    scheme = url_scheme(path)
+    return scheme is not None and scheme != "file"
+
+
+def local_path(path: PathLike) -> str:
+    """``path`` as a string, with ``file://`` removed (a local path stays as it is)."""
+    text = os.fspath(path)
+    if url_scheme(text) == "file":
+        return text[len("file://"):]
+    return text
+
+
+def join(folder: str, name: str) -> str:
+    """``folder/name`` for a local folder or a URL."""
+    if is_url(folder):
+        return folder.rstrip("/") + "/" + name
+    return os.path.join(folder, name)
+
+
+def dirname(path: str) -> str:
+    """The folder part of a local path or URL."""
+    if is_url(path):
+        return path.rsplit("/", 1)[0]
+    return os.path.dirname(path)
+
+
+def basename(path: str) -> str:
+    """The last part of a local path or URL."""
+    return path.rstrip("/").rsplit("/", 1)[-1] if is_url(path) else os.path.basename(path)
+
+
+# -- the file system behind a URL -----------------------------------------------------------
+def filesystem(url: str, storage_options: StorageOptions = None) -> Tuple[Any, str]:
+    """``(fsspec file system, path inside it)`` for ``url``; ``ImportError`` saying what to
+    install when fsspec or the scheme's backend is missing."""
+    fsspec = require("fsspec", feature=f"reading {url_scheme(url)}:// URLs")
+    try:
+        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+    except ImportError as exc:
+        raise ImportError(f"{url_scheme(url)}:// URLs need a backend for fsspec: "
+                          f"pip install 'recio[remote]' (s3fs), or gcsfs for gs:// ({exc})") from exc
+    except ValueError as exc:
+        raise StorageError(f"cannot open this URL: {_one_line(exc)}", url) from exc
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+@contextmanager
+def translated(url: str, action: str = "reading", offset: Optional[int] = None) -> Iterator[None]:
+    """Turn what fsspec and its backends raise into one-line errors naming ``url``."""
+    try:
+        yield
+    except (StorageError, ImportError):
+        raise
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(errno.ENOENT, "no such object", url) from exc
+    except PermissionError as exc:
+        raise PermissionError(errno.EACCES, f"access denied while {action} "
+                                            f"({_one_line(exc, 200)})", url) from exc
+    except IsADirectoryError as exc:
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not an object", url) from exc
+    except Exception as exc:  # network, server and protocol errors of any backend
+        raise StorageError(f"{action} failed: {type(exc).__name__}: {_one_line(exc)}; check "
+                           f"the URL, the endpoint and the credentials, then retry",
+                           url, offset) from exc
+
+
+def info(url: str, storage_options: StorageOptions = None) -> Dict[str, Any]:
+    """fsspec's ``info`` of ``url`` (``size``, ``type``)."""
+    fs, path = filesystem(url, storage_options)
+    with translated(url, "looking up"):
+        return fs.info(path)
+
+
+def size(path: PathLike, storage_options: StorageOptions = None) -> int:
+    """Bytes in the file or object at ``path``."""
+    if is_url(path):
+        return int(info(os.fspath(path), storage_options)["size"])
+    return os.path.getsize(local_path(path))
+
+
+def exists(path: PathLike, storage_options: StorageOptions = None) -> bool:
+    """Whether a file, folder or object exists at ``path``."""
+    if is_url(path):
+        fs, inner = filesystem(os.fspath(path), storage_options)
+        with translated(os.fspath(path), "looking up"):
+            return bool(fs.exists(inner))
+    return os.path.exists(local_path(path))
+
+
+def isfile(path: PathLike, storage_options: StorageOptions = None) -> bool:
+    """Whether ``path`` is a file (an object, for a URL)."""
+    if is_url(path):
+        fs, inner = filesystem(os.fspath(path), storage_options)
+        with translated(os.fspath(path), "looking up"):
+            return bool(fs.isfile(inner))
+    return os.path.isfile(local_path(path))
+
+
+def isdir(path: PathLike, storage_options: StorageOptions = None) -> bool:
+    """Whether ``path`` is a folder (a prefix holding objects, for a URL)."""
+    if is_url(path):
+        fs, inner = filesystem(os.fspath(path), storage_options)
+        with translated(os.fspath(path), "looking up"):
+            return bool(fs.isdir(inner))
+    return os.path.isdir(local_path(path))
+
+
+def _as_url(url: str, fs: Any, inner: str) -> str:
+    """The URL of ``inner`` (a path fsspec returned) in the scheme ``url`` was given in."""
+    return fs.unstrip_protocol(inner) if url_scheme(url) else inner
+
+
+def listdir(folder: str, storage_options: StorageOptions = None) -> List[str]:
+    """The files (objects) directly in ``folder``, as full paths or URLs, in name order."""
+    if not is_url(folder):
+        folder = local_path(folder)
+        return sorted(os.path.join(folder, n) for n in os.listdir(folder))
+    fs, inner = filesystem(folder, storage_options)
+    with translated(folder, "listing"):
+        found = fs.ls(inner, detail=True)
+    return sorted(_as_url(folder, fs, e["name"]) for e in found if e.get("type") == "file")
+
+
+def glob(pattern: str, storage_options: StorageOptions = None) -> List[str]:
+    """Files matching ``pattern`` (a URL pattern for a URL), in name order."""
+    if not is_url(pattern):
+        import glob as local_glob
+
+        return sorted(p for p in local_glob.glob(local_path(pattern)) if os.path.isfile(p))
+    fs, inner = filesystem(pattern, storage_options)
+    with translated(pattern, "listing"):
+        found = fs.glob(inner, detail=True)
+    return sorted(_as_url(pattern, fs, name) for name, e in found.items()
+                  if e.get("type") == "file")
+
+
+def read_bytes(path: PathLike, storage_options: StorageOptions = None) -> bytes:
+    """The whole file at ``path`` (for small files: manifests, lists, indexes)."""
+    if is_url(path):
+        url = os.fspath(path)
+        fs, inner = filesystem(url, storage_options)
+        with translated(url):
+            return fs.cat_file(inner)
+    with open(local_path(path), "rb") as f:
+        return f.read()
+
+
+def remove(path: PathLike, storage_options: StorageOptions = None) -> None:
+    """Delete the file or object at ``path`` if it exists."""
+    if is_url(path):
+        url = os.fspath(path)
+        fs, inner = filesystem(url, storage_options)
+        with translated(url, "deleting"):
+            if fs.exists(inner):
+                fs.rm_file(inner)
+        return
+    try:
+        os.unlink(local_path(path))
+    except FileNotFoundError:
+        pass
+
+
+def upload(local: str, url: str, storage_options: StorageOptions = None) -> None:
+    """Put the finished local file ``local`` at ``url`` as one object (visible only once the
+    upload completed)."""
+    fs, inner = filesystem(url, storage_options)
+    with translated(url, "uploading"):
+        fs.put_file(local, inner)
+
+
+# -- reading an object by ranges -------------------------------------------------------------
+def _http_url(fs: Any, path: str, url: str) -> Optional[str]:
+    """A plain HTTP(S) URL that serves the object to a GET (a presigned one for S3), or None
+    when the file system has none (its streams then use ranged GETs)."""
+    if hasattr(fs, "_call_s3") and hasattr(fs, "url"):
+        return fs.url(path, expires=6 * 3600)
+    if url_scheme(url) in ("http", "https"):
+        return url
+    return None
+
+
+def _http_stream(http_url: str, start: int, end: int, block: int) -> Iterator[bytearray]:
+    """Blocks of ``[start, end)`` from one streaming GET: the socket is read straight into each
+    block (``readinto``, without the GIL), the cheapest way a Python client can take bytes."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(http_url, headers={"Range": f"bytes={start}-{end - 1}"})
+    try:
+        response = urllib.request.urlopen(request, timeout=120)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise FileNotFoundError(errno.ENOENT, "no such object") from exc
+        if exc.code in (401, 403):
+            raise PermissionError(errno.EACCES, f"HTTP {exc.code} {exc.reason}") from exc
+        raise
+    with response:
+        if response.status != 206 and start > 0:
+            raise OSError(f"the server ignored the byte range (HTTP {response.status})")
+        pos = start
+        while pos < end:
+            buf = bytearray(min(block, end - pos))
+            view, got = memoryview(buf), 0
+            while got < len(buf):
+                n = response.readinto(view[got:])
+                if not n:
+                    break
+                got += n
+            if got:
+                yield buf if got == len(buf) else buf[:got]
+            if got < len(buf):
+                return
+            pos += got
+
+
+def _ranged_stream(fs: Any, path: str, start: int, end: int, block: int) -> Iterator[bytes]:
+    """Blocks of ``path[start:end]``, one ranged GET each (any fsspec file system)."""
+    pos = start
+    while pos < end:
+        stop = min(end, pos + block)
+        data = fs.cat_file(path, start=pos, end=stop)
+        if not data:
+            return
+        yield data
+        pos += len(data)
+
+
+class _Stream:
+    """One streaming read of ``[start, end)``: a thread fills a queue of blocks ahead."""
+
+    def __init__(self, remote: "RemoteFile", start: int, end: int) -> None:
+        self.remote, self.start, self.end = remote, start, end
+        self.blocks: Deque[bytes] = deque()  # held blocks; the first begins at self.start
+        self.held_end = start  # end of the held blocks
+        self.exhausted = False
+        self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=STREAM_AHEAD)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._fill, name=f"recio-read {remote.url}",
+                                       daemon=True)
+        self.thread.start()
+
+    def _put(self, item: Any) -> bool:
+        while not self.stopped.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fill(self) -> None:
+        try:
+            for block in self.remote._open_stream(self.start, self.end):
+                if not self._put(block):
+                    return
+            self._put(None)
+        except BaseException as exc:  # handed to the reader, which raises it
+            self._put(exc)
+
+    def covers(self, offset: int) -> bool:
+        return self.start <= offset < self.end and not (self.exhausted and offset >= self.held_end)
+
+    def read(self, offset: int, n: int) -> bytes:
+        """``[offset, offset + n)`` (clipped to the stream's end), pulling blocks as needed and
+        dropping those before ``offset``."""
+        want = min(offset + n, self.end)
+        while self.blocks and self.start + len(self.blocks[0]) <= offset:
+            self.start += len(self.blocks.popleft())
+        while self.held_end < want and not self.exhausted:
+            item = self.queue.get()
+            if item is None:
+                self.exhausted = True
+                if self.held_end < self.end:
+                    raise StorageError(f"the connection ended after {self.held_end} of "
+                                       f"{self.end} bytes; retry the read", self.remote.url,
+                                       self.held_end)
+                break
+            if isinstance(item, BaseException):
+                self.exhausted = True
+                with translated(self.remote.url, "reading", self.held_end):
+                    raise item
+            if not self.blocks:
+                self.start = self.held_end
+            self.blocks.append(item)
+            self.held_end += len(item)
+            while self.blocks and self.start + len(self.blocks[0]) <= offset:
+                self.start += len(self.blocks.popleft())
+        if offset < self.start:
+            return b""
+        out, pos = [], self.start
+        for block in self.blocks:
+            lo, hi = max(offset, pos), min(want, pos + len(block))
+            if lo < hi:
+                out.append(memoryview(block)[lo - pos:hi - pos])
+            pos += len(block)
+            if pos >= want:
+                break
+        return bytes(out[0]) if len(out) == 1 else b"".join(out)  # one copy, to bytes
+
+    def close(self) -> None:
+        self.stopped.set()
+        while True:  # unblock the filler
+            try:
+                self.queue.get_nowait()
+            except queue.Empty:
+                break
+
+
+class RemoteFile:
+    """A read-only file over an object at a URL: ``pread``, ``read``/``seek`` (so it can stand
+    where a file object goes), ``prefetch`` and ``prefetch_many`` (see the module's notes).
+
+    ``requests`` counts the GETs issued (streams count one each), for tests and benchmarks.
+    ``stream_end``: where a streaming read stops (a reader of part of the object says so; by
+    default the end of the object).
+    """
+
+    def __init__(self, url: str, storage_options: StorageOptions = None, *,
+                 size: Optional[int] = None) -> None:
+        self.url = os.fspath(url)
+        self.name = self.url
+        self.storage_options = dict(storage_options or {})
+        self._pid = -1
+        self._connect()
+        self.size = int(size) if size is not None else self._size()
+        self._pos = 0
+        self.stream_end: Optional[int] = None
+        self.requests = 0
+        self.closed = False
+
+    # -- connection --------------------------------------------------------------------------
+    def _connect(self) -> None:
+        self._fs, self._path = filesystem(self.url, self.storage_options)
+        self._http_url: Optional[str] = None  # for streams ("": none, use ranged GETs)
+        self._lock = threading.Lock()
+        self._starts: List[int] = []  # sorted starts of the cached blocks
+        self._blocks: Dict[int, bytes] = {}
+        self._cached = 0
+        self._stream: Optional[_Stream] = None
+        self._last_end = 0  # where the last read ended: a read from here is sequential
+        self._pid = os.getpid()
+
+    def _check_fork(self) -> None:
+        if self._pid != os.getpid():  # a forked child: no threads, the parent's connections
+            self._connect()
+
+    def _size(self) -> int:
+        with translated(self.url, "looking up"):
+            found = self._fs.info(self._path)
+        if found.get("type") == "directory":
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not an object", self.url)
+        return int(found["size"])
+
+    def _get(self, start: int, end: int) -> bytes:
+        """One ranged GET of ``[start, end)``."""
+        self.requests += 1
+        with translated(self.url, "reading", start):
+            data = self._fs.cat_file(self._path, start=start, end=end)
+        if len(data) != end - start:
+            raise StorageError(f"asked for {end - start} bytes, the server sent {len(data)}; "
+                               "the object changed or the connection dropped", self.url, start)
+        return data
+
+    def _open_stream(self, start: int, end: int) -> Iterator[Any]:
+        if self._http_url is None:
+            with translated(self.url, "reading", start):
+                self._http_url = _http_url(self._fs, self._path, self.url) or ""
+        if self._http_url:
+            return _http_stream(self._http_url, start, end, STREAM_BLOCK)
+        return _ranged_stream(self._fs, self._path, start, end, STREAM_BLOCK)
+
+    # -- the block cache ---------------------------------------------------------------------
+    def _cache(self, start: int, data: bytes) -> None:
+        with self._lock:
+            if start in self._blocks:
+                return
+            bisect.insort(self._starts, start)
+            self._blocks[start] = data
+            self._cached += len(data)
+            while self._cached > CACHE_BYTES and len(self._starts) > 1:
+                victim = next(iter(self._blocks))  # insertion order: the oldest block
+                if victim == start:
+                    break
+                self._cached -= len(self._blocks.pop(victim))
+                self._starts.remove(victim)
+
+    def _cached_range(self, start: int, end: int) -> Optional[bytes]:
+        with self._lock:
+            i = bisect.bisect_right(self._starts, start) - 1
+            if i < 0:
+                return None
+            block_start = self._starts[i]
+            block = self._blocks[block_start]
+            if block_start + len(block) < end:
+                return None
+            return block[start - block_start:end - block_start]
+
+    def prefetch(self, start: int, end: int) -> None:
+        """Fetch ``[start, end)`` with one GET (unless already held), so reads inside it cost
+        nothing: a keyed read knows its record's extent from the index."""
+        self._check_fork()
+        end = min(end, self.size)
+        if start >= end or self._cached_range(start, end) is not None:
+            return
+        self._cache(start, self._get(start, end))
+
+    def prefetch_many(self, ranges: Sequence[Tuple[int, int]]) -> None:
+        """Fetch many ranges: neighbours (at most ``COALESCE_GAP`` apart) merged into one GET,
+        the GETs run concurrently."""
+        self._check_fork()
+        merged = coalesce(ranges, self.size)
+        merged = [(a, b) for a, b in merged if self._cached_range(a, b) is None]
+        if not merged:
+            return
+        if len(merged) == 1:
+            self.prefetch(*merged[0])
+            return
+        self.requests += len(merged)
+        with translated(self.url, "reading", merged[0][0]):
+            blocks = self._fs.cat_ranges([self._path] * len(merged), [a for a, _ in merged],
+                                         [b for _, b in merged], on_error="return")
+        for (a, b), data in zip(merged, blocks):
+            if isinstance(data, BaseException):
+                with translated(self.url, "reading", a):
+                    raise data
+            if len(data) != b - a:
+                raise StorageError(f"asked for {b - a} bytes, the server sent {len(data)}",
+                                   self.url, a)
+            self._cache(a, data)
+
+    # -- reading -----------------------------------------------------------------------------
+    def pread(self, n: int, offset: int) -> bytes:
+        """Up to ``n`` bytes at ``offset`` (fewer only at the end of the object)."""
+        self._check_fork()
+        if self.closed:
+            raise ValueError(f"{self.url}: read from a closed RemoteFile")
+        end = min(offset + n, self.size)
+        if offset >= end:
+            return b""
+        data = self._cached_range(offset, end)
+        if data is None:
+            data = self._from_stream(offset, end)
+        if data is None:
+            fetch_end = min(self.size, max(end, offset + RANDOM_BLOCK))
+            block = self._get(offset, fetch_end)
+            self._cache(offset, block)
+            data = block[:end - offset]
+        self._last_end = end
+        return data
+
+    def _from_stream(self, offset: int, end: int) -> Optional[bytes]:
+        stream = self._stream
+        if stream is not None and stream.covers(offset):
+            return stream.read(offset, end - offset)
+        if offset != self._last_end or (self.stream_end is not None and offset >= self.stream_end):
+            return None
+        if stream is not None:
+            stream.close()
+        stop = self.stream_end if self.stream_end is not None and self.stream_end > offset \
+            else self.size
+        stop = max(stop, end)
+        self.requests += 1
+        self._stream = _Stream(self, offset, min(stop, self.size))
+        return self._stream.read(offset, end - offset)
+
+    # -- the file-object interface -----------------------------------------------------------
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            n = self.size - self._pos
+        data = self.pread(n, self._pos)
+        self._pos += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self.size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        import io
+
+        raise io.UnsupportedOperation(f"{self.url} is a remote object, not a local file")
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        with self._lock:
+            self._blocks.clear()
+            self._starts.clear()
+            self._cached = 0
+        self.closed = True
+
+    def __enter__(self) -> "RemoteFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        return {"url": self.url, "storage_options": self.storage_options, "size": self.size}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["url"], state["storage_options"], size=state["size"])
+
+    def __repr__(self) -> str:
+        return f"RemoteFile({self.url!r}, {self.size} bytes)"
+
+
+def coalesce(ranges: Sequence[Tuple[int, int]], limit: int) -> List[Tuple[int, int]]:
+    """Sorted ``[start, end)`` ranges, clipped to ``limit``, with neighbours at most
+    ``COALESCE_GAP`` apart merged while the merged range stays under ``COALESCE_MAX``."""
+    out: List[Tuple[int, int]] = []
+    for start, end in sorted((int(a), min(int(b), limit)) for a, b in ranges):
+        if start >= end:
+            continue
+        if out and start - out[-1][1] <= COALESCE_GAP and end - out[-1][0] <= COALESCE_MAX:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+@contextmanager
+def local_copy(path: PathLike, storage_options: StorageOptions = None) -> Iterator[str]:
+    """A local path holding the file at ``path``: the path itself when local; for a URL the
+    object downloaded in one streaming GET to a temporary file (``RECIO_STAGING_DIR``, else
+    ``TMPDIR``), deleted afterwards. For tools that need several passes or a memory map."""
+    if not is_url(path):
+        yield local_path(path)
+        return
+    import tempfile
+
+    url = os.fspath(path)
+    fd, temp = tempfile.mkstemp(prefix=".recio-", suffix="-" + basename(url),
+                                dir=os.environ.get("RECIO_STAGING_DIR") or None)
+    try:
+        with os.fdopen(fd, "wb") as out, RemoteFile(url, storage_options) as remote:
+            while True:
+                block = remote.read(STREAM_BLOCK)
+                if not block:
+                    break
+                out.write(block)
+        yield temp
+    finally:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+
+
+def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
+    """A binary file for reading: ``open(path, "rb")`` for a local path, a :class:`RemoteFile`
+    for a URL."""
+    if is_url(path):
+        return RemoteFile(os.fspath(path), storage_options)
+    return open(local_path(path), "rb")
+
+
+__all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "join", "dirname", "basename",
+           "filesystem", "translated", "info", "size", "exists", "isfile", "isdir", "listdir",
+           "glob", "read_bytes", "remove", "upload", "open_input", "local_copy", "coalesce", "STREAM_BLOCK",
+           "RANDOM_BLOCK"]
