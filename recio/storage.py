@@ -77,6 +77,12 @@ def local_path(path: PathLike) -> str:
     return text
 
 
+def absolute(path: PathLike) -> str:
+    """A local path made absolute (``file://`` removed); a URL as it is."""
+    text = local_path(path)
+    return text if is_url(text) else os.path.abspath(text)
+
+
 def join(folder: str, name: str) -> str:
     """``folder/name`` for a local folder or a URL."""
     if is_url(folder):
@@ -123,7 +129,7 @@ def translated(url: str, action: str = "reading", offset: Optional[int] = None) 
     except (StorageError, ImportError):
         raise
     except FileNotFoundError as exc:
-        raise FileNotFoundError(errno.ENOENT, "no such object", url) from exc
+        raise FileNotFoundError(errno.ENOENT, "no such object (or bucket)", url) from exc
     except PermissionError as exc:
         raise PermissionError(errno.EACCES, f"access denied while {action} "
                                             f"({_one_line(exc, 200)})", url) from exc
@@ -637,7 +643,7 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
     return open(local_path(path), "rb")
 
 
-__all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "join", "dirname", "basename",
+__all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname", "basename",
            "filesystem", "translated", "info", "size", "exists", "isfile", "isdir", "listdir",
            "glob", "read_bytes", "remove", "upload", "open_input", "local_copy", "coalesce", "STREAM_BLOCK",
            "RANDOM_BLOCK"]

@@ -12,7 +12,8 @@ import recio
 from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo
 from recio.sequence.convert import cbf_to_rec, convert, rec_to_cbf
 from recio.sequence import Sparse, SequenceWriter, sample_counts, unpack_sequence
-from recio.cli.convert import convert_cmd, parse_size
+from recio.cli.common import parse_size
+from recio.cli.convert import convert_cmd
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -111,9 +111,9 @@ def test_record_dataset_reopens_after_pickling(dataset):
     ds = RecordDataset(rec, idx)
     ds[0]  # opens the file in this process
     clone = pickle.loads(pickle.dumps(ds))
-    assert clone._reader is None
+    assert clone._readers == {}
     assert float(clone[7][1]) == 7.0
-    assert clone._reader is not ds._reader
+    assert clone._readers[0] is not ds._readers[0]
 
 
 def _labels(loader):

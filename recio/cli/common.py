@@ -5,6 +5,7 @@ import functools
 import json
 import math
 import os
+import re
 import sys
 import time
 from typing import Any, Callable, Iterable, Optional
@@ -30,6 +31,23 @@ class PathOrURL(click.Path):
             return value
         return super().convert(local_path(value) if isinstance(value, str) else value,
                                param, ctx)
+
+
+# dd's convention: KB/MB/GB are powers of 1000, K/M/G and KiB/MiB/GiB powers of 1024
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "K": 2**10, "M": 2**20,
+          "G": 2**30, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """``"32MB"`` -> 32000000, ``"32M"``/``"32MiB"`` -> 33554432, ``"600"`` -> 600."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).upper() if match else None
+    if match is None or unit not in _UNITS:
+        raise click.BadParameter(f"{text!r} is not a size: use e.g. 600, 64K, 32MB, 32MiB")
+    value = int(float(match.group(1)) * _UNITS[unit])
+    if value < 1:
+        raise click.BadParameter(f"{text!r}: a size needs at least 1 byte")
+    return value
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Dict, Optional, Tuple
 
 import click
@@ -15,28 +14,12 @@ from recio.cli.common import (
     force_option,
     handle_errors,
     json_option,
+    parse_size,
     quiet_option,
 )
 from recio.sequence.convert import convert
 
 DEFAULT_CHUNK_SIZE = 32 << 20  # within the 32-64 MB chunks CNTK's readers are tuned for
-
-# dd's convention: KB/MB/GB are powers of 1000, K/M/G and KiB/MiB/GiB powers of 1024
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "K": 2**10, "M": 2**20,
-          "G": 2**30, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
-
-
-def parse_size(text: str) -> int:
-    """``"32MB"`` -> 32000000, ``"32M"``/``"32MiB"`` -> 33554432, ``"600"`` -> 600."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    unit = match.group(2).upper() if match else None
-    if match is None or unit not in _UNITS:
-        raise click.BadParameter(f"{text!r} is not a size: use e.g. 600, 64K, 32MB, 32MiB")
-    value = int(float(match.group(1)) * _UNITS[unit])
-    if value < 1:
-        raise click.BadParameter(f"{text!r}: a chunk needs at least 1 byte")
-    return value
-
 
 def _parse_aliases(pairs: Tuple[str, ...]) -> Optional[Dict[str, str]]:
     out = {}
@@ -106,4 +89,4 @@ def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
                f"{summary['sequences']} sequences, {extra}, {summary['bytes_written']} bytes")
 
 
-__all__ = ["convert_cmd", "parse_size"]
+__all__ = ["convert_cmd"]

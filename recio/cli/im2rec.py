@@ -17,12 +17,15 @@ from recio.cli.common import (
     force_option,
     handle_errors,
     json_option,
+    parse_size,
     progress,
     quiet_option,
 )
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
-from recio.image.packing import NothingFoundError, PackResult, has_partial, pack_prefix
+from recio.image.packing import NothingFoundError, PackResult, has_partial
+from recio.image.staging import pack_prefix_to
+from recio.storage import is_url
 
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 _FLAGS = ("--list", "--recursive", "--pass-through", "--center-crop", "--pack-label")
@@ -150,6 +153,14 @@ pack that found (nearly) nothing; 2 usage error or a refused output; 130 interru
 @click.option("--max-pixels", type=click.IntRange(min=1), default=None,
               help="Skip images declaring more pixels than this (decompression-bomb guard; "
                    "default 89478485, Pillow's).")
+@click.option("--num-shards", type=click.IntRange(min=1), default=None,
+              help="Write each list as a shard set of this many shards: PREFIX-00000.rec/.idx, "
+                   "... and PREFIX.manifest.json, written last (see recio verify).")
+@click.option("--shard-size", type=str, default=None, metavar="SIZE",
+              help="Write shard sets whose .rec files hold at most SIZE bytes each "
+                   "(e.g. 1GB, 512MiB).")
+@click.option("--checksums", is_flag=True,
+              help="With shards: also write per-record CRC-32 sidecars (recio verify --deep).")
 @click.option("--executor", type=click.Choice(["auto", "thread", "process"]), default="auto",
               show_default=True, help="Run --num-thread workers as threads or processes.")
 @click.option("--decoder", type=click.Choice(["auto", "pillow", "simplejpeg"]), default="auto",
@@ -164,6 +175,7 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                num_thread: int, color: int, encoding: str, pack_label: bool, quiet: bool,
                as_json: bool, force: bool, allow_outside_root: bool, max_missing: float,
                strict: bool, resume: bool, exif_transpose: bool, max_pixels: Optional[int],
+               num_shards: Optional[int], shard_size: Optional[str], checksums: bool,
                executor: str, decoder: str) -> None:
     if make_list:
         _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
@@ -187,9 +199,16 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         if ignored:
             click.echo(f"warning: --pass-through stores the files untouched: "
                        f"{', '.join(ignored)} ignored", err=True)
+    if checksums and num_shards is None and shard_size is None:
+        fail("--checksums goes with --num-shards or --shard-size (a shard set's sidecars)")
+    if num_shards is not None and shard_size is not None:
+        fail("give --num-shards or --shard-size, not both")
+    sharding = {"num_shards": num_shards, "checksums": checksums,
+                "shard_size": None if shard_size is None else parse_size(shard_size)}
     _pack_mode(prefix, root, options, PackSettings(pass_through, pack_label, num_thread, executor,
                                                    resume, force, allow_outside_root,
-                                                   max_missing), strict, quiet, as_json)
+                                                   max_missing), strict, quiet, as_json,
+               sharding)
 
 
 def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_ratio: float,
@@ -199,7 +218,7 @@ def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_r
     if not ext_list:
         fail("--exts is empty; give extensions such as --exts .jpg,.png")
     folder = os.path.dirname(os.path.abspath(prefix))
-    if not os.path.isdir(folder):
+    if not is_url(prefix) and not os.path.isdir(folder):
         fail(f"{folder}: the folder for the list files does not exist")
     start = time.monotonic()
     with progress(desc="listing", unit="file", quiet=quiet or as_json) as bar:
@@ -227,6 +246,8 @@ def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_r
 
 
 def _rel(path: str) -> str:
+    if is_url(path):
+        return path
     rel = os.path.relpath(path)
     return rel if not rel.startswith("..") else path
 
@@ -246,11 +267,12 @@ class PackSettings:
 
 
 def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSettings,
-               strict: bool, quiet: bool, as_json: bool) -> None:
+               strict: bool, quiet: bool, as_json: bool, sharding: dict) -> None:
     bars: list = []
 
     def progress_for(lst: str):
-        if not settings.resume and has_partial(lst) and not quiet and not as_json:
+        if not settings.resume and not is_url(lst) and has_partial(lst) and not quiet \
+                and not as_json:
             click.echo(f"note: discarding the interrupted pack of {_rel(lst)} "
                        "(use --resume to continue it instead)", err=True)
         bar = progress(desc=os.path.basename(lst), unit="img", quiet=quiet or as_json)
@@ -262,8 +284,8 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
             bar.update(done - bar.n)
         return report
 
-    results = pack_prefix(prefix, root, options, progress_for=progress_for,
-                          **{k: v for k, v in asdict(settings).items()})
+    results = pack_prefix_to(prefix, root, options, progress_for=progress_for, **sharding,
+                             **{k: v for k, v in asdict(settings).items()})
     done: List[PackResult] = []
     try:
         for result in results:
@@ -301,10 +323,12 @@ def _print_result(name: str, result: PackResult, quiet: bool) -> None:
         if result.seconds > 0 else 0.0
     resumed = f", resumed after {result.resumed}" if result.resumed else ""
     causes = ", ".join(f"{n} {cause.replace('_', ' ')}" for cause, n in result.skips.items())
+    outputs = _rel(result.rec_path) if result.idx_path is None \
+        else f"{_rel(result.rec_path)}, {_rel(result.idx_path)}"
     click.echo(f"{name}: packed {result.packed} images, skipped {result.skipped}"
                + (f" ({causes})" if causes else "")
                + f", {result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"
-               f"{resumed}) -> {_rel(result.rec_path)}, {_rel(result.idx_path)}")
+               f"{resumed}) -> {outputs}")
     if result.skipped:
         click.echo(f"{name}: {result.skipped} image(s) skipped, reasons in "
                    f"{_rel(result.errors_path)}", err=True)

@@ -41,10 +41,11 @@ from PIL import Image
 from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode
 from recio.image.header import unpack
-from recio.records.index import read_index
+from recio.records.index import open_index
 from recio.records.reader import RecordReader
 from recio.records.split import InputSplit, record_range
 from recio.records.threaded import ThreadedIter
+from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -221,13 +222,17 @@ class _Engine:
         self.reader = None
         self.keys: Optional[List[Any]] = None
         self.offsets: Optional[List[int]] = None
+        self.storage_options = it.storage_options
+        self.index: Any = None
         if it.path_imgidx is not None:
-            self.reader = RecordReader(self.path)
+            self.reader = RecordReader(self.path, storage_options=self.storage_options)
             try:
-                keys, offsets = read_index(it.path_imgidx, rec_size=self.reader.size)
+                self.index = open_index(it.path_imgidx, rec_size=self.reader.size,
+                                        storage_options=self.storage_options)
             except BaseException:
                 self.reader.close()
                 raise
+            keys, offsets = self.index.key_list(), self.index.offsets.tolist()
             lo, hi = record_range(len(keys), self.part_index, self.num_parts)
             self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
         self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
@@ -247,11 +252,15 @@ class _Engine:
         if self.keys is not None:
             order = rng.permutation(len(self.keys)) if self.shuffle else range(len(self.keys))
             keys, offsets, read_at = self.keys, self.offsets, self.reader.read_at
+            if self.reader.remote:  # one GET of each record's bytes
+                reader, index = self.reader, self.index
+                read_at = lambda offset: reader.read_within(offset, index.record_end(offset))  # noqa: E731
             for i in order:
                 yield f"key {keys[i]!r}", read_at(offsets[i])
             return
 
-        split = InputSplit(self.path, self.part_index, self.num_parts)
+        split = InputSplit(self.path, self.part_index, self.num_parts,
+                           storage_options=self.storage_options)
         part = "" if self.num_parts == 1 else f" of part {self.part_index}/{self.num_parts}"
         stream = ((f"record #{n}{part}", payload) for n, payload in enumerate(split))
         if self.shuffle:
@@ -395,7 +404,8 @@ class ImageRecordIter:
             it.reset()
 
     Without ``path_imgidx`` the file is streamed (``path_imgrec`` may then list several files,
-    as ``InputSplit`` accepts) and ``shuffle`` uses a buffer of ``shuffle_buffer`` records.
+    as ``InputSplit`` accepts, or be a shard set's manifest) and ``shuffle`` uses a buffer of
+    ``shuffle_buffer`` records. Paths may be URLs (``s3://...``, with ``storage_options``).
     ``num_parts``/``part_index`` read one part (by record count with an ``.idx``, by bytes as
     MXNet's InputSplit without). ``mean_img`` is an array of shape ``data_shape`` or a ``.npy``
     path (MXNet's ``.nd`` mean files are not read). Call ``close()`` (or use ``with``) to stop
@@ -420,7 +430,8 @@ class ImageRecordIter:
                  part_index: int = 0, round_batch: bool = True, data_name: str = "data",
                  label_name: str = "softmax_label", dtype: str = "float32",
                  layout: str = "NCHW", shuffle_buffer: int = 1024,
-                 decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+                 decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
+                 storage_options: StorageOptions = None) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] not in (1, 3) or min(shape) < 1:
             raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 channels, "
@@ -451,6 +462,7 @@ class ImageRecordIter:
         else:
             self.path_imgrec = os.fspath(path_imgrec)
         self.path_imgidx = None if path_imgidx is None else os.fspath(path_imgidx)
+        self.storage_options = storage_options
         self.batch_size, self.label_width = int(batch_size), int(label_width)
         self.shuffle, self.seed, self.shuffle_buffer = bool(shuffle), int(seed), int(shuffle_buffer)
         self.round_batch = bool(round_batch)

@@ -25,6 +25,7 @@ from typing import (
     Union,
 )
 
+from recio import storage
 from recio.errors import ListFileError
 from recio.records.atomic import AtomicFile, OutputSet, atomic_open, check_outputs
 
@@ -442,9 +443,9 @@ class ListResult:
 def list_outputs(prefix: PathLike, chunks: int = 1, train_ratio: float = 1.0,
                  test_ratio: float = 0.0, recursive: bool = False) -> List[str]:
     """Every file ``make_lists`` would write for these options (lists, then classes)."""
-    names = [name for name, _ in split_items([], os.path.abspath(os.fspath(prefix)), chunks,
+    names = [name for name, _ in split_items([], storage.absolute(prefix), chunks,
                                              train_ratio, test_ratio)]
-    return names + ([classes_path(os.path.abspath(os.fspath(prefix)))] if recursive else [])
+    return names + ([classes_path(storage.absolute(prefix))] if recursive else [])
 
 
 def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
@@ -458,7 +459,7 @@ def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
     All files of one call appear together or not at all: they are written under temporary
     names and renamed when every one is complete.
     """
-    prefix = os.path.abspath(os.fspath(prefix))
+    prefix = storage.absolute(prefix)
     check_outputs(list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
     scan = scan_images(root, recursive, exts, progress)
     items = list(scan.items)

@@ -21,6 +21,7 @@ from recio.image.header import IRHeader, pack, unpack as unpack_record
 from recio.records.index import format_index, open_index
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
+from recio.storage import is_url
 
 # This process's id, refreshed in a forked child: comparing with it is cheaper than a getpid()
 # system call on every read, and still tells when an object crossed into another process.
@@ -180,6 +181,9 @@ class MXIndexedRecordIO(MXRecordIO):
         self._dense = None
         if self.writable:
             try:
+                if is_url(self.idx_path):
+                    raise ValueError(f"{self.idx_path}: MXIndexedRecordIO writes local files; "
+                                     "write to a URL with recio.IndexedRecordWriter")
                 self.fidx = open(self.idx_path, "w")
             except BaseException:  # leave no empty .rec behind
                 self._closing.clear()
@@ -193,8 +197,11 @@ class MXIndexedRecordIO(MXRecordIO):
         self.fidx = None
         self._resume = None
         self._read_at = self._reader.read_at
-        stat = os.stat(self.idx_path)
-        stamp = (stat.st_size, stat.st_mtime_ns, self._reader.size)
+        if is_url(self.idx_path):
+            stamp: tuple = (self.idx_path, self._reader.size)
+        else:
+            stat = os.stat(self.idx_path)
+            stamp = (stat.st_size, stat.st_mtime_ns, self._reader.size)
         index = getattr(self, "_index", None)
         if index is None or stamp != getattr(self, "_idx_stamp", None):
             # arrays, mapped from the sidecar cache when there is one (see recio.records.index); a
@@ -204,6 +211,9 @@ class MXIndexedRecordIO(MXRecordIO):
         # list- and dict-like views computed from the arrays on demand (MXNet's list and dict)
         self.keys, self.idx = index.keys_view(), index.offsets_view()
         self._offset_of = index.offset_of
+        if self._reader.remote:  # each keyed read is one GET of the record's bytes
+            self._read_at = lambda offset: self._reader.read_within(
+                offset, index.record_end(int(offset)))
         if index.base == 0:  # the usual 0..n-1 keys: offsets by position, as Python ints
             self._dense = index.memoryviews()[0]
 

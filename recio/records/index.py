@@ -560,8 +560,20 @@ class Index:
         self._dict: Optional[dict] = None
         self._first_order: Optional[np.ndarray] = None
         self._views: Optional[Tuple[memoryview, Optional[memoryview]]] = None
+        self._bounds: Optional[np.ndarray] = None
 
     # -- shape ---------------------------------------------------------------------------------
+    def record_end(self, offset: int) -> Optional[int]:
+        """Where the bytes of the record at ``offset`` end at the latest: the next record's
+        offset in the file, else the end of the ``.rec`` (None when ``rec_size`` is unknown).
+        A reader of a remote object fetches ``[offset, record_end)`` in one GET."""
+        if getattr(self, "_bounds", None) is None:
+            ends = self.offsets if self.rec_size is None else np.append(self.offsets,
+                                                                          self.rec_size)
+            self._bounds = np.unique(ends)
+        i = int(np.searchsorted(self._bounds, offset, side="right"))
+        return int(self._bounds[i]) if i < len(self._bounds) else self.rec_size
+
     def __len__(self) -> int:
         return len(self.offsets)
 

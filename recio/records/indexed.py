@@ -90,24 +90,13 @@ class IndexedRecordReader(Mapping):
         """Hot-path shortcuts: the reader's ``read_at`` and, for keys ``0..n-1``, the offsets
         as a memoryview indexed by key. Over a remote object a read first fetches the record's
         extent (to the next record's offset) in one GET."""
-        self._ends: Optional[np.ndarray] = None
         self._read_at = self.reader.read_at if not self.reader.remote else self._read_remote
         index = self.index
         self._dense = index.memoryviews()[0] if index.base == 0 else None
         self._offset = index.offset_of
 
-    def record_end(self, offset: int) -> int:
-        """Where the bytes of the record at ``offset`` end at the latest: the next record's
-        offset in the file, or the file's end."""
-        if self._ends is None:
-            self._ends = np.unique(np.append(self.index.offsets, self.reader.size))
-        i = int(np.searchsorted(self._ends, offset, side="right"))
-        return int(self._ends[i]) if i < len(self._ends) else self.reader.size
-
     def _read_remote(self, offset: int) -> bytes:
-        offset = int(offset)
-        self.reader.fetch([(offset, self.record_end(offset))])
-        return self.reader.read_at(offset)
+        return self.reader.read_within(offset, self.index.record_end(int(offset)))
 
     @property
     def offsets(self) -> IndexOffsets:
@@ -125,7 +114,7 @@ class IndexedRecordReader(Mapping):
         offsets = self.index.offsets_of(keys)
         if not self.reader.remote:
             return self.reader.read_many_at(offsets)
-        return self.reader.read_many_at(offsets, [self.record_end(o) for o in offsets])
+        return self.reader.read_many_at(offsets, [self.index.record_end(o) for o in offsets])
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.index.unique_keys())
@@ -153,7 +142,7 @@ class IndexedRecordReader(Mapping):
     def __getstate__(self) -> dict:
         """Pickle without the memoryview shortcuts; a cached index reopens its cache."""
         state = dict(self.__dict__)
-        for name in ("_read_at", "_dense", "_offset", "_ends"):
+        for name in ("_read_at", "_dense", "_offset"):
             state.pop(name, None)
         return state
 

@@ -579,6 +579,13 @@ class RecordReader:
             return self._buf[offset + 8:min(offset + 8 + n, end)]
         return self.read_at(offset)[:n]
 
+    def read_within(self, offset: int, end: Optional[int]) -> bytes:
+        """``read_at(offset)`` for a record known to end by ``end`` (from an index): a reader
+        of a remote object fetches ``[offset, end)`` first, so the read costs one GET."""
+        if end is not None and isinstance(self._file, RemoteFile):
+            self._file.prefetch(int(offset), int(end))
+        return self.read_at(offset)
+
     def read_many_at(self, offsets: Iterable[int],
                      ends: Optional[Iterable[int]] = None) -> List[bytes]:
         """The records at each of ``offsets`` (a batch of ``read_at``). ``ends``: where each

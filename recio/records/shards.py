@@ -91,12 +91,6 @@ def is_manifest(path: PathLike) -> bool:
     return os.fspath(path).endswith(MANIFEST_SUFFIX)
 
 
-def _absolute(path: PathLike) -> str:
-    """A local path made absolute; a URL as it is."""
-    path = storage.local_path(path)
-    return path if storage.is_url(path) else os.path.abspath(path)
-
-
 def file_crc32(path: PathLike, storage_options: StorageOptions = None) -> Tuple[int, str]:
     """``(size, crc32 as 8 hex digits)`` of a whole file (or object, streamed), read in blocks."""
     crc, size = 0, 0
@@ -116,7 +110,7 @@ def existing_shard_files(prefix: PathLike, storage_options: StorageOptions = Non
     """Files already in ``prefix``'s folder named like one of its shards' (``PREFIX-NNNNN.rec``,
     ``.idx``, ``.crc32``), sorted: what a new set under ``prefix`` would replace or leave
     stale beside its manifest."""
-    prefix = _absolute(prefix)
+    prefix = storage.absolute(prefix)
     folder, base = storage.dirname(prefix), storage.basename(prefix)
     pattern = re.compile(re.escape(base) + r"-\d{%d,}(\.rec|\.idx|%s)\Z"
                          % (SHARD_DIGITS, re.escape(RECORD_CHECKSUM_SUFFIX)))
@@ -191,7 +185,7 @@ class Manifest:
         return [s.rec for s in self.shards]
 
     def to_dict(self) -> Dict[str, Any]:
-        folder = storage.dirname(_absolute(self.path))
+        folder = storage.dirname(storage.absolute(self.path))
         return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "checksum": CHECKSUM,
                 "record_checksums": self.record_checksums, "records": self.records,
                 "bytes": self.nbytes, "shards": [s.to_dict(folder) for s in self.shards],
@@ -205,7 +199,7 @@ def load_manifest(path: PathLike, storage_options: StorageOptions = None) -> Man
     """Read and check a manifest (a local path or a URL: its shards are then URLs beside it);
     :class:`ManifestError` (naming the file and the field) for anything malformed,
     ``FileNotFoundError`` when it does not exist."""
-    path = _absolute(path)
+    path = storage.absolute(path)
     try:
         doc = json.loads(storage.read_bytes(path, storage_options).decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -284,7 +278,7 @@ class ShardWriter(ManagedWriter):
             raise ValueError(f"max_records must be at least 1, got {max_records}")
         if max_bytes is not None and max_bytes < 1:
             raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
-        self.prefix = _absolute(prefix)
+        self.prefix = storage.absolute(prefix)
         self.storage_options = storage_options
         self.max_records, self.max_bytes = max_records, max_bytes
         self.checksums, self.key_type, self.force, self.fsync = checksums, key_type, force, fsync
@@ -455,11 +449,7 @@ class ShardReader:
         """Record ``i`` (in ``.idx`` order) of shard ``shard_number``."""
         index = self._indexes[shard_number]
         offset = int(index.offsets[i])
-        reader = self._readers[shard_number]
-        if reader.remote:  # one GET of the record's bytes (up to the next record)
-            reader.fetch([(offset, int(index.offsets[i + 1]) if i + 1 < len(index)
-                           and index.offsets[i + 1] > offset else reader.size)])
-        data = reader.read_at(offset)
+        data = self._readers[shard_number].read_within(offset, index.record_end(offset))
         if self._crcs is not None:
             index = self._indexes[shard_number]
             mismatch = _checksum_mismatch(data, int(self._crcs[shard_number][i]), i,
@@ -609,13 +599,10 @@ def _deep_check(shard: Shard, index: Any,
             problems.append(ShardProblem(shard.crc, exc.message))
     with RecordReader(shard.rec, storage_options=storage_options) as reader:
         offsets = index.offsets.tolist()
-        following: Dict[int, int] = {}
-        if reader.remote:  # the records' bytes fetched in coalesced, concurrent GETs
-            bounds = sorted(set(offsets) | {reader.size})
-            following = dict(zip(bounds, bounds[1:]))
+        index.rec_size = reader.size
         for i, offset in enumerate(offsets):
-            if following and i % _FETCH_BATCH == 0:
-                reader.fetch([(o, following.get(o, reader.size))
+            if reader.remote and i % _FETCH_BATCH == 0:  # coalesced, concurrent GETs
+                reader.fetch([(o, index.record_end(o) or reader.size)
                               for o in offsets[i:i + _FETCH_BATCH]])
             key = index.key_at(i) if index.has_keys else i
             try:

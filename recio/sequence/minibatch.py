@@ -56,6 +56,7 @@ from recio.errors import RecordIOError, SequenceError
 from recio.image.header import unpack_header
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
+from recio.records.shards import is_manifest, load_manifest
 from recio.sequence import records as sequence
 from recio.sequence.cbf import CBFReader
 from recio.sequence.records import (
@@ -332,13 +333,16 @@ class ConcatCorpus:
 
 def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
                 per_stream_counts: bool = False) -> Any:
-    """A corpus for a path (``.rec``; ``.cbf`` via recio.sequence.cbf), a corpus, or a list of them.
+    """A corpus for a path (``.rec``; ``.cbf`` via recio.sequence.cbf; a shard set's manifest), a
+    corpus, or a list of them.
 
     ``per_stream_counts`` asks corpora that can give each stream's sample counts (CBF, at the cost
     of reading chunk bodies) to do so: ``defines_mb_size`` needs them.
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        if is_manifest(path):  # a shard set: its shards' .rec files, in manifest order
+            return open_corpus(load_manifest(path).rec_paths(), chunk_samples, per_stream_counts)
         if path.lower().endswith(".cbf"):
             return CBFReader(path, per_stream_counts=per_stream_counts)
         return RecordCorpus(path, chunk_samples=chunk_samples)

@@ -34,9 +34,12 @@ from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decod
 from recio.image.header import unpack
 from recio.image.imageiter import Augmenter, buffered_shuffle
 from recio.optional import require
+from recio.records.index import open_index
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
+from recio.records.shards import is_manifest, load_manifest
 from recio.records.split import InputSplit
+from recio.storage import StorageOptions
 
 torch = require("torch", feature="recio.torch")
 Dataset = torch.utils.data.Dataset
@@ -103,9 +106,12 @@ class RecordDataset(Dataset):
     """Map-style dataset over an indexed image ``.rec``: ``ds[i]`` is the i-th record's sample.
 
     ``idx_path`` defaults to the ``.idx`` beside the ``.rec`` (scanned when missing, keys
-    ``0..n-1``). ``keys`` restricts and orders the records (e.g. ``range(1, n + 1)`` to leave out
-    the header records of a face-recognition dataset). Undecodable images raise ``ImageError``
-    naming the key. Safe in ``DataLoader(num_workers > 0)``: files reopen in each process.
+    ``0..n-1``). ``rec_path`` may also be a shard set's manifest (``PREFIX.manifest.json``):
+    the records of every shard, in manifest order. ``keys`` restricts and orders the records
+    (e.g. ``range(1, n + 1)`` to leave out the header records of a face-recognition dataset).
+    Paths may be URLs (``s3://...``, read through fsspec with ``storage_options``; each record
+    is one ranged GET). Undecodable images raise ``ImageError`` naming the key. Safe in
+    ``DataLoader(num_workers > 0)``: files reopen in each process.
     (``path_imgrec``/``path_imgidx`` are the deprecated names of ``rec_path``/``idx_path``.)
     """
 
@@ -114,12 +120,36 @@ class RecordDataset(Dataset):
                  keys: Optional[Sequence[Any]] = None, transform: Optional[Callable] = None,
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
                  mode: str = "RGB", key_type: Callable[[str], Any] = int,
-                 decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+                 decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
+                 storage_options: StorageOptions = None) -> None:
         self.rec_path = os.fspath(rec_path)
-        # arrays (or the memory-mapped index cache), so forked DataLoader workers share them
-        # instead of touching millions of Python objects
-        index = index_for(self.rec_path, idx_path, key_type)
-        self.idx_path = index.path
+        self.storage_options = storage_options
+        if is_manifest(self.rec_path):
+            if idx_path is not None:
+                raise ValueError("idx_path goes with one .rec; a manifest names its shards' "
+                                 "indexes")
+            manifest = load_manifest(self.rec_path, storage_options)
+            self._files = manifest.rec_paths()
+            indexes = [open_index(s.idx, key_type, rec_size=s.rec_bytes,
+                                  storage_options=storage_options) for s in manifest.shards]
+        else:
+            self._files = [self.rec_path]
+            # arrays (or the memory-mapped index cache), so forked DataLoader workers share
+            # them instead of touching millions of Python objects
+            indexes = [index_for(self.rec_path, idx_path, key_type,
+                                 storage_options=storage_options)]
+        self._indexes = indexes
+        self.idx_path = indexes[0].path if len(indexes) == 1 else None
+        if len(indexes) == 1:
+            self._init_one(indexes[0], keys)
+        else:
+            self._init_shards(indexes, keys)
+        self._decoder = _Decoder(decode, mode, transform, target_transform, decoder, max_pixels)
+        self._readers: dict = {}
+        self._pid: Optional[int] = None
+
+    def _init_one(self, index: Any, keys: Optional[Sequence[Any]]) -> None:
+        self._shard: Optional[np.ndarray] = None  # one file: no shard numbers
         if keys is None:
             self.keys: Sequence[Any] = index.keys_view() if not index.duplicates else \
                 index.unique_keys()
@@ -132,22 +162,46 @@ class RecordDataset(Dataset):
                 raise KeyError(f"{len(missing)} keys are not in the index "
                                f"{self.idx_path or self.rec_path}, e.g. {missing[:5]}")
             self.offsets = np.asarray(index.offsets_of(self.keys), dtype=np.int64)
-        self._decoder = _Decoder(decode, mode, transform, target_transform, decoder, max_pixels)
-        self._reader: Any = None
-        self._pid: Optional[int] = None
 
-    def _open(self) -> Any:
-        if self._reader is None or self._pid != os.getpid():
-            self._reader = RecordReader(self.rec_path)  # a new fd and mmap in this process
-            self._pid = os.getpid()
-        return self._reader
+    def _init_shards(self, indexes: Sequence[Any], keys: Optional[Sequence[Any]]) -> None:
+        """Several shards: every record as (shard number, offset), keys across the set."""
+        shard = np.concatenate([np.full(len(ix), n, np.int32) for n, ix in enumerate(indexes)])
+        offsets = np.concatenate([ix.offsets for ix in indexes]).astype(np.int64)
+        all_keys = [k for ix in indexes for k in ix.key_list()]
+        if keys is None:
+            self.keys, self._shard, self.offsets = all_keys, shard, offsets
+            return
+        where = {k: i for i, k in enumerate(all_keys)}  # a repeated key: the last one
+        self.keys = [k.item() if isinstance(k, np.generic) else k for k in keys]
+        missing = [k for k in self.keys if k not in where]
+        if missing:
+            raise KeyError(f"{len(missing)} keys are not in the shard set {self.rec_path}, "
+                           f"e.g. {missing[:5]}")
+        chosen = np.asarray([where[k] for k in self.keys], np.int64)
+        self._shard, self.offsets = shard[chosen], offsets[chosen]
+
+    def _open(self, n: int = 0) -> Any:
+        if self._pid != os.getpid():
+            self._readers, self._pid = {}, os.getpid()  # a new fd and mmap in this process
+        reader = self._readers.get(n)
+        if reader is None:
+            reader = self._readers[n] = RecordReader(self._files[n],
+                                                     storage_options=self.storage_options)
+        return reader
+
+    def _locate(self, i: int) -> Tuple[int, int]:
+        return (0 if self._shard is None else int(self._shard[i])), int(self.offsets[i])
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def read_record(self, i: int) -> bytes:
         """The raw payload of the i-th record (no decoding)."""
-        return self._open().read_at(int(self.offsets[i]))
+        n, offset = self._locate(i)
+        reader = self._open(n)
+        if reader.remote:  # one GET of the record's bytes
+            return reader.read_within(offset, self._indexes[n].record_end(offset))
+        return reader.read_at(offset)
 
     def __getitem__(self, i: int) -> Tuple[Any, Any]:
         i = int(i)  # NumPy / torch integer indices work too
@@ -155,13 +209,13 @@ class RecordDataset(Dataset):
             i += len(self.keys)
         if not 0 <= i < len(self.keys):
             raise IndexError(f"index {i} out of range for {len(self.keys)} records")
-        offset = int(self.offsets[i])
-        return self._decoder(self._open().read_at(offset), self.rec_path,
-                             f"key {self.keys[i]!r}", offset)
+        n, offset = self._locate(i)
+        return self._decoder(self.read_record(i), self._files[n], f"key {self.keys[i]!r}",
+                             offset)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_reader"], state["_pid"] = None, None  # reopened by each worker
+        state["_readers"], state["_pid"] = {}, None  # reopened by each worker
         return state
 
 
@@ -221,7 +275,8 @@ class RecordIterableDataset(IterableDataset):
     rank and world size when initialised, else the whole input); its DataLoader workers split
     that again: worker ``w`` of ``W`` reads part ``part_index * W + w`` of ``num_parts * W``. So
     the parts together are the whole input, each record read once. ``source`` is anything
-    ``InputSplit`` takes (a path, a list, ``a.rec;b.rec``, a directory, a glob).
+    ``InputSplit`` takes (a path, a list, ``a.rec;b.rec``, a directory, a glob, a shard set's
+    manifest; URLs too, read through fsspec with ``storage_options``).
     ``shuffle_buffer > 0`` shuffles within a bounded buffer, seeded by ``(seed, epoch, part)``;
     call ``set_epoch`` each epoch. ``balance="records"`` splits by record count from the
     ``.idx`` files so that ranks get equal shares (needed by DDP, which expects the same number
@@ -236,8 +291,10 @@ class RecordIterableDataset(IterableDataset):
                  mode: str = "RGB", shuffle_buffer: int = 0, seed: int = 0,
                  part_index: Optional[int] = None, num_parts: Optional[int] = None,
                  balance: str = "bytes", decoder: str = "auto",
-                 max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+                 max_pixels: int = DEFAULT_MAX_PIXELS, *,
+                 storage_options: StorageOptions = None) -> None:
         super().__init__()
+        self.storage_options = storage_options
         if isinstance(source, (list, tuple)):
             self.source: Any = [os.fspath(p) for p in source]
         else:
@@ -266,7 +323,8 @@ class RecordIterableDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
         part_index, num_parts = self.part()
-        split = InputSplit(self.source, part_index, num_parts, balance=self.balance)
+        split = InputSplit(self.source, part_index, num_parts, balance=self.balance,
+                           storage_options=self.storage_options)
         name = f"record #{{}} of part {part_index}/{num_parts}"
         stream: Iterator[Tuple[int, Tuple[str, int, bytes]]] = \
             enumerate(split.records_with_offsets())

@@ -1,0 +1,153 @@
+"""im2rec outputs that are not one local ``.rec``/``.idx``: a bucket (a URL PREFIX) and shard sets.
+
+``pack_prefix_to`` packs each list im2rec finds for PREFIX. A local PREFIX without sharding is
+``packing.pack_prefix`` itself (resumable, written beside the list). Otherwise the list is packed
+in a private staging folder (beside the list for a local PREFIX, in ``RECIO_STAGING_DIR`` or
+the temporary folder for a URL) with the same pipeline, then published:
+
+* unsharded, to a URL: the ``.rec`` uploaded, then the ``.idx`` (an old ``.idx`` is deleted
+  first, so a new ``.rec`` never sits beside a stale index), then ``.errors.tsv`` if any;
+* sharded (``num_shards`` or ``shard_size``): the staged records copied in list order into a
+  :class:`~recio.records.shards.ShardWriter` set ``STEM-00000.rec``/``.idx``, ...,
+  ``STEM.manifest.json`` (local or URL), whose manifest is written last.
+
+Either way nothing under the final names looks complete before the end: an object store shows
+an object only once its upload completed, and a shard set without its manifest is unfinished.
+The staging folder is deleted whatever happens. ``resume`` needs a local, unsharded PREFIX.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Iterator, List, Optional
+
+from recio import storage
+from recio.errors import ListFileError
+from recio.image.codec import ImageOptions
+from recio.image.packing import (
+    PackResult,
+    ProgressCallback,
+    find_lists,
+    output_paths,
+    pack_list,
+    pack_prefix,
+)
+from recio.records.atomic import check_outputs
+from recio.records.index import open_index
+from recio.records.reader import RecordReader
+from recio.records.shards import ShardWriter, existing_shard_files, manifest_path
+
+PathLike = Any
+
+
+def find_lists_at(prefix: str) -> List[str]:
+    """The ``.lst`` files im2rec packs for a URL ``prefix`` (``packing.find_lists``' rule: in
+    its folder, starting with ``prefix``), sorted."""
+    folder = prefix.rstrip("/") if prefix.endswith("/") else storage.dirname(prefix)
+    if not storage.isdir(folder):
+        return []
+    return [p for p in storage.listdir(folder) if p.startswith(prefix) and p.endswith(".lst")]
+
+
+def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
+                   num_shards: Optional[int] = None, shard_size: Optional[int] = None,
+                   checksums: bool = False,
+                   progress_for: Optional[Callable[[str], Optional[ProgressCallback]]] = None,
+                   **pack_options: Any) -> Iterator[PackResult]:
+    """What ``im2rec PREFIX ROOT [--num-shards N | --shard-size BYTES]`` does, for a local or
+    URL PREFIX; yields each list's ``PackResult`` (for a shard set, ``rec_path`` is the
+    manifest and ``idx_path`` None). ``checksums``: shards get per-record CRC-32 sidecars.
+    ``pack_options`` are ``pack_list``'s keywords."""
+    prefix = storage.absolute(prefix)
+    sharded = num_shards is not None or shard_size is not None
+    if num_shards is not None and num_shards < 1:
+        raise ValueError(f"num_shards must be at least 1, got {num_shards}")
+    if shard_size is not None and shard_size < 1:
+        raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
+    if not sharded and not storage.is_url(prefix):
+        yield from pack_prefix(prefix, root, options, progress_for=progress_for, **pack_options)
+        return
+    if pack_options.get("resume"):
+        raise ValueError("--resume continues a local, unsharded pack; a pack to a URL or into "
+                         "shards starts over (its staging folder is not kept)")
+    pack_options.pop("resume", None)
+    force = bool(pack_options.pop("force", False))
+    if storage.is_url(prefix):
+        lists = find_lists_at(prefix)
+    else:
+        lists = find_lists(prefix) if os.path.isdir(os.path.dirname(prefix)) else []
+    if not lists:
+        raise ListFileError(f"no .lst file starts with {prefix!r}; create one with: "
+                            f"im2rec {prefix} {os.fspath(root)} --list --recursive", path=prefix)
+    for lst in lists:
+        progress = progress_for(lst) if progress_for is not None else None
+        yield _pack_one(lst, root, options, (num_shards, shard_size, checksums), force,
+                        progress, pack_options)
+
+
+def _outputs_of(lst: str, sharded: bool) -> List[str]:
+    stem = os.path.splitext(lst)[0]
+    if sharded:
+        return [manifest_path(stem), *existing_shard_files(stem)]
+    return list(output_paths(lst)[:2])
+
+
+def _pack_one(lst: str, root: PathLike, options: Optional[ImageOptions], sharding: tuple,
+              force: bool, progress: Optional[ProgressCallback], pack_options: dict
+              ) -> PackResult:
+    num_shards, shard_size, checksums = sharding
+    sharded = num_shards is not None or shard_size is not None
+    if not sharded or not force:  # a sharded set with force replaces (and clears) its own
+        check_outputs(_outputs_of(lst, sharded), [lst], force=force)
+    where = (os.environ.get("RECIO_STAGING_DIR") or None) if storage.is_url(lst) \
+        else os.path.dirname(lst)
+    staging = tempfile.mkdtemp(prefix=".recio-pack-", dir=where)
+    try:
+        staged_lst = os.path.join(staging, storage.basename(lst))
+        with storage.local_copy(lst) as source:
+            shutil.copyfile(source, staged_lst)
+        result = pack_list(staged_lst, root, options, force=True, progress=progress,
+                           **pack_options)
+        stem = os.path.splitext(lst)[0]
+        staged_rec, staged_idx, staged_errors = output_paths(staged_lst)
+        if sharded:
+            manifest = _reshard(staged_rec, staged_idx, stem, num_shards, shard_size,
+                                checksums, force, made_by={"tool": "im2rec", "list": storage.basename(lst),
+                                         "images": result.packed})
+            result.rec_path, result.idx_path = manifest, None  # type: ignore[assignment]
+        else:
+            rec, idx, _ = output_paths(lst)
+            storage.remove(idx)  # never a new .rec beside an old index
+            storage.upload(staged_rec, rec)
+            storage.upload(staged_idx, idx)
+            result.rec_path, result.idx_path = rec, idx
+        errors = output_paths(lst)[2]
+        if result.errors_path is not None:
+            if storage.is_url(errors):
+                storage.upload(staged_errors, errors)
+            else:
+                os.replace(staged_errors, errors)
+            result.errors_path = errors
+        result.lst_path = lst
+        return result
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _reshard(rec: str, idx: str, stem: str, num_shards: Optional[int],
+             shard_size: Optional[int], checksums: bool, force: bool, made_by: dict) -> str:
+    """Copy the staged ``rec`` (records in ``idx`` order, keys kept) into a shard set at
+    ``stem``; returns the manifest's path."""
+    index = open_index(idx, key_type=int, rec_size=os.path.getsize(rec), cache=False)
+    per_shard = None if num_shards is None else max(1, -(-len(index) // num_shards))
+    keys = index.key_array().tolist()
+    with RecordReader(rec) as reader, \
+            ShardWriter(stem, max_records=per_shard, max_bytes=shard_size, checksums=checksums,
+                        force=force, made_by=made_by) as writer:
+        for key, offset in zip(keys, index.offsets.tolist()):
+            writer.write(key, reader.read_at(offset))
+    return writer.manifest_path
+
+
+__all__ = ["pack_prefix_to", "find_lists_at"]
