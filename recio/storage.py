@@ -607,6 +607,16 @@ def coalesce(ranges: Sequence[Tuple[int, int]], limit: int) -> List[Tuple[int, i
     return out
 
 
+def download(url: str, local: str, storage_options: StorageOptions = None) -> None:
+    """Copy the object at ``url`` to the local file ``local`` in one streaming GET."""
+    with open(local, "wb") as out, RemoteFile(url, storage_options) as remote:
+        while True:
+            block = remote.read(STREAM_BLOCK)
+            if not block:
+                break
+            out.write(block)
+
+
 @contextmanager
 def local_copy(path: PathLike, storage_options: StorageOptions = None) -> Iterator[str]:
     """A local path holding the file at ``path``: the path itself when local; for a URL the
@@ -621,12 +631,8 @@ def local_copy(path: PathLike, storage_options: StorageOptions = None) -> Iterat
     fd, temp = tempfile.mkstemp(prefix=".recio-", suffix="-" + basename(url),
                                 dir=os.environ.get("RECIO_STAGING_DIR") or None)
     try:
-        with os.fdopen(fd, "wb") as out, RemoteFile(url, storage_options) as remote:
-            while True:
-                block = remote.read(STREAM_BLOCK)
-                if not block:
-                    break
-                out.write(block)
+        os.close(fd)
+        download(url, temp, storage_options)
         yield temp
     finally:
         try:
@@ -645,5 +651,5 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
 
 __all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname", "basename",
            "filesystem", "translated", "info", "size", "exists", "isfile", "isdir", "listdir",
-           "glob", "read_bytes", "remove", "upload", "open_input", "local_copy", "coalesce", "STREAM_BLOCK",
+           "glob", "read_bytes", "remove", "upload", "download", "open_input", "local_copy", "coalesce", "STREAM_BLOCK",
            "RANDOM_BLOCK"]

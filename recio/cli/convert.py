@@ -18,6 +18,7 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.sequence.convert import convert
+from recio.storage import is_url
 
 DEFAULT_CHUNK_SIZE = 32 << 20  # within the 32-64 MB chunks CNTK's readers are tuned for
 
@@ -62,7 +63,7 @@ def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
     """
     size = parse_size(chunk_size) if chunk_size is not None else DEFAULT_CHUNK_SIZE
     alias = _parse_aliases(aliases)
-    if not os.path.isfile(source):
+    if not is_url(source) and not os.path.isfile(source):
         fail(f"{source}: no such file")
     to_cbf = source.lower().endswith(".rec") and destination.lower().endswith(".cbf")
     to_rec = source.lower().endswith(".cbf") and destination.lower().endswith(".rec")

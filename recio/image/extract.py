@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Union
 
 import numpy as np
 
+from recio import storage
 from recio.errors import ImageError
 from recio.image.header import read_head, unpack_header
 from recio.image.lists import (
@@ -102,7 +103,7 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     """
     rec_path, out_dir = os.fspath(rec_path), os.fspath(out_dir)
     stem = os.path.splitext(os.path.basename(rec_path))[0]
-    result = ExtractResult(rec_path, out_dir, os.path.join(out_dir, lst_name or stem + ".lst"))
+    result = ExtractResult(rec_path, out_dir, storage.join(out_dir, lst_name or stem + ".lst"))
     inputs = [rec_path, sibling_index_path(rec_path)]
     source_classes = find_classes(rec_path)
     classes = read_classes(source_classes) if source_classes else {}
@@ -112,9 +113,10 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     check_outputs([p for p in (result.lst_path, result.classes_path) if p], inputs, force=force)
     with RecordReader(rec_path) as reader:
         for name in _planned_names(reader, classes):
-            check_outputs([os.path.join(out_dir, name)], inputs, force=force)
-    size = os.path.getsize(rec_path)
-    os.makedirs(out_dir, exist_ok=True)
+            check_outputs([storage.join(out_dir, name)], inputs, force=force)
+    size = storage.size(rec_path)
+    if not storage.is_url(out_dir):
+        os.makedirs(out_dir, exist_ok=True)
     lines: List[str] = []
     used: Set[str] = set()
     reported = 0
@@ -141,8 +143,11 @@ def _planned_names(reader: RecordReader, classes: Dict[int, str]) -> Iterator[st
     """The file name each image record will get, from the record heads alone (the same
     rule as ``_extract_one``: ``_image_of``, ``_class_folder`` and ``_unique_name``)."""
     used: Set[str] = set()
-    for offset in reader.iter_offsets():
-        found = _image_of(read_head(reader, offset))
+    # a remote object is streamed once, whole records; a local one is peeked at record heads
+    heads = (record for _, record in reader.records_with_offsets()) if reader.remote else \
+        (read_head(reader, offset) for offset in reader.iter_offsets())
+    for head in heads:
+        found = _image_of(head)
         if found is not None:
             header, fmt = found
             yield _unique_name(header.id, EXTENSIONS[fmt], used,
@@ -187,8 +192,9 @@ def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
     result.single_vectors += header.flag == 1
     result.id2_dropped += header.id2 != 0
     name = _unique_name(header.id, EXTENSIONS[fmt], used, _class_folder(header.label, classes))
-    path = os.path.join(result.out_dir, name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    path = storage.join(result.out_dir, name)
+    if not storage.is_url(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_open(path, "wb") as f:
         f.write(memoryview(record)[body:])
     result.images += 1

@@ -25,7 +25,7 @@ import numpy as np
 
 from recio import storage
 from recio.deprecation import renamed_keywords
-from recio.errors import RecordIOError
+from recio.errors import RecordIOError, StorageError
 from recio.image.header import IR_SIZE as _IR_SIZE
 from recio.image.header import IR_STRUCT as _IR
 from recio.records import framing
@@ -527,6 +527,8 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -
     chk = IndexCheck(path=idx_path, records=len(heads))
     try:
         keys, offsets = read_index(idx_path, key_type=str, rec_size=rec_size)
+    except StorageError:
+        raise
     except RecordIOError as exc:
         chk.error = str(exc)
         return chk

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, 
 
 import numpy as np
 
-from recio.errors import RecordIOError
+from recio.errors import RecordIOError, StorageError
 from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 from recio.records.framing import (
     CFLAG_LAST,
@@ -185,6 +185,8 @@ class RecordReader:
             try:
                 spans, nxt = self._locate(pos)
                 return pos, spans, nxt
+            except StorageError:
+                raise  # the network failed, not the data: never skipped as damage
             except RecordIOError as exc:
                 if self.on_error != "skip":
                     raise

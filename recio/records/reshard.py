@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from recio import storage
 from recio.errors import RecordIOError
 from recio.records.atomic import OutputSet, check_outputs
 from recio.records.index import format_index, open_index, sibling_index_path
@@ -33,6 +34,7 @@ from recio.records.split import (
     chosen_parts,
     record_heads,
 )
+from recio.storage import RemoteFile
 
 Progress = Optional[Callable[[int], Any]]
 
@@ -74,8 +76,8 @@ def reshard(source: Source, num_parts: int, out_prefix: PathLike,
     check_outputs([path for p in chosen for path in part_paths(out_prefix, p.part_index)],
                   files + [sibling_index_path(f) for f in files] + given, force=force)
     keys_of = _input_keys(files, idx_paths) if keys == "keep" else {}
-    folder = os.path.dirname(os.path.abspath(os.fspath(out_prefix)))
-    os.makedirs(folder, exist_ok=True)
+    if not storage.is_url(os.fspath(out_prefix)):
+        os.makedirs(os.path.dirname(os.path.abspath(os.fspath(out_prefix))), exist_ok=True)
     plan = SplitPlan(files, parts[0].total_size, num_parts, balance)
     pending: List[OutputSet] = []
     numbered = [0]  # running number of the records written, the key of unindexed records
@@ -152,8 +154,8 @@ def _input_keys(files: List[str], idx_paths: Optional[Sequence[Optional[PathLike
     for i, path in enumerate(files):
         given = idx_paths[i] if idx_paths is not None and i < len(idx_paths) else None
         idx = os.fspath(given) if given is not None else sibling_index_path(path)
-        if given is not None or os.path.exists(idx):
-            index = open_index(idx, key_type=str, rec_size=os.path.getsize(path))
+        if given is not None or storage.exists(idx):
+            index = open_index(idx, key_type=str, rec_size=storage.size(path))
             out[path] = dict(zip(index.offsets.tolist(), index.key_list()))
     return out
 
@@ -161,7 +163,9 @@ def _input_keys(files: List[str], idx_paths: Optional[Sequence[Optional[PathLike
 def _copy_range(span: FileSpan, dst: BinaryIO, progress: Progress) -> int:
     """Copy ``span`` into ``dst``; the number of bytes copied."""
     copied = 0
-    with open(span.path, "rb", buffering=0) as src:
+    with storage.open_input(span.path) as src:
+        if isinstance(src, RemoteFile):
+            src.stream_end = span.end  # one streaming GET of the span
         src.seek(span.start)
         left = span.end - span.start
         while left > 0:

@@ -43,7 +43,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from recio import storage
-from recio.errors import ChecksumError, IndexFileError, ManifestError, RecordIOError
+from recio.errors import (
+    ChecksumError,
+    IndexFileError,
+    ManifestError,
+    RecordIOError,
+    StorageError,
+)
 from recio.records.atomic import (
     AtomicFile,
     ManagedWriter,
@@ -607,6 +613,8 @@ def _deep_check(shard: Shard, index: Any,
             key = index.key_at(i) if index.has_keys else i
             try:
                 data = reader.read_at(offset)
+            except StorageError:
+                raise  # the network failed, not the shard
             except RecordIOError as exc:
                 problems.append(ShardProblem(shard.rec, f"record {i} (key {key}): {exc.message}",
                                              i, key, offset))

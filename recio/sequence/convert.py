@@ -13,12 +13,15 @@ Both report progress through ``progress(n)``: ``n`` input bytes processed since 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import warnings
 from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 
 import numpy as np
 
+from recio import storage
 from recio.errors import CBFError, SequenceError
 from recio.records.atomic import check_outputs
 from recio.records.index import sibling_index_path
@@ -140,9 +143,42 @@ def convert(source: PathLike, destination: PathLike, chunk_size_bytes: int = 32 
     source or its sidecars, and replace existing files only with ``force``
     (:class:`~recio.errors.OutputExistsError`, before anything is written).
     """
-    src = os.fspath(source).lower()
-    dst = os.fspath(destination).lower()
-    _check_convert_outputs(os.fspath(source), os.fspath(destination), force)
+    source, destination = os.fspath(source), os.fspath(destination)
+    _check_convert_outputs(source, destination, force)
+    if not (storage.is_url(source) or storage.is_url(destination)):
+        return _convert_local(source, destination, chunk_size_bytes, alias, progress)
+    # a URL: its files staged in a private local folder (downloaded, or written then uploaded)
+    staging = tempfile.mkdtemp(prefix=".recio-convert-",
+                               dir=os.environ.get("RECIO_STAGING_DIR") or None)
+    try:
+        local_source = source
+        if storage.is_url(source):
+            for path in _family(source):
+                if path == source or storage.exists(path):
+                    storage.download(path, os.path.join(staging, storage.basename(path)))
+            local_source = os.path.join(staging, storage.basename(source))
+        local_destination = destination
+        if storage.is_url(destination):
+            os.mkdir(os.path.join(staging, "out"))
+            local_destination = os.path.join(staging, "out", storage.basename(destination))
+        report = _convert_local(local_source, local_destination, chunk_size_bytes, alias,
+                                progress)
+        report.update(source=source, destination=destination)
+        if storage.is_url(destination):
+            written = [p for p in _family(local_destination) if os.path.exists(p)]
+            for path in _family(destination)[1:]:
+                storage.remove(path)  # never the new data beside an old sidecar
+            for path in written:  # the data file first, its sidecars after it
+                storage.upload(path, storage.join(storage.dirname(destination),
+                                                  os.path.basename(path)))
+        return report
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _convert_local(source: str, destination: str, chunk_size_bytes: int,
+                   alias: Optional[Mapping[str, str]], progress: Progress) -> Dict[str, Any]:
+    src, dst = source.lower(), destination.lower()
     if src.endswith(".cbf") and dst.endswith(".rec"):
         return cbf_to_rec(source, destination, alias=alias, progress=progress)
     if src.endswith(".rec") and dst.endswith(".cbf"):
@@ -204,13 +240,15 @@ def _check_same(streams: List[StreamInfo], seq: Mapping[str, Any], path: str,
                             path=path, offset=offset)
 
 
-def _check_convert_outputs(source: str, destination: str, force: bool) -> None:
-    def family(path: str) -> List[str]:
-        if path.lower().endswith(".rec"):
-            return [path, sibling_index_path(path), sidecar_path(path)]
-        return [path]
+def _family(path: str) -> List[str]:
+    """A file and its sidecars (a ``.rec``'s ``.idx`` and ``.len``), data first."""
+    if path.lower().endswith(".rec"):
+        return [path, sibling_index_path(path), sidecar_path(path)]
+    return [path]
 
-    check_outputs(family(destination), family(source), force=force)
+
+def _check_convert_outputs(source: str, destination: str, force: bool) -> None:
+    check_outputs(_family(destination), _family(source), force=force)
 
 
 __all__ = ["cbf_to_rec", "rec_to_cbf", "convert"]
