@@ -27,6 +27,7 @@ from recio.errors import (
     OutputExistsError,
     RecordIOError,
     SequenceError,
+    StorageError,
 )
 
 __version__ = "0.1.0"
@@ -80,7 +81,7 @@ _SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "cli", "errors"}
 _moved.install()
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
-           "SequenceError", "OutputExistsError", "ManifestError", "ChecksumError", *_LAZY]
+           "SequenceError", "OutputExistsError", "ManifestError", "ChecksumError", "StorageError", *_LAZY]
 
 
 def __getattr__(name):

@@ -337,6 +337,20 @@ class _Stream:
     def covers(self, offset: int) -> bool:
         return self.start <= offset < self.end and not (self.exhausted and offset >= self.held_end)
 
+    def view(self, offset: int, n: int) -> Any:
+        """At least ``[offset, offset + n)`` (clipped to the stream's end): a zero-copy view to
+        the end of the held block that holds ``offset`` when that covers ``n`` bytes, else a
+        copy of exactly those bytes."""
+        self.read(offset, 0)  # drop the blocks before offset
+        pos = self.start
+        for block in self.blocks:
+            if pos <= offset < pos + len(block):
+                if pos + len(block) >= min(offset + n, self.end):
+                    return memoryview(block)[offset - pos:]
+                break
+            pos += len(block)
+        return self.read(offset, n)
+
     def read(self, offset: int, n: int) -> bytes:
         """``[offset, offset + n)`` (clipped to the stream's end), pulling blocks as needed and
         dropping those before ``offset``."""
@@ -525,20 +539,40 @@ class RemoteFile:
         self._last_end = end
         return data
 
+    def window(self, offset: int, n: int) -> Any:
+        """At least ``n`` bytes from ``offset`` (fewer only at the end of the object) for a
+        reader walking sequentially: a zero-copy view into the stream's block when it holds
+        them (see ``_Stream.view``), else a copy. The stream starts here if none covers
+        ``offset`` (a plain read beyond ``stream_end``)."""
+        self._check_fork()
+        end = min(offset + n, self.size)
+        if offset >= end:
+            return b""
+        stream = self._stream
+        if stream is None or not stream.covers(offset):
+            if self.stream_end is not None and offset >= self.stream_end:
+                return self.pread(n, offset)
+            stream = self._start_stream(offset, end)
+        view = stream.view(offset, end - offset)
+        self._last_end = offset + len(view)
+        return view
+
+    def _start_stream(self, offset: int, end: int) -> "_Stream":
+        if self._stream is not None:
+            self._stream.close()
+        stop = self.stream_end if self.stream_end is not None and self.stream_end > offset \
+            else self.size
+        self.requests += 1
+        self._stream = _Stream(self, offset, min(max(stop, end), self.size))
+        return self._stream
+
     def _from_stream(self, offset: int, end: int) -> Optional[bytes]:
         stream = self._stream
         if stream is not None and stream.covers(offset):
             return stream.read(offset, end - offset)
         if offset != self._last_end or (self.stream_end is not None and offset >= self.stream_end):
             return None
-        if stream is not None:
-            stream.close()
-        stop = self.stream_end if self.stream_end is not None and self.stream_end > offset \
-            else self.size
-        stop = max(stop, end)
-        self.requests += 1
-        self._stream = _Stream(self, offset, min(stop, self.size))
-        return self._stream.read(offset, end - offset)
+        return self._start_stream(offset, end).read(offset, end - offset)
 
     # -- the file-object interface -----------------------------------------------------------
     def read(self, n: int = -1) -> bytes:

@@ -42,6 +42,8 @@ _FIRST_CONTINUATION_LREC = 1 << 29  # lrecord words below this have cflag 0 (a w
 _WINDOW_BYTES = 1 << 20
 #: a sequential read() checks this much ahead at first, growing while reads stay sequential
 _FIRST_WINDOW = 1 << 10
+#: a remote reader walks at least this much of its stream at a time (``_stream_walk``)
+_STREAM_WINDOW = 1 << 20
 #: records shorter than this are searched for a swallowed head in their own copy
 _SMALL_RECORD = 4096
 #: records at least this large are read one at a time, copied with ``pread`` and checked in
@@ -126,6 +128,8 @@ class RecordReader:
         """``file[start:end]`` (a slice of the map, or read from a stream)."""
         if self._buf is not None:
             return self._buf[start:end]
+        if isinstance(self._file, RemoteFile):  # by position: threads may share the reader
+            return self._file.pread(end - start, start)
         self._file.seek(start)
         return self._file.read(end - start)
 
@@ -213,8 +217,7 @@ class RecordReader:
         chunk = 1 << 20
         pos = start
         while pos < end:
-            self._file.seek(pos)
-            data = self._file.read(chunk + 7)
+            data = self._bytes(pos, min(pos + chunk + 7, self.size))
             found = find_record_head(data, 0, min(chunk, end - pos), base=pos)
             if found >= 0:
                 return pos + found
@@ -222,8 +225,8 @@ class RecordReader:
         return -1
 
     # -- many records: the checked window walk -------------------------------------------------
-    def _walk(self, pos: int, max_bytes: int,
-              copying: bool = False) -> Tuple[List[int], List[int], int]:
+    def _walk(self, pos: int, max_bytes: int, copying: bool = False,
+              window: Optional[Tuple[Any, int]] = None) -> Tuple[List[int], List[int], int]:
         """``(heads, ends, next)`` of the consecutive whole records from ``pos`` that lie in the
         next ``max_bytes``, checked; empty when the slow path must look at ``pos`` itself.
 
@@ -234,16 +237,23 @@ class RecordReader:
         missing head stops it after the record before the gap. The slow path (``_next_spans``)
         then raises, skips or joins a multi-part record there. A first record larger than the
         window is checked on its own. ``copying``: the caller copies the records out, so the run
-        also stops before a large one (``_large_at`` reads those).
+        also stops before a large one (``_large_at`` reads those). ``window``: ``(buffer, its
+        file offset)`` to walk instead of the map (a stream's block; the window's end stands
+        for the file's end, and a record crossing it is left to the caller).
         """
         buf, size = self._buf, self.size
+        if window is not None:  # a stream's window: buf[0] is file offset pos
+            buf, base = window
+            size = base + len(buf)
+        else:
+            base = 0
         if buf is None or pos & 3 or pos > size - HEADER_SIZE:
             return [], [], pos
-        if self.trust_lengths:
+        if self.trust_lengths and window is None:
             return self._walk_trusting(pos, max_bytes)
         nwin = (min(size, pos + max_bytes) - pos) >> 2  # words in the window
         nall = min(nwin + 1, (size - pos) >> 2)  # one more: the lrecord of a head at its end
-        words = np.frombuffer(buf, dtype="<u4", count=nall, offset=pos)
+        words = np.frombuffer(buf, dtype="<u4", count=nall, offset=pos - base)
         hits = np.flatnonzero(words[:nwin] == _MAGIC_WORD)
         if not len(hits) or hits[0] != 0:
             del words
@@ -258,8 +268,8 @@ class RecordReader:
         padded = (ends + 3) & ~3
         window_end = pos + 4 * nwin
         stop = (lrec >= _FIRST_CONTINUATION_LREC) | (padded > window_end)
-        if copying:  # large records are copied and checked one by one (_read_whole)
-            stop |= lrec >= _LARGE_RECORD
+        if copying and window is None:  # large records are copied and checked one by one
+            stop |= lrec >= _LARGE_RECORD  # (_read_whole)
         stop[:-1] |= padded[:-1] > heads[1:]  # the next head lies inside this record
         gap = np.zeros(len(hits), dtype=bool)
         gap[:-1] = padded[:-1] < heads[1:]  # no head where this record ends: keep it, stop after
@@ -268,7 +278,7 @@ class RecordReader:
         first_gap = int(np.argmax(gap)) + 1 if gap.any() else len(hits)
         k = min(first_stop, first_gap)
         if k == 0:  # a record larger than the window, or the slow path's business
-            if len(hits) > 1 or lrec[0] >= _FIRST_CONTINUATION_LREC:
+            if len(hits) > 1 or lrec[0] >= _FIRST_CONTINUATION_LREC or window is not None:
                 return [], [], pos
             end = self._check_whole(pos)
             return ([pos], [end], min(size, (end + 3) & ~3)) if end >= 0 else ([], [], pos)
@@ -332,14 +342,30 @@ class RecordReader:
     def __iter__(self) -> Iterator[bytes]:
         return self._scan(False)
 
+    def _stream_walk(self, pos: int) -> Tuple[Any, List[int], List[int], int]:
+        """A remote reader's next run of checked whole records from ``pos``: ``(window, heads,
+        ends, next)``, the records being ``window[head - pos + 8:end - pos]`` (no run: empty)."""
+        view = self._file.window(pos, _STREAM_WINDOW)
+        heads, ends, nxt = self._walk(pos, _STREAM_WINDOW, copying=True, window=(view, pos))
+        return view, heads, ends, nxt
+
     def _scan(self, with_offsets: bool) -> Iterator[Any]:
         buf = self._buf
         window = _FIRST_WINDOW
+        remote = isinstance(self._file, RemoteFile)
         while True:
             pos = self._pos
             if pos >= self.size:
                 return
             self._clear_ahead()
+            if remote:  # whole runs of records from the stream's blocks, checked at once
+                view, heads, ends, nxt = self._stream_walk(pos)
+                if heads:
+                    for head, end, after in zip(heads, ends, heads[1:] + [nxt]):
+                        self._pos = after
+                        record = bytes(view[head - pos + 8:end - pos])
+                        yield (head, record) if with_offsets else record
+                    continue
             record = self._large_at(pos)
             if record is not None:
                 self._pos = _after(pos, len(record), self.size)
@@ -425,7 +451,17 @@ class RecordReader:
         buf, pos = self._buf, self._pos
         self._clear_ahead()
         window = _WINDOW_BYTES
+        remote = isinstance(self._file, RemoteFile)
         while len(out) < n and pos < self.size:
+            if remote:  # whole runs of records from the stream's blocks (see _scan)
+                view, heads, ends, nxt = self._stream_walk(pos)
+                if heads:
+                    want = n - len(out)
+                    if len(heads) > want:
+                        heads, ends, nxt = heads[:want], ends[:want], heads[want]
+                    out += [bytes(view[h - pos + 8:e - pos]) for h, e in zip(heads, ends)]
+                    pos = nxt
+                    continue
             record = self._large_at(pos)
             if record is not None:
                 out.append(record)
