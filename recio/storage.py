@@ -155,31 +155,28 @@ def size(path: PathLike, storage_options: StorageOptions = None) -> int:
     return os.path.getsize(local_path(path))
 
 
-def exists(path: PathLike, storage_options: StorageOptions = None) -> bool:
-    """Whether a file, folder or object exists at ``path``."""
+def _test(path: PathLike, storage_options: StorageOptions, name: str) -> bool:
+    """``os.path.<name>(path)`` for a local path, fsspec's ``<name>`` for a URL."""
     if is_url(path):
         fs, inner = filesystem(os.fspath(path), storage_options)
         with translated(os.fspath(path), "looking up"):
-            return bool(fs.exists(inner))
-    return os.path.exists(local_path(path))
+            return bool(getattr(fs, name)(inner))
+    return bool(getattr(os.path, name)(local_path(path)))
+
+
+def exists(path: PathLike, storage_options: StorageOptions = None) -> bool:
+    """Whether a file, folder or object exists at ``path``."""
+    return _test(path, storage_options, "exists")
 
 
 def isfile(path: PathLike, storage_options: StorageOptions = None) -> bool:
     """Whether ``path`` is a file (an object, for a URL)."""
-    if is_url(path):
-        fs, inner = filesystem(os.fspath(path), storage_options)
-        with translated(os.fspath(path), "looking up"):
-            return bool(fs.isfile(inner))
-    return os.path.isfile(local_path(path))
+    return _test(path, storage_options, "isfile")
 
 
 def isdir(path: PathLike, storage_options: StorageOptions = None) -> bool:
     """Whether ``path`` is a folder (a prefix holding objects, for a URL)."""
-    if is_url(path):
-        fs, inner = filesystem(os.fspath(path), storage_options)
-        with translated(os.fspath(path), "looking up"):
-            return bool(fs.isdir(inner))
-    return os.path.isdir(local_path(path))
+    return _test(path, storage_options, "isdir")
 
 
 def _as_url(url: str, fs: Any, inner: str) -> str:

@@ -13,18 +13,16 @@ import threading
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import GOLDEN, command, need
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import recio
 from recio import storage
-from recio.errors import StorageError
-from recio.records.index import open_index
 from recio.records.indexed import IndexedRecordReader
 from recio.records.reader import RecordReader
 from recio.records.shards import ShardWriter, combined_index, load_manifest, verify_manifest
 from recio.records.split import InputSplit
-
-from conftest import GOLDEN, command, need
 
 RECORD_FILES = sorted(GOLDEN.rglob("*.rec"))
 

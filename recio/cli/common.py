@@ -8,12 +8,13 @@ import os
 import re
 import sys
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 import click
 
 from recio.errors import RecordIOError
-from recio.storage import is_url, local_path, size as storage_size
+from recio.storage import is_url, local_path
+from recio.storage import size as storage_size
 
 #: exit statuses scripts can rely on
 EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

@@ -6,11 +6,11 @@ from typing import Optional
 import click
 
 from recio.cli.common import (
+    PathOrURL,
     echo_json,
     fail,
     force_option,
     handle_errors,
-    PathOrURL,
     json_option,
     progress,
     quiet_option,

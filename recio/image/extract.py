@@ -33,10 +33,10 @@ from recio.image.lists import (
     read_classes,
     write_classes,
 )
+from recio.image.stats import image_format
 from recio.records.atomic import atomic_open, check_outputs
 from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
-from recio.image.stats import image_format
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]

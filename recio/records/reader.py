@@ -15,7 +15,6 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, 
 import numpy as np
 
 from recio.errors import RecordIOError, StorageError
-from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 from recio.records.framing import (
     CFLAG_LAST,
     HEADER_SIZE,
@@ -29,6 +28,7 @@ from recio.records.framing import (
     swallowed_head_error,
     truncated_header_error,
 )
+from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 Span = Tuple[int, int]
