@@ -299,37 +299,45 @@ def _ranged_stream(fs: Any, path: str, start: int, end: int, block: int) -> Iter
         pos += len(data)
 
 
+def _put(queue_: "queue.Queue[Any]", stopped: threading.Event, item: Any) -> bool:
+    while not stopped.is_set():
+        try:
+            queue_.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _fill(blocks: Iterator[Any], queue_: "queue.Queue[Any]", stopped: threading.Event) -> None:
+    """The read-ahead thread of a stream. It holds no reference to the stream, so a stream
+    dropped without ``close()`` is collected, which stops the thread."""
+    try:
+        for block in blocks:
+            if not _put(queue_, stopped, block):
+                return
+        _put(queue_, stopped, None)
+    except BaseException as exc:  # handed to the reader, which raises it
+        _put(queue_, stopped, exc)
+
+
 class _Stream:
     """One streaming read of ``[start, end)``: a thread fills a queue of blocks ahead."""
 
     def __init__(self, remote: "RemoteFile", start: int, end: int) -> None:
-        self.remote, self.start, self.end = remote, start, end
-        self.blocks: Deque[bytes] = deque()  # held blocks; the first begins at self.start
+        self.url, self.start, self.end = remote.url, start, end
+        self.blocks: Deque[Any] = deque()  # held blocks; the first begins at self.start
         self.held_end = start  # end of the held blocks
         self.exhausted = False
         self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=STREAM_AHEAD)
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._fill, name=f"recio-read {remote.url}",
-                                       daemon=True)
+        self.thread = threading.Thread(target=_fill, name=f"recio-read {remote.url}",
+                                       args=(remote._open_stream(start, end), self.queue,
+                                             self.stopped), daemon=True)
         self.thread.start()
 
-    def _put(self, item: Any) -> bool:
-        while not self.stopped.is_set():
-            try:
-                self.queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _fill(self) -> None:
-        try:
-            for block in self.remote._open_stream(self.start, self.end):
-                if not self._put(block):
-                    return
-            self._put(None)
-        except BaseException as exc:  # handed to the reader, which raises it
-            self._put(exc)
+    def __del__(self) -> None:
+        self.stopped.set()
 
     def covers(self, offset: int) -> bool:
         return self.start <= offset < self.end and not (self.exhausted and offset >= self.held_end)
@@ -360,12 +368,12 @@ class _Stream:
                 self.exhausted = True
                 if self.held_end < self.end:
                     raise StorageError(f"the connection ended after {self.held_end} of "
-                                       f"{self.end} bytes; retry the read", self.remote.url,
+                                       f"{self.end} bytes; retry the read", self.url,
                                        self.held_end)
                 break
             if isinstance(item, BaseException):
                 self.exhausted = True
-                with translated(self.remote.url, "reading", self.held_end):
+                with translated(self.url, "reading", self.held_end):
                     raise item
             if not self.blocks:
                 self.start = self.held_end

@@ -445,3 +445,25 @@ def test_urls_need_no_local_folder_and_make_none(s3, tmp_path):
     proc = run(["im2rec", f"{bucket}/out", str(GOLDEN / "im2rec" / "images")], cwd=tmp_path)
     assert proc.returncode == 2 and "no .lst file" in proc.stderr
     assert os.listdir(tmp_path) == [] and server.keys(bucket) == []
+
+
+def test_a_reader_dropped_mid_scan_stops_its_read_ahead_thread(tmp_path):
+    import gc
+    import time
+
+    fsspec = need("fsspec")
+    with recio.RecordWriter(tmp_path / "x.rec") as writer:
+        for _ in range(400):
+            writer.write(os.urandom(100_000))
+    fsspec.filesystem("memory").pipe("/dropped/x.rec", (tmp_path / "x.rec").read_bytes())
+    before = threading.active_count()
+    reader = RecordReader("memory://dropped/x.rec")
+    records = iter(reader)
+    next(records)
+    assert threading.active_count() == before + 1  # the read-ahead thread
+    del records, reader
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() == before

@@ -21,6 +21,7 @@ from recio.records.shards import (
     load_manifest,
     verify_manifest,
 )
+from conftest import need
 from tests.test_records import golden_payloads
 
 
@@ -309,3 +310,59 @@ def test_input_split_inspect_and_split_take_a_manifest(shard_set, script):
     planned = subprocess.run([*script("recio"), "split", str(path), "-n", "2"],
                              capture_output=True, text=True)
     assert planned.returncode == 0 and "3 file(s)" in planned.stdout
+
+
+def _image_set(tmp_path):
+    """A shard set of 30 image records (IRHeader, label = key % 5) and its shard paths."""
+    from recio.image.header import IRHeader, pack
+
+    rng = np.random.default_rng(3)
+    bodies = [rng.bytes(int(n)) for n in rng.integers(10, 400, 30)]
+    with ShardWriter(tmp_path / "img", max_records=8) as writer:
+        for key, body in enumerate(bodies):
+            writer.write(key, pack(IRHeader(0, float(key % 5), key, 0), body))
+    return writer.manifest, bodies
+
+
+def test_record_dataset_takes_a_manifest_a_list_and_a_glob(tmp_path):
+    need("torch")
+    from recio.torch import RecordDataset
+
+    manifest, bodies = _image_set(tmp_path)
+    expected = [(body, float(key % 5)) for key, body in enumerate(bodies)]
+    for source in (manifest.path, manifest.rec_paths(), str(tmp_path / "img-*.rec")):
+        ds = RecordDataset(source, decode="raw")
+        assert [(bytes(x), float(y)) for x, y in ds] == expected, source
+    chosen = RecordDataset(manifest.path, keys=[29, 0, 9], decode="raw")
+    assert [bytes(x) for x, _ in chosen] == [bodies[29], bodies[0], bodies[9]]
+    with pytest.raises(KeyError, match="not in the shard set"):
+        RecordDataset(manifest.path, keys=[30])
+
+
+def test_minibatch_source_and_verify_take_a_manifest_and_a_glob(tmp_path, script):
+    from recio.sequence import pack_sequence
+    from recio.sequence.minibatch import MinibatchSource
+
+    rng = np.random.default_rng(5)
+    with ShardWriter(tmp_path / "seq", max_records=7) as writer:
+        for key in range(20):
+            writer.write(key, pack_sequence(
+                {"x": rng.random((int(rng.integers(1, 6)), 2)).astype(np.float32)}))
+
+    def batches(source):
+        mbs = MinibatchSource(source, randomize=False)
+        out = []
+        while (mb := mbs.next_minibatch(8)) is not None:
+            out.append([s.tolist() for s in mb["x"]])
+        return out
+
+    with pytest.warns(UserWarning):  # no .len sidecars: the shards are scanned for counts
+        from_manifest = batches(str(writer.manifest.path))
+    with pytest.warns(UserWarning):
+        from_glob = batches(str(tmp_path / "seq-*.rec"))
+    assert from_manifest == from_glob and sum(len(b) for b in from_manifest) == 20
+    proc = subprocess.run([*script("recio"), "verify", str(tmp_path / "seq-*.rec"),
+                           str(writer.manifest.path), "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["clean"] and len(report["files"]) == 4  # 3 shards and the manifest

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Optional, Tuple, Union
 
 import click
 
@@ -17,12 +17,13 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.image.dataset_stats import expand_paths
 from recio.image.verify import VerifyReport, verify_file
 from recio.records.shards import ManifestReport, is_manifest, verify_manifest
 
 
 @click.command("verify")
-@click.argument("rec", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, metavar="REC_OR_MANIFEST...")
 @click.option("--images", is_flag=True,
               help="Also decode every image record and list those that fail (slow).")
 @click.option("--deep", is_flag=True,
@@ -32,48 +33,62 @@ from recio.records.shards import ManifestReport, is_manifest, verify_manifest
 @json_option
 @quiet_option
 @handle_errors
-def verify_cmd(rec: str, images: bool, deep: bool, index_path: Optional[str], as_json: bool,
-               quiet: bool) -> None:
-    """Check every byte of REC; list each damaged region with its byte offsets.
+def verify_cmd(files: Tuple[str, ...], images: bool, deep: bool, index_path: Optional[str],
+               as_json: bool, quiet: bool) -> None:
+    """Check every byte of each REC; list each damaged region with its byte offsets.
 
     Checks the framing of every record (magic, lengths, multi-part sequences, truncation),
     that no payload holds an unescaped aligned magic word, and that the .idx beside the file
     (if any) points at exactly the records.
 
-    REC may also be a shard set's manifest (PREFIX.manifest.json): then every shard's .rec,
-    .idx and checksum file is checked for presence, size and CRC-32, and each .idx for its
-    record count; --deep also names every record whose bytes differ from its checksum.
+    A REC may also be a glob ('shards/*.rec'), a URL (s3://...) or a shard set's manifest
+    (PREFIX.manifest.json): then every shard's .rec, .idx and checksum file is checked for
+    presence, size and CRC-32, and each .idx for its record count; --deep also names every
+    record whose bytes differ from its checksum.
 
-    Exit status: 0 clean, 1 damage found, 2 usage error or unreadable file.
+    Exit status: 0 all clean, 1 damage found in any, 2 usage error or unreadable file.
 
     \b
     Examples:
       recio verify train.rec
-      recio verify train.rec --images --json > report.json
+      recio verify 'shards/*.rec' --images --json > report.json
       recio verify shards/train.manifest.json --deep
     """
+    targets = [p for arg in files for p in ([arg] if is_manifest(arg) else expand_paths(arg))]
+    if index_path and len(targets) > 1:
+        raise click.UsageError("--index names the index of one file; give one file")
+    if deep and not all(is_manifest(t) for t in targets):
+        raise click.UsageError("--deep takes a manifest (PREFIX.manifest.json); a plain .rec "
+                               "has no per-record checksums")
+    reports, clean = [], True
+    for target in targets:
+        report = _verify_one(target, images, deep, index_path, as_json, quiet)
+        reports.append(report.to_dict())
+        clean = clean and report.clean
+    if as_json:
+        echo_json(reports[0] if len(reports) == 1 else
+                  {"clean": clean, "files": reports})
+    sys.exit(EXIT_OK if clean else EXIT_DAMAGE)
+
+
+def _verify_one(rec: str, images: bool, deep: bool, index_path: Optional[str], as_json: bool,
+                quiet: bool) -> Union[VerifyReport, ManifestReport]:
+    """Check one file or manifest and print its report (unless --json); returns it."""
     if is_manifest(rec):
         if images or index_path:
             raise click.UsageError("--images and --index take a .rec file, not a manifest")
         with progress(desc="verify", unit="B", unit_scale=True, quiet=quiet or as_json) as bar:
             manifest_report = verify_manifest(rec, deep=deep, progress=bar.update)
-        if as_json:
-            echo_json(manifest_report.to_dict())
-        else:
+        if not as_json:
             _print_manifest_report(manifest_report)
-        sys.exit(EXIT_OK if manifest_report.clean else EXIT_DAMAGE)
-    if deep:
-        raise click.UsageError("--deep takes a manifest (PREFIX.manifest.json); a plain .rec "
-                               "has no per-record checksums")
-    with file_progress(rec, "verify", quiet) as bar, \
-            progress(desc="images", unit="img", quiet=quiet or not images) as image_bar:
+        return manifest_report
+    with file_progress(rec, "verify", quiet or as_json) as bar, \
+            progress(desc="images", unit="img", quiet=quiet or as_json or not images) as image_bar:
         report = verify_file(rec, images=images, idx_path=index_path, progress=bar.update,
                              image_progress=image_bar.update)
-    if as_json:
-        echo_json(report.to_dict())
-    else:
+    if not as_json:
         _print_report(report)
-    sys.exit(EXIT_OK if report.clean else EXIT_DAMAGE)
+    return report
 
 
 def _print_report(report: VerifyReport) -> None:

@@ -43,6 +43,7 @@ its list of offsets (the window then bounds the file's working set in the page c
 """
 from __future__ import annotations
 
+import glob
 import heapq
 import mmap
 import os
@@ -333,8 +334,8 @@ class ConcatCorpus:
 
 def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
                 per_stream_counts: bool = False) -> Any:
-    """A corpus for a path (``.rec``; ``.cbf`` via recio.sequence.cbf; a shard set's manifest), a
-    corpus, or a list of them.
+    """A corpus for a path (``.rec``; ``.cbf`` via recio.sequence.cbf; a glob; a shard set's
+    manifest), a corpus, or a list of them.
 
     ``per_stream_counts`` asks corpora that can give each stream's sample counts (CBF, at the cost
     of reading chunk bodies) to do so: ``defines_mb_size`` needs them.
@@ -343,6 +344,11 @@ def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
         path = os.fspath(source)
         if is_manifest(path):  # a shard set: its shards' .rec files, in manifest order
             return open_corpus(load_manifest(path).rec_paths(), chunk_samples, per_stream_counts)
+        if glob.has_magic(path) and not os.path.exists(path):  # a glob: its files in name order
+            matches = sorted(glob.glob(path))
+            if not matches:
+                raise FileNotFoundError(2, "no file matches the pattern", path)
+            return open_corpus(matches, chunk_samples, per_stream_counts)
         if path.lower().endswith(".cbf"):
             return CBFReader(path, per_stream_counts=per_stream_counts)
         return RecordCorpus(path, chunk_samples=chunk_samples)

@@ -38,8 +38,8 @@ from recio.records.index import open_index
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
-from recio.records.split import InputSplit
-from recio.storage import StorageOptions
+from recio.records.split import InputSplit, expand_source
+from recio.storage import StorageOptions, exists as storage_exists
 
 torch = require("torch", feature="recio.torch")
 Dataset = torch.utils.data.Dataset
@@ -48,6 +48,7 @@ get_worker_info = torch.utils.data.get_worker_info
 
 PathLike = Union[str, "os.PathLike[str]"]
 _DECODES = ("tensor", "numpy", "pil", "raw")
+_GLOB_CHARS = frozenset("*?[")
 
 
 class _Decoder:
@@ -106,8 +107,9 @@ class RecordDataset(Dataset):
     """Map-style dataset over an indexed image ``.rec``: ``ds[i]`` is the i-th record's sample.
 
     ``idx_path`` defaults to the ``.idx`` beside the ``.rec`` (scanned when missing, keys
-    ``0..n-1``). ``rec_path`` may also be a shard set's manifest (``PREFIX.manifest.json``):
-    the records of every shard, in manifest order. ``keys`` restricts and orders the records
+    ``0..n-1``). ``rec_path`` may also be a list of ``.rec`` files, a glob, or a shard set's
+    manifest (``PREFIX.manifest.json``): the records of every file, in order (each file's keys
+    from the ``.idx`` beside it). ``keys`` restricts and orders the records
     (e.g. ``range(1, n + 1)`` to leave out the header records of a face-recognition dataset).
     Paths may be URLs (``s3://...``, read through fsspec with ``storage_options``; each record
     is one ranged GET). Undecodable images raise ``ImageError`` naming the key. Safe in
@@ -116,13 +118,15 @@ class RecordDataset(Dataset):
     """
 
     @renamed_keywords(path_imgrec="rec_path", path_imgidx="idx_path")
-    def __init__(self, rec_path: PathLike, idx_path: Optional[PathLike] = None,
+    def __init__(self, rec_path: Union[PathLike, Sequence[PathLike]],
+                 idx_path: Optional[PathLike] = None,
                  keys: Optional[Sequence[Any]] = None, transform: Optional[Callable] = None,
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
                  mode: str = "RGB", key_type: Callable[[str], Any] = int,
                  decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
                  storage_options: StorageOptions = None) -> None:
-        self.rec_path = os.fspath(rec_path)
+        several = isinstance(rec_path, (list, tuple))
+        self.rec_path = ";".join(map(os.fspath, rec_path)) if several else os.fspath(rec_path)
         self.storage_options = storage_options
         if is_manifest(self.rec_path):
             if idx_path is not None:
@@ -132,6 +136,14 @@ class RecordDataset(Dataset):
             self._files = manifest.rec_paths()
             indexes = [open_index(s.idx, key_type, rec_size=s.rec_bytes,
                                   storage_options=storage_options) for s in manifest.shards]
+        elif several or (_GLOB_CHARS & set(self.rec_path)
+                         and not storage_exists(self.rec_path, storage_options)):
+            if idx_path is not None:
+                raise ValueError("idx_path goes with one .rec; several files use the .idx "
+                                 "beside each")
+            self._files = expand_source(rec_path, storage_options)  # a list or a glob
+            indexes = [index_for(f, None, key_type, storage_options=storage_options)
+                       for f in self._files]
         else:
             self._files = [self.rec_path]
             # arrays (or the memory-mapped index cache), so forked DataLoader workers share
