@@ -680,6 +680,35 @@ def local_copy(path: PathLike, storage_options: StorageOptions = None) -> Iterat
             pass
 
 
+@contextmanager
+def local_copies(paths: Sequence[str],
+                 storage_options: StorageOptions = None) -> Iterator[List[Optional[str]]]:
+    """Local paths for ``paths`` (a file and its sidecars, say): a local path as it is; the
+    URLs downloaded, each in one streaming GET, into one temporary folder under their own
+    names (so sidecars stay beside their file), deleted afterwards. A URL with no object
+    gives None (the first one must exist)."""
+    import shutil
+    import tempfile
+
+    if not any(is_url(p) for p in paths):
+        yield [local_path(p) for p in paths]
+        return
+    folder = tempfile.mkdtemp(prefix=".recio-", dir=os.environ.get("RECIO_STAGING_DIR") or None)
+    try:
+        out: List[Optional[str]] = []
+        for i, path in enumerate(paths):
+            if not is_url(path):
+                out.append(local_path(path))
+            elif i == 0 or exists(path, storage_options):
+                out.append(os.path.join(folder, basename(path)))
+                download(path, out[-1], storage_options)
+            else:
+                out.append(None)
+        yield out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
     """A binary file for reading: ``open(path, "rb")`` for a local path, a :class:`RemoteFile`
     for a URL."""
@@ -690,5 +719,6 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
 
 __all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname", "basename",
            "filesystem", "translated", "info", "size", "exists", "isfile", "isdir", "listdir",
-           "glob", "read_bytes", "remove", "upload", "download", "open_input", "local_copy", "coalesce", "STREAM_BLOCK",
+           "glob", "read_bytes", "remove", "upload", "download", "open_input", "local_copy",
+           "local_copies", "coalesce", "STREAM_BLOCK",
            "RANDOM_BLOCK"]

@@ -207,9 +207,11 @@ class S3Server:
         self.client().create_bucket(Bucket=name)
         return f"s3://{name}"
 
-    def put(self, url: str, data: bytes) -> None:
+    def put(self, url: str, data: bytes, public: bool = False) -> None:
+        """Upload ``data`` to ``url``; ``public``: readable over plain HTTP without signing."""
         bucket, _, key = url[len("s3://"):].partition("/")
-        self.client().put_object(Bucket=bucket, Key=key, Body=data)
+        extra = {"ACL": "public-read"} if public else {}
+        self.client().put_object(Bucket=bucket, Key=key, Body=data, **extra)
 
     def get(self, url: str) -> bytes:
         bucket, _, key = url[len("s3://"):].partition("/")

@@ -7,7 +7,14 @@ from typing import Any, Dict, List
 
 import click
 
-from recio.cli.common import echo_json, handle_errors, json_option, progress, quiet_option
+from recio.cli.common import (
+    PathOrURL,
+    echo_json,
+    handle_errors,
+    json_option,
+    progress,
+    quiet_option,
+)
 from recio.sequence.bucket_summary import bucket_summary
 
 BAR_WIDTH = 40
@@ -45,7 +52,7 @@ class _BucketsCommand(click.Command):
 
 
 @click.command("buckets", cls=_BucketsCommand)
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file", type=PathOrURL(exists=True, dir_okay=False))
 @click.option("-n", "--num-buckets", "num_buckets", type=click.IntRange(min=1), default=3,
               show_default=True,
               help="Number of buckets Q to choose boundaries for. (`-q N` still means this for "

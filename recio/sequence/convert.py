@@ -151,29 +151,33 @@ def convert(source: PathLike, destination: PathLike, chunk_size_bytes: int = 32 
     staging = tempfile.mkdtemp(prefix=".recio-convert-",
                                dir=os.environ.get("RECIO_STAGING_DIR") or None)
     try:
-        local_source = source
-        if storage.is_url(source):
-            for path in _family(source):
-                if path == source or storage.exists(path):
-                    storage.download(path, os.path.join(staging, storage.basename(path)))
-            local_source = os.path.join(staging, storage.basename(source))
-        local_destination = destination
-        if storage.is_url(destination):
-            os.mkdir(os.path.join(staging, "out"))
-            local_destination = os.path.join(staging, "out", storage.basename(destination))
-        report = _convert_local(local_source, local_destination, chunk_size_bytes, alias,
-                                progress)
-        report.update(source=source, destination=destination)
-        if storage.is_url(destination):
-            written = [p for p in _family(local_destination) if os.path.exists(p)]
-            for path in _family(destination)[1:]:
-                storage.remove(path)  # never the new data beside an old sidecar
-            for path in written:  # the data file first, its sidecars after it
-                storage.upload(path, storage.join(storage.dirname(destination),
-                                                  os.path.basename(path)))
-        return report
+        with storage.local_copies(_family(source)) as copies:
+            return _convert_staged(copies[0], source, destination, staging, chunk_size_bytes,
+                                   alias, progress)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _convert_staged(local_source: str, source: str, destination: str, staging: str,
+                    chunk_size_bytes: int, alias: Optional[Mapping[str, str]],
+                    progress: Progress) -> Dict[str, Any]:
+    """``convert`` from a local copy of ``source``, to ``destination`` (written in ``staging``
+    and uploaded when it is a URL)."""
+    local_destination = destination
+    if storage.is_url(destination):
+        os.mkdir(os.path.join(staging, "out"))
+        local_destination = os.path.join(staging, "out", storage.basename(destination))
+    report = _convert_local(local_source, local_destination, chunk_size_bytes, alias,
+                            progress)
+    report.update(source=source, destination=destination)
+    if storage.is_url(destination):
+        written = [p for p in _family(local_destination) if os.path.exists(p)]
+        for path in _family(destination)[1:]:
+            storage.remove(path)  # never the new data beside an old sidecar
+        for path in written:  # the data file first, its sidecars after it
+            storage.upload(path, storage.join(storage.dirname(destination),
+                                              os.path.basename(path)))
+    return report
 
 
 def _convert_local(source: str, destination: str, chunk_size_bytes: int,

@@ -47,6 +47,7 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 
 import numpy as np
 
+from recio import storage
 from recio.deprecation import deprecated_alias
 from recio.errors import SequenceError
 from recio.records.atomic import ManagedWriter, OutputSet, atomic_open
@@ -598,16 +599,17 @@ def sample_counts(rec_path: PathLike, stream: Optional[str] = None) -> np.ndarra
     stream's count (what ``defines_mb_size`` uses). No record is decoded; when ``PREFIX.idx``
     exists, the sidecar must list as many records as it does.
     """
-    rec_path = os.fspath(rec_path)
+    rec_path = os.fspath(rec_path)  # a local path or a URL
     side = sidecar_path(rec_path)
-    if not os.path.exists(side):
+    if not storage.exists(side):
         raise SequenceError(f"no sample-count sidecar {side}; write the file with "
                             f"recio.sequence.SequenceWriter or run "
                             f"recio.sequence.rebuild_sidecar({rec_path!r})", path=rec_path)
-    rec_size = os.path.getsize(rec_path)
+    rec_size = storage.size(rec_path)
     idx = sibling_index_path(rec_path)
-    num_records = len(open_index(idx, None, rec_size=rec_size)) if os.path.exists(idx) else None
-    names, counts = read_sidecar(side, rec_size, num_records)
+    num_records = len(open_index(idx, None, rec_size=rec_size)) if storage.exists(idx) else None
+    with storage.local_copy(side) as local_side:  # a URL's sidecar: downloaded (it is small)
+        names, counts = read_sidecar(local_side, rec_size, num_records)
     if stream is None:
         return counts.max(axis=1) if names else np.zeros(len(counts), np.uint32)
     if stream not in names:
