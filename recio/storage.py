@@ -29,6 +29,7 @@ import os
 import queue
 import re
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -51,6 +52,8 @@ COALESCE_GAP = 64 << 10
 COALESCE_MAX = 16 << 20
 #: prefetched and random blocks kept, in bytes (the oldest are dropped first)
 CACHE_BYTES = 64 << 20
+#: a presigned URL for streams is used for at most this many seconds (it is valid for 6 h)
+_URL_FRESH = 3600.0
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -428,6 +431,7 @@ class RemoteFile:
     def _connect(self) -> None:
         self._fs, self._path = filesystem(self.url, self.storage_options)
         self._http_url: Optional[str] = None  # for streams ("": none, use ranged GETs)
+        self._http_url_made = 0.0
         self._lock = threading.Lock()
         self._starts: List[int] = []  # sorted starts of the cached blocks
         self._blocks: Dict[int, bytes] = {}
@@ -458,9 +462,10 @@ class RemoteFile:
         return data
 
     def _open_stream(self, start: int, end: int) -> Iterator[Any]:
-        if self._http_url is None:
-            with translated(self.url, "reading", start):
+        if self._http_url is None or time.monotonic() - self._http_url_made > _URL_FRESH:
+            with translated(self.url, "reading", start):  # presigned URLs expire: renewed
                 self._http_url = _http_url(self._fs, self._path, self.url) or ""
+            self._http_url_made = time.monotonic()
         if self._http_url:
             return _http_stream(self._http_url, start, end, STREAM_BLOCK)
         return _ranged_stream(self._fs, self._path, start, end, STREAM_BLOCK)
