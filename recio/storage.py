@@ -359,12 +359,16 @@ class _Stream:
             pos += len(block)
         return self.read(offset, n)
 
+    def _drop_before(self, offset: int) -> None:
+        """Forget the blocks that end at or before ``offset``."""
+        while self.blocks and self.start + len(self.blocks[0]) <= offset:
+            self.start += len(self.blocks.popleft())
+
     def read(self, offset: int, n: int) -> bytes:
         """``[offset, offset + n)`` (clipped to the stream's end), pulling blocks as needed and
         dropping those before ``offset``."""
         want = min(offset + n, self.end)
-        while self.blocks and self.start + len(self.blocks[0]) <= offset:
-            self.start += len(self.blocks.popleft())
+        self._drop_before(offset)
         while self.held_end < want and not self.exhausted:
             item = self.queue.get()
             if item is None:
@@ -382,8 +386,7 @@ class _Stream:
                 self.start = self.held_end
             self.blocks.append(item)
             self.held_end += len(item)
-            while self.blocks and self.start + len(self.blocks[0]) <= offset:
-                self.start += len(self.blocks.popleft())
+            self._drop_before(offset)
         if offset < self.start:
             return b""
         out, pos = [], self.start

@@ -342,3 +342,55 @@ def test_position_stays_inside_a_file_whose_last_record_lost_its_padding(tmp_pat
             assert reader.tell() <= size
             reader.seek(reader.tell())  # what a resuming caller does
             assert reader.read() is None
+
+
+def remote_outcomes(url):
+    """What the readers of a remote object give: (iterate, read, read_batch, skip mode)."""
+    out = {}
+    out["iterate"] = outcome(lambda: iter(recio.RecordReader(url)))
+    out["read"] = outcome(lambda: read_all_sequential(url))
+    out["read_batch"] = outcome(lambda: read_all_batches(url))
+    regions = []
+    with recio.RecordReader(url, on_error="skip",
+                            on_damage=lambda a, b, e: regions.append((a, b, e.message))) as r:
+        out["skip"] = [(o, bytes(x)) for o, x in r.records_with_offsets()], regions
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(payload, min_size=1, max_size=12), st.lists(mutation, min_size=0, max_size=3),
+       st.sampled_from([16, 64, 1 << 20]), st.sampled_from([8, 32, 1 << 20]))
+def test_a_remote_object_reads_exactly_like_the_local_file(tmp_path_factory, payloads, mutations,
+                                                           block, window):
+    """The same bytes behind a URL (memory://, through recio.storage's streams, blocks and
+    windows of any size) give the same records and the same errors at the same offsets."""
+    fsspec = need("fsspec")
+    from recio import storage
+    from recio.records import reader as reader_module
+
+    data = mutate(build(payloads), mutations)
+    path = tmp_path_factory.mktemp("remote") / "d.rec"
+    path.write_bytes(data)
+    url = f"memory://agree/{abs(hash((data, block, window)))}.rec"
+    fsspec.filesystem("memory").pipe(url[len("memory://"):], data)
+    saved = storage.STREAM_BLOCK, reader_module._STREAM_WINDOW
+    storage.STREAM_BLOCK, reader_module._STREAM_WINDOW = block, window
+    try:
+        with hang_guard():
+            remote = remote_outcomes(url)
+    finally:
+        storage.STREAM_BLOCK, reader_module._STREAM_WINDOW = saved
+    records, regions = reference(path)
+    assert remote["skip"] == (records, [(a, b, e.message) for a, b, e in regions])
+    prefix, region = expect_prefix(records, regions)
+    for name in ("iterate", "read", "read_batch"):
+        got, error = remote[name]
+        assert [bytes(g) for g in got] == [r for _, r in prefix], name
+        if region is None:
+            assert error is None, (name, error)
+        else:
+            assert error is not None and (error.message, error.offset) == \
+                (region[2].message, region[2].offset), name
+            assert error.path == url
+    with recio.RecordReader(url) as reader:  # by offset, each record alone
+        assert [bytes(reader.read_at(o)) for o, _ in records] == [r for _, r in records]

@@ -284,23 +284,33 @@ class RecordReader:
             return ([pos], [end], min(size, (end + 3) & ~3)) if end >= 0 else ([], [], pos)
         return heads[:k].tolist(), ends[:k].tolist(), min(size, int(padded[k - 1]))
 
-    def _walk_trusting(self, pos: int, max_bytes: int) -> Tuple[List[int], List[int], int]:
-        """``_walk`` for ``trust_lengths``: hop from header to header, not looking at data."""
-        buf, size = self._buf, self.size
+    def _walk_trusting(self, pos: int, max_bytes: int,
+                       window: Optional[Tuple[Any, int]] = None
+                       ) -> Tuple[List[int], List[int], int]:
+        """``_walk`` for ``trust_lengths``: hop from header to header, not looking at data.
+        ``window``: as for ``_walk`` (a record whose padding crosses it is left out)."""
+        buf, size, base = self._buf, self.size, 0
+        if window is not None:
+            buf, base = window
+            size = base + len(buf)
+        cut = size < self.size  # a window ending before the file: padding must fit in it too
         heads: List[int] = []
         ends: List[int] = []
         add_head, add_end = heads.append, ends.append
         stop_at, last, p = pos + max_bytes, size - HEADER_SIZE, pos
         while p <= last:
-            magic, lrec = _unpack_header(buf, p)
+            magic, lrec = _unpack_header(buf, p - base)
             end = p + 8 + lrec
             # framing.check_part_header for a whole record, copied for speed: magic, cflag 0,
             # length inside the file (anything else goes to the slow path, which raises)
             if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > size:
                 break
+            after = end + (-lrec & 3)
+            if cut and after > size:
+                break
             add_head(p)
             add_end(end)
-            p = end + (-lrec & 3)
+            p = after
             if p >= stop_at:
                 break
         return heads, ends, min(p, size)
@@ -346,7 +356,13 @@ class RecordReader:
         """A remote reader's next run of checked whole records from ``pos``: ``(window, heads,
         ends, next)``, the records being ``window[head - pos + 8:end - pos]`` (no run: empty)."""
         view = self._file.window(pos, _STREAM_WINDOW)
-        heads, ends, nxt = self._walk(pos, _STREAM_WINDOW, copying=True, window=(view, pos))
+        # hop from header to header, then one count of the aligned magic words: exactly one per
+        # head means no record's data holds one (no swallowed record), the check _walk makes;
+        # otherwise _walk finds where the run must stop
+        heads, ends, nxt = self._walk_trusting(pos, _STREAM_WINDOW, window=(view, pos))
+        if heads and not self.trust_lengths and \
+                count_aligned_magic(view, 0, nxt - pos) != len(heads):
+            heads, ends, nxt = self._walk(pos, _STREAM_WINDOW, copying=True, window=(view, pos))
         return view, heads, ends, nxt
 
     def _scan(self, with_offsets: bool) -> Iterator[Any]:
