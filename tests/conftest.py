@@ -27,6 +27,11 @@ from recio.optional import install_hint
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "golden"
 
+# gcsfs's experimental bucket-type probe speaks gRPC over TLS, which the local GCS emulator of
+# tests/test_remote.py does not (each probe would wait 60 s before falling back); read once,
+# when gcsfs is first imported
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
 #: True when the suite runs in CI, where every optional dependency is installed.
 CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 #: optional dependencies left out on purpose: their tests skip even under CI=true
