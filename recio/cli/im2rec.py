@@ -203,6 +203,9 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         fail("--checksums goes with --num-shards or --shard-size (a shard set's sidecars)")
     if num_shards is not None and shard_size is not None:
         fail("give --num-shards or --shard-size, not both")
+    if resume and (is_url(prefix) or num_shards is not None or shard_size is not None):
+        fail("--resume continues a local, unsharded pack; a pack to a URL or into shards "
+             "starts over (run it again without --resume)")
     sharding = {"num_shards": num_shards, "checksums": checksums,
                 "shard_size": None if shard_size is None else parse_size(shard_size)}
     _pack_mode(prefix, root, options, PackSettings(pass_through, pack_label, num_thread, executor,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional, Union
 
 from recio import storage
 from recio.errors import ListFileError
@@ -38,7 +38,7 @@ from recio.records.index import open_index
 from recio.records.reader import RecordReader
 from recio.records.shards import ShardWriter, existing_shard_files, manifest_path
 
-PathLike = Any
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 def find_lists_at(prefix: str) -> List[str]:
