@@ -645,3 +645,38 @@ def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path
     finished = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "all"), str(root), "--resize",
                                                "20", "--resume"])
     assert finished.exit_code == 0 and "already packed" in finished.output
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill"])
+def test_an_interrupted_sharded_pack_leaves_no_manifest_and_no_shard(script, tmp_path, sig):
+    """--num-shards packs in a staging folder: stopped half way, no shard and no manifest
+    appears (Ctrl-C also deletes the staging folder and says to run the command again)."""
+    import glob
+
+    root, lst, env = _blocking_folder(tmp_path)
+    prefix = str(tmp_path / "job")
+    cmd = [*script("im2rec"), prefix, str(root), "--resize", "16", "--num-shards", "3"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_in_a_terminal, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not glob.glob(str(tmp_path / ".recio-pack-*" / "job.pack.journal")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        _wait_for_journal(glob.glob(str(tmp_path / ".recio-pack-*" / "job.pack.journal"))[0],
+                          24, proc)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    names = set(os.listdir(tmp_path))
+    assert not any(n.startswith("job-") or n.endswith(".manifest.json") for n in names)
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130 and "Traceback" not in err
+        assert "nothing of" in err and "--resume" not in err
+        assert not glob.glob(str(tmp_path / ".recio-pack-*"))
+    else:
+        assert proc.returncode == -signal.SIGKILL

@@ -299,8 +299,12 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
     except KeyboardInterrupt:
         if bars:
             bars[-1][1].close()
-            click.echo(f"Interrupted: the partial output of {_rel(bars[-1][0])} is kept; rerun "
-                       "with --resume to continue.", err=True)
+            if is_url(prefix) or sharding["num_shards"] or sharding["shard_size"]:
+                click.echo(f"Interrupted: nothing of {_rel(bars[-1][0])} was written (its "
+                           "staging folder was deleted); run the command again.", err=True)
+            else:
+                click.echo(f"Interrupted: the partial output of {_rel(bars[-1][0])} is kept; "
+                           "rerun with --resume to continue.", err=True)
         raise
     except NothingFoundError as exc:
         fail(str(exc), code=EXIT_DAMAGE)
