@@ -114,7 +114,8 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> Tuple[Any, s
         return fsspec.core.url_to_fs(url, **(storage_options or {}))
     except ImportError as exc:
         raise ImportError(f"{url_scheme(url)}:// URLs need a backend for fsspec: "
-                          f"pip install 'recio[remote]' (s3fs), or gcsfs for gs:// ({exc})") from exc
+                          f"pip install 'recio[remote]' (s3fs), or gcsfs for gs:// "
+                          f"({exc})") from exc
     except ValueError as exc:
         raise StorageError(f"cannot open this URL: {_one_line(exc)}", url) from exc
 
@@ -654,9 +655,10 @@ def coalesce(ranges: Sequence[Tuple[int, int]], limit: int) -> List[Tuple[int, i
     return out
 
 
-def download(url: str, local: str, storage_options: StorageOptions = None) -> None:
-    """Copy the object at ``url`` to the local file ``local`` in one streaming GET."""
-    with open(local, "wb") as out, RemoteFile(url, storage_options) as remote:
+def download(path: PathLike, local: str, storage_options: StorageOptions = None) -> None:
+    """Copy the file at ``path`` (an object at a URL: in one streaming GET) to the local file
+    ``local``."""
+    with open(local, "wb") as out, open_input(path, storage_options) as remote:
         while True:
             block = remote.read(STREAM_BLOCK)
             if not block:
@@ -669,23 +671,8 @@ def local_copy(path: PathLike, storage_options: StorageOptions = None) -> Iterat
     """A local path holding the file at ``path``: the path itself when local; for a URL the
     object downloaded in one streaming GET to a temporary file (``RECIO_STAGING_DIR``, else
     ``TMPDIR``), deleted afterwards. For tools that need several passes or a memory map."""
-    if not is_url(path):
-        yield local_path(path)
-        return
-    import tempfile
-
-    url = os.fspath(path)
-    fd, temp = tempfile.mkstemp(prefix=".recio-", suffix="-" + basename(url),
-                                dir=os.environ.get("RECIO_STAGING_DIR") or None)
-    try:
-        os.close(fd)
-        download(url, temp, storage_options)
-        yield temp
-    finally:
-        try:
-            os.unlink(temp)
-        except FileNotFoundError:
-            pass
+    with local_copies([os.fspath(path)], storage_options) as (copy,):
+        yield copy
 
 
 @contextmanager
@@ -725,8 +712,8 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
     return open(local_path(path), "rb")
 
 
-__all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname", "basename",
-           "filesystem", "translated", "info", "size", "exists", "isfile", "isdir", "listdir",
-           "glob", "read_bytes", "remove", "upload", "download", "open_input", "local_copy",
-           "local_copies", "coalesce", "STREAM_BLOCK",
+__all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname",
+           "basename", "filesystem", "translated", "info", "size", "exists", "isfile", "isdir",
+           "listdir", "glob", "read_bytes", "remove", "upload", "download", "open_input",
+           "local_copy", "local_copies", "coalesce", "STREAM_BLOCK",
            "RANDOM_BLOCK"]

@@ -223,16 +223,16 @@ class _Engine:
         self.keys: Optional[List[Any]] = None
         self.offsets: Optional[List[int]] = None
         self.storage_options = it.storage_options
-        self.index: Any = None
         if it.path_imgidx is not None:
             self.reader = RecordReader(self.path, storage_options=self.storage_options)
             try:
-                self.index = open_index(it.path_imgidx, rec_size=self.reader.size,
-                                        storage_options=self.storage_options)
+                index = open_index(it.path_imgidx, rec_size=self.reader.size,
+                                   storage_options=self.storage_options)
             except BaseException:
                 self.reader.close()
                 raise
-            keys, offsets = self.index.key_list(), self.index.offsets.tolist()
+            self.reader.set_index(index)  # a remote object: one GET a record
+            keys, offsets = index.key_list(), index.offsets.tolist()
             lo, hi = record_range(len(keys), self.part_index, self.num_parts)
             self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
         self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
@@ -252,9 +252,6 @@ class _Engine:
         if self.keys is not None:
             order = rng.permutation(len(self.keys)) if self.shuffle else range(len(self.keys))
             keys, offsets, read_at = self.keys, self.offsets, self.reader.read_at
-            if self.reader.remote:  # one GET of each record's bytes
-                reader, index = self.reader, self.index
-                read_at = lambda offset: reader.read_within(offset, index.record_end(offset))  # noqa: E731
             for i in order:
                 yield f"key {keys[i]!r}", read_at(offsets[i])
             return

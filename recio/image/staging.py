@@ -33,7 +33,7 @@ from recio.image.packing import (
     pack_list,
     pack_prefix,
 )
-from recio.records.atomic import check_outputs
+from recio.records.atomic import check_outputs, publish_staged
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
 from recio.records.shards import ShardWriter, existing_shard_files, manifest_path
@@ -105,30 +105,24 @@ def _pack_one(lst: str, root: PathLike, options: Optional[ImageOptions], shardin
     staging = tempfile.mkdtemp(prefix=".recio-pack-", dir=where)
     try:
         staged_lst = os.path.join(staging, storage.basename(lst))
-        with storage.local_copy(lst) as source:
-            shutil.copyfile(source, staged_lst)
+        storage.download(lst, staged_lst)
         result = pack_list(staged_lst, root, options, force=True, progress=progress,
                            **pack_options)
-        stem = os.path.splitext(lst)[0]
         staged_rec, staged_idx, staged_errors = output_paths(staged_lst)
+        rec, idx, errors = output_paths(lst)
+        published = []
         if sharded:
-            manifest = _reshard(staged_rec, staged_idx, stem, num_shards, shard_size,
-                                checksums, force, made_by={"tool": "im2rec", "list": storage.basename(lst),
-                                         "images": result.packed})
+            made_by = {"tool": "im2rec", "list": storage.basename(lst), "images": result.packed}
+            manifest = _reshard(staged_rec, staged_idx, os.path.splitext(lst)[0], num_shards,
+                                shard_size, checksums, force, made_by)
             result.rec_path, result.idx_path = manifest, None  # type: ignore[assignment]
         else:
-            rec, idx, _ = output_paths(lst)
-            storage.remove(idx)  # never a new .rec beside an old index
-            storage.upload(staged_rec, rec)
-            storage.upload(staged_idx, idx)
+            published = [(staged_rec, rec), (staged_idx, idx)]
             result.rec_path, result.idx_path = rec, idx
-        errors = output_paths(lst)[2]
         if result.errors_path is not None:
-            if storage.is_url(errors):
-                storage.upload(staged_errors, errors)
-            else:
-                os.replace(staged_errors, errors)
+            published.append((staged_errors, errors))
             result.errors_path = errors
+        publish_staged(published)
         result.lst_path = lst
         return result
     finally:

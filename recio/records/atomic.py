@@ -21,7 +21,18 @@ import sys
 import warnings
 import weakref
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import (
+    Any,
+    BinaryIO,
+    Callable,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 from recio import storage
 from recio.errors import OutputExistsError
@@ -484,6 +495,22 @@ def _real(path: str) -> str:
     return path.rstrip("/") if storage.is_url(path) else os.path.realpath(path)
 
 
+def publish_staged(files: Sequence[Tuple[str, str]],
+                   storage_options: StorageOptions = None) -> None:
+    """Move finished files made elsewhere (a staging folder) to their final paths, ``(staged,
+    final)`` with the data file first, in ``OutputSet.commit``'s order: the old copies of the
+    files that describe it (all but the first) are removed first, then each is renamed into
+    place (a local path, on the same file system) or uploaded (a URL: an object appears only
+    once complete)."""
+    for _, final in files[1:]:
+        _remove(final, storage_options)
+    for staged, final in files:
+        if storage.is_url(final):
+            storage.upload(staged, final, storage_options)
+        else:
+            os.replace(staged, final)
+
+
 @contextmanager
 def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
                 storage_options: StorageOptions = None) -> Iterator[BinaryIO]:
@@ -499,4 +526,5 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
 
 
 __all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open", "check_outputs",
+           "publish_staged",
            "fsync_folder", "preallocate"]

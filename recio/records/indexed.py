@@ -88,15 +88,13 @@ class IndexedRecordReader(Mapping):
 
     def _bind(self) -> None:
         """Hot-path shortcuts: the reader's ``read_at`` and, for keys ``0..n-1``, the offsets
-        as a memoryview indexed by key. Over a remote object a read first fetches the record's
-        extent (to the next record's offset) in one GET."""
-        self._read_at = self.reader.read_at if not self.reader.remote else self._read_remote
+        as a memoryview indexed by key. The reader gets the index, so a read of a remote
+        object is one GET of the record's bytes."""
+        self.reader.set_index(self.index)
+        self._read_at = self.reader.read_at
         index = self.index
         self._dense = index.memoryviews()[0] if index.base == 0 else None
         self._offset = index.offset_of
-
-    def _read_remote(self, offset: int) -> bytes:
-        return self.reader.read_within(offset, self.index.record_end(int(offset)))
 
     @property
     def offsets(self) -> IndexOffsets:
@@ -111,10 +109,7 @@ class IndexedRecordReader(Mapping):
 
     def read_many(self, keys: Iterable[Any]) -> List[bytes]:
         """The records of ``keys`` as a list (a batch read: one call instead of many)."""
-        offsets = self.index.offsets_of(keys)
-        if not self.reader.remote:
-            return self.reader.read_many_at(offsets)
-        return self.reader.read_many_at(offsets, [self.index.record_end(o) for o in offsets])
+        return self.reader.read_many_at(self.index.offsets_of(keys))
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.index.unique_keys())

@@ -96,6 +96,7 @@ class RecordReader:
         self._buf: Any = None  # mmap or bytes when the whole file is addressable, else None
         self._fd: Optional[int] = None  # large records are read with pread (see _read_whole)
         self.storage_options = storage_options
+        self._index: Any = None  # see set_index
         self._open_buffer()
         self._pos = 0
         self._clear_ahead()
@@ -225,6 +226,14 @@ class RecordReader:
         return -1
 
     # -- many records: the checked window walk -------------------------------------------------
+    def _area(self, window: Optional[Tuple[Any, int]]) -> Tuple[Any, int, int]:
+        """``(buffer, file offset of its first byte, file offset of its end)`` a walk reads:
+        the whole map, or a stream's ``window`` ``(buffer, its file offset)``."""
+        if window is None:
+            return self._buf, 0, self.size
+        buf, base = window
+        return buf, base, base + len(buf)
+
     def _walk(self, pos: int, max_bytes: int, copying: bool = False,
               window: Optional[Tuple[Any, int]] = None) -> Tuple[List[int], List[int], int]:
         """``(heads, ends, next)`` of the consecutive whole records from ``pos`` that lie in the
@@ -241,12 +250,7 @@ class RecordReader:
         file offset)`` to walk instead of the map (a stream's block; the window's end stands
         for the file's end, and a record crossing it is left to the caller).
         """
-        buf, size = self._buf, self.size
-        if window is not None:  # a stream's window: buf[0] is file offset pos
-            buf, base = window
-            size = base + len(buf)
-        else:
-            base = 0
+        buf, base, size = self._area(window)
         if buf is None or pos & 3 or pos > size - HEADER_SIZE:
             return [], [], pos
         if self.trust_lengths and window is None:
@@ -289,10 +293,7 @@ class RecordReader:
                        ) -> Tuple[List[int], List[int], int]:
         """``_walk`` for ``trust_lengths``: hop from header to header, not looking at data.
         ``window``: as for ``_walk`` (a record whose padding crosses it is left out)."""
-        buf, size, base = self._buf, self.size, 0
-        if window is not None:
-            buf, base = window
-            size = base + len(buf)
+        buf, base, size = self._area(window)
         cut = size < self.size  # a window ending before the file: padding must fit in it too
         heads: List[int] = []
         ends: List[int] = []
@@ -368,7 +369,7 @@ class RecordReader:
     def _scan(self, with_offsets: bool) -> Iterator[Any]:
         buf = self._buf
         window = _FIRST_WINDOW
-        remote = isinstance(self._file, RemoteFile)
+        remote = self.remote
         while True:
             pos = self._pos
             if pos >= self.size:
@@ -467,7 +468,7 @@ class RecordReader:
         buf, pos = self._buf, self._pos
         self._clear_ahead()
         window = _WINDOW_BYTES
-        remote = isinstance(self._file, RemoteFile)
+        remote = self.remote
         while len(out) < n and pos < self.size:
             if remote:  # whole runs of records from the stream's blocks (see _scan)
                 view, heads, ends, nxt = self._stream_walk(pos)
@@ -510,9 +511,12 @@ class RecordReader:
         out on the fast path, else -1 (the slow path then decides). ``header``: the part header,
         when the caller has read it."""
         buf = self._buf
-        if buf is None or offset & 3 or not 0 <= offset <= self.size - 8:
+        if (buf is None and self._file is None) or offset & 3 or not 0 <= offset <= self.size - 8:
             return -1
-        magic, lrec = header or _unpack_header(buf, offset)
+        if header is None:  # from the map, or read from a stream (a remote object)
+            header = _unpack_header(buf, offset) if buf is not None else \
+                _HEADER_UNPACK(self._bytes(offset, offset + HEADER_SIZE))
+        magic, lrec = header
         end = offset + 8 + lrec
         # framing.check_part_header for a whole record, copied for speed (see _walk_trusting)
         if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
@@ -521,7 +525,9 @@ class RecordReader:
 
     def _check_whole(self, offset: int) -> int:
         """``_whole_end``, with the record's data (and padding) searched on the map for a
-        swallowed head: for callers that do not copy the record."""
+        swallowed head: for callers that do not copy the record (a map only)."""
+        if self._buf is None:
+            return -1
         end = self._whole_end(offset)
         if end >= 0 and not self.trust_lengths and \
                 first_aligned_magic(self._buf, offset + 8, min((end + 3) & ~3, self.size)) >= 0:
@@ -535,7 +541,9 @@ class RecordReader:
 
         A large record is copied first (``pread`` from a file: no page faults on the map) and
         its copy searched for a swallowed head while it is still in the CPU cache, so its bytes
-        are read from memory once. ``header``: the part header, when the caller has read it.
+        are read from memory once; a stream's record (a remote object's) is read once and
+        checked in its copy the same way. ``header``: the part header, when the caller has read
+        it.
         """
         end = self._whole_end(offset, header)
         if end < 0:
@@ -546,34 +554,12 @@ class RecordReader:
             if len(data) != lrec:  # the file shrank under us: the slow path reports it
                 return None
         else:
-            data = self._buf[offset + 8:end]
+            data = self._bytes(offset + 8, end)
         if self.trust_lengths:
             return data
         if count_aligned_magic(data, 0, lrec):
             return None
         tail = lrec & 3  # a word running into the padding: its first bytes end the data
-        if tail and data[lrec - tail:] == MAGIC_BYTES[:tail] and \
-                self._buf[end:end + 4 - tail] == MAGIC_BYTES[tail:]:
-            return None
-        return data
-
-    def _streamed_whole(self, pos: int) -> Optional[bytes]:
-        """A stream's (a remote object's) whole record at ``pos`` if it checks out, else None
-        (the slow path then decides): its header and data read once, the data searched for a
-        swallowed head in the copy. The checks are ``_read_whole``'s, on a copy."""
-        if pos > self.size - 8 or pos & 3:
-            return None
-        magic, lrec = _HEADER_UNPACK(self._bytes(pos, pos + HEADER_SIZE))
-        end = pos + 8 + lrec
-        # framing.check_part_header for a whole record, copied for speed (see _walk_trusting)
-        if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
-            return None
-        data = self._bytes(pos + 8, end)
-        if self.trust_lengths:
-            return data
-        if count_aligned_magic(data, 0, lrec):
-            return None
-        tail = lrec & 3
         if tail and data[lrec - tail:] == MAGIC_BYTES[:tail] and \
                 self._bytes(end, end + 4 - tail) == MAGIC_BYTES[tail:]:
             return None
@@ -582,9 +568,9 @@ class RecordReader:
     def _large_at(self, pos: int) -> Optional[bytes]:
         """The record at ``pos`` when it is a large whole record that checks out, else None:
         sequential reads take large records one by one (see ``_read_whole``); a stream takes
-        every whole record so (``_streamed_whole``)."""
+        every whole record so."""
         if self._buf is None and self._file is not None:
-            return self._streamed_whole(pos)
+            return self._read_whole(pos)
         if self._fd is None or pos > self.size - 8 or pos & 3:
             return None
         # the header with pread too: a header on a page of the map not yet touched costs a
@@ -610,7 +596,11 @@ class RecordReader:
                         MAGIC_BYTES not in data and (
                             not lrec & 3 or buf[end & ~3:(end & ~3) + 4] != MAGIC_BYTES)):
                     return data
-        record = self._read_whole(offset) if buf is not None else self._large_at(offset)
+        if buf is None and self._index is not None and isinstance(self._file, RemoteFile):
+            end = self._index.record_end(int(offset))  # the record's whole extent, one GET
+            if end is not None:
+                self._file.prefetch(int(offset), end)
+        record = self._read_whole(offset)
         if record is not None:
             return record
         spans, _ = self._locate(int(offset))
@@ -633,21 +623,18 @@ class RecordReader:
             return self._buf[offset + 8:min(offset + 8 + n, end)]
         return self.read_at(offset)[:n]
 
-    def read_within(self, offset: int, end: Optional[int]) -> bytes:
-        """``read_at(offset)`` for a record known to end by ``end`` (from an index): a reader
-        of a remote object fetches ``[offset, end)`` first, so the read costs one GET."""
-        if end is not None and isinstance(self._file, RemoteFile):
-            self._file.prefetch(int(offset), int(end))
-        return self.read_at(offset)
+    def set_index(self, index: Any) -> None:
+        """The file's ``recio.records.index.Index``, whose offsets bound every record: a reader
+        of a remote object then reads a record by offset in one GET of exactly its bytes
+        (``Index.record_end``), and a batch (``read_many_at``) in coalesced, concurrent GETs.
+        A local file needs none."""
+        self._index = index
 
-    def read_many_at(self, offsets: Iterable[int],
-                     ends: Optional[Iterable[int]] = None) -> List[bytes]:
-        """The records at each of ``offsets`` (a batch of ``read_at``). ``ends``: where each
-        record's bytes end at the latest (from an index), so a reader over a remote object
-        fetches them all at once, neighbours coalesced (``fetch``)."""
-        offsets = list(offsets)
-        if ends is not None:
-            self.fetch(list(zip(offsets, ends)))
+    def read_many_at(self, offsets: Iterable[int]) -> List[bytes]:
+        """The records at each of ``offsets`` (a batch of ``read_at``)."""
+        offsets = [int(o) for o in offsets]
+        if self._index is not None and self.remote:
+            self.fetch([(o, self._index.record_end(o) or self.size) for o in offsets])
         return [self.read_at(offset) for offset in offsets]
 
     @property

@@ -61,7 +61,7 @@ from recio.records.framing import HEADER_SIZE
 from recio.records.index import iter_index_lines, open_index
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
-from recio.storage import RemoteFile, StorageOptions
+from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -100,9 +100,7 @@ def is_manifest(path: PathLike) -> bool:
 def file_crc32(path: PathLike, storage_options: StorageOptions = None) -> Tuple[int, str]:
     """``(size, crc32 as 8 hex digits)`` of a whole file (or object, streamed), read in blocks."""
     crc, size = 0, 0
-    opened = (RemoteFile(os.fspath(path), storage_options) if storage.is_url(path)
-              else open(path, "rb", buffering=0))
-    with opened as f:
+    with storage.open_input(path, storage_options) as f:
         while True:
             block = f.read(_BLOCK)
             if not block:
@@ -439,7 +437,8 @@ class ShardReader:
                          for s in self.manifest.shards]
         self._indexes = [open_index(s.idx, key_type=None, rec_size=s.rec_bytes,
                                     storage_options=options) for s in self.manifest.shards]
-        for shard, index in zip(self.manifest.shards, self._indexes):
+        for shard, index, reader in zip(self.manifest.shards, self._indexes, self._readers):
+            reader.set_index(index)  # a remote shard: one GET a record
             if len(index) != shard.records:
                 raise ManifestError(f"has {len(index)} index lines; the manifest says "
                                     f"{shard.records} records", path=shard.idx)
@@ -455,9 +454,8 @@ class ShardReader:
         """Record ``i`` (in ``.idx`` order) of shard ``shard_number``."""
         index = self._indexes[shard_number]
         offset = int(index.offsets[i])
-        data = self._readers[shard_number].read_within(offset, index.record_end(offset))
+        data = self._readers[shard_number].read_at(offset)
         if self._crcs is not None:
-            index = self._indexes[shard_number]
             mismatch = _checksum_mismatch(data, int(self._crcs[shard_number][i]), i,
                                           index.key_at(i) if index.has_keys else i)
             if mismatch is not None:

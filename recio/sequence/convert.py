@@ -23,7 +23,7 @@ import numpy as np
 
 from recio import storage
 from recio.errors import CBFError, SequenceError
-from recio.records.atomic import check_outputs
+from recio.records.atomic import check_outputs, publish_staged
 from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
@@ -170,13 +170,10 @@ def _convert_staged(local_source: str, source: str, destination: str, staging: s
     report = _convert_local(local_source, local_destination, chunk_size_bytes, alias,
                             progress)
     report.update(source=source, destination=destination)
-    if storage.is_url(destination):
-        written = [p for p in _family(local_destination) if os.path.exists(p)]
-        for path in _family(destination)[1:]:
-            storage.remove(path)  # never the new data beside an old sidecar
-        for path in written:  # the data file first, its sidecars after it
-            storage.upload(path, storage.join(storage.dirname(destination),
-                                              os.path.basename(path)))
+    if storage.is_url(destination):  # the data first, its sidecars after it
+        publish_staged([(staged, final) for staged, final in
+                        zip(_family(local_destination), _family(destination))
+                        if os.path.exists(staged)])
     return report
 
 

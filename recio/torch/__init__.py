@@ -39,7 +39,7 @@ from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
 from recio.records.split import InputSplit, expand_source
-from recio.storage import StorageOptions, exists as storage_exists
+from recio.storage import StorageOptions
 
 torch = require("torch", feature="recio.torch")
 Dataset = torch.utils.data.Dataset
@@ -48,7 +48,6 @@ get_worker_info = torch.utils.data.get_worker_info
 
 PathLike = Union[str, "os.PathLike[str]"]
 _DECODES = ("tensor", "numpy", "pil", "raw")
-_GLOB_CHARS = frozenset("*?[")
 
 
 class _Decoder:
@@ -128,7 +127,7 @@ class RecordDataset(Dataset):
         several = isinstance(rec_path, (list, tuple))
         self.rec_path = ";".join(map(os.fspath, rec_path)) if several else os.fspath(rec_path)
         self.storage_options = storage_options
-        if is_manifest(self.rec_path):
+        if is_manifest(self.rec_path):  # its shards' indexes, which must exist
             if idx_path is not None:
                 raise ValueError("idx_path goes with one .rec; a manifest names its shards' "
                                  "indexes")
@@ -136,20 +135,15 @@ class RecordDataset(Dataset):
             self._files = manifest.rec_paths()
             indexes = [open_index(s.idx, key_type, rec_size=s.rec_bytes,
                                   storage_options=storage_options) for s in manifest.shards]
-        elif several or (_GLOB_CHARS & set(self.rec_path)
-                         and not storage_exists(self.rec_path, storage_options)):
-            if idx_path is not None:
+        else:  # a path, a list, a glob or a folder, as InputSplit takes them
+            self._files = expand_source(rec_path, storage_options)
+            if idx_path is not None and (several or self._files != [self.rec_path]):
                 raise ValueError("idx_path goes with one .rec; several files use the .idx "
                                  "beside each")
-            self._files = expand_source(rec_path, storage_options)  # a list or a glob
-            indexes = [index_for(f, None, key_type, storage_options=storage_options)
-                       for f in self._files]
-        else:
-            self._files = [self.rec_path]
             # arrays (or the memory-mapped index cache), so forked DataLoader workers share
             # them instead of touching millions of Python objects
-            indexes = [index_for(self.rec_path, idx_path, key_type,
-                                 storage_options=storage_options)]
+            indexes = [index_for(f, idx_path, key_type, storage_options=storage_options)
+                       for f in self._files]
         self._indexes = indexes
         self.idx_path = indexes[0].path if len(indexes) == 1 else None
         if len(indexes) == 1:
@@ -199,6 +193,7 @@ class RecordDataset(Dataset):
         if reader is None:
             reader = self._readers[n] = RecordReader(self._files[n],
                                                      storage_options=self.storage_options)
+            reader.set_index(self._indexes[n])  # a remote file: one GET a record
         return reader
 
     def _locate(self, i: int) -> Tuple[int, int]:
@@ -210,10 +205,7 @@ class RecordDataset(Dataset):
     def read_record(self, i: int) -> bytes:
         """The raw payload of the i-th record (no decoding)."""
         n, offset = self._locate(i)
-        reader = self._open(n)
-        if reader.remote:  # one GET of the record's bytes
-            return reader.read_within(offset, self._indexes[n].record_end(offset))
-        return reader.read_at(offset)
+        return self._open(n).read_at(offset)
 
     def __getitem__(self, i: int) -> Tuple[Any, Any]:
         i = int(i)  # NumPy / torch integer indices work too
