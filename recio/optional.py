@@ -22,6 +22,7 @@ EXTRAS: Dict[str, tuple] = {
     "torch": ("torch", "torch"),
     "fsspec": ("remote", "fsspec"),
     "s3fs": ("remote", "s3fs"),
+    "ray": ("ray", "ray[data]"),
 }
 
 _found: Dict[str, Optional[ModuleType]] = {}

@@ -246,6 +246,32 @@ def upload(local: str, url: str, storage_options: StorageOptions = None) -> None
         fs.put_file(local, inner)
 
 
+def move(source: PathLike, target: PathLike, storage_options: StorageOptions = None) -> None:
+    """Give the finished file ``source`` the name ``target`` (replacing it): a rename for local
+    paths (one file system), a copy on the server then a delete for objects in one store."""
+    if is_url(source) or is_url(target):
+        src_fs, src = filesystem(os.fspath(source), storage_options)
+        _, dst = filesystem(os.fspath(target), storage_options)
+        with translated(os.fspath(target), "moving"):
+            src_fs.mv(src, dst)
+        return
+    os.replace(local_path(source), local_path(target))
+
+
+def remove_tree(folder: PathLike, storage_options: StorageOptions = None) -> None:
+    """Delete ``folder`` and everything in it, if it exists (a URL: every object under it)."""
+    if is_url(folder):
+        url = os.fspath(folder)
+        fs, inner = filesystem(url, storage_options)
+        with translated(url, "deleting"):
+            if fs.exists(inner):
+                fs.rm(inner, recursive=True)
+        return
+    import shutil
+
+    shutil.rmtree(local_path(folder), ignore_errors=True)
+
+
 # -- reading an object by ranges -------------------------------------------------------------
 def _http_url(fs: Any, path: str, url: str) -> Optional[str]:
     """A plain HTTP(S) URL that serves the object to a GET (a presigned one for S3), or None
@@ -714,6 +740,6 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
 
 __all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname",
            "basename", "filesystem", "translated", "info", "size", "exists", "isfile", "isdir",
-           "listdir", "glob", "read_bytes", "remove", "upload", "download", "open_input",
+           "listdir", "glob", "read_bytes", "remove", "remove_tree", "move", "upload", "download", "open_input",
            "local_copy", "local_copies", "coalesce", "STREAM_BLOCK",
            "RANDOM_BLOCK"]

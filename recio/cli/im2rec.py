@@ -6,7 +6,7 @@ import re
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import click
 
@@ -105,7 +105,7 @@ pack that found (nearly) nothing; 2 usage error or a refused output; 130 interru
 @click.command("im2rec", cls=_MXNetCompatCommand, help=HELP,
                context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("prefix", type=click.Path())
-@click.argument("root", type=click.Path(exists=True, file_okay=False))
+@click.argument("root", type=click.Path())
 @click.option("--list", "make_list", is_flag=True,
               help="Create image list(s) by walking ROOT instead of packing.")
 @click.option("--exts", multiple=True, metavar="EXTS",
@@ -161,6 +161,13 @@ pack that found (nearly) nothing; 2 usage error or a refused output; 130 interru
                    "(e.g. 1GB, 512MiB).")
 @click.option("--checksums", is_flag=True,
               help="With shards: also write per-record CRC-32 sidecars (recio verify --deep).")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where the shards of --num-shards are packed: one after another on this "
+                   "machine (local), or one Ray task each on a Ray cluster (ray; pip install "
+                   "'recio[ray]'). The files are the same either way.")
+@click.option("--ray-address", metavar="ADDRESS", default=None,
+              help="With --engine ray: the cluster to use (auto, ray://HOST:10001; default "
+                   "RAY_ADDRESS, else a local Ray instance on this machine).")
 @click.option("--executor", type=click.Choice(["auto", "thread", "process"]), default="auto",
               show_default=True, help="Run --num-thread workers as threads or processes.")
 @click.option("--decoder", type=click.Choice(["auto", "pillow", "simplejpeg"]), default="auto",
@@ -176,7 +183,15 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                as_json: bool, force: bool, allow_outside_root: bool, max_missing: float,
                strict: bool, resume: bool, exif_transpose: bool, max_pixels: Optional[int],
                num_shards: Optional[int], shard_size: Optional[str], checksums: bool,
-               executor: str, decoder: str) -> None:
+               engine: str, ray_address: Optional[str], executor: str, decoder: str) -> None:
+    if is_url(root):
+        if make_list:
+            fail(f"--list walks a local folder; ROOT {root} is a URL")
+        if num_shards is None:
+            fail(f"images under a URL ({root}) are packed into shards: add --num-shards N")
+    elif not os.path.isdir(root):
+        fail(f"ROOT {root}: " + ("not a folder" if os.path.exists(root) else
+                                 "no such folder"), code=2)
     if make_list:
         _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
                    not no_shuffle, quiet, as_json, force)
@@ -206,12 +221,26 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
     if resume and (is_url(prefix) or num_shards is not None or shard_size is not None):
         fail("--resume continues a local, unsharded pack; a pack to a URL or into shards "
              "starts over (run it again without --resume)")
+    if engine == "ray" and num_shards is None:
+        fail("--engine ray packs one shard per Ray task: add --num-shards N (e.g. 4 times the "
+             "cluster's CPUs)")
+    if ray_address is not None and engine != "ray":
+        fail("--ray-address goes with --engine ray")
     sharding = {"num_shards": num_shards, "checksums": checksums,
-                "shard_size": None if shard_size is None else parse_size(shard_size)}
+                "shard_size": None if shard_size is None else parse_size(shard_size),
+                "engine": _ray_engine(ray_address) if engine == "ray" else None}
     _pack_mode(prefix, root, options, PackSettings(pass_through, pack_label, num_thread, executor,
                                                    resume, force, allow_outside_root,
                                                    max_missing), strict, quiet, as_json,
                sharding)
+
+
+def _ray_engine(address: Optional[str]) -> Any:
+    try:
+        from recio.ray import RayEngine
+    except ImportError as exc:
+        fail(f"--engine ray: {exc}")
+    return RayEngine(address)
 
 
 def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_ratio: float,

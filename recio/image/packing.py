@@ -33,6 +33,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 
 from PIL import Image
 
+from recio import storage
 from recio.errors import ImageError, ListFileError, RecordIOError
 from recio.image.codec import ImageOptions, has_alpha, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
@@ -40,6 +41,7 @@ from recio.image.lists import ListItem, read_list_entries
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet, check_outputs
 from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
 from recio.records.index import format_index, sibling_index_path
+from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 ProgressCallback = Callable[[int, int], None]
@@ -150,6 +152,19 @@ class _Job:
     real_root: str = ""
     #: Linux's /proc/self/fd is there: ROOT is checked on the opened file
     proc_fd: bool = False
+    #: ROOT is a URL (``s3://bucket/images``): each image is one GET
+    storage_options: StorageOptions = None
+
+
+def make_job(root: str, options: ImageOptions, pass_through: bool, pack_label: bool,
+             allow_outside_root: bool, storage_options: StorageOptions = None) -> _Job:
+    """The settings every worker needs, for a local ROOT (made absolute) or a URL."""
+    if storage.is_url(root):
+        return _Job(storage.absolute(root), options, pass_through, pack_label,
+                    allow_outside_root, storage_options=storage_options)
+    root = os.path.abspath(os.fspath(root))
+    return _Job(root, options, pass_through, pack_label, allow_outside_root,
+                os.path.realpath(root), os.path.isdir(_PROC_FD))
 
 
 #: (position, line number, item, or None and the reason a malformed line was refused)
@@ -217,7 +232,13 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
     An absolute path or one with ``..`` is checked with ``realpath`` before it is opened. Other
     paths, where ``/proc/self/fd`` exists (Linux), are checked on the file actually opened: one
     ``readlink`` instead of ``realpath``'s walk of every path component (a symlink out of ROOT
-    is opened, without blocking, but never read); elsewhere with ``realpath`` first."""
+    is opened, without blocking, but never read); elsewhere with ``realpath`` first.
+
+    Under a URL ROOT the item is one GET of ``ROOT/relpath``; an absolute path or one with
+    ``..`` is outside ROOT. A missing object is skipped; a network error is raised (a
+    transient failure must fail the pack, or its retry, not drop an image)."""
+    if storage.is_url(job.root):
+        return _read_image_object(job, relpath)
     path = os.path.join(job.root, relpath)
     check_root = not job.allow_outside_root
     if check_root and (not job.proc_fd or os.path.isabs(relpath)
@@ -256,6 +277,28 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
     if len(data) >= MAX_RECORD_LENGTH:
         raise _Skip("too_large", f"file grew to {len(data)} bytes while read, more than a "
                     f"RecordIO record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
+    return data
+
+
+def _read_image_object(job: _Job, relpath: str) -> bytes:
+    parts = relpath.replace("\\", "/").split("/")
+    if not job.allow_outside_root and (relpath.startswith("/") or ".." in parts
+                                       or storage.is_url(relpath)):
+        raise _Skip("outside_root", _OUTSIDE_ROOT)
+    url = relpath if storage.is_url(relpath) else storage.join(job.root, relpath)
+    try:
+        data = storage.read_bytes(url, job.storage_options)
+    except FileNotFoundError:
+        raise _Skip("missing", "no such object") from None
+    except IsADirectoryError:
+        raise _Skip("not_a_file", "is a folder, not an object") from None
+    except PermissionError as exc:
+        raise _Skip("unreadable", f"cannot read object: {exc.strerror or exc}") from None
+    if not data:
+        raise _Skip("not_an_image", "empty file")
+    if len(data) >= MAX_RECORD_LENGTH:
+        raise _Skip("too_large", f"object of {len(data)} bytes is larger than a RecordIO "
+                    f"record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
     return data
 
 
@@ -540,14 +583,10 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     lst_path = os.path.abspath(os.fspath(lst_path))
     root = os.path.abspath(os.fspath(root))
     options = options or ImageOptions()
-    if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
+    check_workers(workers, executor)
     if not resume:
         check_outputs(output_paths(lst_path)[:2], [lst_path], force=force)
-    job = _Job(root, options, pass_through, pack_label, allow_outside_root,
-               os.path.realpath(root), os.path.isdir(_PROC_FD))
+    job = make_job(root, options, pass_through, pack_label, allow_outside_root)
     settings = _settings(lst_path, root, job)
     started = time.perf_counter()
     total = count_items(lst_path)
@@ -555,12 +594,45 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     state = _resume_state(lst_path, settings, resume, result)
     if state is None:
         return result  # resume found the outputs complete
-    out = _PackOutput(lst_path, settings, state, fsync)
-    sink = _InOrderSink(out, result, state, total, progress, job, max_missing)
-    tally = _ListTally(result, pack_label)
+    tally = ListTally(result, pack_label)
     tasks = (tally.task(pos, line, item, error)
              for pos, (line, item, error) in enumerate(read_list_entries(lst_path)))
     tasks = (task for task in tasks if task[0] >= state.next_pos)
+    checks = FoundChecks(total, max_missing, early=True)
+    pack_tasks(job, tasks, lst_path, settings, state, result, checks, workers, executor,
+                progress, batch_size, window, fsync)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def check_workers(workers: int, executor: str) -> None:
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+
+
+@dataclass(frozen=True)
+class FoundChecks:
+    """When a pack counts as having found (nearly) nothing: ``early``, all of the first
+    ``min(EARLY_MISSING, total)`` items missing; at the end (``max_missing`` not None),
+    nothing packed or more than ``max_missing`` of the ``total`` items missing."""
+
+    total: int
+    max_missing: Optional[float]
+    early: bool
+
+
+def pack_tasks(job: _Job, tasks: Iterator[Task], lst_path: str, settings: dict,
+                state: Optional[_Progress], result: PackResult, checks: FoundChecks, workers: int,
+                executor: str, progress: Optional[ProgressCallback], batch_size: int,
+                window: int, fsync: bool) -> _InOrderSink:
+    """Encode ``tasks`` into the outputs named after ``lst_path`` (``output_paths``), counting
+    into ``result``: the pipeline behind :func:`pack_list` and ``pack_part``. ``state``:
+    where a resumed pack continues (None: from the start)."""
+    state = state or _Progress()
+    out = _PackOutput(lst_path, settings, state, fsync)
+    sink = _InOrderSink(out, result, state, progress, job, checks)
     kind = AUTO_EXECUTOR if executor == "auto" else executor
     if not batch_size:
         batch_size = 8 if workers > 1 and kind == "process" else 4
@@ -578,11 +650,10 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     out.close()
     result.errors_path = output_paths(lst_path)[2] if out.errors_written else None
     result.bytes = sink.offset
-    result.seconds = time.perf_counter() - started
-    return result
+    return sink
 
 
-class _ListTally:
+class ListTally:
     """Counts what the list itself says that packing drops: labels beyond the first (without
     ``pack_label``) and indices used twice (a bitmap for the usual ``0..n-1`` indices, a set
     for the rest)."""
@@ -644,15 +715,15 @@ class _InOrderSink:
     journal vouch for them, counts packed and skipped items (by cause), reports progress, and
     stops a pack that finds nothing."""
 
-    def __init__(self, out: "_PackOutput", result: PackResult, state: _Progress, total: int,
-                 progress: Optional[ProgressCallback], job: _Job, max_missing: float) -> None:
-        self.out, self.result, self.total, self.progress = out, result, total, progress
-        self.job, self.max_missing = job, max_missing
+    def __init__(self, out: "_PackOutput", result: PackResult, state: _Progress,
+                 progress: Optional[ProgressCallback], job: _Job, checks: FoundChecks) -> None:
+        self.out, self.result, self.progress = out, result, progress
+        self.job, self.checks, self.total = job, checks, checks.total
         self.offset = state.rec_end
         self.done = state.next_pos
         self.first_missing: Optional[str] = None
         if progress is not None:
-            progress(self.done, total)
+            progress(self.done, self.total)
 
     def write(self, outcomes: List[Outcome]) -> None:
         """Write one batch's records and journal lines (a skip becomes an ``S`` line)."""
@@ -682,26 +753,42 @@ class _InOrderSink:
         self.check_found(final=False)
 
     def check_found(self, final: bool) -> None:
-        """Raise :class:`NothingFoundError` when the pack has found (nearly) nothing: every one
-        of the first ``EARLY_MISSING`` items missing, or at the end nothing packed or more
-        than ``max_missing`` of the items missing."""
-        result = self.result
+        """Raise :class:`NothingFoundError` when the pack has found (nearly) nothing
+        (``self.checks``)."""
+        checks, result = self.checks, self.result
         missing = result.skips.get("missing", 0)
-        early = not final and result.packed == 0 and missing >= min(EARLY_MISSING, self.total) \
-            and missing == self.done
-        late = final and (result.packed == 0 and self.total > 0
-                          or missing > self.max_missing * self.total)
-        if not (early or late):
-            return
-        if missing and self.first_missing is not None:
-            message = (f"{missing} of the {self.done if early else self.total} images tried are "
-                       f"missing under ROOT {self.job.root} (first: {self.first_missing}); is "
-                       "ROOT right? Nothing was written")
-        else:
-            causes = ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in result.skips.items())
-            message = (f"no image could be packed ({causes or 'the list is empty'}); nothing "
-                       "was written")
-        raise NothingFoundError(message, path=self.out.lst_path)
+        early = not final and checks.early and result.packed == 0 \
+            and missing >= min(EARLY_MISSING, checks.total) and missing == self.done
+        if early:
+            raise nothing_found(result, self.done, self.first_missing, self.job.root,
+                                self.out.lst_path)
+        if final and checks.max_missing is not None:
+            check_found(result, checks.total, checks.max_missing, self.first_missing,
+                        self.job.root, self.out.lst_path)
+
+
+def check_found(result: PackResult, total: int, max_missing: float, first_missing: Optional[str],
+                root: str, lst_path: str) -> None:
+    """The end-of-pack rule: :class:`NothingFoundError` when nothing of ``total`` items was
+    packed or more than ``max_missing`` of them are missing (one owner for
+    :func:`pack_list` and a shard set packed in parts)."""
+    missing = result.skips.get("missing", 0)
+    if result.packed == 0 and total > 0 or missing > max_missing * total:
+        raise nothing_found(result, total, first_missing, root, lst_path)
+
+
+def nothing_found(result: PackResult, tried: int, first_missing: Optional[str], root: str,
+                  lst_path: str) -> NothingFoundError:
+    """The error for a pack that found (nearly) nothing, saying what is missing where."""
+    missing = result.skips.get("missing", 0)
+    if missing and first_missing is not None:
+        message = (f"{missing} of the {tried} images tried are missing under ROOT {root} "
+                   f"(first: {first_missing}); is ROOT right? Nothing was written")
+    else:
+        causes = ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in result.skips.items())
+        message = (f"no image could be packed ({causes or 'the list is empty'}); nothing "
+                   "was written")
+    return NothingFoundError(message, path=lst_path)
 
 
 def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, batch_size: int,

@@ -7,9 +7,13 @@ the temporary folder for a URL) with the same pipeline, then published:
 
 * unsharded, to a URL: the ``.rec`` uploaded, then the ``.idx`` (an old ``.idx`` is deleted
   first, so a new ``.rec`` never sits beside a stale index), then ``.errors.tsv`` if any;
-* sharded (``num_shards`` or ``shard_size``): the staged records copied in list order into a
+* sharded by size (``shard_size``): the staged records copied in list order into a
   :class:`~recio.records.shards.ShardWriter` set ``STEM-00000.rec``/``.idx``, ...,
   ``STEM.manifest.json`` (local or URL), whose manifest is written last.
+
+A shard count (``num_shards``) is different: the list is cut into that many ranges of items
+and each range is packed by one task (``recio.image.shard_pack``) on an ``engine`` (this
+process by default, or ``recio.ray.RayEngine``), which also writes ``STEM.combined.idx``.
 
 Either way nothing under the final names looks complete before the end: an object store shows
 an object only once its upload completed, and a shard set without its manifest is unfinished.
@@ -33,6 +37,7 @@ from recio.image.packing import (
     pack_list,
     pack_prefix,
 )
+from recio.image.shard_pack import FAULT_VARIABLE, Engine, Fault, pack_shards
 from recio.records.atomic import check_outputs, publish_staged
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
@@ -52,19 +57,23 @@ def find_lists_at(prefix: str) -> List[str]:
 
 def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
                    num_shards: Optional[int] = None, shard_size: Optional[int] = None,
-                   checksums: bool = False,
+                   checksums: bool = False, engine: Optional[Engine] = None,
                    progress_for: Optional[Callable[[str], Optional[ProgressCallback]]] = None,
                    **pack_options: Any) -> Iterator[PackResult]:
     """What ``im2rec PREFIX ROOT [--num-shards N | --shard-size BYTES]`` does, for a local or
     URL PREFIX; yields each list's ``PackResult`` (for a shard set, ``rec_path`` is the
     manifest and ``idx_path`` None). ``checksums``: shards get per-record CRC-32 sidecars.
-    ``pack_options`` are ``pack_list``'s keywords."""
+    ``pack_options`` are ``pack_list``'s keywords. ``engine`` runs the tasks of a pack with
+    ``num_shards`` (default: this process)."""
     prefix = storage.absolute(prefix)
     sharded = num_shards is not None or shard_size is not None
     if num_shards is not None and num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     if shard_size is not None and shard_size < 1:
         raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
+    if engine is not None and num_shards is None:
+        raise ValueError(f"the {engine.name} engine packs one shard per task: give num_shards "
+                         "(--num-shards N)")
     if not sharded and not storage.is_url(prefix):
         yield from pack_prefix(prefix, root, options, progress_for=progress_for, **pack_options)
         return
@@ -82,8 +91,14 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
                             f"im2rec {prefix} {os.fspath(root)} --list --recursive", path=prefix)
     for lst in lists:
         progress = progress_for(lst) if progress_for is not None else None
-        yield _pack_one(lst, root, options, (num_shards, shard_size, checksums), force,
-                        progress, pack_options)
+        if num_shards is not None:
+            yield pack_shards(lst, root, options, num_shards=num_shards, engine=engine,
+                              checksums=checksums, force=force, progress=progress,
+                              fault=Fault.parse(os.environ.get(FAULT_VARIABLE)),
+                              **pack_options)
+            continue
+        yield _pack_one(lst, root, options, (shard_size, checksums), force, progress,
+                        pack_options)
 
 
 def _outputs_of(lst: str, sharded: bool) -> List[str]:
@@ -96,8 +111,8 @@ def _outputs_of(lst: str, sharded: bool) -> List[str]:
 def _pack_one(lst: str, root: PathLike, options: Optional[ImageOptions], sharding: tuple,
               force: bool, progress: Optional[ProgressCallback], pack_options: dict
               ) -> PackResult:
-    num_shards, shard_size, checksums = sharding
-    sharded = num_shards is not None or shard_size is not None
+    shard_size, checksums = sharding
+    sharded = shard_size is not None
     if not sharded or not force:  # a sharded set with force replaces (and clears) its own
         check_outputs(_outputs_of(lst, sharded), [lst], force=force)
     where = (os.environ.get("RECIO_STAGING_DIR") or None) if storage.is_url(lst) \
@@ -113,8 +128,8 @@ def _pack_one(lst: str, root: PathLike, options: Optional[ImageOptions], shardin
         published = []
         if sharded:
             made_by = {"tool": "im2rec", "list": storage.basename(lst), "images": result.packed}
-            manifest = _reshard(staged_rec, staged_idx, os.path.splitext(lst)[0], num_shards,
-                                shard_size, checksums, force, made_by)
+            manifest = _reshard(staged_rec, staged_idx, os.path.splitext(lst)[0], shard_size,
+                                checksums, force, made_by)
             result.rec_path, result.idx_path = manifest, None  # type: ignore[assignment]
         else:
             published = [(staged_rec, rec), (staged_idx, idx)]
@@ -129,15 +144,14 @@ def _pack_one(lst: str, root: PathLike, options: Optional[ImageOptions], shardin
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _reshard(rec: str, idx: str, stem: str, num_shards: Optional[int],
-             shard_size: Optional[int], checksums: bool, force: bool, made_by: dict) -> str:
+def _reshard(rec: str, idx: str, stem: str, shard_size: int, checksums: bool, force: bool,
+             made_by: dict) -> str:
     """Copy the staged ``rec`` (records in ``idx`` order, keys kept) into a shard set at
-    ``stem``; returns the manifest's path."""
+    ``stem`` of shards of at most ``shard_size`` bytes; returns the manifest's path."""
     index = open_index(idx, key_type=int, rec_size=os.path.getsize(rec), cache=False)
-    per_shard = None if num_shards is None else max(1, -(-len(index) // num_shards))
     keys = index.key_array().tolist()
     with RecordReader(rec) as reader, \
-            ShardWriter(stem, max_records=per_shard, max_bytes=shard_size, checksums=checksums,
+            ShardWriter(stem, max_bytes=shard_size, checksums=checksums,
                         force=force, made_by=made_by) as writer:
         for key, offset in zip(keys, index.offsets.tolist()):
             writer.write(key, reader.read_at(offset))

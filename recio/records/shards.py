@@ -195,6 +195,10 @@ class Manifest:
                 "bytes": self.nbytes, "shards": [s.to_dict(folder) for s in self.shards],
                 "made_by": self.made_by}
 
+    def to_bytes(self) -> bytes:
+        """The manifest file's bytes (the one serialisation of a manifest)."""
+        return json.dumps(self.to_dict(), indent=1).encode("utf-8") + b"\n"
+
 
 _SHARD_INTS = ("records", "rec_bytes", "idx_bytes")
 
@@ -377,7 +381,7 @@ class ShardWriter(ManagedWriter):
                             CHECKSUM if self.checksums else None, self.storage_options)
         target = self._outputs.add(AtomicFile(self.manifest_path, "wb", fsync=self.fsync,
                                               storage_options=self.storage_options))
-        target.file.write(json.dumps(manifest.to_dict(), indent=1).encode("utf-8") + b"\n")
+        target.file.write(manifest.to_bytes())
         self.manifest = manifest
 
     def _drop(self) -> None:
@@ -652,6 +656,43 @@ def combined_index(manifest: Union[PathLike, Manifest], out_path: PathLike, *,
     return lines
 
 
+#: ``PREFIX.combined.idx``: the combined index a set made by parts gets beside its manifest
+COMBINED_INDEX_SUFFIX = ".combined.idx"
+
+
+def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, Any], *,
+                  checksums: bool, force: bool = False,
+                  storage_options: StorageOptions = None) -> Manifest:
+    """Publish shards that were written elsewhere (by parallel tasks, into a staging folder,
+    each fully written) as the set ``prefix``, in the order given: each renamed to
+    ``PREFIX-NNNNN.*`` (numbered from 0 without gaps; on a URL a copy on the server), then
+    ``PREFIX.combined.idx``, then the manifest, last. With ``force`` an old manifest is
+    deleted first (so no manifest ever describes a mix) and the old set's other shards last.
+    The caller checked, before any work, that nothing was in the way (``check_outputs``)."""
+    prefix = storage.absolute(prefix)
+    stale = existing_shard_files(prefix, storage_options) if force else []
+    storage.remove(manifest_path(prefix), storage_options)
+    suffixes = {"rec": ".rec", "idx": ".idx", "crc": RECORD_CHECKSUM_SUFFIX}
+    shards: List[Shard] = []
+    for shard in staged:
+        final = shard_stem(prefix, len(shards))
+        for role, path, _, _ in shard.files():
+            storage.move(path, final + suffixes[role], storage_options)
+            setattr(shard, role, final + suffixes[role])
+        shards.append(shard)
+    manifest = Manifest(manifest_path(prefix), shards, dict(made_by),
+                        CHECKSUM if checksums else None, storage_options)
+    combined_index(manifest, os.fspath(prefix) + COMBINED_INDEX_SUFFIX, force=True,
+                   storage_options=storage_options)
+    with atomic_open(manifest.path, "wb", storage_options=storage_options) as out:
+        out.write(manifest.to_bytes())
+    kept = {p for s in shards for _, p, _, _ in s.files()}
+    for path in stale:
+        if path not in kept:
+            storage.remove(path, storage_options)
+    return manifest
+
+
 def expand_manifests(entries: Sequence[str],
                      storage_options: StorageOptions = None) -> List[str]:
     """``entries`` with every manifest replaced by its shards' ``.rec`` files, in order."""
@@ -667,5 +708,5 @@ def expand_manifests(entries: Sequence[str],
 __all__ = ["ShardWriter", "ShardReader", "Manifest", "Shard", "load_manifest", "verify_manifest",
            "ManifestReport", "ShardProblem", "combined_index", "record_checksums",
            "manifest_path", "shard_stem", "is_manifest", "file_crc32", "expand_manifests",
-           "existing_shard_files",
+           "existing_shard_files", "commit_staged", "COMBINED_INDEX_SUFFIX",
            "MANIFEST_SUFFIX", "RECORD_CHECKSUM_SUFFIX"]

@@ -1,0 +1,36 @@
+"""recio on Ray (``pip install 'recio[ray]'``): distributed packing and RecordIO in Ray Data.
+
+* :class:`RayEngine` runs ``im2rec --num-shards N --engine ray``: one Ray task per shard
+  (``recio.image.shard_pack``); :func:`pack` is the same from Python.
+* :func:`read_records` / :class:`RecordDatasource` read ``.rec`` files, folders, globs and
+  shard-set manifests into a ``ray.data.Dataset``, in parallel by byte ranges of the ``.idx``.
+* :class:`RecordDatasink` writes any Dataset with a payload (or image) column as a shard set:
+  ``ds.write_datasink(RecordDatasink("out/train"))``.
+
+Importing this package imports Ray; without it the ImportError says what to install.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Union
+
+from recio.image.codec import ImageOptions
+from recio.image.packing import PackResult
+from recio.image.shard_pack import ShardPackReport, pack_shards
+from recio.ray.data import RecordDatasink, RecordDatasource, read_records
+from recio.ray.engine import RayEngine, connect
+
+
+def pack(lst_path: Union[str, "os.PathLike[str]"], root: Union[str, "os.PathLike[str]"],
+         options: Optional[ImageOptions] = None, *, num_shards: int,
+         address: Optional[str] = None, report: Optional[ShardPackReport] = None,
+         **pack_options: Any) -> PackResult:
+    """Pack ``lst_path`` into a shard set of ``num_shards`` shards on a Ray cluster
+    (``address``; see :func:`connect`): what ``im2rec PREFIX ROOT --num-shards N --engine
+    ray`` does for one list. ``pack_options`` are ``recio.image.shard_pack.pack_shards``'s."""
+    return pack_shards(lst_path, root, options, num_shards=num_shards,
+                       engine=RayEngine(address), report=report, **pack_options)
+
+
+__all__ = ["RayEngine", "connect", "pack", "read_records", "RecordDatasource",
+           "RecordDatasink"]

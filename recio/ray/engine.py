@@ -1,0 +1,120 @@
+"""``im2rec --engine ray``: the parts of a shard set packed as Ray tasks.
+
+Each part (one shard's range of the list, ``recio.image.shard_pack``) is one Ray task running
+``pack_part``, the same function the local engine runs. A task that dies (its worker process
+killed, its node lost) or fails with an ``OSError`` (an I/O or network error) is run again, up to
+``max_retries`` times; it then rewrites the same staged files, so a retry cannot change the
+output. Any other error, or retries exhausted, fails the job: the tasks still running are
+cancelled and the driver writes no manifest.
+
+The driver keeps at most ``max_in_flight`` parts submitted (twice the cluster's CPUs by
+default), so the list's items reach the object store a few parts at a time, and reports
+progress as parts finish. The workers need recio (and its extras for URLs) installed and the
+images and outputs reachable by the same paths or URLs: a shared file system or a bucket.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Dict, Iterator, Optional
+
+from recio.errors import StorageError
+from recio.image.packing import NothingFoundError, ProgressCallback
+from recio.image.shard_pack import ListPart, PartJob, PartResult, pack_part, part_failed
+from recio.optional import require
+
+#: ``ray.init`` arguments for a local instance started by recio: no dashboard, quiet logs
+_LOCAL_INIT: Dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING,
+                               "log_to_driver": False}
+
+
+def connect(address: Optional[str] = None, **init_options: Any) -> Any:
+    """The ``ray`` module, connected: to the running Ray instance if this process already
+    is, else to ``address`` (``auto``, ``ray://host:10001``, or ``RAY_ADDRESS``), else to a new
+    local instance on this machine (no dashboard). ``init_options`` go to ``ray.init``."""
+    ray = require("ray", feature="recio.ray (Ray engine and Ray Data)")
+    if not ray.is_initialized():
+        options = dict(_LOCAL_INIT)
+        options.update(init_options)
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, **options)
+    return ray
+
+
+def _pack_part_task(part: ListPart, job: PartJob) -> PartResult:
+    return pack_part(part, job)
+
+
+class RayEngine:
+    """Runs each part as one Ray task (``num_cpus`` = the job's ``workers``, the threads a
+    task encodes with). ``address``: the cluster (``connect``); ``max_retries``: runs of a
+    task after its first that a crash or an ``OSError`` may cost; ``max_in_flight``: parts
+    submitted at once (default: twice the cluster's CPUs); ``ray_remote_args``: more options
+    for the tasks (``resources``, ``scheduling_strategy``, ``runtime_env``)."""
+
+    name = "ray"
+
+    def __init__(self, address: Optional[str] = None, *, max_retries: int = 3,
+                 max_in_flight: Optional[int] = None,
+                 ray_remote_args: Optional[Dict[str, Any]] = None,
+                 init_options: Optional[Dict[str, Any]] = None) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+        self.address, self.max_retries, self.max_in_flight = address, max_retries, max_in_flight
+        self.ray_remote_args = dict(ray_remote_args or {})
+        self.init_options = dict(init_options or {})
+
+    def run(self, parts: Iterator[ListPart], job: PartJob,
+            progress: Optional[ProgressCallback]) -> Iterator[PartResult]:
+        ray = connect(self.address, **self.init_options)
+        options: Dict[str, Any] = {"num_cpus": job.workers, "max_retries": self.max_retries,
+                                   "retry_exceptions": [OSError, StorageError]}
+        options.update(self.ray_remote_args)
+        task = ray.remote(_pack_part_task).options(**options)
+        window = self.max_in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        job_ref = ray.put(job)
+        pending: Dict[Any, ListPart] = {}
+        done = total = 0
+        try:
+            for part in parts:
+                pending[task.remote(part, job_ref)] = part
+                total = part.list_total
+                while len(pending) >= window:
+                    result = self._next(ray, pending)
+                    done += result.items
+                    if progress is not None:
+                        progress(done, total)
+                    yield result
+            while pending:
+                result = self._next(ray, pending)
+                done += result.items
+                if progress is not None:
+                    progress(done, total)
+                yield result
+        finally:
+            for ref in pending:  # an error, Ctrl-C or the caller stopped: stop the rest
+                ray.cancel(ref, force=True)
+
+    @staticmethod
+    def _next(ray: Any, pending: Dict[Any, ListPart]) -> PartResult:
+        (ref,), _ = ray.wait(list(pending), num_returns=1)
+        part = pending.pop(ref)
+        try:
+            return ray.get(ref)
+        except Exception as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, NothingFoundError):
+                raise cause from None
+            raise part_failed(part, cause if isinstance(cause, BaseException)
+                              else _ray_reason(exc)) from None
+
+
+def _ray_reason(exc: BaseException) -> BaseException:
+    """A one-line reason for a Ray error without a Python cause (a worker that died)."""
+    text = " ".join(str(exc).split())
+    kind = type(exc).__name__
+    if "died" in text or "crash" in kind.lower() or "WorkerCrashed" in kind:
+        return RuntimeError(f"its worker died ({kind}) on every attempt")
+    return RuntimeError(f"{kind}: {text[:200]}")
+
+
+__all__ = ["RayEngine", "connect"]
