@@ -1,6 +1,14 @@
 """Helpers shared by several test modules."""
+import os
 import signal
 from contextlib import contextmanager
+
+import numpy as np
+from PIL import Image
+
+from recio.records.index import open_index
+from recio.records.reader import RecordReader
+from recio.records.shards import load_manifest
 
 
 @contextmanager
@@ -15,3 +23,35 @@ def hang_guard(seconds=30):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def make_corpus(folder, n=30, missing=(4,), bad_lines=(11,), multi=True):
+    """Images 0..n-1 (varied sizes), a list with two labels a line, some images missing and
+    some malformed lines; returns the list's path."""
+    img = folder / "img"
+    img.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(7)
+    lines = []
+    for i in range(n):
+        if i not in missing:
+            Image.fromarray(rng.integers(0, 255, (20 + i, 30 + 2 * i, 3), dtype=np.uint8)).save(
+                img / f"{i}.jpg", quality=90)
+        labels = f"{i % 3}.000000\t{i / 2:f}\t" if multi else f"{i % 3}.000000\t"
+        lines.append(f"{i}\t{labels}{i}.jpg\n")
+        if i in bad_lines:
+            lines.append("not a list line\n")
+        if i % 9 == 0:
+            lines.append("\n")  # blank lines count in line numbers, not as items
+    lst = folder / "job.lst"
+    lst.write_text("".join(lines))
+    return lst
+
+
+def records_of(manifest):
+    out = []
+    for shard in load_manifest(manifest).shards:
+        index = open_index(shard.idx, rec_size=os.path.getsize(shard.rec))
+        with RecordReader(shard.rec) as reader:
+            out.extend((k, reader.read_at(o)) for k, o in
+                       zip(index.key_array().tolist(), index.offsets.tolist()))
+    return out

@@ -7,7 +7,7 @@ Layers, bottom to top (a module may import its own layer and the ones below):
 1. ``recio.records``: the container (framing, index, reader, writer, split, atomic files)
 2. ``recio.image``: image records (IRHeader, codec, lists, packing, ImageRecordIter)
 3. ``recio.sequence``: sample-counted sequences, MinibatchSource, bucketing, CBF
-4. ``recio.mx``, ``recio.torch``: integrations (they do not import each other)
+4. ``recio.mx``, ``recio.torch``, ``recio.ray``: integrations (they do not import each other)
 5. ``recio.cli``: the command line
 6. ``recio`` itself, ``recio.__main__``, ``recio.im2rec``, ``recio._moved``: entry points
 """
@@ -23,7 +23,7 @@ ROOT = pathlib.Path(recio.__file__).parent
 LAYERS = [
     ("recio.errors", 0), ("recio.optional", 0), ("recio.deprecation", 0), ("recio.storage", 0),
     ("recio.records", 1), ("recio.image", 2), ("recio.sequence", 3),
-    ("recio.mx", 4), ("recio.torch", 4), ("recio.cli", 5),
+    ("recio.mx", 4), ("recio.torch", 4), ("recio.ray", 4), ("recio.cli", 5),
     ("recio.__main__", 6), ("recio.im2rec", 6), ("recio._moved", 6), ("recio", 6),
 ]
 

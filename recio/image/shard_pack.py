@@ -140,6 +140,8 @@ class PartJob:
     executor: str = "auto"
     storage_options: StorageOptions = None
     fault: Optional[Fault] = None
+    #: the list being packed (named by errors)
+    list_path: str = ""
 
 
 @dataclass
@@ -170,11 +172,11 @@ class Engine(Protocol):
             progress: Optional[ProgressCallback]) -> Iterator[PartResult]: ...
 
 
-def part_failed(part: ListPart, exc: BaseException) -> PartFailedError:
-    """The one-line error for a part that failed: the shard, its list lines and why."""
+def part_failed(part: ListPart, job: PartJob, exc: BaseException) -> PartFailedError:
+    """The one-line error for a part that failed: the list, the shard, its lines and why."""
     reason = " ".join(str(exc).split()) or type(exc).__name__
     return PartFailedError(f"shard {part.number} ({part.lines}) failed: {reason}; nothing was "
-                           "written (no manifest)")
+                           "written (no manifest)", path=job.list_path or None)
 
 
 class LocalEngine:
@@ -197,7 +199,7 @@ class LocalEngine:
             except (NothingFoundError, KeyboardInterrupt):
                 raise
             except Exception as exc:
-                raise part_failed(part, exc) from exc
+                raise part_failed(part, job, exc) from exc
             done += result.items
             yield result
 
@@ -386,7 +388,7 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
             total, parts = split_list(local_lst, num_shards, pack_label, result)
             job = PartJob(root, options or ImageOptions(), staging, pass_through, pack_label,
                           allow_outside_root, checksums, workers, executor, storage_options,
-                          fault)
+                          fault, lst_path)
             finished = _run(engine, parts, job, progress, total, report)
         first_missing = next((p.first_missing for p in finished if p.first_missing), None)
         for part in finished:

@@ -210,7 +210,8 @@ class RecordDatasink(Datasink):
     Columns read from each row: ``payload`` (bytes; or ``image``, an array encoded with
     ``encoding`` and ``quality``), ``key`` (else the row's position in the dataset),
     ``labels`` or ``label`` (a number or a sequence), ``flag`` (else the number of labels when
-    there are several, or 0), ``id`` (else the key, as im2rec does), ``id2`` (else 0). With
+    there are several, or 0), ``id`` (else the ``key`` column, as im2rec does, or 0), ``id2``
+    (else 0). With
     ``header=False`` the payload is the whole record. Existing outputs are refused unless
     ``force``; ``checksums`` adds per-record CRC-32 sidecars. ``min_rows_per_shard`` asks Ray
     for write tasks of at least that many rows."""
@@ -298,7 +299,8 @@ class RecordDatasink(Datasink):
             flag = int(batch["flag"][i]) if "flag" in batch else (
                 len(labels) if len(labels) > 1 else 0)
             label: Any = labels if flag else (labels[0] if len(labels) else 0.0)
-            record_id = int(batch["id"][i]) if "id" in batch else keys[i]
+            record_id = int(batch["id"][i]) if "id" in batch else (
+                keys[i] if "key" in batch else 0)
             id2 = int(batch["id2"][i]) if "id2" in batch else 0
             records.append(pack(IRHeader(flag, label, record_id, id2), payloads[i]))
         return keys, records

@@ -79,13 +79,13 @@ class RayEngine:
                 pending[task.remote(part, job_ref)] = part
                 total = part.list_total
                 while len(pending) >= window:
-                    result = self._next(ray, pending)
+                    result = self._next(ray, pending, job)
                     done += result.items
                     if progress is not None:
                         progress(done, total)
                     yield result
             while pending:
-                result = self._next(ray, pending)
+                result = self._next(ray, pending, job)
                 done += result.items
                 if progress is not None:
                     progress(done, total)
@@ -95,7 +95,7 @@ class RayEngine:
                 ray.cancel(ref, force=True)
 
     @staticmethod
-    def _next(ray: Any, pending: Dict[Any, ListPart]) -> PartResult:
+    def _next(ray: Any, pending: Dict[Any, ListPart], job: PartJob) -> PartResult:
         (ref,), _ = ray.wait(list(pending), num_returns=1)
         part = pending.pop(ref)
         try:
@@ -104,7 +104,7 @@ class RayEngine:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, NothingFoundError):
                 raise cause from None
-            raise part_failed(part, cause if isinstance(cause, BaseException)
+            raise part_failed(part, job, cause if isinstance(cause, BaseException)
                               else _ray_reason(exc)) from None
 
 

@@ -1,0 +1,262 @@
+"""recio on a real local Ray instance (``ray.init(num_cpus=2)``, no dashboard): im2rec
+--engine ray against --engine local byte for byte, retries after a crash or an error, a shard
+that cannot be written, images and shards in a bucket (the local S3 server), and Ray Data's
+read_records / RecordDatasink round trip on MXNet's own files."""
+import filecmp
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from recio.cli.im2rec import im2rec_cmd
+from recio.image.codec import decode
+from recio.image.header import unpack
+from recio.records.index import open_index
+from recio.records.reader import RecordReader
+from recio.records.shards import load_manifest, verify_manifest
+from support import make_corpus, records_of
+
+pytestmark = pytest.mark.needs("ray")
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(s3_server):
+    """A local Ray instance with 2 CPUs for this module (started after the S3 server, so its
+    workers inherit the environment that points S3 clients at it)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    context = ray.data.DataContext.get_current()
+    saved, context.execution_options.preserve_order = \
+        context.execution_options.preserve_order, True
+    try:
+        yield ray
+    finally:
+        context.execution_options.preserve_order = saved
+        ray.shutdown()
+
+
+def set_files(folder, stem):
+    """The files of the shard set ``stem`` in ``folder`` (names without the stem)."""
+    return sorted(n[len(stem):] for n in os.listdir(folder) if n.startswith(stem + "-")
+                  or n.startswith(stem + "."))
+
+
+def assert_same_sets(folder_a, stem_a, folder_b, stem_b, same_reasons=True):
+    """Every file of two shard sets is byte-identical (the manifests up to the names; the
+    errors reports but for the reasons when images came from elsewhere)."""
+    names = set_files(folder_a, stem_a)
+    assert names == set_files(folder_b, stem_b)
+    assert ".manifest.json" in names and ".combined.idx" in names
+    for suffix in names:
+        a, b = os.path.join(folder_a, stem_a + suffix), os.path.join(folder_b, stem_b + suffix)
+        if suffix == ".manifest.json":
+            text = open(a).read().replace(stem_a, "STEM")
+            assert text == open(b).read().replace(stem_b, "STEM")
+        elif suffix == ".errors.tsv" and not same_reasons:
+            rows = [[line.split("\t")[:3] for line in open(p)] for p in (a, b)]
+            assert rows[0] == rows[1]
+        elif suffix != ".lst":
+            assert filecmp.cmp(a, b, shallow=False), suffix
+
+
+def pack(engine, folder, name, root, *extra, env_fault=None, monkeypatch=None):
+    lst = folder / f"{name}.lst"
+    if env_fault is not None:
+        monkeypatch.setenv("RECIO_FAULT_INJECTION", env_fault)
+    result = CliRunner().invoke(im2rec_cmd, [str(folder / name), str(root), "--num-shards", "4",
+                                             "--resize", "24", "--pack-label", "--checksums",
+                                             "--engine", engine, *extra])
+    if monkeypatch is not None:
+        monkeypatch.delenv("RECIO_FAULT_INJECTION", raising=False)
+    return lst, result
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    lst = make_corpus(tmp_path, n=40, missing=(3, 17), bad_lines=(9,))
+    for name in ("local", "ray"):
+        shutil.copy(lst, tmp_path / f"{name}.lst")
+    return tmp_path
+
+
+def test_ray_engine_output_is_byte_identical_to_the_local_engine(ray_cluster, corpus):
+    _, local = pack("local", corpus, "local", corpus / "img")
+    assert local.exit_code == 0, local.output
+    _, remote = pack("ray", corpus, "ray", corpus / "img")
+    assert remote.exit_code == 0, remote.output
+    assert_same_sets(corpus, "local", corpus, "ray")
+    assert (corpus / "ray.errors.tsv").read_bytes() == (corpus / "local.errors.tsv").read_bytes()
+    assert verify_manifest(corpus / "ray.manifest.json", deep=True).clean
+    assert "packed 38 images, skipped 3 (2 missing, 1 malformed line)" in remote.output
+    assert not [n for n in os.listdir(corpus) if n.startswith(".recio-")]
+
+
+@pytest.mark.parametrize("fault", ["crash:1", "error:2"])
+def test_a_task_that_fails_once_is_retried_and_the_output_is_unchanged(ray_cluster, corpus,
+                                                                      fault, monkeypatch):
+    from recio.image.shard_pack import Fault, ShardPackReport
+    from recio.image.codec import ImageOptions
+    import recio.ray
+
+    _, local = pack("local", corpus, "local", corpus / "img")
+    assert local.exit_code == 0, local.output
+    report = ShardPackReport("ray")
+    recio.ray.pack(corpus / "ray.lst", corpus / "img", ImageOptions(resize=24), num_shards=4,
+                   pack_label=True, checksums=True, fault=Fault.parse(fault), report=report)
+    attempts = {t["shard"]: t["attempt"] for t in report.timings()}
+    failed = int(fault.split(":")[1])
+    assert attempts == {k: 2 if k == failed else 1 for k in range(4)}
+    assert_same_sets(corpus, "local", corpus, "ray")
+
+
+def test_the_cli_with_an_injected_crash_as_users_run_it(ray_cluster, corpus, script):
+    """``im2rec --engine ray --ray-address`` in its own process, on the test's Ray instance,
+    with a worker killed half way through shard 0: the same files as a local pack."""
+    _, local = pack("local", corpus, "local", corpus / "img")
+    assert local.exit_code == 0, local.output
+    address = ray_cluster.get_runtime_context().gcs_address
+    env = dict(os.environ, RECIO_FAULT_INJECTION="crash:0")
+    proc = subprocess.run([*script("im2rec"), str(corpus / "ray"), str(corpus / "img"),
+                           "--num-shards", "4", "--resize", "24", "--pack-label", "--checksums",
+                           "--engine", "ray", "--ray-address", address],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stdout
+    assert_same_sets(corpus, "local", corpus, "ray")
+
+
+def test_a_shard_that_cannot_be_written_fails_the_job_in_one_line(ray_cluster, corpus,
+                                                                 monkeypatch):
+    _, result = pack("ray", corpus, "ray", corpus / "img", env_fault="error:2:always",
+                     monkeypatch=monkeypatch)
+    assert result.exit_code == 2
+    error = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(error) == 1 and "shard 2 (list lines " in error[0] and "no manifest" in error[0]
+    assert "Traceback" not in result.output
+    assert not [n for n in os.listdir(corpus) if n.startswith(("ray-", "ray.manifest",
+                                                              "ray.combined", ".recio-"))]
+
+
+def test_images_and_shards_in_a_bucket(ray_cluster, corpus, s3):
+    """ROOT and PREFIX are s3:// URLs (the local S3 server): the ray engine reads each image
+    with one GET and writes the shards to the bucket, identical to a local pack."""
+    server, bucket = s3
+    _, local = pack("local", corpus, "local", corpus / "img")
+    assert local.exit_code == 0, local.output
+    for name in os.listdir(corpus / "img"):
+        server.put(f"{bucket}/img/{name}", (corpus / "img" / name).read_bytes())
+    server.put(f"{bucket}/sets/ray.lst", (corpus / "ray.lst").read_bytes())
+    _, remote = pack("ray", corpus, "ray", f"{bucket}/img")
+    # the CLI call above packs the local list; pack the bucket's list into the bucket too
+    result = CliRunner().invoke(im2rec_cmd, [f"{bucket}/sets/ray", f"{bucket}/img",
+                                             "--num-shards", "4", "--resize", "24",
+                                             "--pack-label", "--checksums", "--engine", "ray"])
+    assert remote.exit_code == 0 and result.exit_code == 0, (remote.output, result.output)
+    assert_same_sets(corpus, "local", corpus, "ray", same_reasons=False)
+    out = corpus / "downloaded"
+    out.mkdir()
+    for key in server.keys(bucket):
+        if key.startswith("sets/ray") and not key.endswith(".lst"):
+            (out / os.path.basename(key)).write_bytes(server.get(f"{bucket}/{key}"))
+    assert not [k for k in server.keys(bucket) if ".recio-" in k]
+    shutil.copy(corpus / "ray.lst", out / "ray.lst")
+    assert_same_sets(corpus, "local", out, "ray", same_reasons=False)
+
+
+# -- Ray Data ---------------------------------------------------------------------------------------
+def mxnet_records(rec):
+    index = open_index(os.path.splitext(rec)[0] + ".idx", rec_size=os.path.getsize(rec))
+    with RecordReader(rec) as reader:
+        return [(k, reader.read_at(o)) for k, o in
+                zip(index.key_array().tolist(), index.offsets.tolist())]
+
+
+def rows_as_records(rows):
+    from recio.image.header import IRHeader, pack
+
+    out = []
+    for row in rows:
+        labels = list(row["labels"])
+        label = labels if row["flag"] else labels[0]
+        out.append((row["key"], pack(IRHeader(int(row["flag"]), label, int(row["id"]),
+                                              int(row["id2"])), bytes(row["payload"]))))
+    return out
+
+
+@pytest.mark.parametrize("name", ["all", "multi"])
+def test_read_records_reads_mxnet_files_in_parallel_byte_ranges(ray_cluster, golden, name):
+    import recio.ray
+
+    rec = str(golden / "im2rec" / f"{name}.rec")
+    expected = mxnet_records(rec)
+    ds = recio.ray.read_records(rec, override_num_blocks=3).materialize()
+    assert ds.num_blocks() >= 2  # one .rec read by several tasks
+    rows = ds.take_all()
+    assert [r["key"] for r in rows] == [k for k, _ in expected]
+    assert rows_as_records(rows) == expected
+    head, payload = unpack(expected[0][1])
+    assert rows[0]["label"] == np.float32(np.atleast_1d(head.label)[0])
+    images = recio.ray.read_records(rec, decode=True).take(2)
+    for row, (_, record) in zip(images, expected):
+        assert np.array_equal(row["image"], decode(unpack(record)[1], 1))
+    raw = recio.ray.read_records(rec, header=False).take(1)[0]
+    assert set(raw) == {"key", "payload"} and raw["payload"] == expected[0][1]
+
+
+def test_write_datasink_round_trip_is_exact(ray_cluster, golden, tmp_path):
+    """read_records(write_datasink(read_records(x))) == x: keys, headers and bytes; the shards
+    concatenated are MXNet's .rec byte for byte."""
+    import recio.ray
+
+    rec = str(golden / "im2rec" / "multi.rec")
+    ds = recio.ray.read_records(rec, override_num_blocks=3)
+    ds.write_datasink(recio.ray.RecordDatasink(str(tmp_path / "out" / "copy"), checksums=True))
+    manifest = tmp_path / "out" / "copy.manifest.json"
+    assert verify_manifest(manifest, deep=True).clean
+    assert records_of(manifest) == mxnet_records(rec)
+    again = recio.ray.read_records(str(manifest)).take_all()
+    assert rows_as_records(again) == mxnet_records(rec)
+    joined = b"".join(open(s.rec, "rb").read() for s in load_manifest(manifest).shards)
+    assert joined == open(rec, "rb").read()
+    assert (tmp_path / "out" / "copy.combined.idx").exists()
+    assert not [n for n in os.listdir(tmp_path / "out") if n.startswith(".recio-")]
+
+
+def test_the_datasink_refuses_existing_sets_and_leaves_nothing_on_failure(ray_cluster, tmp_path):
+    import ray
+    import recio.ray
+
+    items = [{"payload": bytes([i]) * (i + 1), "label": float(i)} for i in range(20)]
+    ray.data.from_items(items).write_datasink(recio.ray.RecordDatasink(str(tmp_path / "s")))
+    rows = recio.ray.read_records(str(tmp_path / "s.manifest.json")).take_all()
+    assert [(r["key"], r["label"], r["payload"], r["id"]) for r in rows] == \
+        [(i, float(i), bytes([i]) * (i + 1), 0) for i in range(20)]
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(Exception, match="exists"):
+        ray.data.from_items(items).write_datasink(recio.ray.RecordDatasink(str(tmp_path / "s")))
+    with pytest.raises(Exception, match="needs a 'payload'"):
+        ray.data.from_items([{"x": 1}] * 5).write_datasink(
+            recio.ray.RecordDatasink(str(tmp_path / "t")))
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_read_and_write_in_a_bucket(ray_cluster, golden, s3):
+    import recio.ray
+
+    server, bucket = s3
+    for ext in (".rec", ".idx"):
+        server.put(f"{bucket}/in/all{ext}", (golden / "im2rec" / f"all{ext}").read_bytes())
+    ds = recio.ray.read_records(f"{bucket}/in/all.rec", override_num_blocks=2)
+    ds.write_datasink(recio.ray.RecordDatasink(f"{bucket}/out/all"))
+    manifest = json.loads(server.get(f"{bucket}/out/all.manifest.json"))
+    assert manifest["records"] == len(mxnet_records(str(golden / "im2rec" / "all.rec")))
+    rows = recio.ray.read_records(f"{bucket}/out/all.manifest.json").take_all()
+    assert rows_as_records(rows) == mxnet_records(str(golden / "im2rec" / "all.rec"))
+    assert not [k for k in server.keys(bucket) if ".recio-" in k]
