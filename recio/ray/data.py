@@ -44,13 +44,14 @@ from recio.image.header import IRHeader, pack, unpack
 from recio.image.shard_pack import describe_shard
 from recio.optional import require
 from recio.records.atomic import check_outputs
-from recio.records.index import read_index_range, sibling_index_path, write_index
+from recio.records.index import open_index, read_index_range, sibling_index_path, write_index
 from recio.records.reader import RecordReader
 from recio.records.shards import (
     COMBINED_INDEX_SUFFIX,
     Shard,
     commit_staged,
     existing_shard_files,
+    file_crc32,
     manifest_path,
 )
 from recio.records.split import expand_source
@@ -328,8 +329,6 @@ class RecordDatasink(Datasink):
     def _shift_keys(self, shard: Shard, base: int) -> Shard:
         """Rewrite a staged shard's ``.idx`` with its keys moved up by ``base`` (rows before
         it in the dataset), for a dataset without a ``key`` column."""
-        from recio.records.index import open_index
-
         with storage.local_copy(shard.idx, self.storage_options) as local:
             index = open_index(local, key_type=int, cache=False)
             keys, offsets = index.key_array() + base, index.offsets
@@ -352,9 +351,6 @@ class RecordDatasink(Datasink):
 
 def _with_index(shard: Shard, new_idx: str) -> Shard:
     """``shard`` with its ``.idx`` replaced by ``new_idx``: size, CRC-32 and key range."""
-    from recio.records.index import open_index
-    from recio.records.shards import file_crc32
-
     keys = open_index(new_idx, key_type=int, cache=False).key_array()
     shard.idx_bytes, shard.idx_crc32 = file_crc32(new_idx)
     shard.min_key, shard.max_key = int(keys.min()), int(keys.max())
