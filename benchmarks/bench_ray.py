@@ -15,7 +15,8 @@ Targets: Ray's overhead over the local engine <= 15% (wall time, N = 2). Per tas
 images, CPU ms per image; the driver's share (list split, commit: renames, combined index,
 manifest) from the library call ``recio.ray.pack(..., report=...)``.
 
-Usage: ``python benchmarks/bench_ray.py [--n 2000] [--shards 8] [--repeats 3]``.
+Usage: ``python benchmarks/bench_ray.py [--n 2000] [--shards 8] [--repeats 3] [--copies 1]``
+(``--copies 4``: each image listed 4 times, a job 4 times longer from the same corpus).
 Needs ``pip install -e '.[ray]'`` and the benchmark requirements (scikit-image).
 """
 from __future__ import annotations
@@ -38,10 +39,16 @@ from corpus import make_corpus  # noqa: E402
 TARGET_OVERHEAD = 0.15
 
 
-def write_list(root: str, prefix: str) -> str:
-    """A list of every image under ``root`` (im2rec --list --recursive --no-shuffle)."""
+def write_list(root: str, prefix: str, copies: int) -> str:
+    """A list of every image under ``root`` (im2rec --list --recursive --no-shuffle), listed
+    ``copies`` times under new indices (a longer job from the same corpus)."""
     subprocess.run([shutil.which("im2rec"), prefix, root, "--list", "--recursive",
-                    "--no-shuffle", "--quiet"], check=True, capture_output=True)
+                    "--no-shuffle", "--quiet", "--force"], check=True, capture_output=True)
+    with open(prefix + ".lst") as f:
+        lines = [line.split("\t", 1)[1] for line in f if line.strip()]
+    with open(prefix + ".lst", "w") as f:
+        for i, rest in enumerate(lines * copies):
+            f.write(f"{i}\t{rest}")
     return prefix + ".lst"
 
 
@@ -84,11 +91,14 @@ import recio.ray
 from recio.image.codec import ImageOptions
 from recio.image.shard_pack import ShardPackReport
 report = ShardPackReport("ray")
+recio.ray.connect({address!r})
+connected = time.time()
 start = time.perf_counter()
 result = recio.ray.pack({lst!r}, {root!r}, ImageOptions(resize=256, quality=95),
                         num_shards={shards}, address={address!r}, force=True, report=report)
 total = time.perf_counter() - start
-print(json.dumps({{"total": total, "tasks": report.timings(), "packed": result.packed}}))
+print(json.dumps({{"total": total, "tasks": report.timings(), "packed": result.packed,
+                  "start": connected, "end": time.time()}}))
 """
     import json
 
@@ -112,16 +122,21 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--copies", type=int, default=1,
+                        help="list every image this many times (a longer job)")
     args = parser.parse_args()
+    # the benchmark's own cluster on 127.0.0.1-only use: no token to hand to every client
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     work = os.path.join(HERE, "out", "ray")
     os.makedirs(work, exist_ok=True)
     root = os.path.join(HERE, "out", "im2rec", f"corpus-{args.n}")
     if not os.path.isdir(root):
         make_corpus(root, args.n)
-    lst = write_list(root, os.path.join(work, "local"))
+    lst = write_list(root, os.path.join(work, "local"), args.copies)
     shutil.copy(lst, os.path.join(work, "ray.lst"))
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
-    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} images, "
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {args.n} images "
+          f"listed {args.copies}x, "
           f"{args.shards} shards, median of {args.repeats} runs, local and ray runs in turn")
     results: dict = {"local": [], "ray2": [], "ray1": []}
     try:
@@ -169,8 +184,12 @@ def main() -> None:
     print(f"per task ({len(tasks)} tasks, library call, 2 CPUs): median "
           f"{statistics.median(task_s):.2f} s (min {min(task_s):.2f}, max {max(task_s):.2f}), "
           f"{statistics.median(per_image):.2f} ms/image inside a task")
-    print(f"driver: whole call {share['total']:.2f} s; task time / 2 CPUs = {busy / 2:.2f} s; "
-          f"the rest (submit, wait, commit) {share['total'] - busy / 2:.2f} s")
+    first = min(t["started"] for t in tasks)
+    last = max(t["started"] + t["seconds"] for t in tasks)
+    print(f"driver (connected beforehand): whole call {share['total']:.2f} s = first task "
+          f"starts after {first - share['start']:.2f} s (worker start-up) + tasks "
+          f"{last - first:.2f} s (busy {busy / 2:.2f} s on 2 CPUs, idle "
+          f"{last - first - busy / 2:.2f} s) + commit {share['end'] - last:.2f} s")
 
 
 if __name__ == "__main__":

@@ -156,6 +156,8 @@ class PartResult:
     #: ``.errors.tsv`` rows (without the header), in list order
     error_rows: bytes = b""
     first_missing: Optional[str] = None
+    #: when the task started (``time.time()`` on its host) and how long it ran
+    started: float = 0.0
     seconds: float = 0.0
     host: str = ""
     pid: int = 0
@@ -242,7 +244,7 @@ def pack_part(part: ListPart, job: PartJob,
               progress: Optional[ProgressCallback] = None) -> PartResult:
     """Pack one part into its staged files ``STAGING/part-NNNNN.*`` (replacing what an
     earlier attempt left); returns their description. Runs wherever the engine puts it."""
-    started = time.perf_counter()
+    started, wall = time.perf_counter(), time.time()
     attempt = _attempt(job, part.number) if job.fault is not None else 1
     progress = _fault_hook(job, part, attempt, progress)
     remote = storage.is_url(job.staging)
@@ -272,7 +274,7 @@ def pack_part(part: ListPart, job: PartJob,
         elif remote:
             shard = _upload(shard, job)
         return PartResult(part.number, len(part.tasks), shard, result, error_rows,
-                          sink.first_missing, time.perf_counter() - started,
+                          sink.first_missing, wall, time.perf_counter() - started,
                           socket.gethostname(), os.getpid(), attempt)
     finally:
         if remote:
@@ -344,7 +346,8 @@ class ShardPackReport:
     parts: List[PartResult] = field(default_factory=list)
 
     def timings(self) -> List[Dict[str, Any]]:
-        return [{"shard": p.number, "items": p.items, "seconds": round(p.seconds, 3),
+        return [{"shard": p.number, "items": p.items, "started": p.started,
+                 "seconds": round(p.seconds, 3),
                  "host": p.host, "pid": p.pid, "attempt": p.attempt}
                 for p in sorted(self.parts, key=lambda p: p.number)]
 

@@ -7,7 +7,8 @@
 * :class:`RecordDatasink` writes any Dataset with a payload (or image) column as a shard set:
   ``ds.write_datasink(RecordDatasink("out/train"))``.
 
-Importing this package imports Ray; without it the ImportError says what to install.
+Importing this package imports Ray (Ray Data only when its names are first used); without Ray
+the ImportError says what to install.
 """
 from __future__ import annotations
 
@@ -17,8 +18,19 @@ from typing import Any, Optional, Union
 from recio.image.codec import ImageOptions
 from recio.image.packing import PackResult
 from recio.image.shard_pack import ShardPackReport, pack_shards
-from recio.ray.data import RecordDatasink, RecordDatasource, read_records
 from recio.ray.engine import RayEngine, connect
+
+#: names from recio.ray.data, imported on first use (Ray Data and pandas take ~0.5 s to import,
+#: which im2rec --engine ray does not need)
+_DATA_NAMES = ("read_records", "RecordDatasource", "RecordDatasink")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DATA_NAMES:
+        from recio.ray import data
+
+        return getattr(data, name)
+    raise AttributeError(f"module 'recio.ray' has no attribute {name!r}")
 
 
 def pack(lst_path: Union[str, "os.PathLike[str]"], root: Union[str, "os.PathLike[str]"],
