@@ -98,6 +98,19 @@ def test_ray_engine_output_is_byte_identical_to_the_local_engine(ray_cluster, co
     assert not [n for n in os.listdir(corpus) if n.startswith(".recio-")]
 
 
+def test_without_shards_the_ray_engine_writes_the_local_rec_and_idx(ray_cluster, corpus):
+    """No --num-shards: Ray packs parts side by side and joins them into PREFIX.rec/.idx, the
+    bytes im2rec writes on its own."""
+    run = CliRunner().invoke
+    args = ["--resize", "24", "--pack-label"]
+    local = run(im2rec_cmd, [str(corpus / "local"), str(corpus / "img"), *args])
+    remote = run(im2rec_cmd, [str(corpus / "ray"), str(corpus / "img"), *args, "--engine", "ray"])
+    assert local.exit_code == 0 and remote.exit_code == 0, (local.output, remote.output)
+    for suffix in (".rec", ".idx", ".errors.tsv"):
+        assert (corpus / f"ray{suffix}").read_bytes() == (corpus / f"local{suffix}").read_bytes()
+    assert not [n for n in os.listdir(corpus) if n.startswith((".recio-", "ray-", "ray.man"))]
+
+
 @pytest.mark.parametrize("fault", ["crash:1", "error:2"])
 def test_a_task_that_fails_once_is_retried_and_the_output_is_unchanged(ray_cluster, corpus,
                                                                       fault, monkeypatch):

@@ -117,7 +117,9 @@ def test_the_cli_packs_shards_and_refuses_what_it_cannot_do(tmp_path):
     assert json.loads(ok.stdout)["lists"][0]["packed"] == 8
     assert load_manifest(tmp_path / "job.manifest.json").made_by["list"] == "job.lst"
     for args, message in [
-        (["--engine", "ray"], "--engine ray packs one shard per Ray task: add --num-shards"),
+        (["--engine", "ray", "--shard-size", "1MB"], "--engine ray packs list ranges: use "
+                                                     "--num-shards"),
+        (["--engine", "ray", "--resume"], "--resume continues a local, unsharded pack"),
         (["--ray-address", "auto", "--num-shards", "2"], "--ray-address goes with --engine ray"),
     ]:
         refused = run(im2rec_cmd, [prefix, str(tmp_path / "img"), *args])
@@ -166,3 +168,36 @@ def test_byte_ranges_of_an_index_cover_every_line_once(tmp_path_factory, offsets
     assert seen == list(zip(keys, offsets))
     for count, following in nexts:
         assert following == (offsets[count] if count < len(offsets) else None)
+
+
+class _TwoParts:
+    """The local engine, but cutting an unsharded pack into 3 parts (as Ray's does)."""
+
+    name = "local"
+
+    def parallelism(self):
+        return 3
+
+    def run(self, parts, job, progress):
+        from recio.image.shard_pack import LocalEngine
+
+        return LocalEngine().run(parts, job, progress)
+
+
+def test_a_pack_without_shards_joined_from_parts_is_pack_lists_output(tmp_path):
+    lst = make_corpus(tmp_path, n=25, missing=(2, 20), bad_lines=(5,))
+    (tmp_path / "whole.lst").write_bytes(lst.read_bytes())
+    options = ImageOptions(resize=20)
+    whole = pack_list(tmp_path / "whole.lst", tmp_path / "img", options, pack_label=True)
+    joined = pack_shards(lst, tmp_path / "img", options, num_shards=None, engine=_TwoParts(),
+                         pack_label=True)
+    assert (joined.rec_path, joined.idx_path) == (str(tmp_path / "job.rec"),
+                                                  str(tmp_path / "job.idx"))
+    for suffix in (".rec", ".idx", ".errors.tsv"):
+        assert (tmp_path / f"job{suffix}").read_bytes() == \
+            (tmp_path / f"whole{suffix}").read_bytes(), suffix
+    assert (joined.packed, joined.skipped, joined.bytes) == (whole.packed, whole.skipped,
+                                                             whole.bytes)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith((".recio-", "job-", "job.man"))]
+    with pytest.raises(OutputExistsError):
+        pack_shards(lst, tmp_path / "img", options, num_shards=None, engine=_TwoParts())

@@ -187,8 +187,6 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
     if is_url(root):
         if make_list:
             fail(f"--list walks a local folder; ROOT {root} is a URL")
-        if num_shards is None:
-            fail(f"images under a URL ({root}) are packed into shards: add --num-shards N")
     elif not os.path.isdir(root):
         fail(f"ROOT {root}: " + ("not a folder" if os.path.exists(root) else
                                  "no such folder"), code=2)
@@ -218,12 +216,13 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         fail("--checksums goes with --num-shards or --shard-size (a shard set's sidecars)")
     if num_shards is not None and shard_size is not None:
         fail("give --num-shards or --shard-size, not both")
-    if resume and (is_url(prefix) or num_shards is not None or shard_size is not None):
-        fail("--resume continues a local, unsharded pack; a pack to a URL or into shards "
-             "starts over (run it again without --resume)")
-    if engine == "ray" and num_shards is None:
-        fail("--engine ray packs one shard per Ray task: add --num-shards N (e.g. 4 times the "
-             "cluster's CPUs)")
+    if resume and (is_url(prefix) or is_url(root) or num_shards is not None
+                   or shard_size is not None or engine == "ray"):
+        fail("--resume continues a local, unsharded pack on this machine; a pack to or from a "
+             "URL, into shards or on Ray starts over (run it again without --resume)")
+    if engine == "ray" and shard_size is not None:
+        fail("--shard-size cuts a list packed whole; --engine ray packs list ranges: use "
+             "--num-shards N")
     if ray_address is not None and engine != "ray":
         fail("--ray-address goes with --engine ray")
     sharding = {"num_shards": num_shards, "checksums": checksums,
@@ -328,7 +327,8 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
     except KeyboardInterrupt:
         if bars:
             bars[-1][1].close()
-            if is_url(prefix) or sharding["num_shards"] or sharding["shard_size"]:
+            if is_url(prefix) or is_url(root) or sharding["num_shards"] \
+                    or sharding["shard_size"] or sharding["engine"] is not None:
                 click.echo(f"Interrupted: nothing of {_rel(bars[-1][0])} was written (its "
                            "staging folder was deleted); run the command again.", err=True)
             else:

@@ -20,6 +20,7 @@ its list lines; no manifest is written.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -49,13 +50,14 @@ from recio.image.packing import (
     make_job,
     output_paths,
 )
-from recio.records.atomic import atomic_open, check_outputs
+from recio.records.atomic import AtomicFile, OutputSet, atomic_open, check_outputs
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
 from recio.records.shards import (
     COMBINED_INDEX_SUFFIX,
     RECORD_CHECKSUM_SUFFIX,
     Shard,
+    combined_lines,
     commit_staged,
     existing_shard_files,
     file_crc32,
@@ -67,6 +69,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 #: the header line of ``PREFIX.errors.tsv``
 ERRORS_HEADER = b"line\tindex\tpath\treason\n"
+#: parts are joined into one ``.rec`` in blocks of this size
+_COPY_BLOCK = 8 << 20
 #: ``RECIO_FAULT_INJECTION``: a test hook (see :class:`Fault`)
 FAULT_VARIABLE = "RECIO_FAULT_INJECTION"
 
@@ -170,6 +174,10 @@ class Engine(Protocol):
 
     name: str
 
+    def parallelism(self) -> int:
+        """How many parts to cut a list into when the caller asked for no shards."""
+        ...
+
     def run(self, parts: Iterator[ListPart], job: PartJob,
             progress: Optional[ProgressCallback]) -> Iterator[PartResult]: ...
 
@@ -186,6 +194,9 @@ class LocalEngine:
     processes (``im2rec --engine local``, the default)."""
 
     name = "local"
+
+    def parallelism(self) -> int:
+        return 1  # one part: the pipeline already keeps every worker busy
 
     def run(self, parts: Iterator[ListPart], job: PartJob,
             progress: Optional[ProgressCallback]) -> Iterator[PartResult]:
@@ -359,36 +370,44 @@ def shard_outputs(stem: str, storage_options: StorageOptions = None) -> List[str
 
 
 def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
-                num_shards: int, engine: Optional[Engine] = None, checksums: bool = False,
-                pass_through: bool = False, pack_label: bool = False, workers: int = 1,
-                executor: str = "auto", force: bool = False, allow_outside_root: bool = False,
-                max_missing: float = MAX_MISSING, progress: Optional[ProgressCallback] = None,
+                num_shards: Optional[int], engine: Optional[Engine] = None,
+                checksums: bool = False, pass_through: bool = False, pack_label: bool = False,
+                workers: int = 1, executor: str = "auto", force: bool = False,
+                allow_outside_root: bool = False, max_missing: float = MAX_MISSING,
+                progress: Optional[ProgressCallback] = None,
                 storage_options: StorageOptions = None, fault: Optional[Fault] = None,
                 report: Optional[ShardPackReport] = None) -> PackResult:
     """Pack ``lst_path`` into the shard set ``STEM-NNNNN.rec``/``.idx`` (STEM: the list's path
     without ``.lst``; local or a URL), ``STEM.combined.idx`` and ``STEM.manifest.json``, with
     one task per shard on ``engine`` (default :class:`LocalEngine`). ``root``: the images, a
     folder or a URL. Returns the ``PackResult`` (``rec_path`` is the manifest); ``report``
-    collects each part's timing. See the module docstring for what appears when."""
+    collects each part's timing. See the module docstring for what appears when.
+
+    ``num_shards=None`` packs into one ``STEM.rec`` + ``STEM.idx`` instead, byte for byte what
+    ``pack_list`` writes: the list is packed in ``engine.parallelism()`` parts side by side,
+    which the driver then joins (one sequential copy of the records: shards avoid it)."""
     lst_path = storage.absolute(lst_path)
     root = storage.absolute(root)
     check_workers(workers, executor)
-    if num_shards < 1:
+    if num_shards is not None and num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     engine = engine or LocalEngine()
     stem = os.path.splitext(lst_path)[0]
-    rec_manifest, errors_path = manifest_path(stem), output_paths(lst_path)[2]
+    rec_path, idx_path, errors_path = output_paths(lst_path)
+    outputs = (shard_outputs(stem, storage_options) if num_shards is not None
+               else [rec_path, idx_path])
     if not force:
-        check_outputs(shard_outputs(stem, storage_options), [lst_path], force=False,
-                      storage_options=storage_options)
+        check_outputs(outputs, [lst_path], force=False, storage_options=storage_options)
     started = time.perf_counter()
-    result = PackResult(lst_path, rec_manifest, None, None)  # type: ignore[arg-type]
+    result = PackResult(lst_path, manifest_path(stem) if num_shards is not None else rec_path,
+                        None if num_shards is not None else idx_path, None)  # type: ignore
     staging = storage.join(storage.dirname(stem), f".recio-pack-{uuid.uuid4().hex[:12]}")
     if not storage.is_url(staging):
         os.mkdir(staging)
     try:
         with storage.local_copy(lst_path, storage_options) as local_lst:
-            total, parts = split_list(local_lst, num_shards, pack_label, result)
+            total, parts = split_list(local_lst, num_shards or engine.parallelism(), pack_label,
+                                      result)
             job = PartJob(root, options or ImageOptions(), staging, pass_through, pack_label,
                           allow_outside_root, checksums, workers, executor, storage_options,
                           fault, lst_path)
@@ -397,11 +416,18 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
         for part in finished:
             _add_counts(result, part.result)
         check_found(result, total, max_missing, first_missing, root, lst_path)
-        shards = _commit(stem, finished, errors_path, checksums, force, result,
-                         os.path.basename(lst_path), storage_options)
+        _write_errors(finished, errors_path, storage_options)
+        if num_shards is not None:
+            made_by = {"tool": "im2rec", "list": os.path.basename(lst_path),
+                       "images": result.packed}
+            staged = [p.shard for p in finished if p.shard is not None]
+            commit_staged(stem, staged, made_by, checksums=checksums, force=force,
+                          storage_options=storage_options)
+        else:
+            _join(finished, rec_path, idx_path, storage_options)
     finally:
         storage.remove_tree(staging, storage_options)
-    result.bytes = sum(s.rec_bytes for s in shards)
+    result.bytes = sum(p.shard.rec_bytes for p in finished if p.shard is not None)
     result.errors_path = errors_path if result.skipped else None
     result.seconds = time.perf_counter() - started
     return result
@@ -429,22 +455,37 @@ def _add_counts(total: PackResult, part: PackResult) -> None:
         total.skips[cause] = total.skips.get(cause, 0) + n
 
 
-def _commit(stem: str, finished: Sequence[PartResult], errors_path: str, checksums: bool,
-            force: bool, result: PackResult, list_name: str,
-            storage_options: StorageOptions) -> List[Shard]:
-    """Write ``PREFIX.errors.tsv`` (the parts' rows in list order; an old one is deleted when
-    nothing was skipped), then publish the staged shards (``commit_staged``: shards, the
-    combined index, the manifest last)."""
+def _write_errors(finished: Sequence[PartResult], errors_path: str,
+                 storage_options: StorageOptions) -> None:
+    """``PREFIX.errors.tsv``: the parts' rows in list order (an old report is deleted when
+    nothing was skipped)."""
     rows = b"".join(p.error_rows for p in finished)
     if rows:
         with atomic_open(errors_path, "wb", storage_options=storage_options) as out:
             out.write(ERRORS_HEADER + rows)
     else:
         storage.remove(errors_path, storage_options)
-    made_by = {"tool": "im2rec", "list": list_name, "images": result.packed}
-    staged = [p.shard for p in finished if p.shard is not None]
-    return commit_staged(stem, staged, made_by, checksums=checksums, force=force,
-                         storage_options=storage_options).shards
+
+
+def _join(finished: Sequence[PartResult], rec_path: str, idx_path: str,
+          storage_options: StorageOptions) -> None:
+    """Join the staged parts into one ``.rec`` and its ``.idx`` (records are position-free, so
+    the parts' bytes one after another are the whole pack), published together (the ``.rec``
+    first, an old ``.idx`` deleted before it)."""
+    shards = [p.shard for p in finished if p.shard is not None]
+    outputs = OutputSet([AtomicFile(rec_path, "wb", storage_options=storage_options),
+                         AtomicFile(idx_path, "wb", storage_options=storage_options)])
+    try:
+        rec_out, idx_out = outputs.files[0].file, outputs.files[1].file
+        for shard in shards:
+            with storage.open_input(shard.rec, storage_options) as part:
+                shutil.copyfileobj(part, rec_out, _COPY_BLOCK)
+        for block in combined_lines(shards, storage_options):
+            idx_out.write(block)
+    except BaseException:
+        outputs.discard()
+        raise
+    outputs.commit()
 
 
 __all__ = ["pack_shards", "pack_part", "split_list", "LocalEngine", "Engine", "ListPart",

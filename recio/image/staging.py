@@ -63,18 +63,20 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
     """What ``im2rec PREFIX ROOT [--num-shards N | --shard-size BYTES]`` does, for a local or
     URL PREFIX; yields each list's ``PackResult`` (for a shard set, ``rec_path`` is the
     manifest and ``idx_path`` None). ``checksums``: shards get per-record CRC-32 sidecars.
-    ``pack_options`` are ``pack_list``'s keywords. ``engine`` runs the tasks of a pack with
-    ``num_shards`` (default: this process)."""
+    ``pack_options`` are ``pack_list``'s keywords. ``engine`` runs the tasks of a pack by list
+    ranges (``recio.image.shard_pack``; default: this process): every pack with
+    ``num_shards``, and with an engine or a URL ROOT also an unsharded one."""
     prefix = storage.absolute(prefix)
     sharded = num_shards is not None or shard_size is not None
     if num_shards is not None and num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     if shard_size is not None and shard_size < 1:
         raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
-    if engine is not None and num_shards is None:
-        raise ValueError(f"the {engine.name} engine packs one shard per task: give num_shards "
-                         "(--num-shards N)")
-    if not sharded and not storage.is_url(prefix):
+    if engine is not None and shard_size is not None:
+        raise ValueError(f"shard_size cuts a list packed whole; the {engine.name} engine packs "
+                         "list ranges: give num_shards (--num-shards N) instead")
+    in_parts = num_shards is not None or engine is not None or storage.is_url(root)
+    if not in_parts and not sharded and not storage.is_url(prefix):
         yield from pack_prefix(prefix, root, options, progress_for=progress_for, **pack_options)
         return
     if pack_options.get("resume"):
@@ -91,7 +93,7 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
                             f"im2rec {prefix} {os.fspath(root)} --list --recursive", path=prefix)
     for lst in lists:
         progress = progress_for(lst) if progress_for is not None else None
-        if num_shards is not None:
+        if in_parts:
             yield pack_shards(lst, root, options, num_shards=num_shards, engine=engine,
                               checksums=checksums, force=force, progress=progress,
                               fault=Fault.parse(os.environ.get(FAULT_VARIABLE)),

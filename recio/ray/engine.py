@@ -63,6 +63,12 @@ class RayEngine:
         self.ray_remote_args = dict(ray_remote_args or {})
         self.init_options = dict(init_options or {})
 
+    def parallelism(self) -> int:
+        """Parts for a pack without shards: four per CPU of the cluster, so that the last
+        wave of tasks leaves few CPUs idle."""
+        ray = connect(self.address, **self.init_options)
+        return 4 * max(1, int(ray.cluster_resources().get("CPU", 1)))
+
     def run(self, parts: Iterator[ListPart], job: PartJob,
             progress: Optional[ProgressCallback]) -> Iterator[PartResult]:
         ray = connect(self.address, **self.init_options)

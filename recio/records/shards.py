@@ -36,6 +36,7 @@ import json
 import os
 import re
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -80,6 +81,8 @@ _CRC_BATCH = 8192
 _LE_U32 = np.dtype("<u4")
 #: a remote deep check fetches this many records' bytes at a time
 _FETCH_BATCH = 256
+#: shards moved into place at once in a bucket (each move is a copy on the server)
+_COMMIT_THREADS = 16
 
 
 def shard_stem(prefix: PathLike, number: int) -> str:
@@ -640,20 +643,29 @@ def combined_index(manifest: Union[PathLike, Manifest], out_path: PathLike, *,
     options = manifest.storage_options if storage_options is None else storage_options
     inputs = [manifest.path] + [p for s in manifest.shards for p in (s.rec, s.idx)]
     check_outputs([out_path], inputs, force=force, storage_options=options)
-    base, lines = 0, 0
+    lines = 0
     with atomic_open(out_path, "wb", storage_options=options) as out:
-        for shard in manifest.shards:
-            size = storage.size(shard.rec, options)
-            if size != shard.rec_bytes:
-                raise ManifestError(f"has {size} bytes; the manifest says {shard.rec_bytes} "
-                                    f"(run recio verify on the manifest)", path=shard.rec)
-            index = open_index(shard.idx, key_type=int, rec_size=size, storage_options=options)
-            keys = index.key_array()
-            for block in iter_index_lines(keys, index.offsets + base):
-                out.write(block)
-            lines += len(index)
-            base += size
+        for block in combined_lines(manifest.shards, options):
+            out.write(block)
+            lines += block.count(b"\n")
     return lines
+
+
+def combined_lines(shards: Sequence[Shard], storage_options: StorageOptions = None
+                   ) -> Iterator[bytes]:
+    """The ``.idx`` lines of ``shards`` one after another, each shard's offsets moved up by the
+    sizes of the ``.rec`` files before it (taken from the files, checked against
+    ``rec_bytes``), in blocks: the index of the shards' records joined into one file."""
+    base = 0
+    for shard in shards:
+        size = storage.size(shard.rec, storage_options)
+        if size != shard.rec_bytes:
+            raise ManifestError(f"has {size} bytes; the manifest says {shard.rec_bytes} "
+                                f"(run recio verify on the manifest)", path=shard.rec)
+        index = open_index(shard.idx, key_type=int, rec_size=size,
+                           storage_options=storage_options)
+        yield from iter_index_lines(index.key_array(), index.offsets + base)
+        base += size
 
 
 #: ``PREFIX.combined.idx``: the combined index a set made by parts gets beside its manifest
@@ -673,13 +685,21 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
     stale = existing_shard_files(prefix, storage_options) if force else []
     storage.remove(manifest_path(prefix), storage_options)
     suffixes = {"rec": ".rec", "idx": ".idx", "crc": RECORD_CHECKSUM_SUFFIX}
+    moves: List[Tuple[str, str]] = []
     shards: List[Shard] = []
     for shard in staged:
         final = shard_stem(prefix, len(shards))
         for role, path, _, _ in shard.files():
-            storage.move(path, final + suffixes[role], storage_options)
+            moves.append((path, final + suffixes[role]))
             setattr(shard, role, final + suffixes[role])
         shards.append(shard)
+    if storage.is_url(prefix):  # copies on the server: run them side by side
+        with ThreadPoolExecutor(min(_COMMIT_THREADS, max(len(moves), 1))) as pool:
+            for done in [pool.submit(storage.move, a, b, storage_options) for a, b in moves]:
+                done.result()
+    else:
+        for source, target in moves:
+            storage.move(source, target, storage_options)
     manifest = Manifest(manifest_path(prefix), shards, dict(made_by),
                         CHECKSUM if checksums else None, storage_options)
     combined_index(manifest, os.fspath(prefix) + COMBINED_INDEX_SUFFIX, force=True,
@@ -708,5 +728,5 @@ def expand_manifests(entries: Sequence[str],
 __all__ = ["ShardWriter", "ShardReader", "Manifest", "Shard", "load_manifest", "verify_manifest",
            "ManifestReport", "ShardProblem", "combined_index", "record_checksums",
            "manifest_path", "shard_stem", "is_manifest", "file_crc32", "expand_manifests",
-           "existing_shard_files", "commit_staged", "COMBINED_INDEX_SUFFIX",
+           "existing_shard_files", "commit_staged", "combined_lines", "COMBINED_INDEX_SUFFIX",
            "MANIFEST_SUFFIX", "RECORD_CHECKSUM_SUFFIX"]
