@@ -117,6 +117,45 @@ def ray_startup() -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def driver_rates(items: int = 1_000_000) -> None:
+    """What the driver does per item, on a synthetic list of ``items`` lines: cutting the list
+    into parts (parse and count, no image touched) and joining the parts' indexes into the
+    combined index (``combined_lines``)."""
+    import numpy as np
+
+    from recio.image.packing import PackResult
+    from recio.image.shard_pack import split_list
+    from recio.records.index import write_index
+    from recio.records.shards import Shard, combined_lines
+
+    folder = tempfile.mkdtemp(prefix="bench-ray-driver-")
+    try:
+        lst = os.path.join(folder, "big.lst")
+        with open(lst, "w") as f:
+            for start in range(0, items, 100_000):
+                f.write("".join(f"{i}\t{i % 1000}.000000\tclass_{i % 1000}/img_{i}.jpg\n"
+                                for i in range(start, min(items, start + 100_000))))
+        t = time.perf_counter()
+        _, parts = split_list(lst, 64, False, PackResult(lst, "", "", None))
+        count = sum(len(p.tasks) for p in parts)
+        split_s = time.perf_counter() - t
+        shards = []
+        per = items // 64
+        for k in range(64):
+            rec, idx = os.path.join(folder, f"s{k}.rec"), os.path.join(folder, f"s{k}.idx")
+            with open(rec, "wb") as f:
+                f.truncate(per * 112_000)
+            write_index(idx, range(k * per, (k + 1) * per), np.arange(per) * 112_000)
+            shards.append(Shard(rec, idx, None, per, per * 112_000, 0, "", ""))
+        t = time.perf_counter()
+        lines = sum(block.count(b"\n") for block in combined_lines(shards))
+        join_s = time.perf_counter() - t
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"driver, list cut into parts: {count / split_s:,.0f} items/s ({items:,} lines in "
+          f"{split_s:.2f} s); combined index: {lines / join_s:,.0f} lines/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=2000)
@@ -124,7 +163,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--copies", type=int, default=1,
                         help="list every image this many times (a longer job)")
+    parser.add_argument("--driver-only", action="store_true",
+                        help="only the driver's per-item rates (no Ray, no images)")
     args = parser.parse_args()
+    if args.driver_only:
+        driver_rates()
+        return
     # the benchmark's own cluster on 127.0.0.1-only use: no token to hand to every client
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     work = os.path.join(HERE, "out", "ray")
@@ -186,6 +230,7 @@ def main() -> None:
           f"{statistics.median(per_image):.2f} ms/image inside a task")
     first = min(t["started"] for t in tasks)
     last = max(t["started"] + t["seconds"] for t in tasks)
+    driver_rates()
     print(f"driver (connected beforehand): whole call {share['total']:.2f} s = first task "
           f"starts after {first - share['start']:.2f} s (worker start-up) + tasks "
           f"{last - first:.2f} s (busy {busy / 2:.2f} s on 2 CPUs, idle "
