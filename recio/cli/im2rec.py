@@ -162,9 +162,10 @@ pack that found (nearly) nothing; 2 usage error or a refused output; 130 interru
 @click.option("--checksums", is_flag=True,
               help="With shards: also write per-record CRC-32 sidecars (recio verify --deep).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where the shards of --num-shards are packed: one after another on this "
-                   "machine (local), or one Ray task each on a Ray cluster (ray; pip install "
-                   "'recio[ray]'). The files are the same either way.")
+              help="Where the pack runs: on this machine (local), or as Ray tasks on a Ray "
+                   "cluster (ray; pip install 'recio[ray]'): one task per shard of "
+                   "--num-shards, or without it parts joined into PREFIX.rec. The files are "
+                   "the same either way.")
 @click.option("--ray-address", metavar="ADDRESS", default=None,
               help="With --engine ray: the cluster to use (auto, ray://HOST:10001; default "
                    "RAY_ADDRESS, else a local Ray instance on this machine).")
@@ -220,9 +221,9 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                    or shard_size is not None or engine == "ray"):
         fail("--resume continues a local, unsharded pack on this machine; a pack to or from a "
              "URL, into shards or on Ray starts over (run it again without --resume)")
-    if engine == "ray" and shard_size is not None:
-        fail("--shard-size cuts a list packed whole; --engine ray packs list ranges: use "
-             "--num-shards N")
+    if (engine == "ray" or is_url(root)) and shard_size is not None:
+        fail("--shard-size cuts a list packed whole; --engine ray and a URL ROOT pack list "
+             "ranges: use --num-shards N")
     if ray_address is not None and engine != "ray":
         fail("--ray-address goes with --engine ray")
     sharding = {"num_shards": num_shards, "checksums": checksums,

@@ -272,11 +272,16 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
         raise _Skip("unreadable", f"cannot read file: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+    return _usable(data, "file (grown while read)")
+
+
+def _usable(data: bytes, what: str) -> bytes:
+    """``data`` unless it is empty or larger than a record can hold (``what`` was read)."""
     if not data:
         raise _Skip("not_an_image", "empty file")
     if len(data) >= MAX_RECORD_LENGTH:
-        raise _Skip("too_large", f"file grew to {len(data)} bytes while read, more than a "
-                    f"RecordIO record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
+        raise _Skip("too_large", f"{what} of {len(data)} bytes is larger than a RecordIO "
+                    f"record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
     return data
 
 
@@ -294,12 +299,7 @@ def _read_image_object(job: _Job, relpath: str) -> bytes:
         raise _Skip("not_a_file", "is a folder, not an object") from None
     except PermissionError as exc:
         raise _Skip("unreadable", f"cannot read object: {exc.strerror or exc}") from None
-    if not data:
-        raise _Skip("not_an_image", "empty file")
-    if len(data) >= MAX_RECORD_LENGTH:
-        raise _Skip("too_large", f"object of {len(data)} bytes is larger than a RecordIO "
-                    f"record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
-    return data
+    return _usable(data, "object")
 
 
 _OUTSIDE_ROOT = ("resolves outside ROOT (an absolute path, '..' or a symlink); pass "
