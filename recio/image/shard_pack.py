@@ -253,8 +253,13 @@ def _fault_hook(job: PartJob, part: ListPart, attempt: int,
 
 def pack_part(part: ListPart, job: PartJob,
               progress: Optional[ProgressCallback] = None) -> PartResult:
-    """Pack one part into its staged files ``STAGING/part-NNNNN.*`` (replacing what an
-    earlier attempt left); returns their description. Runs wherever the engine puts it."""
+    """Pack one part into its staged files ``STAGING/part-NNNNN.*``; returns their
+    description. Runs wherever the engine puts it.
+
+    The files are written under names of this attempt's own, then renamed (or uploaded) to
+    the part's names, replacing what an earlier attempt left: two attempts that overlap (a
+    worker thought lost that is still running) write the same bytes and never into the same
+    file."""
     started, wall = time.perf_counter(), time.time()
     attempt = _attempt(job, part.number) if job.fault is not None else 1
     progress = _fault_hook(job, part, attempt, progress)
@@ -263,7 +268,8 @@ def pack_part(part: ListPart, job: PartJob,
                               or None) if remote else storage.local_path(job.staging)
     try:
         name = f"part-{part.number:05d}"
-        lst_name = os.path.join(folder, name + ".lst")  # names the outputs; never written
+        # names this attempt's outputs; never written itself
+        lst_name = os.path.join(folder, f"{name}.{uuid.uuid4().hex[:12]}.lst")
         result = PackResult(lst_name, *output_paths(lst_name)[:2], None)
         settings = {"part": part.number, "first": part.tasks[0][0] if part.tasks else 0}
         checks = FoundChecks(part.list_total, None, early=bool(part.tasks)
@@ -282,8 +288,8 @@ def pack_part(part: ListPart, job: PartJob,
         if shard is None:
             for path in (rec, idx):
                 os.unlink(path)
-        elif remote:
-            shard = _upload(shard, job)
+        else:
+            _publish_part(shard, job, name)
         return PartResult(part.number, len(part.tasks), shard, result, error_rows,
                           sink.first_missing, wall, time.perf_counter() - started,
                           socket.gethostname(), os.getpid(), attempt)
@@ -312,17 +318,16 @@ def describe_shard(rec: str, idx: str, checksums: bool) -> Shard:
     return shard
 
 
-def _upload(shard: Shard, job: PartJob) -> Shard:
-    """Put a shard staged on this machine under the (URL) staging folder."""
-    moved: Dict[str, str] = {}
-    for _, path, _, _ in shard.files():
-        url = storage.join(job.staging, os.path.basename(path))
-        storage.upload(path, url, job.storage_options)
-        moved[path] = url
-    shard.rec, shard.idx = moved[shard.rec], moved[shard.idx]
-    if shard.crc is not None:
-        shard.crc = moved[shard.crc]
-    return shard
+def _publish_part(shard: Shard, job: PartJob, name: str) -> None:
+    """Give a finished part's files their staged names ``STAGING/NAME.rec``/``.idx``/
+    ``.crc32``: a rename in a local staging folder, an upload to a URL one."""
+    for role, path, _, _ in shard.files():
+        target = storage.join(job.staging, name + os.path.splitext(path)[1])
+        if storage.is_url(target):
+            storage.upload(path, target, job.storage_options)
+        else:
+            os.replace(path, target)
+        setattr(shard, role, target)
 
 
 # -- the driver ----------------------------------------------------------------------------------

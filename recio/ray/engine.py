@@ -75,14 +75,15 @@ class RayEngine:
         options: Dict[str, Any] = {"num_cpus": job.workers, "max_retries": self.max_retries,
                                    "retry_exceptions": [OSError, StorageError]}
         options.update(self.ray_remote_args)
-        task = ray.remote(_pack_part_task).options(**options)
+        task = ray.remote(_pack_part_task)
         window = self.max_in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         job_ref = ray.put(job)
         pending: Dict[Any, ListPart] = {}
         done = total = 0
         try:
             for part in parts:
-                pending[task.remote(part, job_ref)] = part
+                named = task.options(**{"name": f"recio-pack-shard-{part.number}", **options})
+                pending[named.remote(part, job_ref)] = part
                 total = part.list_total
                 while len(pending) >= window:
                     result = self._next(ray, pending, job)
