@@ -663,7 +663,7 @@ def test_an_interrupted_sharded_pack_leaves_no_manifest_and_no_shard(script, tmp
         deadline = time.monotonic() + 60
         # 40 items in 3 shards of 14: shard 0 is done and shard 1 has journaled images 14..21
         # (batches of 4) when the packer blocks on image 25
-        journal = str(tmp_path / ".recio-pack-*" / "part-00001.pack.journal")
+        journal = str(tmp_path / ".recio-pack-*" / "part-00001.*.pack.journal")
         while not glob.glob(journal):
             assert proc.poll() is None and time.monotonic() < deadline, "no progress"
             time.sleep(0.02)
