@@ -223,6 +223,15 @@ def test_read_records_reads_mxnet_files_in_parallel_byte_ranges(ray_cluster, gol
     assert set(raw) == {"key", "payload"} and raw["payload"] == expected[0][1]
 
 
+def test_read_records_without_an_index_says_how_to_make_one(ray_cluster, golden, tmp_path):
+    import recio.ray
+    from recio.errors import IndexFileError
+
+    shutil.copy(golden / "im2rec" / "all.rec", tmp_path / "lone.rec")
+    with pytest.raises(IndexFileError, match="recio index .*lone.rec"):
+        recio.ray.read_records(str(tmp_path / "lone.rec"))
+
+
 def test_write_datasink_round_trip_is_exact(ray_cluster, golden, tmp_path):
     """read_records(write_datasink(read_records(x))) == x: keys, headers and bytes; the shards
     concatenated are MXNet's .rec byte for byte."""

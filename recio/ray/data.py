@@ -39,6 +39,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from recio import storage
+from recio.errors import IndexFileError
 from recio.image.codec import decode, encode
 from recio.image.header import IRHeader, pack, unpack
 from recio.image.shard_pack import describe_shard
@@ -83,6 +84,10 @@ class RecordDatasource(Datasource):
         self.files: List[Tuple[str, str, int, int]] = []  # rec, idx, rec bytes, idx bytes
         for rec in recs:
             idx = sibling_index_path(rec)
+            if not storage.exists(idx, storage_options):
+                raise IndexFileError(f"has no index {storage.basename(idx)} beside it; read "
+                                     f"tasks are ranges of the .idx: write it once with "
+                                     f"`recio index {rec}`", path=rec)
             self.files.append((rec, idx, storage.size(rec, storage_options),
                                storage.size(idx, storage_options)))
 
