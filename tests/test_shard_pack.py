@@ -200,3 +200,20 @@ def test_a_pack_without_shards_joined_from_parts_is_pack_lists_output(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.startswith((".recio-", "job-", "job.man"))]
     with pytest.raises(OutputExistsError):
         pack_shards(lst, tmp_path / "img", options, num_shards=None, engine=_TwoParts())
+
+
+def test_engine_ray_without_ray_installed_says_what_to_install(tmp_path):
+    """As on a machine without Ray (the import made to fail): one line, exit 2, no output."""
+    import subprocess
+    import sys
+
+    make_corpus(tmp_path, n=4, missing=(), bad_lines=())
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from recio.cli.im2rec import main\n"
+            f"main([{str(tmp_path / 'job')!r}, {str(tmp_path / 'img')!r}, '--engine', 'ray', "
+            "'--num-shards', '2'])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("Error: --engine ray: ") and "pip install 'recio[ray]'" in \
+        proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["img", "job.lst"]

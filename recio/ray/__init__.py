@@ -15,10 +15,14 @@ from __future__ import annotations
 import os
 from typing import Any, Optional, Union
 
-from recio.image.codec import ImageOptions
-from recio.image.packing import PackResult
-from recio.image.shard_pack import ShardPackReport, pack_shards
-from recio.ray.engine import RayEngine, connect
+from recio.optional import require
+
+require("ray", feature="recio.ray (the Ray engine and Ray Data)")
+
+from recio.image.codec import ImageOptions  # noqa: E402
+from recio.image.packing import PackResult  # noqa: E402
+from recio.image.shard_pack import ShardPackReport, pack_shards  # noqa: E402
+from recio.ray.engine import RayEngine, connect  # noqa: E402
 
 #: names from recio.ray.data, imported on first use (Ray Data and pandas take ~0.5 s to import,
 #: which im2rec --engine ray does not need)
