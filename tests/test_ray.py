@@ -157,6 +157,30 @@ def test_a_shard_that_cannot_be_written_fails_the_job_in_one_line(ray_cluster, c
                                                               "ray.combined", ".recio-"))]
 
 
+def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing(
+        ray_cluster, corpus, s3):
+    """A real write failure: the tasks' local staging folder (RECIO_STAGING_DIR, handed to
+    the workers through ray_remote_args' runtime_env) does not exist, so no task can stage
+    its shard for the bucket; after the retries the job fails naming a shard, and nothing
+    appears under the prefix."""
+    from recio.image.codec import ImageOptions
+    from recio.image.shard_pack import PartFailedError, pack_shards
+    from recio.ray import RayEngine
+
+    server, bucket = s3
+    server.put(f"{bucket}/sets/job.lst", (corpus / "ray.lst").read_bytes())
+    engine = RayEngine(max_retries=1, ray_remote_args={"runtime_env": {"env_vars": {
+        "RECIO_STAGING_DIR": str(corpus / "no-such-folder")}}})
+    with pytest.raises(PartFailedError) as err:
+        pack_shards(f"{bucket}/sets/job.lst", corpus / "img", ImageOptions(resize=24),
+                    num_shards=4, engine=engine)
+    message = str(err.value)
+    assert "\n" not in message and " failed: " in message and "no manifest" in message
+    assert message.startswith(f"{bucket}/sets/job.lst: shard ")
+    assert "no-such-folder" in message
+    assert server.keys(bucket) == ["sets/job.lst"]
+
+
 def test_images_and_shards_in_a_bucket(ray_cluster, corpus, s3):
     """ROOT and PREFIX are s3:// URLs (the local S3 server): the ray engine reads each image
     with one GET and writes the shards to the bucket, identical to a local pack."""
