@@ -98,8 +98,8 @@ class RayEngine:
                     progress(done, total)
                 yield result
         finally:
-            for ref in pending:  # an error, Ctrl-C or the caller stopped: stop the rest
-                ray.cancel(ref, force=True)
+            if pending:  # an error, Ctrl-C or the caller stopped: stop the rest
+                _stop(ray, list(pending))
 
     @staticmethod
     def _next(ray: Any, pending: Dict[Any, ListPart], job: PartJob) -> PartResult:
@@ -113,6 +113,26 @@ class RayEngine:
                 raise cause from None
             raise part_failed(part, job, cause if isinstance(cause, BaseException)
                               else _ray_reason(exc)) from None
+
+
+#: how long a failed job waits for its cancelled tasks to end before it cleans up
+_DRAIN_SECONDS = 60.0
+
+
+def _stop(ray: Any, refs: list) -> None:
+    """Cancel ``refs`` and wait until they have ended, so that none writes into the staging
+    folder after the driver deleted it. Cooperative cancellation (``force=False``: the task
+    gets a KeyboardInterrupt): killing a worker whose task may be retried can crash the driver
+    in Ray 2.60 (a failed check in ``TaskManager::RetryTaskIfPossible``)."""
+    for ref in refs:
+        try:
+            ray.cancel(ref, force=False)
+        except Exception:  # already finished, or the cluster is gone
+            pass
+    try:
+        ray.wait(refs, num_returns=len(refs), timeout=_DRAIN_SECONDS)
+    except Exception:
+        pass
 
 
 def _ray_reason(exc: BaseException) -> BaseException:
