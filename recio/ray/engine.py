@@ -4,8 +4,9 @@ Each part (one shard's range of the list, ``recio.image.shard_pack``) is one Ray
 ``pack_part``, the same function the local engine runs. A task that dies (its worker process
 killed, its node lost) or fails with an ``OSError`` (an I/O or network error) is run again, up to
 ``max_retries`` times; it then rewrites the same staged files, so a retry cannot change the
-output. Any other error, or retries exhausted, fails the job: the tasks still running are
-cancelled and the driver writes no manifest.
+output. Any other error, or retries exhausted, fails the job: no more tasks are submitted, the
+ones in flight end (Ctrl-C cancels them), the staging folder is deleted and no manifest is
+written.
 
 The driver keeps at most ``max_in_flight`` parts submitted (twice the cluster's CPUs by
 default), so the list's items reach the object store a few parts at a time, and reports
@@ -97,9 +98,10 @@ class RayEngine:
                 if progress is not None:
                     progress(done, total)
                 yield result
-        finally:
-            if pending:  # an error, Ctrl-C or the caller stopped: stop the rest
-                _stop(ray, list(pending))
+        except BaseException as exc:  # an error, Ctrl-C or the caller stopped early
+            if pending:
+                _stop(ray, list(pending), cancel=isinstance(exc, KeyboardInterrupt))
+            raise
 
     @staticmethod
     def _next(ray: Any, pending: Dict[Any, ListPart], job: PartJob) -> PartResult:
@@ -115,23 +117,26 @@ class RayEngine:
                               else _ray_reason(exc)) from None
 
 
-#: how long a failed job waits for its cancelled tasks to end before it cleans up
-_DRAIN_SECONDS = 60.0
+#: how long Ctrl-C waits for the cancelled tasks to end
+_DRAIN_SECONDS = 30.0
 
 
-def _stop(ray: Any, refs: list) -> None:
-    """Cancel ``refs`` and wait until they have ended, so that none writes into the staging
-    folder after the driver deleted it. Cooperative cancellation (``force=False``: the task
-    gets a KeyboardInterrupt): killing a worker whose task may be retried can crash the driver
-    in Ray 2.60 (a failed check in ``TaskManager::RetryTaskIfPossible``)."""
-    for ref in refs:
-        try:
-            ray.cancel(ref, force=False)
-        except Exception:  # already finished, or the cluster is gone
-            pass
+def _stop(ray: Any, refs: list, cancel: bool) -> None:
+    """Let the tasks still in flight end before the driver deletes the staging folder, so
+    none writes into it afterwards: after a failure they run to their end (at most one wave,
+    ``max_in_flight`` tasks); on Ctrl-C they are cancelled (cooperatively: the task gets a
+    KeyboardInterrupt) and waited for at most ``_DRAIN_SECONDS``. Cancelling is kept to
+    Ctrl-C because a cancel racing a task's completion can abort the driver in Ray 2.60 (a
+    failed check, "it != submissible_tasks_.end()", ray-project/ray#54738)."""
+    if cancel:
+        for ref in refs:
+            try:
+                ray.cancel(ref, force=False)
+            except Exception:  # already finished, or the cluster is gone
+                pass
     try:
-        ray.wait(refs, num_returns=len(refs), timeout=_DRAIN_SECONDS)
-    except Exception:
+        ray.wait(refs, num_returns=len(refs), timeout=_DRAIN_SECONDS if cancel else None)
+    except BaseException:  # a second Ctrl-C: stop waiting
         pass
 
 
