@@ -594,9 +594,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     state = _resume_state(lst_path, settings, resume, result)
     if state is None:
         return result  # resume found the outputs complete
-    tally = ListTally(result, pack_label)
-    tasks = (tally.task(pos, line, item, error)
-             for pos, (line, item, error) in enumerate(read_list_entries(lst_path)))
+    tasks = list_tasks(lst_path, ListTally(result, pack_label))
     tasks = (task for task in tasks if task[0] >= state.next_pos)
     checks = FoundChecks(total, max_missing, early=True)
     pack_tasks(job, tasks, lst_path, settings, state, result, checks, workers, executor,
@@ -651,6 +649,12 @@ def pack_tasks(job: _Job, tasks: Iterator[Task], lst_path: str, settings: dict,
     result.errors_path = output_paths(lst_path)[2] if out.errors_written else None
     result.bytes = sink.offset
     return sink
+
+
+def list_tasks(lst_path: str, tally: "ListTally") -> Iterator[Task]:
+    """The list's items as the pipeline's tasks, in list order, counted by ``tally``."""
+    for pos, (line, item, error) in enumerate(read_list_entries(lst_path)):
+        yield tally.task(pos, line, item, error)
 
 
 class ListTally:

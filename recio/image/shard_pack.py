@@ -34,34 +34,39 @@ import numpy as np
 from recio import storage
 from recio.errors import RecordIOError
 from recio.image.codec import ImageOptions
-from recio.image.lists import read_list_entries
 from recio.image.packing import (
     MAX_MISSING,
+    FoundChecks,
+    ListTally,
     NothingFoundError,
     PackResult,
     ProgressCallback,
     Task,
-    check_workers,
-    FoundChecks,
-    ListTally,
-    pack_tasks,
     check_found,
+    check_workers,
     count_items,
+    list_tasks,
     make_job,
     output_paths,
+    pack_tasks,
 )
-from recio.records.atomic import AtomicFile, OutputSet, atomic_open, check_outputs
+from recio.records.atomic import (
+    AtomicFile,
+    OutputSet,
+    atomic_open,
+    check_outputs,
+    publish_staged,
+)
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
 from recio.records.shards import (
-    COMBINED_INDEX_SUFFIX,
     RECORD_CHECKSUM_SUFFIX,
     Shard,
     combined_lines,
     commit_staged,
-    existing_shard_files,
     file_crc32,
     manifest_path,
+    set_outputs,
 )
 from recio.storage import StorageOptions
 
@@ -225,12 +230,8 @@ def _attempt(job: PartJob, number: int) -> int:
     attempt = 1
     while storage.exists(f"{base}{attempt}", job.storage_options):
         attempt += 1
-    marker = f"{base}{attempt}"
-    if storage.is_url(marker):
-        fs, inner = storage.filesystem(marker, job.storage_options)
-        fs.pipe_file(inner, b"")
-    else:
-        open(marker, "wb").close()
+    with atomic_open(f"{base}{attempt}", "wb", storage_options=job.storage_options):
+        pass  # an empty marker: this attempt has started
     return attempt
 
 
@@ -299,8 +300,9 @@ def pack_part(part: ListPart, job: PartJob,
 
 
 def describe_shard(rec: str, idx: str, checksums: bool) -> Shard:
-    """A finished shard's manifest entry (its ``.rec`` and ``.idx`` where they are now): sizes, CRC-32s, key range and (``checksums``) its
-    per-record CRC-32 sidecar, written in ``ShardWriter``'s format."""
+    """A finished shard's manifest entry (its ``.rec`` and ``.idx`` where they are now):
+    sizes, CRC-32s, key range and (``checksums``) its per-record CRC-32 sidecar, written in
+    ``ShardWriter``'s format."""
     rec_bytes, rec_crc = file_crc32(rec)
     idx_bytes, idx_crc = file_crc32(idx)
     keys = open_index(idx, key_type=int, rec_size=rec_bytes, cache=False).key_array()
@@ -321,12 +323,10 @@ def describe_shard(rec: str, idx: str, checksums: bool) -> Shard:
 def _publish_part(shard: Shard, job: PartJob, name: str) -> None:
     """Give a finished part's files their staged names ``STAGING/NAME.rec``/``.idx``/
     ``.crc32``: a rename in a local staging folder, an upload to a URL one."""
-    for role, path, _, _ in shard.files():
-        target = storage.join(job.staging, name + os.path.splitext(path)[1])
-        if storage.is_url(target):
-            storage.upload(path, target, job.storage_options)
-        else:
-            os.replace(path, target)
+    moves = [(role, path, storage.join(job.staging, name + os.path.splitext(path)[1]))
+             for role, path, _, _ in shard.files()]
+    publish_staged([(path, target) for _, path, target in moves], job.storage_options)
+    for role, _, target in moves:
         setattr(shard, role, target)
 
 
@@ -344,8 +344,8 @@ def split_list(lst_path: str, num_shards: int, pack_label: bool,
         tally = ListTally(result, pack_label)
         tasks: List[Task] = []
         number = 0
-        for pos, (line, item, error) in enumerate(read_list_entries(lst_path)):
-            tasks.append(tally.task(pos, line, item, error))
+        for task in list_tasks(lst_path, tally):
+            tasks.append(task)
             if len(tasks) == per_part:
                 yield ListPart(number, tuple(tasks), total)
                 number, tasks = number + 1, []
@@ -366,12 +366,6 @@ class ShardPackReport:
                  "seconds": round(p.seconds, 3),
                  "host": p.host, "pid": p.pid, "attempt": p.attempt}
                 for p in sorted(self.parts, key=lambda p: p.number)]
-
-
-def shard_outputs(stem: str, storage_options: StorageOptions = None) -> List[str]:
-    """Everything a shard set packed for ``stem`` writes or would leave stale."""
-    return [manifest_path(stem), stem + COMBINED_INDEX_SUFFIX,
-            *existing_shard_files(stem, storage_options)]
 
 
 def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
@@ -399,7 +393,7 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
     engine = engine or LocalEngine()
     stem = os.path.splitext(lst_path)[0]
     rec_path, idx_path, errors_path = output_paths(lst_path)
-    outputs = (shard_outputs(stem, storage_options) if num_shards is not None
+    outputs = (set_outputs(stem, storage_options) if num_shards is not None
                else [rec_path, idx_path])
     if not force:
         check_outputs(outputs, [lst_path], force=False, storage_options=storage_options)
@@ -495,4 +489,4 @@ def _join(finished: Sequence[PartResult], rec_path: str, idx_path: str,
 
 __all__ = ["pack_shards", "pack_part", "split_list", "LocalEngine", "Engine", "ListPart",
            "PartJob", "PartResult", "PartFailedError", "ShardPackReport", "Fault",
-           "InjectedFault", "describe_shard", "FAULT_VARIABLE", "shard_outputs"]
+           "InjectedFault", "describe_shard", "FAULT_VARIABLE"]

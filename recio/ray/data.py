@@ -44,20 +44,24 @@ from recio.image.codec import decode, encode
 from recio.image.header import IRHeader, pack, unpack
 from recio.image.shard_pack import describe_shard
 from recio.optional import require
-from recio.records.atomic import check_outputs
-from recio.records.index import open_index, read_index_range, sibling_index_path, write_index
+from recio.ray.engine import connect
+from recio.records.atomic import check_outputs, publish_staged
+from recio.records.index import (
+    open_index,
+    read_index_range,
+    sibling_index_path,
+    write_index,
+)
 from recio.records.reader import RecordReader
 from recio.records.shards import (
-    COMBINED_INDEX_SUFFIX,
     Shard,
     commit_staged,
-    existing_shard_files,
     file_crc32,
     manifest_path,
+    set_outputs,
 )
 from recio.records.split import expand_source
 from recio.records.writer import IndexedRecordWriter
-from recio.ray.engine import connect
 from recio.storage import StorageOptions
 
 _ray = require("ray", feature="recio.ray (Ray Data)")
@@ -180,7 +184,7 @@ def _to_arrow(batch: Dict[str, Any]) -> Any:
     for name, values in batch.items():
         if name == "labels":
             columns[name] = pa.array([v.tolist() for v in values], pa.list_(pa.float32()))
-        elif name in ("payload",):
+        elif name == "payload":
             columns[name] = pa.array(list(values), pa.binary())
         elif name == "path":
             columns[name] = pa.array(list(values), pa.string())
@@ -245,8 +249,7 @@ class RecordDatasink(Datasink):
         if not storage.is_url(self.prefix):
             os.makedirs(storage.dirname(self.prefix), exist_ok=True)
         if not self.force:
-            check_outputs([self.manifest_path, self.prefix + COMBINED_INDEX_SUFFIX,
-                           *existing_shard_files(self.prefix, self.storage_options)],
+            check_outputs(set_outputs(self.prefix, self.storage_options),
                           storage_options=self.storage_options)
         if not storage.is_url(self.staging):  # the folder is made, as Ray's file sinks do
             os.makedirs(self.staging, exist_ok=True)
@@ -341,25 +344,15 @@ class RecordDatasink(Datasink):
         try:
             new_idx = os.path.join(folder, os.path.basename(shard.idx))
             write_index(new_idx, keys.tolist(), offsets.tolist())
-            fresh = _with_index(shard, new_idx)
-            if storage.is_url(shard.idx):
-                storage.upload(new_idx, shard.idx, self.storage_options)
-            else:
-                os.replace(new_idx, shard.idx)
-            return fresh
+            shard.idx_bytes, shard.idx_crc32 = file_crc32(new_idx)
+            shard.min_key, shard.max_key = shard.min_key + base, shard.max_key + base
+            publish_staged([(new_idx, shard.idx)], self.storage_options)
+            return shard
         finally:
             storage.remove_tree(folder)
 
     def on_write_failed(self, error: Exception) -> None:
         storage.remove_tree(self.staging, self.storage_options)
-
-
-def _with_index(shard: Shard, new_idx: str) -> Shard:
-    """``shard`` with its ``.idx`` replaced by ``new_idx``: size, CRC-32 and key range."""
-    keys = open_index(new_idx, key_type=int, cache=False).key_array()
-    shard.idx_bytes, shard.idx_crc32 = file_crc32(new_idx)
-    shard.min_key, shard.max_key = int(keys.min()), int(keys.max())
-    return shard
 
 
 def _labels(batch: Dict[str, np.ndarray], i: int) -> List[float]:

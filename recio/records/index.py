@@ -17,6 +17,7 @@ back to parsing. Turn it off with ``cache=False`` or the environment variable
 """
 from __future__ import annotations
 
+import io
 import mmap
 import operator
 import os
@@ -990,8 +991,6 @@ def read_index_range(idx_path: PathLike, start: int, end: int, *, rec_size: Opti
         mine_end = len(data)
     ours, rest = data[head:mine_end] if head < stop else b"", data[max(mine_end, head):]
     try:
-        import io
-
         collected = _parse_file(io.BytesIO(ours), path, int, rec_size, len(ours))
         offsets, base, keys = collected.finish()
         following = rest.split(b"\n", 1)[0].split(b"\t")

@@ -672,6 +672,14 @@ def combined_lines(shards: Sequence[Shard], storage_options: StorageOptions = No
 COMBINED_INDEX_SUFFIX = ".combined.idx"
 
 
+def set_outputs(prefix: PathLike, storage_options: StorageOptions = None) -> List[str]:
+    """Everything a set published by :func:`commit_staged` at ``prefix`` writes, or would
+    leave stale beside its manifest: the manifest, the combined index and every file named
+    like a shard of ``prefix`` (what an existing set there means, for ``check_outputs``)."""
+    return [manifest_path(prefix), os.fspath(prefix) + COMBINED_INDEX_SUFFIX,
+            *existing_shard_files(prefix, storage_options)]
+
+
 def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, Any], *,
                   checksums: bool, force: bool = False,
                   storage_options: StorageOptions = None) -> Manifest:
@@ -728,5 +736,5 @@ def expand_manifests(entries: Sequence[str],
 __all__ = ["ShardWriter", "ShardReader", "Manifest", "Shard", "load_manifest", "verify_manifest",
            "ManifestReport", "ShardProblem", "combined_index", "record_checksums",
            "manifest_path", "shard_stem", "is_manifest", "file_crc32", "expand_manifests",
-           "existing_shard_files", "commit_staged", "combined_lines", "COMBINED_INDEX_SUFFIX",
+           "existing_shard_files", "commit_staged", "set_outputs", "combined_lines", "COMBINED_INDEX_SUFFIX",
            "MANIFEST_SUFFIX", "RECORD_CHECKSUM_SUFFIX"]
