@@ -19,6 +19,7 @@ from importlib import import_module as _import_module
 from recio import _moved
 from recio.errors import (
     CBFError,
+    CTFError,
     ChecksumError,
     ImageError,
     IndexFileError,
@@ -80,7 +81,7 @@ _LAZY = {
 _SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "cli", "errors"}
 _moved.install()
 
-__all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError",
+__all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError", "CTFError",
            "SequenceError", "OutputExistsError", "ManifestError", "ChecksumError", "StorageError", *_LAZY]
 
 

@@ -69,5 +69,12 @@ class SequenceError(RecordIOError):
     """A malformed sequence record or sample-count sidecar."""
 
 
+class CTFError(SequenceError):
+    """A CNTK Text Format file that CNTK 2.7's reader refuses (or reads as undefined data), or
+    a malformed ctf2bin stream-header file; ``line`` is 1-based, ``offset`` the byte in the file
+    where the problem was found."""
+
+
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError",
-           "OutputExistsError", "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError"]
+           "OutputExistsError", "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError",
+           "CTFError"]

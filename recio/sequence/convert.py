@@ -1,4 +1,4 @@
-"""Conversion between CNTK Binary Format files and RecordIO sequence records.
+"""Conversion between CNTK's formats (binary CBF, text CTF) and RecordIO sequence records.
 
 ``cbf_to_rec``: one sequence record (:func:`recio.sequence.pack_sequence`) per CBF sequence, in
 file order, keys 0..n-1, with ``.idx`` and the ``.len`` sample-count sidecar beside the ``.rec``.
@@ -6,6 +6,14 @@ file order, keys 0..n-1, with ``.idx`` and the ``.len`` sample-count sidecar bes
 record and must be float32 or float64, as CBF stores nothing else. A round trip
 CBF -> rec -> CBF reproduces every sequence's values and dtypes; the chunk table is rebuilt
 from ``chunk_size_bytes`` and each sequence's meta sample count is the largest stream's N.
+
+``ctf_to_cbf`` replaces CNTK's ``ctf2bin.py``: the CTF file is read by
+:class:`recio.sequence.ctf.CTFReader` (CNTK's own reading of it: zero-padded dense samples,
+empty sparse samples kept, sparse pairs in file order), and each sequence's meta sample count is
+the size CNTK's text reader gives it, so CNTK reads the ``.cbf`` as it reads the ``.ctf``.
+Chunks close at ``chunk_size_bytes`` and the count restarts per chunk (ctf2bin never restarts
+it, so after its first chunk every chunk holds one sequence). ``ctf_to_rec`` writes the same
+sequences as sequence records.
 
 Both report progress through ``progress(n)``: ``n`` input bytes processed since the last call
 (what ``tqdm.update`` takes), so a caller can show a bar over the input file's size.
@@ -17,7 +25,7 @@ import shutil
 import tempfile
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -27,6 +35,7 @@ from recio.records.atomic import check_outputs, publish_staged
 from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
+from recio.sequence.ctf import CTFReader, CTFStream
 from recio.sequence.records import SequenceWriter, sidecar_path, unpack_sequence
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -134,10 +143,103 @@ def rec_to_cbf(rec_path: PathLike, cbf_path: PathLike, chunk_size_bytes: int = 3
     }
 
 
+def _ctf_chunks(reader: CTFReader, progress: Progress):
+    """``(sequences, sizes)`` of each chunk of ``reader`` in file order, reporting the file's
+    bytes to ``progress`` as they are parsed (all of them by the end)."""
+    done = 0
+    for i in range(reader.num_chunks):
+        first, end = reader.chunk_range(i)
+        seqs = reader.read_chunk(i)
+        yield seqs, reader.sizes[first:end].tolist()
+        if progress is not None:
+            reached = reader.chunk_span(i)[1]
+            progress(reached - done)
+            done = reached
+    if progress is not None and reader.size > done:
+        progress(reader.size - done)
+
+
+def _ctf_reader(ctf_path: PathLike, streams: Sequence[Any], dtype: Any) -> CTFReader:
+    if not streams:
+        raise ValueError(f"{os.fspath(ctf_path)}: a .ctf file does not name its streams; give "
+                         f"them (recio.sequence.ctf.CTFStream(name, alias, dim, is_sparse), or "
+                         f"recio.sequence.ctf.read_header(path) for ctf2bin's header file)")
+    return CTFReader(ctf_path, streams, dtype=dtype)
+
+
+def ctf_to_cbf(ctf_path: PathLike, cbf_path: PathLike, streams: Sequence[Any],
+               chunk_size_bytes: int = 32 << 20, dtype: Any = np.float32,
+               progress: Progress = None) -> Dict[str, Any]:
+    """Write the sequences CNTK reads from a CTF file as a CBF file (``ctf2bin.py``'s job, with
+    CNTK's reading of the text and chunks of ``chunk_size_bytes``); returns a summary.
+
+    ``streams``: :class:`recio.sequence.ctf.CTFStream` definitions (their names become the CBF
+    stream names, which must be ASCII). ``dtype``: float32 (ctf2bin's ``--precision float``)
+    or float64 (``double``). Raises CTFError where CNTK would refuse the text; the ``.cbf``
+    appears only when complete.
+    """
+    started = time.perf_counter()
+    reader = _ctf_reader(ctf_path, streams, dtype)
+    cbf_path = os.fspath(cbf_path)
+    infos = [StreamInfo(s.name, s.storage, reader.dtype, s.dim) for s in reader.streams]
+    writer = CBFWriter(cbf_path, infos, chunk_size_bytes)
+    count = 0
+    try:
+        for seqs, sizes in _ctf_chunks(reader, progress):
+            for seq, size in zip(seqs, sizes):
+                writer.write(seq, num_samples=size)
+                count += 1
+        chunks = writer.close()
+    except BaseException:
+        writer.discard()
+        raise
+    return {
+        "direction": "ctf->cbf", "source": reader.path, "destination": cbf_path,
+        "sequences": count, "samples": sum(c.num_samples for c in chunks),
+        "skipped_sequences": reader.skipped_sequences,
+        "chunks_written": len(chunks), "chunk_size_bytes": int(chunk_size_bytes),
+        "precision": "float" if reader.dtype == np.float32 else "double",
+        "streams": [_describe(s) for s in infos],
+        "bytes_read": reader.size, "bytes_written": os.path.getsize(cbf_path),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def ctf_to_rec(ctf_path: PathLike, rec_path: PathLike, streams: Sequence[Any],
+               idx_path: Optional[PathLike] = None, dtype: Any = np.float32,
+               progress: Progress = None) -> Dict[str, Any]:
+    """Write the sequences CNTK reads from a CTF file as sequence records (keys 0..n-1, with
+    ``.idx`` and the ``.len`` sample-count sidecar); returns a summary."""
+    started = time.perf_counter()
+    reader = _ctf_reader(ctf_path, streams, dtype)
+    rec_path = os.fspath(rec_path)
+    count = 0
+    with SequenceWriter(rec_path, idx_path) as writer:
+        for seqs, _ in _ctf_chunks(reader, progress):
+            for seq in seqs:
+                writer.write(seq)
+                count += 1
+        idx_written, len_written = writer.idx_path, writer.len_path
+    return {
+        "direction": "ctf->rec", "source": reader.path, "destination": rec_path,
+        "index": idx_written, "sample_counts": len_written, "sequences": count,
+        "samples": reader.num_samples, "skipped_sequences": reader.skipped_sequences,
+        "chunks_read": reader.num_chunks,
+        "precision": "float" if reader.dtype == np.float32 else "double",
+        "streams": [{"name": s.name, "alias": s.alias, "storage": s.storage,
+                     "dtype": reader.dtype.name, "sample_dim": s.dim} for s in reader.streams],
+        "bytes_read": reader.size, "bytes_written": os.path.getsize(rec_path),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
 def convert(source: PathLike, destination: PathLike, chunk_size_bytes: int = 32 << 20,
             alias: Optional[Mapping[str, str]] = None, force: bool = False,
-            progress: Progress = None) -> Dict[str, Any]:
-    """Convert by file extension: ``.cbf`` -> ``.rec`` or ``.rec`` -> ``.cbf``.
+            progress: Progress = None, streams: Optional[Sequence[CTFStream]] = None,
+            dtype: Any = None) -> Dict[str, Any]:
+    """Convert by file extension: ``.cbf`` -> ``.rec``, ``.rec`` -> ``.cbf``, ``.ctf`` ->
+    ``.cbf`` or ``.ctf`` -> ``.rec``. A ``.ctf`` source needs ``streams`` (its definitions) and
+    takes ``dtype`` (float32, the default, or float64).
 
     The outputs (a ``.rec`` with its ``.idx`` and ``.len``, or a ``.cbf``) never replace the
     source or its sidecars, and replace existing files only with ``force``
@@ -146,21 +248,23 @@ def convert(source: PathLike, destination: PathLike, chunk_size_bytes: int = 32 
     source, destination = os.fspath(source), os.fspath(destination)
     _check_convert_outputs(source, destination, force)
     if not (storage.is_url(source) or storage.is_url(destination)):
-        return _convert_local(source, destination, chunk_size_bytes, alias, progress)
+        return _convert_local(source, destination, chunk_size_bytes, alias, progress,
+                              streams, dtype)
     # a URL: its files staged in a private local folder (downloaded, or written then uploaded)
     staging = tempfile.mkdtemp(prefix=".recio-convert-",
                                dir=os.environ.get("RECIO_STAGING_DIR") or None)
     try:
         with storage.local_copies(_family(source)) as copies:
             return _convert_staged(copies[0], source, destination, staging, chunk_size_bytes,
-                                   alias, progress)
+                                   alias, progress, streams, dtype)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
 def _convert_staged(local_source: str, source: str, destination: str, staging: str,
                     chunk_size_bytes: int, alias: Optional[Mapping[str, str]],
-                    progress: Progress) -> Dict[str, Any]:
+                    progress: Progress, streams: Optional[Sequence[CTFStream]],
+                    dtype: Any) -> Dict[str, Any]:
     """``convert`` from a local copy of ``source``, to ``destination`` (written in ``staging``
     and uploaded when it is a URL)."""
     local_destination = destination
@@ -168,7 +272,7 @@ def _convert_staged(local_source: str, source: str, destination: str, staging: s
         os.mkdir(os.path.join(staging, "out"))
         local_destination = os.path.join(staging, "out", storage.basename(destination))
     report = _convert_local(local_source, local_destination, chunk_size_bytes, alias,
-                            progress)
+                            progress, streams, dtype)
     report.update(source=source, destination=destination)
     if storage.is_url(destination):  # the data first, its sidecars after it
         publish_staged([(staged, final) for staged, final in
@@ -178,8 +282,21 @@ def _convert_staged(local_source: str, source: str, destination: str, staging: s
 
 
 def _convert_local(source: str, destination: str, chunk_size_bytes: int,
-                   alias: Optional[Mapping[str, str]], progress: Progress) -> Dict[str, Any]:
+                   alias: Optional[Mapping[str, str]], progress: Progress,
+                   streams: Optional[Sequence[CTFStream]] = None,
+                   dtype: Any = None) -> Dict[str, Any]:
     src, dst = source.lower(), destination.lower()
+    if src.endswith(".ctf") and dst.endswith((".cbf", ".rec")):
+        if alias:
+            raise ValueError("alias renames CBF streams; a .ctf source names its streams in "
+                             "its definitions")
+        dtype = np.float32 if dtype is None else dtype
+        if dst.endswith(".cbf"):
+            return ctf_to_cbf(source, destination, streams or (), chunk_size_bytes, dtype,
+                              progress=progress)
+        return ctf_to_rec(source, destination, streams or (), dtype=dtype, progress=progress)
+    if streams or dtype is not None:
+        raise ValueError("stream definitions and dtype apply to a .ctf source only")
     if src.endswith(".cbf") and dst.endswith(".rec"):
         return cbf_to_rec(source, destination, alias=alias, progress=progress)
     if src.endswith(".rec") and dst.endswith(".cbf"):
@@ -187,7 +304,8 @@ def _convert_local(source: str, destination: str, chunk_size_bytes: int,
             raise ValueError("alias renames CBF streams; it applies only to .cbf -> .rec")
         return rec_to_cbf(source, destination, chunk_size_bytes, progress=progress)
     raise ValueError(f"cannot tell the direction from {os.fspath(source)!r} -> "
-                     f"{os.fspath(destination)!r}: convert FILE.cbf OUT.rec or IN.rec OUT.cbf")
+                     f"{os.fspath(destination)!r}: convert FILE.cbf OUT.rec, IN.rec OUT.cbf, "
+                     f"FILE.ctf OUT.cbf or FILE.ctf OUT.rec")
 
 
 def _describe(stream: StreamInfo) -> Dict[str, Any]:
@@ -252,4 +370,4 @@ def _check_convert_outputs(source: str, destination: str, force: bool) -> None:
     check_outputs(_family(destination), _family(source), force=force)
 
 
-__all__ = ["cbf_to_rec", "rec_to_cbf", "convert"]
+__all__ = ["cbf_to_rec", "rec_to_cbf", "ctf_to_cbf", "ctf_to_rec", "convert"]
