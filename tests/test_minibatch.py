@@ -172,16 +172,27 @@ def test_worker_shares_disjoint_complete_and_k_can_change(case, k1, k2, stop):
                for r in range(k1)]
     size = case["size"]
 
+    timeline = []  # the single-worker order, pulled as far as the workers have read
+
     def check_step(group):
-        glob = reference.next_minibatch(size)
         shares = [w.next_minibatch(size) for w in group]
         got = [i for s in shares for i in s.ids.tolist()]
-        assert got == glob.ids.tolist()  # disjoint, complete, and in order
-        assert sum(s.num_samples for s in shares) == glob.num_samples
-        assert all(s.global_num_samples == glob.num_samples for s in shares)
+        while len(timeline) < len(got):
+            timeline.extend(reference.next_minibatch(size).ids.tolist())
+        assert got == timeline[:len(got)]  # disjoint, complete, and in order
+        del timeline[:len(got)]
+        total = shares[0].global_num_samples
+        assert sum(s.num_samples for s in shares) == total
+        assert all(s.global_num_samples == total for s in shares)
+        assert shares[0].global_num_sequences == len(got)
+        if len(got) >= len(group):  # no worker idles while another has data
+            assert all(s.num_sequences for s in shares)
+        if len(got) > len(group):  # the budget holds unless it was raised to one per worker
+            assert total <= size or len(got) == 1 or max(
+                seq_size(seqs[i]) for i in got) > size
         for s in shares:  # each share is about size / K (contiguous by sample midpoints)
-            assert s.num_samples <= glob.num_samples / len(group) + max(
-                (seq_size(seqs[i]) for i in s.ids), default=0)
+            assert s.num_samples <= total / len(group) + max(
+                (seq_size(seqs[i]) for i in s.ids), default=0) or len(got) >= len(group)
 
     for _ in range(stop):
         check_step(workers)
@@ -682,3 +693,19 @@ def test_torch_dataset_with_state_and_one_worker():
     again = MinibatchDataset(MinibatchSource(MemoryCorpus(seqs, 4), seed=1), 5, transform=None)
     again.load_state_dict(items[0][1])
     assert [mb.ids.tolist() for mb in again] == [mb.ids.tolist() for mb, _ in items[1:]]
+
+
+def test_no_worker_idles_while_others_have_data():
+    """One-sample sequences, size 2, 3 workers: every worker gets a sequence in every minibatch
+    of the sweep (a worker with nothing would hang a synchronous data-parallel job)."""
+    seqs = make_sequences([1] * 30)
+    workers = [MinibatchSource(MemoryCorpus(seqs), worker_rank=r, num_workers=3,
+                               randomize=False) for r in range(3)]
+    seen = []
+    while True:
+        shares = [w.next_minibatch(2) for w in workers]
+        if shares[0] is None:
+            break
+        assert [s.num_sequences for s in shares] == [1, 1, 1]
+        seen.extend(i for s in shares for i in s.ids.tolist())
+    assert seen == list(range(30))

@@ -20,7 +20,11 @@ Semantics (those of CNTK's ``MinibatchSource``):
 - With ``num_workers = K``, all workers compute the same global minibatch; worker r keeps the
   sequences whose sample-midpoint falls in the r-th K-th of it (contiguous, about size/K samples).
   The union of the shares is the global minibatch and the checkpoint is global, so it restores
-  with any number of workers.
+  with any number of workers. No worker idles while another has data: a global minibatch takes
+  at least K sequences (past the budget if need be) and, when the midpoints would leave a worker
+  out, is cut into K runs of equal sequence counts instead.
+  (``recio.sequence.cntk.MinibatchSource`` has CNTK's own rules instead: per-worker budgets and
+  sequence ``i mod K``.)
 
 Chunked-corpus protocol (what the source reads; ``RecordCorpus`` implements it for indexed
 ``.rec`` files, ``recio.sequence.cbf.CBFReader`` for CBF files)::
@@ -339,6 +343,9 @@ def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
 
     ``per_stream_counts`` asks corpora that can give each stream's sample counts (CBF, at the cost
     of reading chunk bodies) to do so: ``defines_mb_size`` needs them.
+
+    A CTF file does not name its streams, so a ``.ctf`` path is refused (ValueError saying so):
+    pass ``recio.sequence.ctf.CTFReader(path, streams)``, a corpus that counts every stream.
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -351,6 +358,11 @@ def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
             return open_corpus(matches, chunk_samples, per_stream_counts)
         if path.lower().endswith(".cbf"):
             return CBFReader(path, per_stream_counts=per_stream_counts)
+        if path.lower().endswith(".ctf"):
+            raise ValueError(f"{path}: a CTF file does not name its streams; pass "
+                             f"recio.sequence.ctf.CTFReader({path!r}, streams) instead, with "
+                             f"streams from recio.sequence.ctf.read_header(header_file) or "
+                             f"CTFStream(name, alias, dim, is_sparse) objects")
         return RecordCorpus(path, chunk_samples=chunk_samples)
     if isinstance(source, (list, tuple)):
         parts = [open_corpus(s, chunk_samples, per_stream_counts) for s in source]
@@ -709,6 +721,24 @@ class MinibatchSource:
             if end < n:
                 break
             sweep_end = True
+        # every worker gets a sequence while data remains: a minibatch of fewer sequences than
+        # workers takes more, one at a time, past the budget (CNTK gives each worker at least
+        # one sample for the same reason)
+        count = sum(b - a for _, a, b in spans)
+        while count < self.num_workers and not self._finished():
+            if self._offset >= n:
+                self._sweep += 1
+                self._offset = 0
+                continue
+            plan, pos = self._plan_for(self._sweep), self._offset
+            if spans and spans[-1][0] is plan and spans[-1][2] == pos:
+                spans[-1] = (plan, spans[-1][1], pos + 1)
+            else:
+                spans.append((plan, pos, pos + 1))
+            total += int(self.sizes[plan.ids(pos, pos + 1)[0]])
+            self._offset = pos + 1
+            count += 1
+            sweep_end = sweep_end or self._offset >= n
         if not spans:
             return None
         mb = self._assemble(spans, total, start_sweep, sweep_end)
@@ -734,6 +764,10 @@ class MinibatchSource:
                 owner = np.minimum((2 * before + sizes) * k // (2 * total), k - 1)
             else:
                 owner = np.arange(len(ids_all)) % k
+            if len(ids_all) >= k and len(np.unique(owner)) < k:
+                # the sample midpoints leave a worker out (very unequal sequences): contiguous
+                # shares of equal sequence counts instead, so no worker idles
+                owner = np.arange(len(ids_all)) * k // len(ids_all)
             keep = owner == self.worker_rank
         else:
             keep = np.ones(len(ids_all), dtype=bool)
