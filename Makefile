@@ -35,6 +35,10 @@ ifneq ($(strip $(TORCH_PIN)),)
 	@$(PYTHON) -c 'import torch' 2>/dev/null || $(PIP) install -q '$(TORCH_PIN)'
 	@$(PYTHON) -c 'import torch' || \
 		{ echo "make: $(TORCH_PIN) was installed but does not import" >&2; exit 1; }
+	@# torchdata's StatefulDataLoader, for tests/test_torch_resume.py (--no-deps: keep the pinned torch)
+	@$(PYTHON) -c 'import torchdata.stateful_dataloader' 2>/dev/null || $(PIP) install -q --no-deps 'torchdata==0.11.0'
+	@$(PYTHON) -c 'import torchdata.stateful_dataloader' || \
+		{ echo "make: torchdata==0.11.0 was installed but does not import" >&2; exit 1; }
 else
 	@$(PYTHON) -c 'import torch' 2>/dev/null || \
 		echo "make test: no torch build is pinned for this Python (TORCH_PIN is empty): the torch tests will be reported as skipped"

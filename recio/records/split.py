@@ -136,7 +136,7 @@ def seek_record_head(fd: Any, file_size: int, pos: int,
     return file_size
 
 
-class _Layout:
+class SourceLayout:
     """The files of a source as one stream: paths, sizes and start offsets (empty files dropped)."""
 
     def __init__(self, source: Source, storage_options: StorageOptions = None) -> None:
@@ -180,7 +180,7 @@ class _Layout:
         return out
 
 
-def _load_offsets(layout: _Layout,
+def load_record_offsets(layout: SourceLayout,
                   idx_paths: Optional[Sequence[Optional[PathLike]]]) -> List[Tuple[int, int]]:
     """(file number, offset) of every record, from the ``.idx`` files (scanning where one is
     missing)."""
@@ -229,7 +229,7 @@ class InputSplit:
                  chunk_size: int = DEFAULT_CHUNK_SIZE, balance: str = "bytes",
                  idx_paths: Optional[Sequence[Optional[PathLike]]] = None, shuffle: bool = False,
                  seed: int = 0, epoch: int = 0, storage_options: StorageOptions = None,
-                 _layout: Optional[_Layout] = None,
+                 _layout: Optional[SourceLayout] = None,
                  _bounds: Optional[Tuple[int, int]] = None,
                  _records: Optional[List[Tuple[int, int]]] = None) -> None:
         check_part(part_index, num_parts)
@@ -241,37 +241,38 @@ class InputSplit:
         self.part_index, self.num_parts = part_index, num_parts
         self.chunk_size, self.balance = chunk_size, balance
         self.shuffle, self.seed, self.epoch = shuffle, seed, epoch
-        self._layout = _layout if _layout is not None else _Layout(source, storage_options)
+        #: the source's files as one byte stream (what ``spans`` and the part bounds refer to)
+        self.layout = _layout if _layout is not None else SourceLayout(source, storage_options)
         self.storage_options = storage_options
         self._records: Optional[List[Tuple[int, int]]] = None  # (file number, offset) in this part
         if balance == "records":
-            everything = _records if _records is not None else _load_offsets(self._layout,
+            everything = _records if _records is not None else load_record_offsets(self.layout,
                                                                                 idx_paths)
-            self.begin, self.end, self._records = _record_bounds(self._layout, everything,
+            self.begin, self.end, self._records = _record_bounds(self.layout, everything,
                                                                  part_index, num_parts)
         elif _bounds is not None:
             self.begin, self.end = _bounds
         else:
-            lo, hi = nominal_range(self._layout.total, part_index, num_parts)
-            self.begin = self._layout.to_head(lo, chunk_size)
-            self.end = self._layout.to_head(hi, chunk_size)
+            lo, hi = nominal_range(self.layout.total, part_index, num_parts)
+            self.begin = self.layout.to_head(lo, chunk_size)
+            self.end = self.layout.to_head(hi, chunk_size)
         self._cursor: Optional[Iterator[bytes]] = None
 
     # -- description -------------------------------------------------------------------------
     @property
     def files(self) -> List[str]:
         """All (non-empty) input files, in stream order."""
-        return list(self._layout.paths)
+        return list(self.layout.paths)
 
     @property
     def total_size(self) -> int:
         """Bytes in all input files together."""
-        return self._layout.total
+        return self.layout.total
 
     @property
     def spans(self) -> List[FileSpan]:
         """The byte range this part reads in each file it touches."""
-        return self._layout.spans(self.begin, self.end)
+        return self.layout.spans(self.begin, self.end)
 
     @property
     def nbytes(self) -> int:
@@ -288,7 +289,7 @@ class InputSplit:
     def record_offsets(self) -> List[Tuple[str, int]]:
         """``(path, offset)`` of each record head of this part, in reading order."""
         if self._records is not None:
-            return [(self._layout.paths[i], off) for i, off in self._ordered_records()]
+            return [(self.layout.paths[i], off) for i, off in self._ordered_records()]
         out = [(s.path, off) for s in self.spans
                for off in record_heads(s.path, s.start, s.end, self.storage_options)]
         if self.shuffle:
@@ -365,7 +366,7 @@ class InputSplit:
 
     def __repr__(self) -> str:
         return (f"InputSplit(part {self.part_index}/{self.num_parts}, bytes [{self.begin}, "
-                f"{self.end}) of {self.total_size}, {len(self._layout.paths)} files)")
+                f"{self.end}) of {self.total_size}, {len(self.layout.paths)} files)")
 
     # -- all parts at once -------------------------------------------------------------------
     @classmethod
@@ -376,9 +377,9 @@ class InputSplit:
         ``kwargs`` are those of ``InputSplit`` (``balance``, ``idx_paths``, ``chunk_size``, ...).
         """
         chunk_size = kwargs.get("chunk_size", DEFAULT_CHUNK_SIZE)
-        layout = _Layout(source, kwargs.get("storage_options"))
+        layout = SourceLayout(source, kwargs.get("storage_options"))
         if kwargs.get("balance", "bytes") == "records":
-            records = _load_offsets(layout, kwargs.pop("idx_paths", None))
+            records = load_record_offsets(layout, kwargs.pop("idx_paths", None))
             return [cls(source, k, num_parts, _layout=layout, _records=records, **kwargs)
                     for k in range(num_parts)]
         check_part(0, num_parts)
@@ -388,7 +389,7 @@ class InputSplit:
                     **kwargs) for k in range(num_parts)]
 
 
-def _record_bounds(layout: _Layout, records: List[Tuple[int, int]], part_index: int,
+def _record_bounds(layout: SourceLayout, records: List[Tuple[int, int]], part_index: int,
                    num_parts: int) -> Tuple[int, int, List[Tuple[int, int]]]:
     """Global byte range and records of part k when parts hold ``ceil(N / n)`` records each."""
     n = len(records)
@@ -543,12 +544,13 @@ def iter_span(path: PathLike, start: int, end: int,
 def split_boundaries(source: Source, num_parts: int, max_window: int = DEFAULT_CHUNK_SIZE,
                      storage_options: StorageOptions = None) -> List[int]:
     """The ``num_parts + 1`` global byte offsets where the parts of ``source`` begin and end."""
-    layout = _Layout(source, storage_options)
+    layout = SourceLayout(source, storage_options)
     check_part(0, num_parts)
     return [layout.to_head(nominal_range(layout.total, k, num_parts)[0], max_window)
             for k in range(num_parts)] + [layout.total]
 
 
-__all__ = ["InputSplit", "FileSpan", "PartSummary", "SplitPlan", "plan_split", "chosen_parts",
+__all__ = ["InputSplit", "SourceLayout", "load_record_offsets", "FileSpan", "PartSummary",
+           "SplitPlan", "plan_split", "chosen_parts",
            "expand_source", "nominal_range", "record_range", "check_part", "seek_record_head", "split_boundaries",
            "record_heads", "iter_span", "iter_span_with_offsets", "DEFAULT_CHUNK_SIZE"]

@@ -11,11 +11,22 @@ Needs ``pip install 'recio[torch]'``; this module is only imported when used (``
   (``part_index``/``num_parts``, by default the ``torch.distributed`` rank and world size) is
   split again among its DataLoader workers, so no two workers (on any rank) read the same
   record.
+- ``RecordSampler``: a ``DistributedSampler`` for ``RecordDataset`` whose order is a pure
+  function of ``(seed, epoch)``.
 
-Both return ``(image, label)``: the image decoded as chosen by ``decode`` (``"tensor"``: uint8
-CHW, ``"numpy"``: uint8 HWC, ``"pil"``: a PIL image for torchvision transforms, ``"raw"``: the
-undecoded bytes), then ``transform``; the label as a float32 tensor (scalar, or the vector of a
-multi-label record), then ``target_transform``. Images decode through
+Exact mid-epoch resume: ``RecordSampler`` and ``RecordIterableDataset`` have ``state_dict()`` /
+``load_state_dict()`` as torchdata's ``StatefulDataLoader`` expects (``pip install torchdata``;
+recio itself does not import it), so ``loader.state_dict()`` saves their position and
+``loader.load_state_dict()`` continues exactly (same ranks and workers). A job restarted with
+another number of ranks or DataLoader workers loads what every rank saved into the sampler or
+dataset (``load_state_dict(saved)``, or ``resume_state(saved)`` for one merged dict) and builds a
+new loader: the records not delivered before the stop come once each. States are small (their
+size does not grow with the position) and a restore never replays.
+
+Both datasets return ``(image, label)``: the image decoded as chosen by ``decode``
+(``"tensor"``: uint8 CHW, ``"numpy"``: uint8 HWC, ``"pil"``: a PIL image for torchvision
+transforms, ``"raw"``: the undecoded bytes), then ``transform``; the label as a float32 tensor
+(scalar, or the vector of a multi-label record), then ``target_transform``. Images decode through
 ``recio.image.codec.decode``: MXNet's pixels (``mode="L"`` is OpenCV's greyscale), simplejpeg
 for JPEGs when installed (``decoder="auto"``; ``"pillow"`` forces Pillow), and the
 decompression-bomb guard (``max_pixels``).
@@ -23,7 +34,8 @@ decompression-bomb guard (``max_pixels``).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple, Union
+import zlib
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from PIL import Image
@@ -32,17 +44,20 @@ from recio.deprecation import renamed_keywords
 from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decode_image
 from recio.image.header import unpack
-from recio.image.imageiter import Augmenter, buffered_shuffle
+from recio.image.imageiter import Augmenter
 from recio.optional import require
 from recio.records.index import open_index
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
-from recio.records.split import InputSplit, expand_source
+from recio.records.split import InputSplit, SourceLayout, load_record_offsets, expand_source
 from recio.storage import StorageOptions
+from recio.torch import resume as _rs
+from recio.torch.resume import resume_state
 
 torch = require("torch", feature="recio.torch")
 Dataset = torch.utils.data.Dataset
+Sampler = torch.utils.data.Sampler
 IterableDataset = torch.utils.data.IterableDataset
 get_worker_info = torch.utils.data.get_worker_info
 
@@ -114,6 +129,8 @@ class RecordDataset(Dataset):
     is one ranged GET). Undecodable images raise ``ImageError`` naming the key. Safe in
     ``DataLoader(num_workers > 0)``: files reopen in each process.
     (``path_imgrec``/``path_imgidx`` are the deprecated names of ``rec_path``/``idx_path``.)
+    To resume exactly mid-epoch, sample it with ``RecordSampler``, which holds the position
+    (``StatefulDataLoader(ds, sampler=RecordSampler(ds), ...)``).
     """
 
     @renamed_keywords(path_imgrec="rec_path", path_imgidx="idx_path")
@@ -222,6 +239,184 @@ class RecordDataset(Dataset):
         state["_readers"], state["_pid"] = {}, None  # reopened by each worker
         return state
 
+    def fingerprint(self) -> str:
+        """A short digest of which records ``ds[0..n-1]`` are (the files' names, the record
+        count and a sample of the offsets): a ``RecordSampler`` state saved for other data is
+        refused on load."""
+        n = len(self.keys)
+        step = max(1, n // 1024)
+        sample = np.asarray(self.offsets[::step], dtype=np.int64).tobytes()
+        if self._shard is not None:
+            sample += np.asarray(self._shard[::step], dtype=np.int64).tobytes()
+        names = "\n".join(os.path.basename(f) for f in self._files)
+        return f"{zlib.crc32(sample, zlib.crc32(f'{names}|{n}'.encode())):08x}"
+
+
+def _world(num_replicas: Optional[int], rank: Optional[int]) -> Tuple[int, int]:
+    """``(num_replicas, rank)``: as given, else from ``torch.distributed`` when initialised,
+    else ``(1, 0)``."""
+    dist = torch.distributed
+    ready = dist.is_available() and dist.is_initialized()
+    if num_replicas is None:
+        num_replicas = dist.get_world_size() if ready else 1
+    if rank is None:
+        rank = dist.get_rank() if ready else 0
+    num_replicas, rank = int(num_replicas), int(rank)
+    if num_replicas < 1:
+        raise ValueError(f"num_replicas must be at least 1, got {num_replicas}")
+    if not 0 <= rank < num_replicas:
+        raise ValueError(f"rank must be in [0, num_replicas={num_replicas}), got {rank}")
+    return num_replicas, rank
+
+
+class _Run:
+    """One pass of a RecordSampler: the base it starts from and how far this rank got."""
+
+    __slots__ = ("epoch", "cursor", "skip", "start", "yielded", "active")
+
+    def __init__(self, epoch: int, cursor: int = 0, skip: Sequence[int] = (),
+                 yielded: int = 0) -> None:
+        self.epoch, self.cursor, self.skip = int(epoch), int(cursor), [int(v) for v in skip]
+        self.start = self.yielded = int(yielded)
+        self.active = False
+
+
+class RecordSampler(Sampler):
+    """A ``DistributedSampler`` for ``RecordDataset`` that resumes exactly, mid-epoch.
+
+    ``RecordSampler(dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
+    drop_last=False, pad=False)``: rank ``rank`` of ``num_replicas`` (default: the
+    ``torch.distributed`` rank and world size when initialised, else 0 of 1) gets every
+    ``num_replicas``-th index of the epoch's order, a permutation that depends only on
+    ``(seed, epoch)`` (NumPy PCG64; call ``set_epoch`` each epoch). ``data_source`` is the
+    dataset (its length is used; a ``RecordDataset`` is also fingerprinted) or a record count.
+
+    End of the epoch: by default (``pad=False``) every record is handed out exactly once, also
+    across a resume into another number of ranks, and ranks may get one index fewer (DDP then
+    needs ``join()`` or ``drop_last`` on the loader). ``pad=True`` is ``DistributedSampler``'s
+    rule: every rank gets the same count, so up to ``num_replicas - 1`` records are handed out
+    a second time at the end of the epoch (after a resume, at the end of the resumed part);
+    ``drop_last=True`` instead leaves out up to ``num_replicas - 1`` records. With one rank,
+    or a count that ``num_replicas`` divides, all three give every record exactly once.
+
+    Resume (the ``Stateful`` protocol of torchdata's ``StatefulDataLoader``, which saves and
+    restores it as part of ``loader.state_dict()``): ``state_dict()`` is a small dict (epoch,
+    seed, the base ``cursor``/``skip`` of positions delivered before this run, this rank's
+    ``yielded`` count); its size does not grow with the position, and ``load_state_dict``
+    rebuilds the epoch's order and continues at the next unseen index without replaying.
+    ``load_state_dict`` takes this rank's own state, any rank's (ranks in lockstep, as DDP),
+    every rank's (a list), a ``StatefulDataLoader`` state or ``recio.torch.resume_state()``'s
+    merged state, and adapts to another ``num_replicas``: every new rank loads the same saved
+    state and the ranks together hand out each remaining record once (padding aside). The
+    state counts what the loader *delivered* only through ``StatefulDataLoader`` (or a plain
+    ``DataLoader`` with ``num_workers=0``): a plain loader with workers draws indices ahead.
+    """
+
+    def __init__(self, data_source: Any, num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, pad: bool = False) -> None:
+        if isinstance(data_source, (int, np.integer)):
+            self.num_records, fingerprint = int(data_source), None
+        else:
+            self.num_records = len(data_source)
+            fp = getattr(data_source, "fingerprint", None)
+            fingerprint = fp() if callable(fp) else None
+        if self.num_records < 0:
+            raise ValueError(f"a record count must be >= 0, got {self.num_records}")
+        self.source = fingerprint
+        self.num_replicas, self.rank = _world(num_replicas, rank)
+        self.shuffle, self.seed = bool(shuffle), int(seed)
+        self.drop_last, self.pad = bool(drop_last), bool(pad)
+        self.epoch = 0
+        self._pending: Optional[_Run] = None  # a loaded state, used by the next __iter__
+        self._run: Optional[_Run] = None  # the pass in progress (or the last one)
+        self._order: Optional[Tuple[Tuple[int, int, int], np.ndarray]] = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use epoch ``epoch``'s order from the next iteration on (as
+        ``DistributedSampler.set_epoch``); a loaded state of another epoch is dropped."""
+        self.epoch = int(epoch)
+        if self._pending is not None and self._pending.epoch != self.epoch:
+            self._pending = None
+
+    # -- iteration ------------------------------------------------------------------------
+    def _counts(self, run: _Run) -> Tuple[int, int]:
+        m = _rs.remaining_count(self.num_records, run.cursor, run.skip)
+        return m, _rs.rank_count(m, self.num_replicas, self.rank, self.drop_last, self.pad)
+
+    def __len__(self) -> int:
+        run = self._pending
+        if run is None and self._run is not None and self._run.active:
+            run = self._run
+        if run is None:
+            run = _Run(self.epoch)
+        return self._counts(run)[1] - run.start
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        key = (self.seed, epoch, self.num_records)
+        if self._order is None or self._order[0] != key:
+            self._order = (key, _rs.epoch_order(self.seed, epoch, self.num_records))
+        return self._order[1]
+
+    def __iter__(self) -> Iterator[int]:
+        # a generator: StatefulDataLoader calls iter() before load_state_dict, and the body
+        # (which takes the loaded state) runs at the first next()
+        run = self._pending if self._pending is not None else _Run(self.epoch)
+        self._pending = None
+        run.active = True
+        self._run = run
+        m, count = self._counts(run)
+        order = self._epoch_order(run.epoch) if self.shuffle else None
+        skip = np.asarray(run.skip, dtype=np.int64)
+        lo, chunk = run.start, 256  # small first: the first index comes out at once
+        while lo < count:
+            hi = min(count, lo + chunk)
+            t = _rs.dealt_indices(self.rank, self.num_replicas, lo, hi, m)
+            pos = _rs.positions(run.cursor, skip, t)
+            for index in (order[pos] if order is not None else pos).tolist():
+                run.yielded += 1  # before the yield: the loader reads the state between batches
+                yield index
+            lo, chunk = hi, min(chunk * 2, 1 << 16)
+        run.active = False
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """This rank's position: what was delivered before this pass (``cursor``, ``skip``)
+        and how many indices it has handed out since (``yielded``). Plain ints and lists."""
+        run = self._pending
+        if run is None:
+            run = self._run if self._run is not None and self._run.epoch == self.epoch \
+                else _Run(self.epoch)
+        return {"format": _rs.SAMPLER_FORMAT, "version": _rs.VERSION,
+                "num_records": self.num_records, "source": self.source, "seed": self.seed,
+                "shuffle": self.shuffle, "epoch": run.epoch, "drop_last": self.drop_last,
+                "pad": self.pad, "num_replicas": self.num_replicas, "rank": self.rank,
+                "cursor": run.cursor, "skip": list(run.skip), "yielded": run.yielded}
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        """Continue from a saved position (see the class docstring for what it accepts); the
+        next iteration hands out this rank's share of the records not delivered yet, in the
+        saved epoch's order. ``ValueError`` when the state is for other data (record count,
+        files) or another seed / shuffle, or when the states given do not fit together."""
+        states = _rs.states_of(state_dict, _rs.SAMPLER_FORMAT, "RecordSampler")
+        for s in states:
+            _rs.mismatch(s, {"num_records": self.num_records, "source": self.source,
+                             "seed": self.seed, "shuffle": self.shuffle}, "RecordSampler")
+        _rs.check_sampler_group(states)
+        s0 = states[0]
+        epoch = int(s0["epoch"])
+        same_shape = (int(s0["num_replicas"]) == self.num_replicas
+                      and bool(s0["drop_last"]) == self.drop_last
+                      and bool(s0.get("pad", True)) == self.pad
+                      and len({int(s["yielded"]) for s in states}) == 1)
+        if same_shape:  # every rank continues where it was: exactly the uninterrupted order
+            run = _Run(epoch, s0["cursor"], s0["skip"], int(s0["yielded"]))
+        else:
+            cursor, skip = _rs.merge_sampler(states, self.num_records)
+            run = _Run(epoch, cursor, skip)
+        self.epoch = epoch
+        self._pending = run
+
 
 class ImageAugment:
     """A transform for ``decode="raw"``: ImageRecordIter's decode + augmentation in one step.
@@ -272,6 +467,77 @@ def _process_part(part_index: Optional[int], num_parts: Optional[int]) -> Tuple[
     return 0, 1
 
 
+class _Resume:
+    """A loaded RecordIterableDataset state: the readers' states by slot (all of them, or the
+    one StatefulDataLoader hands a worker) and, when complete, their merge (fits any shape)."""
+
+    __slots__ = ("epoch", "slots", "by_slot", "merged")
+
+    def __init__(self, epoch: int, slots: int, by_slot: Dict[int, Dict[str, Any]],
+                 merged: Optional[Dict[str, Any]]) -> None:
+        self.epoch, self.slots, self.by_slot, self.merged = epoch, slots, by_slot, merged
+
+
+class _Live:
+    """A reader's progress through its work, kept up to date before every record is handed
+    out (what ``state_dict()`` reports while iterating)."""
+
+    __slots__ = ("plan", "intervals", "iv", "pos", "queued", "qi", "buf_off", "draining",
+                 "di", "rng", "yielded")
+
+    def __init__(self, plan: Dict[str, Any], rng: Optional[np.random.Generator]) -> None:
+        self.plan = plan
+        self.intervals = [list(iv) for iv in plan["intervals"]]
+        self.iv = 0
+        self.pos = self.intervals[0][0] if self.intervals else 0
+        self.queued = [int(v) for v in plan["queued"]]
+        self.qi = 0
+        self.buf_off = [int(v) for v in plan["buffer"]]
+        self.draining = bool(plan["draining"]) and rng is not None
+        if rng is None and self.buf_off:  # no shuffling now: buffered records go first
+            self.queued, self.buf_off = self.buf_off + self.queued, []
+        self.di = 0
+        self.rng = rng
+        self.yielded = int(plan["yielded"])
+
+    def state(self) -> Dict[str, Any]:
+        intervals: List[List[int]] = []
+        if self.iv < len(self.intervals):
+            a, b = self.intervals[self.iv]
+            if max(self.pos, a) < b:
+                intervals.append([max(self.pos, a), b])
+            intervals.extend(list(iv) for iv in self.intervals[self.iv + 1:])
+        p = self.plan
+        return _rs.stream_state(
+            epoch=p["epoch"], seed=p["seed"], source=p["source"], slot=p["slot"],
+            slots=p["slots"], intervals=intervals, queued=self.queued[self.qi:],
+            resumes=p["resumes"], base_delivered=p["base_delivered"], base=p["base"],
+            buffer=self.buf_off[self.di:] if self.draining else list(self.buf_off),
+            draining=self.draining,
+            rng=self.rng.bit_generator.state if self.rng is not None else None,
+            yielded=self.yielded)
+
+
+def _source_id(layout: Any) -> Dict[str, Any]:
+    """What a RecordIterableDataset state was saved for: the number of (non-empty) files, their
+    bytes, and a digest of their names and sizes (names without folders: the data may move)."""
+    names = "\n".join(f"{os.path.basename(p)}:{n}" for p, n in zip(layout.paths, layout.sizes))
+    return {"files": len(layout.paths), "bytes": layout.total,
+            "names": f"{zlib.crc32(names.encode()):08x}"}
+
+
+def _check_source(saved: Any, here: Dict[str, Any]) -> None:
+    if saved == here:
+        return
+    saved = saved if isinstance(saved, Mapping) else {}
+    if saved.get("files") != here["files"] or saved.get("bytes") != here["bytes"]:
+        what = (f"{saved.get('files')} file(s) of {saved.get('bytes', 0):,} bytes in the state, "
+                f"{here['files']} file(s) of {here['bytes']:,} bytes here")
+    else:
+        what = "files of the same sizes but other names (or sizes in another order)"
+    raise ValueError(f"this RecordIterableDataset state was saved for other data: {what}")
+
+
 class RecordIterableDataset(IterableDataset):
     """Streams image records; each (process, DataLoader worker) reads its own ``InputSplit`` part.
 
@@ -286,6 +552,28 @@ class RecordIterableDataset(IterableDataset):
     ``.idx`` files so that ranks get equal shares (needed by DDP, which expects the same number
     of batches on every rank). (``rank``/``world_size`` are the deprecated names of
     ``part_index``/``num_parts``.)
+
+    Exact mid-epoch resume (torchdata's ``StatefulDataLoader`` protocol): ``state_dict()`` is
+    a reader's *remaining work* (its unread byte ranges, the records in its shuffle buffer and
+    the buffer's generator), which ``StatefulDataLoader`` saves for each worker as part of
+    ``loader.state_dict()``; its size does not grow with the position, and a restore reads
+    only what is still to be read. Same ranks and workers: ``loader.load_state_dict(saved)``
+    continues every reader exactly where it was (the same order an uninterrupted run gives).
+    Another number of ranks or workers (which StatefulDataLoader refuses): give the dataset
+    what every rank saved and iterate a **new** loader::
+
+        ds = RecordIterableDataset("train.rec", shuffle_buffer=1000, part_index=rank,
+                                   num_parts=world)
+        ds.load_state_dict([torch.load(f"loader{r}.pt") for r in range(old_world)])
+        loader = StatefulDataLoader(ds, batch_size=64, num_workers=3)   # any shape
+        for batch in loader: ...   # the records not delivered before the stop, each once
+
+    (``recio.torch.resume_state(saved)`` gives the same merged state as one small dict to keep.)
+    A loaded state is used by one pass (the loader's next iteration, in all its workers); the
+    pass after it reads the whole epoch. It belongs to its epoch: ``set_epoch`` with another
+    epoch drops it. Loading a state saved for other files or another ``seed`` raises
+    ``ValueError``; so does a reader's state loaded into a reader of another shape (see above
+    for the way to change shape).
     """
 
     @renamed_keywords(rank="part_index", world_size="num_parts")
@@ -313,10 +601,20 @@ class RecordIterableDataset(IterableDataset):
         self.shuffle_buffer, self.seed, self.epoch = int(shuffle_buffer), int(seed), 0
         self.part_index, self.num_parts, self.balance = part_index, num_parts, balance
         self._decoder = _Decoder(decode, mode, transform, target_transform, decoder, max_pixels)
+        self._resume: Optional[_Resume] = None
+        # a state loaded in the main process is for one pass: the first pass of DataLoader
+        # workers to start writes its base seed here (shared memory), later passes skip it
+        self._claim: Optional[Any] = None
+        self._live: Optional[_Live] = None
+        self._loads = 0  # bumped by every load: a cached plan is for one loaded state
+        self._planned: Optional[Tuple[Any, Any]] = None
 
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch whose shuffle order is used (like ``DistributedSampler.set_epoch``)."""
+        """Choose the epoch whose shuffle order is used (like ``DistributedSampler.set_epoch``);
+        a loaded state of another epoch is dropped."""
         self.epoch = int(epoch)
+        if self._resume is not None and self._resume.epoch != self.epoch:
+            self._resume, self._claim = None, None
 
     def part(self) -> Tuple[int, int]:
         """``(part_index, num_parts)`` of the ``InputSplit`` this process/worker reads."""
@@ -325,18 +623,215 @@ class RecordIterableDataset(IterableDataset):
         index, count = _process_part(self.part_index, self.num_parts)
         return index * num_workers + worker_id, count * num_workers
 
+    # -- what a reader reads ------------------------------------------------------------------
+    def _plan(self, slot: int, slots: int) -> Tuple[Dict[str, Any], Any]:
+        """Reader ``slot`` of ``slots``'s work for this pass, as a state, and the layout."""
+        r = self._resume_for_this_pass()
+        key = (self.epoch, slot, slots, self._loads, r is not None)
+        if self._planned is not None and self._planned[0] == key:
+            return self._planned[1]
+        if r is not None:
+            layout = SourceLayout(self.source, self.storage_options)
+            _check_source(next(iter(r.by_slot.values()))["source"], _source_id(layout))
+            if r.slots == slots and slot in r.by_slot:  # the same reader: exactly where it was
+                plan = dict(r.by_slot[slot])
+            elif r.merged is not None:  # another shape: a share of everything left
+                plan = _rs.share(r.merged, slot, slots,
+                                 self._bounds(r.merged["intervals"], slots, layout))
+            else:
+                raise ValueError(self._misfit(r, slot, slots))
+        else:
+            split = InputSplit(self.source, slot, slots, balance=self.balance,
+                               storage_options=self.storage_options)
+            layout = split.layout
+            plan = _rs.stream_state(
+                epoch=self.epoch, seed=self.seed, source=_source_id(layout), slot=slot,
+                slots=slots, intervals=[[split.begin, split.end]] if split.begin < split.end
+                else [], queued=[], resumes=0, base_delivered=0, base="start")
+        self._planned = (key, (plan, layout))
+        return plan, layout
+
+    def _resume_for_this_pass(self) -> Optional[_Resume]:
+        """The loaded state, unless it is for another epoch or an earlier pass used it."""
+        r = self._resume
+        if r is None or r.epoch != self.epoch:
+            return None
+        if self._claim is None:
+            return r
+        claimed, info = int(self._claim[0]), get_worker_info()
+        if info is None:  # the main process: only before any pass of workers used it
+            return r if claimed == -1 else None
+        this_pass = int(info.seed) - int(info.id)  # the loader iterator's base seed
+        if claimed == -1:
+            self._claim[0] = this_pass  # its workers start together and write the same value
+            return r
+        return r if claimed == this_pass else None
+
+    def _bounds(self, intervals: List[List[int]], slots: int, layout: Any) -> List[float]:
+        if self.balance == "records":
+            records = np.asarray(load_record_offsets(layout, None), dtype=np.int64).reshape(-1, 2)
+            heads = np.sort(np.asarray(layout.starts, np.int64)[records[:, 0]] + records[:, 1])
+            return _rs.record_bounds(intervals, slots, heads)
+        return _rs.byte_bounds(intervals, slots, lambda pos: layout.to_head(pos, 4 << 20))
+
+    @staticmethod
+    def _misfit(r: _Resume, slot: int, slots: int) -> str:
+        have = ", ".join(str(q) for q in sorted(r.by_slot))
+        return (f"this RecordIterableDataset was given the state of reader {have} of {r.slots} "
+                f"but runs as reader {slot} of {slots} (a reader is one DataLoader worker of "
+                f"one rank, numbered rank * num_workers + worker): the number of ranks or "
+                f"DataLoader workers changed. StatefulDataLoader.load_state_dict cannot change "
+                f"them; instead pass every rank's saved loader state to "
+                f"dataset.load_state_dict([...]) (or recio.torch.resume_state) and iterate a "
+                f"new loader without calling loader.load_state_dict")
+
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
+        self._live = None  # state_dict() reports this pass's start until it begins
+        return self._records()
+
+    def _records(self) -> Iterator[Tuple[Any, Any]]:
         part_index, num_parts = self.part()
-        split = InputSplit(self.source, part_index, num_parts, balance=self.balance,
-                           storage_options=self.storage_options)
-        name = f"record #{{}} of part {part_index}/{num_parts}"
-        stream: Iterator[Tuple[int, Tuple[str, int, bytes]]] = \
-            enumerate(split.records_with_offsets())
+        plan, layout = self._plan(part_index, num_parts)
+        if self._resume is not None:
+            self._resume, self._claim = None, None  # used once: the next pass starts afresh
+            self._loads += 1  # (and the plan made from it is not reused)
+        rng = None
         if self.shuffle_buffer:
-            rng = np.random.default_rng([self.seed, self.epoch, part_index])
-            stream = buffered_shuffle(stream, self.shuffle_buffer, rng)
-        for n, (path, offset, payload) in stream:
-            yield self._decoder(payload, path, name.format(n), offset)
+            if plan["rng"] is None and plan["resumes"] == 0:
+                rng = np.random.default_rng([self.seed, self.epoch, part_index])
+            else:
+                rng = np.random.default_rng([self.seed, self.epoch, part_index, num_parts,
+                                             int(plan["resumes"])])
+            if plan["rng"] is not None:
+                rng.bit_generator.state = plan["rng"]
+        live = self._live = _Live(plan, rng)
+        decode = self._decoder
+        where = f"of part {part_index}/{num_parts}"
+        readers: Dict[str, Any] = {}
+
+        def read_at(g: int) -> Tuple[None, int, str, int, bytes]:
+            i = layout.file_of(g)
+            path, off = layout.paths[i], g - layout.starts[i]
+            reader = readers.get(path)
+            if reader is None:
+                reader = readers[path] = RecordReader(path, storage_options=self.storage_options)
+            return None, g, path, off, reader.read_at(off)
+
+        def records() -> Iterator[Tuple[Optional[int], int, str, int, bytes]]:
+            n = 0
+            while live.qi < len(live.queued):
+                rec = read_at(live.queued[live.qi])
+                live.qi += 1
+                yield (n,) + rec[1:]
+                n += 1
+            while live.iv < len(live.intervals):
+                end = live.intervals[live.iv][1]
+                i = layout.file_of(live.pos)
+                while i < len(layout.paths) and layout.starts[i] < end:
+                    first, path = layout.starts[i], layout.paths[i]
+                    lo, hi = max(live.pos, first) - first, min(end, layout.starts[i + 1]) - first
+                    if lo < hi:
+                        with RecordReader(path, storage_options=self.storage_options) as rd:
+                            rd.limit_streaming(hi)
+                            rd.seek(lo)
+                            for off, payload in rd.records_with_offsets():
+                                after = rd.tell()
+                                live.pos = first + after  # read: no longer unread work
+                                yield n, first + off, path, off, payload
+                                n += 1
+                                if after >= hi:
+                                    break
+                    live.pos = max(live.pos, first + hi)
+                    i += 1
+                live.iv += 1
+                if live.iv < len(live.intervals):
+                    live.pos = live.intervals[live.iv][0]
+
+        def out(rec: Tuple[Optional[int], int, str, int, bytes]) -> Tuple[Any, Any]:
+            n, _, path, off, payload = rec
+            name = f"record #{n} {where}" if n is not None else f"record at byte {off} {where}"
+            return decode(payload, path, name, off)
+
+        try:
+            if rng is None:
+                for rec in records():
+                    item = out(rec)
+                    live.yielded += 1  # before the yield: the loader reads the state then
+                    yield item
+                return
+            size = self.shuffle_buffer
+            buf = [read_at(g) for g in live.buf_off]  # a restored buffer, read by offset
+            if not live.draining:  # recio.image.imageiter.buffered_shuffle, step by step
+                for rec in records():
+                    if len(buf) < size:
+                        buf.append(rec)
+                        live.buf_off.append(rec[1])
+                        continue
+                    j = int(rng.integers(size))
+                    gone, buf[j] = buf[j], rec
+                    live.buf_off[j] = rec[1]
+                    item = out(gone)
+                    live.yielded += 1
+                    yield item
+                order = rng.permutation(len(buf))
+                buf = [buf[j] for j in order]
+                live.buf_off = [live.buf_off[j] for j in order]
+                live.draining, live.di = True, 0
+            for i in range(len(buf)):
+                item = out(buf[i])
+                live.di = i + 1
+                live.yielded += 1
+                yield item
+        finally:
+            for reader in readers.values():
+                reader.close()
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """This reader's remaining work in the epoch (see the class docstring): plain ints,
+        lists and strings. In a DataLoader worker it is the worker's own; use the loader's
+        ``state_dict()`` to save them all."""
+        if self._live is not None:
+            return self._live.state()
+        plan, _ = self._plan(*self.part())
+        return dict(plan)
+
+    def load_state_dict(self, state_dict: Any) -> None:
+        """Resume from what was saved: this reader's own state (as ``StatefulDataLoader`` gives
+        it to each worker), or every reader's (a ``StatefulDataLoader`` state, a list of them
+        with one per rank, or ``recio.torch.resume_state``'s merge), which fits any number of
+        ranks and workers. The next pass delivers the records not delivered before, each once.
+        ``ValueError`` for a state of other files or another seed, states that do not fit
+        together, or a reader's state in a reader of another shape."""
+        states = _rs.states_of(state_dict, _rs.STREAM_FORMAT, "RecordIterableDataset")
+        here = _source_id(SourceLayout(self.source, self.storage_options))
+        for s in states:
+            _check_source(s.get("source"), here)
+            _rs.mismatch(s, {"seed": self.seed}, "RecordIterableDataset")
+        _rs.same(states, ("epoch", "base", "slots"), "RecordIterableDataset")
+        slots = int(states[0]["slots"])
+        by_slot = {int(s["slot"]): s for s in states}
+        if len(by_slot) != len(states):
+            raise ValueError("two states of the same reader: pass each reader's state once")
+        # every reader's state: their merge fits any shape (a lone reader's fits only its own)
+        merged = _rs.merge_stream(states) if set(by_slot) == set(range(slots)) else None
+        resume = _Resume(int(states[0]["epoch"]), slots, by_slot, merged)
+        if get_worker_info() is not None:  # StatefulDataLoader restoring its workers
+            slot, now = self.part()
+            if merged is None and not (slots == now and slot in by_slot):
+                raise ValueError(self._misfit(resume, slot, now))
+            self._claim = None
+        else:
+            self._claim = torch.full((1,), -1, dtype=torch.int64).share_memory_()
+        self._resume, self.epoch = resume, resume.epoch
+        self._loads += 1
+        self._live = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_live"], state["_planned"] = None, None  # per process
+        return state
 
 
-__all__ = ["RecordDataset", "RecordIterableDataset", "ImageAugment"]
+__all__ = ["RecordDataset", "RecordSampler", "RecordIterableDataset", "ImageAugment",
+           "resume_state"]
