@@ -187,7 +187,8 @@ def test_iterable_single_process_state_and_next_epoch(files):
     assert sorted(int(lab) for _, lab in fresh) == list(range(N))
     other = _iterable(files, shuffle_buffer=4, seed=1)
     other.load_state_dict(state)
-    other.set_epoch(1)  # another epoch than the state's: the state is dropped
+    with pytest.warns(UserWarning, match="drops the loaded state of epoch 0"):
+        other.set_epoch(1)  # another epoch than the state's: the state is dropped, loudly
     assert sorted(int(lab) for _, lab in other) == list(range(N))
 
 
@@ -361,7 +362,8 @@ def test_sampler_epochs(mapped):
     assert again.epoch == 1 and head + list(again) == e1
     assert list(again) == e1  # the resumed pass is used once; the next pass is the whole epoch
     again.load_state_dict(state)
-    again.set_epoch(2)  # another epoch: the loaded state is dropped
+    with pytest.warns(UserWarning, match="drops the loaded state of epoch 1"):
+        again.set_epoch(2)  # another epoch: the loaded state is dropped, loudly
     assert len(again) == N and sorted(again) == list(range(N))
 
 
@@ -515,3 +517,30 @@ def test_stream_arithmetic_property(stream_files, segments, last_slots, shuffle_
         got, _ = _run_stream(stream_files, last_slots, None, saved,
                              shuffle_buffer=shuffle_buffer, balance=balance)
     _once(delivered, got, n=40)
+
+
+def test_sampler_one_finished_rank_state_stands_for_all(mapped):
+    """Lockstep ranks whose shares differ by one: the shorter rank's state at the end of the
+    epoch means every rank finished (no record handed out again)."""
+    n = len(mapped)
+    states = []
+    for rank in range(2):
+        sampler = RecordSampler(mapped, num_replicas=2, rank=rank, shuffle=False)
+        list(sampler)
+        states.append(sampler.state_dict())
+    shorter = min(states, key=lambda s: s["yielded"])
+    assert n % 2 == 1 and shorter["rank"] == 1
+    resumed = RecordSampler(mapped, num_replicas=3, rank=0, shuffle=False)
+    resumed.load_state_dict(shorter)
+    assert list(resumed) == []
+
+
+def test_iterable_refuses_a_partial_set_of_readers(files):
+    """Two readers of a 2-rank x 2-worker save are not a resumable set: refused at load time."""
+    states = []
+    for part in range(4):
+        ds = _iterable(files, shuffle_buffer=0)
+        ds.part_index, ds.num_parts = part, 4
+        states.append(ds.state_dict())
+    with pytest.raises(ValueError, match=r"readers \[2, 3\] are missing"):
+        _iterable(files, shuffle_buffer=0).load_state_dict(states[:2])

@@ -889,7 +889,9 @@ def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = No
                          keep_data_in_memory: bool = False,
                          alias: Optional[Mapping[str, str]] = None, **kwargs: Any) -> Any:
     """A :class:`recio.MinibatchSource` reading a CBF file directly, with the parameters of
-    CNTK's binary reader; its chunks are the randomization chunks.
+    CNTK's binary reader; its chunks are the randomization chunks. The minibatches follow
+    recio's rules (see the module docstring); ``recio.sequence.cntk.MinibatchSource`` with a
+    ``CBFDeserializer`` gives CNTK 2.7's own.
 
     ``randomization_window`` is in samples (None: the whole corpus), ``randomization_seed``
     seeds sweep 0 (each sweep gets its own order), ``keep_data_in_memory`` keeps decoded chunks

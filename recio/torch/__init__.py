@@ -34,6 +34,7 @@ decompression-bomb guard (``max_pixels``).
 from __future__ import annotations
 
 import os
+import warnings
 import zlib
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -337,6 +338,9 @@ class RecordSampler(Sampler):
         ``DistributedSampler.set_epoch``); a loaded state of another epoch is dropped."""
         self.epoch = int(epoch)
         if self._pending is not None and self._pending.epoch != self.epoch:
+            warnings.warn(f"set_epoch({self.epoch}) drops the loaded state of epoch "
+                          f"{self._pending.epoch}: this epoch starts from its beginning "
+                          f"(call set_epoch with the saved epoch to resume it)", stacklevel=2)
             self._pending = None
 
     # -- iteration ------------------------------------------------------------------------
@@ -614,6 +618,9 @@ class RecordIterableDataset(IterableDataset):
         a loaded state of another epoch is dropped."""
         self.epoch = int(epoch)
         if self._resume is not None and self._resume.epoch != self.epoch:
+            warnings.warn(f"set_epoch({self.epoch}) drops the loaded state of epoch "
+                          f"{self._resume.epoch}: this epoch starts from its beginning "
+                          f"(call set_epoch with the saved epoch to resume it)", stacklevel=2)
             self._resume, self._claim = None, None
 
     def part(self) -> Tuple[int, int]:
@@ -813,6 +820,11 @@ class RecordIterableDataset(IterableDataset):
         by_slot = {int(s["slot"]): s for s in states}
         if len(by_slot) != len(states):
             raise ValueError("two states of the same reader: pass each reader's state once")
+        if len(states) > 1 and set(by_slot) != set(range(slots)):
+            missing = sorted(set(range(slots)) - set(by_slot))
+            raise ValueError(f"got the states of {len(by_slot)} of the {slots} readers of the "
+                             f"saved job (readers {missing} are missing; a reader is one "
+                             f"DataLoader worker of one rank): pass every rank's saved state")
         # every reader's state: their merge fits any shape (a lone reader's fits only its own)
         merged = _rs.merge_stream(states) if set(by_slot) == set(range(slots)) else None
         resume = _Resume(int(states[0]["epoch"]), slots, by_slot, merged)

@@ -182,9 +182,14 @@ def merge_sampler(states: Sequence[Mapping[str, Any]], n: int) -> Tuple[int, Lis
     by_rank: Dict[int, int] = {}
     for s in states:
         by_rank[int(s["rank"])] = int(s["yielded"])
-    if len(by_rank) < replicas:  # lockstep: every rank handed out as many
-        k = by_rank[next(iter(by_rank))]
-        by_rank = {r: k for r in range(replicas)}
+    if len(by_rank) < replicas:  # lockstep: every rank ran as many batches
+        rank, k = next(iter(by_rank.items()))
+        if k >= rank_count(m, replicas, rank, drop_last, pad):
+            # that rank handed out its whole share, so in lockstep every rank did (shares may
+            # differ by one index, so counting k for each would miss the longer ones' last)
+            by_rank = {r: rank_count(m, replicas, r, drop_last, pad) for r in range(replicas)}
+        else:
+            by_rank = {r: k for r in range(replicas)}
     counts = {r: min(k, rank_count(m, replicas, r, drop_last, pad)) for r, k in by_rank.items()}
     live = [r + counts[r] * replicas for r in range(replicas)
             if counts[r] < rank_count(m, replicas, r, drop_last, pad)]
