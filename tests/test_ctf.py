@@ -814,13 +814,58 @@ def test_minibatch_source_over_ctf_equals_over_converted_cbf(golden, tmp_path, r
     assert count > 10
 
 
-def test_open_corpus_needs_a_reader_for_ctf(golden):
+def test_open_corpus_needs_stream_definitions_for_ctf(golden):
     path = str(golden / "cbf" / "data.ctf")
-    with pytest.raises(ValueError, match=r"CTFReader\(.*streams"):
+    with pytest.raises(ValueError, match=r"data\.ctf: a CTF file does not name its streams.*"
+                                         r"read_header"):
         open_corpus(path)
+    with pytest.raises(ValueError, match="does not name its streams"):
+        MinibatchSource(path)
     reader = CTFReader(path, read_header(golden / "cbf" / "header.txt"))
     assert open_corpus(reader) is reader
     assert reader.stream_names == ["features", "labels"]
+
+
+@pytest.mark.parametrize("randomize", [False, True])
+def test_minibatch_source_reads_a_ctf_path_directly(golden, tmp_path, randomize):
+    """``MinibatchSource("data.ctf", streams=read_header(...))`` is the same source as one over a
+    CTFReader; a glob of two copies reads them one after the other."""
+    path = golden / "cbf" / "data.ctf"
+    streams = read_header(golden / "cbf" / "header.txt")
+    direct = MinibatchSource(str(path), streams=streams, randomize=randomize, seed=5)
+    via = MinibatchSource(CTFReader(path, streams), randomize=randomize, seed=5)
+    assert isinstance(direct.corpus, CTFReader)
+    n = 0
+    while True:
+        x, y = direct.next_minibatch(17), via.next_minibatch(17)
+        if x is None or y is None:
+            assert x is None and y is None
+            break
+        assert list(x.streams) == ["features", "labels"]
+        assert x.ids.tolist() == y.ids.tolist() and x.num_samples == y.num_samples
+        for name in ("features", "labels"):
+            same_sequences([{name: s} for s in x[name]], [{name: s} for s in y[name]])
+        n += 1
+    assert n > 3
+    for copy in ("a.ctf", "b.ctf"):
+        (tmp_path / copy).write_bytes(path.read_bytes())
+    both = MinibatchSource(str(tmp_path / "*.ctf"), streams=streams, randomize=False)
+    assert both.num_sequences == 2 * via.num_sequences
+    assert both.num_samples == 2 * via.num_samples
+
+
+def test_minibatch_source_takes_defines_mb_size_from_a_ctf_stream(golden):
+    path = golden / "cbf" / "data.ctf"
+    streams = read_header(golden / "cbf" / "header.txt")
+    flagged = [CTFStream(s.name, s.alias, s.dim, s.is_sparse, s.name == "labels")
+               for s in streams]
+    by_flag = MinibatchSource(str(path), streams=flagged, randomize=False)
+    by_arg = MinibatchSource(str(path), streams=streams, randomize=False,
+                             defines_mb_size="labels")
+    assert by_flag.defines_mb_size == "labels"
+    assert by_flag.sizes.tolist() == by_arg.sizes.tolist()
+    with pytest.raises(TypeError, match="mixes CTFStream"):
+        MinibatchSource(str(path), streams=[streams[0], "labels"])
 
 
 # -- the command line ---------------------------------------------------------------------------

@@ -64,6 +64,7 @@ from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
 from recio.sequence import records as sequence
 from recio.sequence.cbf import CBFReader
+from recio.sequence.ctf import CTFReader, CTFStream
 from recio.sequence.records import (
     Sparse,
     sequence_sample_counts,
@@ -337,35 +338,40 @@ class ConcatCorpus:
 
 
 def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
-                per_stream_counts: bool = False) -> Any:
-    """A corpus for a path (``.rec``; ``.cbf`` via recio.sequence.cbf; a glob; a shard set's
-    manifest), a corpus, or a list of them.
+                per_stream_counts: bool = False,
+                ctf_streams: Optional[Sequence[CTFStream]] = None) -> Any:
+    """A corpus for a path (``.rec``; ``.cbf`` via recio.sequence.cbf; ``.ctf`` via
+    recio.sequence.ctf; a glob; a shard set's manifest), a corpus, or a list of them.
 
     ``per_stream_counts`` asks corpora that can give each stream's sample counts (CBF, at the cost
     of reading chunk bodies) to do so: ``defines_mb_size`` needs them.
 
-    A CTF file does not name its streams, so a ``.ctf`` path is refused (ValueError saying so):
-    pass ``recio.sequence.ctf.CTFReader(path, streams)``, a corpus that counts every stream.
+    A CTF file does not name its streams or their dimensions, so a ``.ctf`` path needs
+    ``ctf_streams`` (:class:`CTFStream` objects, e.g. from ``recio.sequence.ctf.read_header``);
+    without them it is refused with a ValueError saying so.
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if is_manifest(path):  # a shard set: its shards' .rec files, in manifest order
-            return open_corpus(load_manifest(path).rec_paths(), chunk_samples, per_stream_counts)
+            return open_corpus(load_manifest(path).rec_paths(), chunk_samples, per_stream_counts,
+                               ctf_streams)
         if glob.has_magic(path) and not os.path.exists(path):  # a glob: its files in name order
             matches = sorted(glob.glob(path))
             if not matches:
                 raise FileNotFoundError(2, "no file matches the pattern", path)
-            return open_corpus(matches, chunk_samples, per_stream_counts)
+            return open_corpus(matches, chunk_samples, per_stream_counts, ctf_streams)
         if path.lower().endswith(".cbf"):
             return CBFReader(path, per_stream_counts=per_stream_counts)
         if path.lower().endswith(".ctf"):
-            raise ValueError(f"{path}: a CTF file does not name its streams; pass "
-                             f"recio.sequence.ctf.CTFReader({path!r}, streams) instead, with "
-                             f"streams from recio.sequence.ctf.read_header(header_file) or "
-                             f"CTFStream(name, alias, dim, is_sparse) objects")
+            if not ctf_streams:
+                raise ValueError(f"{path}: a CTF file does not name its streams or their "
+                                 f"dimensions; pass streams=[CTFStream(name, alias, dim, "
+                                 f"is_sparse), ...] or streams=recio.sequence.ctf.read_header("
+                                 f"header_file)")
+            return CTFReader(path, ctf_streams)
         return RecordCorpus(path, chunk_samples=chunk_samples)
     if isinstance(source, (list, tuple)):
-        parts = [open_corpus(s, chunk_samples, per_stream_counts) for s in source]
+        parts = [open_corpus(s, chunk_samples, per_stream_counts, ctf_streams) for s in source]
         return parts[0] if len(parts) == 1 else ConcatCorpus(parts)
     if hasattr(source, "read_chunk") and hasattr(source, "chunk_sample_counts"):
         return source
@@ -567,13 +573,16 @@ class MinibatchSource:
     """Sample-counted minibatches over sequence or image records, with exact checkpoint/restore.
 
     ``files``: a ``.rec`` path (sequence records with a ``.len`` sidecar, or image records), a
-    corpus object, or a list of them. ``streams``: None (all), a list of stream names, or
-    ``{output name: stream name}``. ``randomization_window`` in samples (None: whole corpus).
+    ``.cbf`` or ``.ctf`` path, a corpus object, or a list of them. ``streams``: None (all), a
+    list of stream names, or ``{output name: stream name}``; for ``.ctf`` files, which do not
+    name their streams, the list of :class:`recio.sequence.ctf.CTFStream` definitions (e.g.
+    ``read_header(header_file)``), every one of them returned. ``randomization_window`` in samples (None: whole corpus).
     ``epoch_size`` in samples, ``INFINITELY_REPEAT`` (epoch = sweep, forever) or
     ``FULL_DATA_SWEEP`` (epoch = sweep, stop after one unless ``max_sweeps``).
     """
 
-    def __init__(self, files: Any, streams: Union[None, Sequence[str], Mapping[str, str]] = None,
+    def __init__(self, files: Any,
+                 streams: Union[None, Sequence[str], Sequence[CTFStream], Mapping[str, str]] = None,
                  randomize: bool = True, randomization_window: Optional[int] = None, seed: int = 0,
                  epoch_size: int = FULL_DATA_SWEEP, max_sweeps: Optional[int] = None,
                  defines_mb_size: Optional[str] = None, worker_rank: int = 0,
@@ -583,8 +592,19 @@ class MinibatchSource:
         if chunk_samples is None:
             chunk_samples = DEFAULT_CHUNK_SAMPLES if randomization_window is None else \
                 max(1, min(DEFAULT_CHUNK_SAMPLES, randomization_window // 8))
+        ctf_streams = None
+        if streams is not None and not isinstance(streams, Mapping) \
+                and any(isinstance(s, CTFStream) for s in streams):
+            ctf_streams = list(streams)  # definitions for .ctf inputs, all of them returned
+            if not all(isinstance(s, CTFStream) for s in ctf_streams):
+                raise TypeError("streams mixes CTFStream definitions with other values; give "
+                                "CTF stream definitions alone")
+            streams = [s.name for s in ctf_streams]
+            if defines_mb_size is None:  # as in CNTK, a stream's own flag sets the mb size
+                defines_mb_size = next((s.name for s in ctf_streams if s.defines_mb_size), None)
         self.corpus = open_corpus(files, chunk_samples,
-                                  per_stream_counts=defines_mb_size is not None)
+                                  per_stream_counts=defines_mb_size is not None,
+                                  ctf_streams=ctf_streams)
         names = list(self.corpus.stream_names)
         self.stream_map = _stream_map(streams, names, defines_mb_size)
         self.randomize = bool(randomize)
