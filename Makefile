@@ -20,11 +20,19 @@ endif
 check-python:
 	@$(PYTHON) .ci/check_python.py
 
+# An editable install leaves recio's bytecode to be compiled on first import, and where
+# PYTHONDONTWRITEBYTECODE is set (as on CI machines) on every process start: about 0.2 s per
+# command and per Ray worker. Compile it here, as `pip install recio` does for a wheel; Python
+# still recompiles (in memory) any module edited since.
+COMPILE = $(PYTHON) -m compileall -q -j 0 recio
+
 install: check-python
 	$(PIP) install -q -e .
+	@$(COMPILE)
 
 install-dev: check-python
 	$(PIP) install -q -e '.[dev,fast,plot,remote,ray]'
+	@$(COMPILE)
 	@$(PYTHON) -c 'import simplejpeg, cv2, matplotlib, fsspec, s3fs, moto.server, gcsfs, gcp_storage_emulator, ray.data' || \
 		{ echo "make: simplejpeg or the fast, plot, remote, ray or dev extra (opencv-python-headless, matplotlib, fsspec, s3fs, ray[data], moto, gcsfs, gcp-storage-emulator) installed but does not import" >&2; exit 1; }
 	@RECIO_RESIZER=cykooz $(PYTHON) -c 'import platform; from recio.image.codec import resizer_name; platform.machine() not in ("x86_64", "AMD64", "arm64") or resizer_name()' || \

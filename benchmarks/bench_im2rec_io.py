@@ -66,6 +66,8 @@ def real_script(name: str) -> str:
     path = shutil.which(name)
     if path is None:
         raise SystemExit(f"the {name} console script is not installed: pip install -e .")
+    if os.sep + "shims" + os.sep not in path:  # a virtualenv's own script, or a real one
+        return path
     try:
         found = subprocess.run(["pyenv", "which", name], capture_output=True, text=True)
         if found.returncode == 0 and found.stdout.strip():
