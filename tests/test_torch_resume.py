@@ -544,3 +544,90 @@ def test_iterable_refuses_a_partial_set_of_readers(files):
         states.append(ds.state_dict())
     with pytest.raises(ValueError, match=r"readers \[2, 3\] are missing"):
         _iterable(files, shuffle_buffer=0).load_state_dict(states[:2])
+
+
+def test_iterable_balanced_ranks_after_one_rank_of_two_workers_becomes_two_ranks(files):
+    """1 rank x 2 workers -> 2 ranks x 1 worker is two readers before and after, but not the
+    same readers: with balance="records" the new ranks get equal shares (DDP needs them), not
+    one old worker's leftover each."""
+    kw = dict(balance="records", seed=5)
+    before, saved = _take(_loader(_iterable(files, **kw), 2), 3)  # worker 0 is a batch ahead
+    after = []
+    for rank in range(2):
+        ds = _iterable(files, part_index=rank, num_parts=2, **kw)
+        ds.load_state_dict(saved)
+        after.append(_drain(_loader(ds, 1)))
+    _once(before, *after)
+    assert abs(len(after[0]) - len(after[1])) <= 1, [len(a) for a in after]
+    # (the same shape still continues exactly: test_iterable_same_shape_continues_...)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_no_warning_when_a_used_or_finished_state_meets_the_next_epoch(files, mapped, workers):
+    # a resumed pass that ran to its end, then the next epoch
+    ds = _iterable(files, shuffle_buffer=3)
+    _, saved = _take(_loader(_iterable(files, shuffle_buffer=3), workers), 2)
+    ds.load_state_dict(saved)
+    loader = _loader(ds, workers)
+    first = _drain(loader)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds.set_epoch(1)
+    assert sorted(_drain(loader)) == list(range(N)) and first
+    # a checkpoint taken at the very end of an epoch, resumed into the next epoch
+    for make in (lambda: _iterable(files),
+                 lambda: RecordSampler(mapped, seed=2)):
+        reader = make()
+        src = _loader(reader, 0) if isinstance(reader, RecordIterableDataset) else \
+            _sampled(mapped, reader, 0)
+        _drain(src)
+        end_state = src.state_dict()
+        fresh = make()
+        fresh.load_state_dict(end_state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fresh.set_epoch(1)
+        assert len(list(fresh)) == N
+    # a state with records left still warns when another epoch drops it
+    _, mid = _take(_sampled(mapped, RecordSampler(mapped, seed=2), 0), 2)
+    sampler = RecordSampler(mapped, seed=2)
+    sampler.load_state_dict(mid)
+    with pytest.warns(UserWarning, match="drops the loaded state of epoch 0"):
+        sampler.set_epoch(1)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("cursor", -5, "cursor = -5 is outside 0..103"),
+    ("cursor", 10 ** 9, "cursor = 1,000,000,000 is outside"),
+    ("yielded", -3, "yielded = -3 is outside"),
+    ("skip", [5, 5, 2], "skip must hold increasing positions"),
+    ("skip", None, "skip is None, not a list"),
+    ("cursor", None, "cursor is None, not an integer"),
+    ("rank", 4, "rank = 4 is outside 0..0"),
+])
+def test_sampler_refuses_a_damaged_state(mapped, field, value, message):
+    _, saved = _take(_sampled(mapped, RecordSampler(mapped, seed=1), 0), 2)
+    state = dict(resume_state(saved))
+    state[field] = value
+    with pytest.raises(ValueError, match="not a valid RecordSampler state: " + message):
+        RecordSampler(mapped, seed=1).load_state_dict(state)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("intervals", [[10, 5]], "intervals must be a list of"),
+    ("intervals", None, "intervals must be a list of"),
+    ("queued", [10 ** 9, -1], "queued holds -1"),
+    ("buffer", "x", "buffer is 'x', not a list"),
+    ("yielded", -1, "yielded = -1 is outside"),
+    ("slot", 3, "slot = 3 is outside 0..0"),
+])
+def test_iterable_refuses_a_damaged_state(files, field, value, message):
+    _, saved = _take(_loader(_iterable(files), 0), 2)
+    state = dict(resume_state(saved))
+    state[field] = value
+    with pytest.raises(ValueError, match="not a valid RecordIterableDataset state: " + message):
+        _iterable(files).load_state_dict(state)
+    missing = dict(resume_state(saved))
+    del missing["yielded"]
+    with pytest.raises(ValueError, match="yielded is None, not an integer"):
+        _iterable(files).load_state_dict(missing)

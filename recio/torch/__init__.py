@@ -337,6 +337,9 @@ class RecordSampler(Sampler):
         """Use epoch ``epoch``'s order from the next iteration on (as
         ``DistributedSampler.set_epoch``); a loaded state of another epoch is dropped."""
         self.epoch = int(epoch)
+        run = self._pending
+        if run is not None and run.epoch != self.epoch and self._counts(run)[1] <= run.start:
+            self._pending = None  # that epoch was over: nothing is dropped
         if self._pending is not None and self._pending.epoch != self.epoch:
             warnings.warn(f"set_epoch({self.epoch}) drops the loaded state of epoch "
                           f"{self._pending.epoch}: this epoch starts from its beginning "
@@ -519,7 +522,7 @@ class _Live:
             buffer=self.buf_off[self.di:] if self.draining else list(self.buf_off),
             draining=self.draining,
             rng=self.rng.bit_generator.state if self.rng is not None else None,
-            yielded=self.yielded)
+            yielded=self.yielded, ranks=int(p.get("ranks", 1)))
 
 
 def _source_id(layout: Any) -> Dict[str, Any]:
@@ -617,10 +620,13 @@ class RecordIterableDataset(IterableDataset):
         """Choose the epoch whose shuffle order is used (like ``DistributedSampler.set_epoch``);
         a loaded state of another epoch is dropped."""
         self.epoch = int(epoch)
-        if self._resume is not None and self._resume.epoch != self.epoch:
-            warnings.warn(f"set_epoch({self.epoch}) drops the loaded state of epoch "
-                          f"{self._resume.epoch}: this epoch starts from its beginning "
-                          f"(call set_epoch with the saved epoch to resume it)", stacklevel=2)
+        r = self._resume
+        if r is not None and r.epoch != self.epoch:
+            used = self._claim is not None and int(self._claim[0]) != -1  # by workers' pass
+            if not used and any(_rs.stream_left(st) for st in r.by_slot.values()):
+                warnings.warn(f"set_epoch({self.epoch}) drops the loaded state of epoch "
+                              f"{r.epoch}: this epoch starts from its beginning (call "
+                              f"set_epoch with the saved epoch to resume it)", stacklevel=2)
             self._resume, self._claim = None, None
 
     def part(self) -> Tuple[int, int]:
@@ -637,14 +643,16 @@ class RecordIterableDataset(IterableDataset):
         key = (self.epoch, slot, slots, self._loads, r is not None)
         if self._planned is not None and self._planned[0] == key:
             return self._planned[1]
+        ranks = _process_part(self.part_index, self.num_parts)[1]
         if r is not None:
             layout = SourceLayout(self.source, self.storage_options)
             _check_source(next(iter(r.by_slot.values()))["source"], _source_id(layout))
-            if r.slots == slots and slot in r.by_slot:  # the same reader: exactly where it was
-                plan = dict(r.by_slot[slot])
+            mine = r.by_slot.get(slot) if r.slots == slots else None
+            if mine is not None and int(mine.get("ranks", ranks)) == ranks:
+                plan = dict(mine)  # the same reader of the same shape: exactly where it was
             elif r.merged is not None:  # another shape: a share of everything left
                 plan = _rs.share(r.merged, slot, slots,
-                                 self._bounds(r.merged["intervals"], slots, layout))
+                                 self._bounds(r.merged["intervals"], slots, layout), ranks)
             else:
                 raise ValueError(self._misfit(r, slot, slots))
         else:
@@ -654,7 +662,7 @@ class RecordIterableDataset(IterableDataset):
             plan = _rs.stream_state(
                 epoch=self.epoch, seed=self.seed, source=_source_id(layout), slot=slot,
                 slots=slots, intervals=[[split.begin, split.end]] if split.begin < split.end
-                else [], queued=[], resumes=0, base_delivered=0, base="start")
+                else [], queued=[], resumes=0, base_delivered=0, base="start", ranks=ranks)
         self._planned = (key, (plan, layout))
         return plan, layout
 

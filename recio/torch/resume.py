@@ -97,7 +97,75 @@ def states_of(saved: Any, fmt: str, what: str) -> List[Dict[str, Any]]:
         if not isinstance(version, int) or version > VERSION:
             raise ValueError(f"a {what} state of version {version!r}: this recio reads "
                              f"versions up to {VERSION} (upgrade recio)")
+        check_fields(s, what)
     return mine
+
+
+def stream_left(state: Mapping[str, Any]) -> bool:
+    """Whether a RecordIterableDataset state still has records to deliver."""
+    return bool(state["intervals"] or state["queued"] or state["buffer"])
+
+
+# -- checking a state's fields (a damaged or hand-edited state is refused, never half-used) --------
+
+def _int(state: Mapping[str, Any], key: str, what: str, lo: int = 0,
+         hi: Optional[int] = None) -> int:
+    value = state.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"not a valid {what} state: {key} is {_show(value)}, not an integer")
+    if value < lo or (hi is not None and value > hi):
+        bound = f"{lo:,}..{hi:,}" if hi is not None else f">= {lo:,}"
+        raise ValueError(f"not a valid {what} state: {key} = {_show(value)} is outside "
+                         f"{bound}")
+    return int(value)
+
+
+def _ints(state: Mapping[str, Any], key: str, what: str) -> List[int]:
+    values = state.get(key)
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(f"not a valid {what} state: {key} is {_show(values)}, not a list")
+    bad = [v for v in values
+           if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0]
+    if bad:
+        raise ValueError(f"not a valid {what} state: {key} holds {_show(bad[0])}, not an "
+                         f"integer >= 0")
+    return [int(v) for v in values]
+
+
+def check_fields(state: Mapping[str, Any], what: str) -> None:
+    """ValueError naming the first field of ``state`` that is missing, of the wrong type or out
+    of range (a state damaged or edited by hand would otherwise repeat or drop records)."""
+    if state["format"] == SAMPLER_FORMAT:
+        n = _int(state, "num_records", what)
+        replicas = _int(state, "num_replicas", what, 1)
+        _int(state, "rank", what, 0, replicas - 1)
+        _int(state, "epoch", what, 0)
+        _int(state, "seed", what, -(1 << 63), (1 << 64) - 1)
+        cursor = _int(state, "cursor", what, 0, n)
+        _int(state, "yielded", what, 0, n)
+        skip = _ints(state, "skip", what)
+        if any(b <= a for a, b in zip(skip, skip[1:])) or (skip and (skip[0] <= cursor
+                                                                    or skip[-1] >= n)):
+            raise ValueError(f"not a valid {what} state: skip must hold increasing positions "
+                             f"between cursor ({cursor:,}) and num_records ({n:,})")
+        return
+    slots = _int(state, "slots", what, 1)
+    _int(state, "slot", what, 0, slots - 1)
+    if "ranks" in state:  # states saved before recio recorded it have none
+        _int(state, "ranks", what, 1, slots)
+    _int(state, "epoch", what, 0)
+    _int(state, "resumes", what, 0)
+    _int(state, "base_delivered", what, 0)
+    _int(state, "yielded", what, 0)
+    intervals = state.get("intervals")
+    if not isinstance(intervals, (list, tuple)) or any(
+            not isinstance(iv, (list, tuple)) or len(iv) != 2
+            or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in iv)
+            or not 0 <= iv[0] < iv[1] for iv in intervals):
+        raise ValueError(f"not a valid {what} state: intervals must be a list of [begin, end) "
+                         f"byte ranges with 0 <= begin < end")
+    _ints(state, "queued", what)
+    _ints(state, "buffer", what)
 
 
 def mismatch(state: Mapping[str, Any], here: Mapping[str, Any], what: str) -> None:
@@ -261,13 +329,16 @@ def merge_stream(states: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
 def stream_state(*, epoch: int, seed: int, source: Any, slot: int, slots: int,
                  intervals: List[Interval], queued: List[int], resumes: int,
                  base_delivered: int, base: Optional[str] = None, buffer: Optional[List[int]] =
-                 None, draining: bool = False, rng: Any = None, yielded: int = 0
-                 ) -> Dict[str, Any]:
-    """A RecordIterableDataset state (a reader's, or a merged one: slot 0 of 1)."""
+                 None, draining: bool = False, rng: Any = None, yielded: int = 0,
+                 ranks: int = 1) -> Dict[str, Any]:
+    """A RecordIterableDataset state (a reader's, or a merged one: slot 0 of 1). ``ranks``: how
+    many processes the ``slots`` readers were spread over (the rest are DataLoader workers), so
+    that a resume as 2 ranks x 1 worker does not pass for 1 rank x 2 workers."""
     if base is None:
         base = token(epoch, seed, source, intervals, queued, resumes)
     return {"format": STREAM_FORMAT, "version": VERSION, "epoch": epoch, "seed": seed,
             "source": source, "base": base, "resumes": resumes, "slot": slot, "slots": slots,
+            "ranks": ranks,
             "intervals": intervals, "queued": queued, "buffer": list(buffer or []),
             "draining": draining, "rng": rng, "base_delivered": base_delivered,
             "yielded": yielded, "delivered": base_delivered + yielded}
@@ -337,15 +408,15 @@ def record_bounds(intervals: Sequence[Interval], parts: int,
     return bounds
 
 
-def share(merged: Mapping[str, Any], slot: int, slots: int, bounds: Sequence[float]
-          ) -> Dict[str, Any]:
+def share(merged: Mapping[str, Any], slot: int, slots: int, bounds: Sequence[float],
+          ranks: int = 1) -> Dict[str, Any]:
     """Reader ``slot`` of ``slots``'s part of a merged state: the byte ranges between its two
     ``bounds`` and every ``slots``-th pending record."""
     return stream_state(
         epoch=merged["epoch"], seed=merged["seed"], source=merged["source"], slot=slot,
         slots=slots, intervals=clip(merged["intervals"], bounds[slot], bounds[slot + 1]),
         queued=[int(v) for v in merged["queued"][slot::slots]], resumes=merged["resumes"],
-        base_delivered=int(merged["base_delivered"]), base=merged["base"])
+        base_delivered=int(merged["base_delivered"]), base=merged["base"], ranks=ranks)
 
 
 # -- the public entry point ------------------------------------------------------------------------
