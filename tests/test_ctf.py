@@ -794,6 +794,22 @@ def test_converted_cbf_is_read_by_cntk_as_the_ctf(tmp_path, case):
 
 # -- MinibatchSource and open_corpus ------------------------------------------------------------
 
+def same_minibatches(a, b, size):
+    """Draw minibatches of ``size`` from sources ``a`` and ``b`` until both end, checking that
+    they are the same (ids, sample counts, both streams' values); returns how many."""
+    count = 0
+    while True:
+        x, y = a.next_minibatch(size), b.next_minibatch(size)
+        if x is None or y is None:
+            assert x is None and y is None
+            return count
+        assert list(x.streams) == ["features", "labels"]
+        assert x.ids.tolist() == y.ids.tolist() and x.num_samples == y.num_samples
+        for name in ("features", "labels"):
+            same_sequences([{name: s} for s in x[name]], [{name: s} for s in y[name]])
+        count += 1
+
+
 @pytest.mark.parametrize("randomize", [False, True])
 def test_minibatch_source_over_ctf_equals_over_converted_cbf(golden, tmp_path, randomize):
     streams = read_header(golden / "cbf" / "header.txt")
@@ -801,17 +817,7 @@ def test_minibatch_source_over_ctf_equals_over_converted_cbf(golden, tmp_path, r
     a = MinibatchSource(CTFReader(golden / "cbf" / "data.ctf", streams), randomize=randomize,
                         seed=3, max_sweeps=2)
     b = MinibatchSource(str(tmp_path / "d.cbf"), randomize=randomize, seed=3, max_sweeps=2)
-    count = 0
-    while True:
-        x, y = a.next_minibatch(13), b.next_minibatch(13)
-        if x is None or y is None:
-            assert x is None and y is None
-            break
-        assert x.ids.tolist() == y.ids.tolist() and x.num_samples == y.num_samples
-        for name in ("features", "labels"):
-            same_sequences([{name: s} for s in x[name]], [{name: s} for s in y[name]])
-        count += 1
-    assert count > 10
+    assert same_minibatches(a, b, 13) > 10
 
 
 def test_open_corpus_needs_stream_definitions_for_ctf(golden):
@@ -835,18 +841,7 @@ def test_minibatch_source_reads_a_ctf_path_directly(golden, tmp_path, randomize)
     direct = MinibatchSource(str(path), streams=streams, randomize=randomize, seed=5)
     via = MinibatchSource(CTFReader(path, streams), randomize=randomize, seed=5)
     assert isinstance(direct.corpus, CTFReader)
-    n = 0
-    while True:
-        x, y = direct.next_minibatch(17), via.next_minibatch(17)
-        if x is None or y is None:
-            assert x is None and y is None
-            break
-        assert list(x.streams) == ["features", "labels"]
-        assert x.ids.tolist() == y.ids.tolist() and x.num_samples == y.num_samples
-        for name in ("features", "labels"):
-            same_sequences([{name: s} for s in x[name]], [{name: s} for s in y[name]])
-        n += 1
-    assert n > 3
+    assert same_minibatches(direct, via, 17) > 3
     for copy in ("a.ctf", "b.ctf"):
         (tmp_path / copy).write_bytes(path.read_bytes())
     both = MinibatchSource(str(tmp_path / "*.ctf"), streams=streams, randomize=False)
