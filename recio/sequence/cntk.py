@@ -43,7 +43,10 @@ useful; see README "CNTK-named API"): D3 ``defines_mb_size`` on a CBF stream is 
 ignores it there); D7 float64 CBF files are read (CNTK's Python reader is float-only); D8 empty
 streams are delivered as empty arrays (CNTK fails); D9 CBF chunks are the file's chunks and CTF
 chunks are cut as CNTK's text reader cuts them (32 MiB). Not supported: several deserializers
-joined by key, ``frame_mode`` with sequences longer than 1, ``truncation_length``.
+joined by key, ``frame_mode`` with sequences longer than 1, ``truncation_length``. Not copied
+from CNTK's Python conversion of a minibatch (its reader is not involved): ``-0.0`` turned into
+``+0.0`` when a minibatch holds sequences of different lengths, and NaN in the other columns of
+a densified sparse sample holding ``inf``.
 
 recio's own :class:`recio.MinibatchSource` keeps its different choices (one sweep by default,
 contiguous shares of a global minibatch that survive a change of worker count, a window in
