@@ -6,6 +6,7 @@ machine in this file (per token), the fixtures the real CNTK 2.7 produced
 reader's own exact byte-by-byte path, which must agree with its fast path.
 """
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -938,3 +939,33 @@ def test_progress_covers_the_input_bytes(golden, tmp_path):
                read_header(golden / "cbf" / "header.txt"), progress=seen.append)
     assert sum(seen) == (golden / "cbf" / "data.ctf").stat().st_size and len(seen) >= 1
     assert all(n > 0 for n in seen)
+
+
+# -- single number tokens, as the real CNTK 2.7 read them ------------------------------------------
+
+TOKENS_CNTK = json.loads((DATA / "ctf" / "tokens_cntk.json").read_text())
+
+
+def test_number_tokens_read_as_cntk_reads_them(tmp_path):
+    """72 tokens (float32 overflow and subnormals, underflow, ties, 400-digit numbers, signs,
+    and what CNTK refuses) in ``0 |F <token> 2``: recio gives CNTK's float32 bits, or refuses
+    the file where CNTK does (tests/data/ctf/make_tokens_cntk.py recorded them)."""
+    spec = importlib.util.spec_from_file_location("make_tokens_cntk",
+                                                  DATA / "ctf" / "make_tokens_cntk.py")
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)  # the token list and file layout CNTK was given
+    TOKENS, token_file = maker.TOKENS, maker.token_file
+    assert sorted(TOKENS) == sorted(TOKENS_CNTK)
+    wrong = {}
+    for i, token in enumerate(TOKENS):
+        path = token_file(str(tmp_path), i, token)
+        try:
+            reader = CTFReader(path, [CTFStream("f", "F", 2)])
+            seqs = [s for c in range(reader.num_chunks) for s in reader.read_chunk(c)]
+            got = np.asarray(seqs[0]["f"], np.float32).reshape(-1).view(np.uint32).tolist()
+        except CTFError:
+            got = "refused"
+        if got != TOKENS_CNTK[token]:
+            wrong[token[:40]] = (got, TOKENS_CNTK[token])
+    assert not wrong, wrong
+    assert sum(v == "refused" for v in TOKENS_CNTK.values()) == 10
