@@ -576,13 +576,15 @@ class MinibatchSource:
     ``.cbf`` or ``.ctf`` path, a corpus object, or a list of them. ``streams``: None (all), a
     list of stream names, or ``{output name: stream name}``; for ``.ctf`` files, which do not
     name their streams, the list of :class:`recio.sequence.ctf.CTFStream` definitions (e.g.
-    ``read_header(header_file)``), every one of them returned. ``randomization_window`` in samples (None: whole corpus).
+    ``read_header(header_file)``), every one of them returned. ``randomization_window`` in
+    samples (None: whole corpus).
     ``epoch_size`` in samples, ``INFINITELY_REPEAT`` (epoch = sweep, forever) or
     ``FULL_DATA_SWEEP`` (epoch = sweep, stop after one unless ``max_sweeps``).
     """
 
     def __init__(self, files: Any,
-                 streams: Union[None, Sequence[str], Sequence[CTFStream], Mapping[str, str]] = None,
+                 streams: Union[None, Sequence[str], Sequence[CTFStream],
+                                Mapping[str, str]] = None,
                  randomize: bool = True, randomization_window: Optional[int] = None, seed: int = 0,
                  epoch_size: int = FULL_DATA_SWEEP, max_sweeps: Optional[int] = None,
                  defines_mb_size: Optional[str] = None, worker_rank: int = 0,
