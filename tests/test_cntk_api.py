@@ -1,5 +1,6 @@
 """recio.sequence.cntk: CNTK's reader API with CNTK 2.7's behaviour, checked against traces the
 real CNTK 2.7 recorded (tests/data/cntk/make_traces.py) on the same files."""
+import importlib.util
 import json
 import os
 
@@ -15,50 +16,18 @@ with open(os.path.join(HERE, "traces.json")) as _f:
     TRACES = json.load(_f)["cases"]
 
 
+_spec = importlib.util.spec_from_file_location("make_traces", os.path.join(HERE, "make_traces.py"))
+_traces = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_traces)  # the code that recorded CNTK's traces records recio's
+
+
 def _source(case, **override):
-    path = os.path.join(HERE, case["corpus"])
-    mb = case.get("mb_stream")
-    if path.endswith(".ctf"):
-        d = C.CTFDeserializer(path, C.StreamDefs(
-            id=C.StreamDef(field="F", shape=3, is_sparse=False, defines_mb_size=mb == "id"),
-            y=C.StreamDef(field="L", shape=5, is_sparse=True, defines_mb_size=mb == "y")))
-    else:
-        d = C.CBFDeserializer(path, C.StreamDefs(id=C.StreamDef(field="id", shape=1),
-                                                 y=C.StreamDef(field="y", shape=5,
-                                                               is_sparse=True)))
-    return C.MinibatchSource(d, **dict(case["source"], **override))
+    return _traces.make_source(C, case, **override)
 
 
 def _trace(case):
-    """What make_traces.py records, from recio."""
-    k = case["workers"]
-    sources = [_source(case) for _ in range(k)]
-    trace = []
-    for step in range(case["steps"]):
-        if step == case.get("restore_at"):  # fresh sources continue from checkpoints
-            states = [json.loads(json.dumps(src.get_checkpoint_state())) for src in sources]
-            sources = [_source(case) for _ in range(k)]
-            for src, state in zip(sources, states):
-                src.restore_from_checkpoint(state)
-        size = case["sizes"][step % len(case["sizes"])]
-        row = []
-        for rank, src in enumerate(sources):
-            mb = src.next_minibatch(size, num_data_partitions=k, partition_index=rank) \
-                if k > 1 else src.next_minibatch(size)
-            if not mb:
-                row.append(None)
-                continue
-            data = mb[src.streams.id]
-            row.append({"ids": [float(np.asarray(s).reshape(-1)[0])
-                                for s in data.as_sequences()],
-                        "samples": data.number_of_samples,
-                        "y_samples": mb[src.streams.y].number_of_samples,
-                        "sweep_end": data.sweep_end,
-                        "position": src.get_checkpoint_state()["minibatchSourcePosition"]})
-        trace.append(row)
-        if all(r is None for r in row):
-            break
-    return trace
+    """What make_traces.py recorded from CNTK, recorded from recio by the same code."""
+    return _traces.record(C, case)
 
 
 @pytest.mark.parametrize("case", TRACES, ids=[c["name"] for c in TRACES])

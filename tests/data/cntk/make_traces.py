@@ -9,19 +9,20 @@ The corpora (``*.cbf`` beside this script) were written by recio's CBFWriter
 (``make_corpora`` in tests/test_cntk_api.py documents their layout): stream ``id`` (dense, dim 1,
 every sample = the sequence's number in file order) and ``y`` (sparse, dim 5). Each case is run
 until two runs agree (CNTK 2.7's block randomizer has a rare data race that corrupts a run).
+
+``make_source`` and ``record`` take the reader API as their first argument (``cntk.io`` here,
+``recio.sequence.cntk`` in the test), so CNTK and recio are traced by the same code.
 """
 import json
 import os
 import sys
 
 import numpy as np
-import cntk.io as C
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-INF = C.INFINITELY_REPEAT
 
 
-def cases():
+def cases(C):
     one, var, w14 = "one.cbf", "var.cbf", "w14.cbf"
     out = []
 
@@ -80,10 +81,12 @@ def cases():
     return out
 
 
-def run(case):
+def make_source(C, case, **override):
+    """A MinibatchSource of API ``C`` over the case's corpus, with the case's arguments (and
+    ``override``)."""
     path = os.path.join(HERE, case["corpus"])
+    mb = case.get("mb_stream")
     if path.endswith(".ctf"):  # id: the first value of each F row identifies the sequence
-        mb = case["mb_stream"]
         d = C.CTFDeserializer(path, C.StreamDefs(
             id=C.StreamDef(field="F", shape=3, is_sparse=False, defines_mb_size=mb == "id"),
             y=C.StreamDef(field="L", shape=5, is_sparse=True, defines_mb_size=mb == "y")))
@@ -91,13 +94,20 @@ def run(case):
         d = C.CBFDeserializer(path, C.StreamDefs(
             id=C.StreamDef(field="id", shape=1, is_sparse=False),
             y=C.StreamDef(field="y", shape=5, is_sparse=True)))
+    return C.MinibatchSource(d, **dict(case["source"], **override))
+
+
+def record(C, case):
+    """The case's trace through API ``C``: per step, per worker, the sequence ids, sample
+    counts, sweep_end and checkpoint position (None once a worker's source has ended). At
+    ``restore_at`` fresh sources continue from the checkpoints, passed through JSON."""
     k = case["workers"]
-    sources = [C.MinibatchSource(d, **case["source"]) for _ in range(k)]
+    sources = [make_source(C, case) for _ in range(k)]
     trace = []
     for step in range(case["steps"]):
         if step == case.get("restore_at"):
-            states = [src.get_checkpoint_state() for src in sources]
-            sources = [C.MinibatchSource(d, **case["source"]) for _ in range(k)]
+            states = [json.loads(json.dumps(src.get_checkpoint_state())) for src in sources]
+            sources = [make_source(C, case) for _ in range(k)]
             for src, state in zip(sources, states):
                 src.restore_from_checkpoint(state)
         size = case["sizes"][step % len(case["sizes"])]
@@ -123,12 +133,14 @@ def run(case):
 
 
 def main():
+    import cntk.io as C
+
     out = {"cntk": C.__name__, "cases": []}
-    for case in cases():
+    for case in cases(C):
         runs = []
         for attempt in range(5):
             try:
-                runs.append(json.dumps(run(case)))
+                runs.append(json.dumps(record(C, case)))
             except RuntimeError as exc:  # CNTK's own race; retried
                 print("retry", case["name"], exc, file=sys.stderr)
                 continue
