@@ -65,6 +65,15 @@ def _take(loader, batches):
     return out, loader.state_dict()
 
 
+def _stopped(loader, stop, middle):
+    """Stop at the "start", after ``middle`` batches, or at the "end" of an epoch: the labels
+    delivered before the stop, and the loader's state then."""
+    if stop == "end":
+        before = _drain(loader)
+        return before, loader.state_dict()
+    return _take(loader, {"start": 0, "middle": middle}[stop])
+
+
 def _drain(loader):
     return [x for b in loader for x in _labels(b)]
 
@@ -161,11 +170,7 @@ def test_iterable_same_shape_continues_the_uninterrupted_order(files, shuffle_bu
 @pytest.mark.parametrize("stop", ["start", "middle", "end"])
 def test_iterable_stop_at_start_middle_end(files, stop):
     loader = _loader(_iterable(files, shuffle_buffer=5), 2)
-    if stop == "end":
-        before = _drain(loader)
-        saved = loader.state_dict()
-    else:
-        before, saved = _take(loader, {"start": 0, "middle": 13}[stop])
+    before, saved = _stopped(loader, stop, middle=13)
     ds = _iterable(files, shuffle_buffer=5)
     ds.load_state_dict(saved)
     after = _drain(_loader(ds, 3))
@@ -335,11 +340,7 @@ def test_sampler_same_shape_continues_the_uninterrupted_order(mapped, shuffle):
 @pytest.mark.parametrize("stop", ["start", "middle", "end"])
 def test_sampler_stop_at_start_middle_end(mapped, stop):
     loader = _sampled(mapped, RecordSampler(mapped, seed=1), 2)
-    if stop == "end":
-        before = _drain(loader)
-        saved = loader.state_dict()
-    else:
-        before, saved = _take(loader, {"start": 0, "middle": 11}[stop])
+    before, saved = _stopped(loader, stop, middle=11)
     sampler = RecordSampler(mapped, seed=1)
     sampler.load_state_dict(saved)
     assert len(sampler) == N - len(before)
