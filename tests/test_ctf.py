@@ -821,13 +821,16 @@ def test_minibatch_source_over_ctf_equals_over_converted_cbf(golden, tmp_path, r
     assert same_minibatches(a, b, 13) > 10
 
 
-def test_open_corpus_needs_stream_definitions_for_ctf(golden):
+def test_open_corpus_needs_stream_definitions_for_ctf(golden, tmp_path):
     path = str(golden / "cbf" / "data.ctf")
     with pytest.raises(ValueError, match=r"data\.ctf: a CTF file does not name its streams.*"
                                          r"read_header"):
         open_corpus(path)
     with pytest.raises(ValueError, match="does not name its streams"):
         MinibatchSource(path)
+    with pytest.raises(ValueError, match="does not name its streams"):
+        ctf_to_cbf(path, tmp_path / "d.cbf", [])
+    assert not (tmp_path / "d.cbf").exists()
     reader = CTFReader(path, read_header(golden / "cbf" / "header.txt"))
     assert open_corpus(reader) is reader
     assert reader.stream_names == ["features", "labels"]

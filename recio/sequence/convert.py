@@ -159,14 +159,6 @@ def _ctf_chunks(reader: CTFReader, progress: Progress):
         progress(reader.size - done)
 
 
-def _ctf_reader(ctf_path: PathLike, streams: Sequence[Any], dtype: Any) -> CTFReader:
-    if not streams:
-        raise ValueError(f"{os.fspath(ctf_path)}: a .ctf file does not name its streams; give "
-                         f"them (recio.sequence.ctf.CTFStream(name, alias, dim, is_sparse), or "
-                         f"recio.sequence.ctf.read_header(path) for ctf2bin's header file)")
-    return CTFReader(ctf_path, streams, dtype=dtype)
-
-
 def ctf_to_cbf(ctf_path: PathLike, cbf_path: PathLike, streams: Sequence[Any],
                chunk_size_bytes: int = 32 << 20, dtype: Any = np.float32,
                progress: Progress = None) -> Dict[str, Any]:
@@ -179,7 +171,7 @@ def ctf_to_cbf(ctf_path: PathLike, cbf_path: PathLike, streams: Sequence[Any],
     appears only when complete.
     """
     started = time.perf_counter()
-    reader = _ctf_reader(ctf_path, streams, dtype)
+    reader = CTFReader(ctf_path, streams, dtype=dtype)
     cbf_path = os.fspath(cbf_path)
     infos = [StreamInfo(s.name, s.storage, reader.dtype, s.dim) for s in reader.streams]
     writer = CBFWriter(cbf_path, infos, chunk_size_bytes)
@@ -211,7 +203,7 @@ def ctf_to_rec(ctf_path: PathLike, rec_path: PathLike, streams: Sequence[Any],
     """Write the sequences CNTK reads from a CTF file as sequence records (keys 0..n-1, with
     ``.idx`` and the ``.len`` sample-count sidecar); returns a summary."""
     started = time.perf_counter()
-    reader = _ctf_reader(ctf_path, streams, dtype)
+    reader = CTFReader(ctf_path, streams, dtype=dtype)
     rec_path = os.fspath(rec_path)
     count = 0
     with SequenceWriter(rec_path, idx_path) as writer:

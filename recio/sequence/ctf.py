@@ -207,13 +207,16 @@ def read_header(path: PathLike) -> List[CTFStream]:
     return streams
 
 
-def _check_streams(streams: Sequence[Any]) -> List[CTFStream]:
-    """The stream list a reader is given: CTFStream objects (or ``(name, alias, dim,
-    is_sparse[, defines_mb_size])`` tuples), at least one, unique names and aliases, at most one
-    ``defines_mb_size`` (CNTK's configuration errors, as ValueError)."""
-    out = [s if isinstance(s, CTFStream) else CTFStream(*s) for s in streams]
+def _check_streams(streams: Optional[Sequence[Any]], path: str) -> List[CTFStream]:
+    """The stream list a reader of ``path`` is given: CTFStream objects (or ``(name, alias, dim,
+    is_sparse[, defines_mb_size])`` tuples), at least one (a CTF file cannot say them), unique
+    names and aliases, at most one ``defines_mb_size`` (CNTK's configuration errors, as
+    ValueError)."""
+    out = [s if isinstance(s, CTFStream) else CTFStream(*s) for s in streams or []]
     if not out:
-        raise ValueError("a CTF reader needs at least one stream definition")
+        raise ValueError(f"{path}: a CTF file does not name its streams or their dimensions; "
+                         f"give streams=[CTFStream(name, alias, dim, is_sparse), ...] or "
+                         f"streams=recio.sequence.ctf.read_header(header_file)")
     for attr in ("name", "alias"):
         values = [getattr(s, attr) for s in out]
         twice = sorted({v for v in values if values.count(v) > 1})
@@ -1051,10 +1054,10 @@ class CTFReader:
     ``defines_mb_size`` line.
     """
 
-    def __init__(self, path: PathLike, streams: Sequence[Any],
+    def __init__(self, path: PathLike, streams: Optional[Sequence[Any]],
                  chunk_size_bytes: int = DEFAULT_CHUNK_SIZE, dtype: Any = np.float32) -> None:
         self.path = os.fspath(path)
-        self.streams: List[CTFStream] = _check_streams(streams)
+        self.streams: List[CTFStream] = _check_streams(streams, self.path)
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValueError(f"dtype must be float32 or float64 (CNTK's element types), not "

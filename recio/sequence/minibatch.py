@@ -362,12 +362,7 @@ def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
             return open_corpus(matches, chunk_samples, per_stream_counts, ctf_streams)
         if path.lower().endswith(".cbf"):
             return CBFReader(path, per_stream_counts=per_stream_counts)
-        if path.lower().endswith(".ctf"):
-            if not ctf_streams:
-                raise ValueError(f"{path}: a CTF file does not name its streams or their "
-                                 f"dimensions; pass streams=[CTFStream(name, alias, dim, "
-                                 f"is_sparse), ...] or streams=recio.sequence.ctf.read_header("
-                                 f"header_file)")
+        if path.lower().endswith(".ctf"):  # CTFReader refuses it without ctf_streams
             return CTFReader(path, ctf_streams)
         return RecordCorpus(path, chunk_samples=chunk_samples)
     if isinstance(source, (list, tuple)):
