@@ -717,8 +717,11 @@ class MinibatchSource:
         t0 = self._sweep * self.num_samples + self._plan_for(self._sweep).samples_before(
             self._offset)
         spans: List[Tuple[_SweepPlan, int, int]] = []
-        total = 0
+        total = count = 0
         sweep_end = False
+        # Sequences in sweep order until the budget is spent. Every worker gets a sequence while
+        # data remains: a minibatch of fewer sequences than workers takes more, one at a time,
+        # past the budget (CNTK gives each worker at least one sample for the same reason).
         while True:
             if self._offset >= n:  # end of a sweep: go on to the next one unless that was the last
                 self._sweep += 1
@@ -729,33 +732,21 @@ class MinibatchSource:
             pos = self._offset
             end, used = plan.take(pos, size - total)
             if end <= pos:
-                if total:
+                if total and count >= self.num_workers:
                     break
-                end, used = pos + 1, int(self.sizes[plan.ids(pos, pos + 1)[0]])  # over-long: alone
-            spans.append((plan, pos, end))
-            total += used
-            self._offset = end
-            if end < n:
-                break
-            sweep_end = True
-        # every worker gets a sequence while data remains: a minibatch of fewer sequences than
-        # workers takes more, one at a time, past the budget (CNTK gives each worker at least
-        # one sample for the same reason)
-        count = sum(b - a for _, a, b in spans)
-        while count < self.num_workers and not self._finished():
-            if self._offset >= n:
-                self._sweep += 1
-                self._offset = 0
-                continue
-            plan, pos = self._plan_for(self._sweep), self._offset
-            if spans and spans[-1][0] is plan and spans[-1][2] == pos:
-                spans[-1] = (plan, spans[-1][1], pos + 1)
+                # an over-long sequence alone, or one more for a worker that would idle
+                end, used = pos + 1, int(self.sizes[plan.ids(pos, pos + 1)[0]])
+            if spans and spans[-1][0] is plan and spans[-1][2] == pos:  # one span per sweep
+                spans[-1] = (plan, spans[-1][1], end)
             else:
-                spans.append((plan, pos, pos + 1))
-            total += int(self.sizes[plan.ids(pos, pos + 1)[0]])
-            self._offset = pos + 1
-            count += 1
-            sweep_end = sweep_end or self._offset >= n
+                spans.append((plan, pos, end))
+            total += used
+            count += end - pos
+            self._offset = end
+            if end >= n:
+                sweep_end = True
+            elif count >= self.num_workers:
+                break
         if not spans:
             return None
         mb = self._assemble(spans, total, start_sweep, sweep_end)
