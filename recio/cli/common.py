@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 import click
 
-from recio.errors import RecordIOError
+from recio.errors import OutputExistsError, RecordIOError
 from recio.storage import is_url, local_path
 from recio.storage import size as storage_size
 
@@ -64,6 +64,8 @@ def handle_errors(func: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except OutputExistsError as exc:
+            fail(exc.for_command())
         except RecordIOError as exc:
             fail(str(exc))
         except BrokenPipeError:  # output piped into `head` and closed: not an error
