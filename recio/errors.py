@@ -52,26 +52,27 @@ class OutputExistsError(RecordIOError):
     """An output that would replace one of the command's inputs (always refused) or an existing
     file (refused unless the caller passes ``force=True``, the CLI's ``--force``).
 
-    ``replaceable`` is True for the second kind: the message then says how a caller replaces
-    the file (``force=True``), before ``note``; :meth:`for_command` says it with a command's
-    flag."""
+    ``remedy`` says what forcing does for the second kind (``"to replace it"``): the message
+    then says ``pass force=True <remedy>`` before ``note``, and :meth:`for_command` says it with
+    a command's flag instead."""
 
     def __init__(self, message: str, path: Optional[str] = None, offset: Optional[int] = None,
-                 line: Optional[int] = None, replaceable: bool = False, note: str = "") -> None:
-        self.detail, self.replaceable, self.note = message, replaceable, note
-        remedy = "; pass force=True to replace it" if replaceable else ""
-        super().__init__(message + remedy + note, path, offset, line)
+                 line: Optional[int] = None, remedy: Optional[str] = None,
+                 note: str = "") -> None:
+        self.detail, self.remedy, self.note = message, remedy, note
+        super().__init__(message + (f"; pass force=True {remedy}" if remedy else "") + note,
+                         path, offset, line)
 
     def for_command(self, flag: str = "--force") -> str:
-        """The message as a command prints it: the option that replaces the file, not the
-        keyword argument."""
-        if not self.replaceable:
+        """The message as a command prints it: the option to type, not the keyword
+        argument."""
+        if self.remedy is None:
             return str(self)
         where = f"{self.path}: " if self.path is not None else ""
-        return f"{where}{self.detail}; use {flag} to replace it{self.note}"
+        return f"{where}{self.detail}; use {flag} {self.remedy}{self.note}"
 
     def __reduce__(self):
-        return (type(self), (self.detail, self.path, self.offset, self.line, self.replaceable,
+        return (type(self), (self.detail, self.path, self.offset, self.line, self.remedy,
                              self.note))
 
 

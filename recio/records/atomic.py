@@ -487,7 +487,7 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
     if existing:
         more = (f" ({len(existing) - 1} more output file(s) exist too)"
                 if len(existing) > 1 else "")
-        raise OutputExistsError("already exists", path=existing[0], replaceable=True,
+        raise OutputExistsError("already exists", path=existing[0], remedy="to replace it",
                                 note=more)
 
 
