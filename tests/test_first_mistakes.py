@@ -254,3 +254,25 @@ def test_a_refused_output_names_the_option_the_user_types(script, tmp_path):
         check_outputs([tmp_path / "P.rec"])
     assert info.value.for_command() == f"{tmp_path / 'P.rec'}: already exists; use --force " \
                                        "to replace it"
+
+
+# -- PNG output: what --quality means and costs ------------------------------------------------
+
+def test_png_quality_is_explained_and_the_slow_default_is_pointed_out(script, tmp_path):
+    helped = _run(script, "--help")
+    text = " ".join(helped.stdout.split())
+    assert "With --encoding .png (lossless), the zlib compression level 0-9" in text
+    assert "the default 95, mean 9" in text and "slowest" in text and "--quality 1" in text
+    shutil.copy(GOLDEN / "im2rec" / "all.lst", tmp_path / "P.lst")
+    slow = _run(script, "P", IMAGES, "--encoding", ".png", "--resize", "16", cwd=tmp_path)
+    assert slow.returncode == 0, slow.stderr
+    assert "note: --encoding .png with the default --quality 95 compresses at PNG level 9" \
+        in slow.stderr
+    level9 = (tmp_path / "P.rec").read_bytes()
+    fast = _run(script, "P", IMAGES, "--encoding", ".png", "--resize", "16", "--quality", "1",
+                "--force", cwd=tmp_path)
+    assert fast.returncode == 0 and "note:" not in fast.stderr
+    assert len((tmp_path / "P.rec").read_bytes()) > len(level9)  # level 1 compresses less
+    quiet = _run(script, "P", IMAGES, "--encoding", ".png", "--resize", "16", "--force", "-q",
+                 cwd=tmp_path)
+    assert quiet.returncode == 0 and "note:" not in quiet.stderr

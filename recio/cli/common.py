@@ -20,8 +20,8 @@ from recio.storage import size as storage_size
 EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EXIT_STATUS_HELP = ("Exit status: 0 success; 1 damage found or items skipped (verify, --strict, "
-                    "a pack that found nothing); 2 usage error, unreadable input or a refused "
-                    "output; 130 interrupted (Ctrl-C).")
+                    "a list or pack that found nothing); 2 usage error, unreadable input or a "
+                    "refused output; 130 interrupted (Ctrl-C).")
 
 class PathOrURL(click.Path):
     """``click.Path`` that passes URLs (``s3://...``) through unchecked: they are opened by

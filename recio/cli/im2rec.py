@@ -112,11 +112,13 @@ Pack mode packs every PREFIX*.lst into a .rec and .idx of the same name, in list
 Malformed lines, missing files, paths outside ROOT (absolute, '..', symlinks: see
 --allow-outside-root), FIFOs and devices, unreadable and undecodable images are skipped,
 counted by cause and listed in PREFIX.errors.tsv (line, index, path, reason); --strict
-makes that exit with status 1. A pack that finds (nearly) nothing fails with no output:
-no image packed, more than --max-missing of the list missing (default 0.5), or the first
-100 images all missing ("is ROOT right?"). Output is written under temporary names
-(.rec.partial, .pack.journal) and renamed when complete; an existing .rec/.idx or .lst is
-replaced only with --force.
+makes that exit with status 1. A list or pack that finds (nearly) nothing fails with no
+output: --list finding no image (it says what it found: sub-folders for --recursive, other
+extensions for --exts), lists holding no line, no image packed, more than --max-missing of
+the list missing (default 0.5), or the first 100 images all missing ("is ROOT right?").
+Every list packed is named first when PREFIX matches more than PREFIX.lst. Output is written
+under temporary names (.rec.partial, .pack.journal) and renamed when complete; an existing
+.rec/.idx or .lst is replaced only with --force.
 
 \b
 MXNet's older spellings work too: --list=1, --recursive True, --shuffle=0 (the boolean
@@ -124,7 +126,7 @@ options of MXNet <= 1.1; 0/false means off) and --exts .jpg .png.
 
 \b
 Also available as `recio im2rec`. Exit status: 0 done; 1 images skipped with --strict, or a
-pack that found (nearly) nothing; 2 usage error or a refused output; 130 interrupted.
+list or pack that found (nearly) nothing; 2 usage error or a refused output; 130 interrupted.
 """
 
 
@@ -153,8 +155,8 @@ pack that found (nearly) nothing; 2 usage error or a refused output; 130 interru
               help="Resize the shorter side to this many pixels (0: keep the size).")
 @click.option("--center-crop", is_flag=True, help="Crop the centred square before resizing.")
 @click.option("--quality", type=int, default=95, show_default=True,
-              help="JPEG quality 1-100. With --encoding .png, the zlib compression level 0-9 "
-                   "(pixels are lossless either way); larger values, such as the default 95, "
+              help="JPEG quality 1-100. With --encoding .png (lossless), the zlib compression "
+                   "level 0-9; larger values, such as the default 95, "
                    "mean 9, as in MXNet: the smallest files and by far the slowest (at 256 px "
                    "about 8x the encode time of level 1, at 2000 px about 45x, for files 5-25% "
                    "smaller). --quality 1 packs PNGs several times faster.")
