@@ -43,6 +43,7 @@ import recio
 from conftest import GOLDEN, command, need
 from recio.cli.im2rec import im2rec_cmd
 from recio.cli.main import recio as recio_group
+from recio.optional import TORCH_CPU_INDEX
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -339,7 +340,7 @@ def check_command(words: List[str]) -> Tuple[Optional[List[str]], List[str]]:
         return None, [f"`{' '.join(words)}`: pyproject.toml has no extra {e!r}"
                       for e in sorted(extras - _extras())]
     if words[:3] == ["pip", "install", "torch"]:
-        cpu = ["--index-url", "https://download.pytorch.org/whl/cpu"]
+        cpu = ["--index-url", TORCH_CPU_INDEX]
         return None, [] if words[3:] == cpu else [
             f"`{' '.join(words)}`: install torch from PyTorch's CPU index ({' '.join(cpu)}): "
             "plain pip fetches the multi-GB CUDA build on Linux"]
