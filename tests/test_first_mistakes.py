@@ -201,6 +201,16 @@ def test_a_mistyped_prefix_suggests_near_names(script, tmp_path, typed, near):
     assert _listing(tmp_path / "data") == ["test_train.lst", "test_val.lst", "train.lst"]
 
 
+@pytest.mark.parametrize("mode", [["--list", "--recursive"], []], ids=["list", "pack"])
+def test_a_mistyped_root_suggests_near_folders(script, tmp_path, mode):
+    _class_folders(tmp_path)
+    shutil.copy(GOLDEN / "im2rec" / "all.lst", tmp_path / "P.lst")
+    proc = _run(script, "P", "photo", *mode, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert _one_error_line(proc) == "Error: ROOT photo: no such folder; did you mean photos?"
+    assert _listing(tmp_path) == ["P.lst", "photos"]
+
+
 def test_no_list_at_all_says_how_to_make_one(script, tmp_path):
     proc = _run(script, "data", "photos", cwd=tmp_path)
     assert proc.returncode == 2

@@ -24,7 +24,7 @@ from recio.cli.common import (
 )
 from recio.errors import NothingFoundError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
-from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
+from recio.image.lists import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
 from recio.image.packing import PackResult, PrefixLists, has_partial
 from recio.image.staging import pack_prefix_to
 from recio.storage import is_url
@@ -221,8 +221,9 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         if make_list:
             fail(f"--list walks a local folder; ROOT {root} is a URL")
     elif not os.path.isdir(root):
-        fail(f"ROOT {root}: " + ("not a folder" if os.path.exists(root) else
-                                 "no such folder"), code=2)
+        near = [] if os.path.exists(root) else near_folders(root)
+        fail(f"ROOT {root}: " + ("not a folder" if os.path.exists(root) else "no such folder")
+             + (f"; did you mean {' or '.join(near)}?" if near else ""), code=2)
     if make_list:
         _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
                    not no_shuffle, quiet, as_json, force)

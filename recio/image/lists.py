@@ -7,6 +7,7 @@ chunks and train/test/val parts; the files are byte-identical to MXNet's for the
 """
 from __future__ import annotations
 
+import difflib
 import os
 import random
 import struct
@@ -307,6 +308,19 @@ def nothing_listed(scan: ImageScan, root: PathLike, recursive: bool,
     return "the folder and its sub-folders hold no files"
 
 
+def near_folders(path: PathLike) -> List[str]:
+    """Folders beside ``path`` (a folder that does not exist) whose names are near its name,
+    nearest first, written as ``path`` was: for "did you mean photos?" after a typo."""
+    parent, name = os.path.split(os.path.normpath(os.fspath(path)))
+    try:
+        folders = [d for d in os.listdir(parent or ".")
+                   if os.path.isdir(os.path.join(parent or ".", d))]
+    except OSError:
+        return []
+    return [os.path.join(parent, d) for d in difflib.get_close_matches(name, folders, n=3,
+                                                                       cutoff=0.6)]
+
+
 def _other_files(found: "Counter[str]") -> str:
     shown = ", ".join(f"{n:,} {ext or 'without extension'}" for ext, n in found.most_common(4))
     more = ", ..." if len(found) > 4 else ""
@@ -579,5 +593,5 @@ __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "r
            "scan_images",
            "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
-           "find_classes", "write_classes", "read_classes"]
+           "find_classes", "write_classes", "read_classes", "nothing_listed", "near_folders"]
 

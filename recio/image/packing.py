@@ -39,7 +39,7 @@ from recio import storage
 from recio.errors import ImageError, ListFileError, NothingFoundError, RecordIOError, plural
 from recio.image.codec import ImageOptions, has_alpha, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
-from recio.image.lists import ListItem, read_list_entries
+from recio.image.lists import ListItem, near_folders, read_list_entries
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet, check_outputs
 from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
 from recio.records.index import format_index, sibling_index_path
@@ -1053,15 +1053,8 @@ def _did_you_mean(prefix: str) -> str:
     head, base = os.path.split(prefix)
     folder = head or "."
     if not os.path.isdir(folder):  # a typo in the folder: look for the nearest existing one
-        parent, name = os.path.split(os.path.normpath(folder))
-        try:
-            folders = [d for d in os.listdir(parent or ".")
-                       if os.path.isdir(os.path.join(parent or ".", d))]
-        except OSError:
-            return ""
-        near = difflib.get_close_matches(name, folders, n=3, cutoff=0.6)
-        return (f"; did you mean {' or '.join(os.path.join(parent, d, base) for d in near)}?"
-                if near else "")
+        near = [os.path.join(d, base) for d in near_folders(folder)]
+        return f"; did you mean {' or '.join(near)}?" if near else ""
     try:
         names = os.listdir(folder)
     except OSError:
