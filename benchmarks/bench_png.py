@@ -1,23 +1,25 @@
 """PNG in recio: decoding PNGs (readers, im2rec from PNG sources) and ``im2rec --encoding .png``.
 
 Corpus: ``--n`` large photo-like PNGs (default 40) cut from the same skimage photographs as
-``corpus.py``, long side 1200-2400 px, zlib level 6 (what most tools write), about 3-9 MB each.
+``corpus.py``, long side 1200-2400 px, zlib level 6 (what most tools write), about 2 MB each.
 
 Decode: every PNG decoded by ``recio.image.codec.decode`` (the one decoder behind
 ``unpack_img``, ``recio.mx``, ``ImageRecordIter``, the torch datasets and im2rec) for the colour
 flags 1, 0 and -1, with ``decoder="pillow"`` (what a plain ``pip install recio`` without OpenCV
 does) and ``decoder="auto"`` (OpenCV's ``imdecode`` when ``recio[fast]`` is installed), beside
 the bare ``cv2.imdecode`` of the same bytes (the ceiling: zlib itself) and, where it runs, the
-peer MXNet 1.9.1 (``mx.image.imdecode`` in ``--mxnet-python``). Target: ``auto`` within 10% of
-the bare ``cv2.imdecode``. Also two threads at once (the loaders decode in threads).
+peer MXNet 1.9.1 (``mx.image.imdecode`` in ``--mxnet-python``, default
+``$RECIO_MXNET_PYTHON``). Target: ``auto`` within 10% of the bare ``cv2.imdecode`` in CPU per
+image. Also two threads at once (the loaders decode in threads).
 
 Encode: ``im2rec PREFIX ROOT --encoding .png --num-thread 2`` (the installed console script)
 with ``--resize 256`` and at full size, at ``--quality 1``, ``6`` and the default ``95``,
 which means PNG level 9: images/s and bytes written (``--encode-n`` of the PNGs), so
 ``im2rec --help`` can say what the default costs. No target: the figures are for the help.
 
-Medians of ``--repeats`` runs, with the CPU time per image (steady on a loaded machine). Benchmark-only requirements: ``pip install scikit-image
-opencv-python-headless``. Usage: ``python benchmarks/bench_png.py [--n 40] [--repeats 3]``.
+Medians of ``--repeats`` runs, with the CPU time per image (steady on a loaded machine).
+Benchmark-only requirements: ``pip install scikit-image opencv-python-headless``.
+Usage: ``python benchmarks/bench_png.py [--n 40] [--repeats 3] [--encode-n 8]``.
 """
 from __future__ import annotations
 
@@ -39,7 +41,6 @@ sys.path.insert(0, HERE)
 
 #: decode with decoder="auto" must reach this share of the bare cv2.imdecode rate
 AUTO_SHARE_TARGET = 0.9
-MXNET_PYTHON = "/work/mxvenv/bin/python"
 
 
 def make_pngs(out_dir: str, n: int, seed: int = 0) -> List[str]:
@@ -96,7 +97,7 @@ def _line(name: str, measured: Tuple[List[float], Optional[float]], extra: str =
     return median
 
 
-def bench_decode(blobs: List[bytes], repeats: int, mxnet_python: str, paths: List[str]) -> None:
+def bench_decode(blobs: List[bytes], repeats: int, mxnet_python: Optional[str], paths: List[str]) -> None:
     import numpy as np
 
     from recio.image.codec import decode
@@ -130,10 +131,10 @@ def bench_decode(blobs: List[bytes], repeats: int, mxnet_python: str, paths: Lis
     _mxnet_peer(mxnet_python, paths, repeats)
 
 
-def _mxnet_peer(python: str, paths: List[str], repeats: int) -> None:
+def _mxnet_peer(python: Optional[str], paths: List[str], repeats: int) -> None:
     """MXNet 1.9.1's ``mx.image.imdecode`` (its own OpenCV) on the same files, in its venv."""
-    if not os.path.exists(python):
-        print(f"  MXNet peer: {python} not found (--mxnet-python)")
+    if not python or not os.path.exists(python):
+        print("  MXNet peer: not run (pass --mxnet-python or set RECIO_MXNET_PYTHON)")
         return
     code = (
         "import sys, time, json, statistics\n"
@@ -190,8 +191,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=40, help="PNGs in the corpus")
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration")
     parser.add_argument("--out", default=os.path.join(HERE, "out", "png"))
-    parser.add_argument("--mxnet-python", default=MXNET_PYTHON,
-                        help="a Python with mxnet 1.9.1, for the peer's decode rate")
+    parser.add_argument("--mxnet-python", default=os.environ.get("RECIO_MXNET_PYTHON"),
+                        help="a Python with mxnet 1.9.1, for the peer's decode rate (default "
+                             "$RECIO_MXNET_PYTHON)")
     parser.add_argument("--encode-n", type=int, default=8,
                         help="PNGs packed by the encode benchmark (level 9 takes seconds each)")
     parser.add_argument("--skip-encode", action="store_true")
