@@ -97,7 +97,8 @@ def _line(name: str, measured: Tuple[List[float], Optional[float]], extra: str =
     return median
 
 
-def bench_decode(blobs: List[bytes], repeats: int, mxnet_python: Optional[str], paths: List[str]) -> None:
+def bench_decode(blobs: List[bytes], repeats: int, mxnet_python: Optional[str],
+                 paths: List[str]) -> None:
     import numpy as np
 
     from recio.image.codec import decode

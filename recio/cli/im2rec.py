@@ -25,7 +25,7 @@ from recio.cli.common import (
 from recio.errors import NothingFoundError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
-from recio.image.packing import PackResult, PrefixLists, has_partial
+from recio.image.packing import PackResult, PrefixLists, describe_skips, has_partial
 from recio.image.staging import pack_prefix_to
 from recio.storage import is_url
 
@@ -429,7 +429,7 @@ def _print_result(name: str, result: PackResult, quiet: bool) -> None:
     rate = (result.packed + result.skipped - result.resumed) / result.seconds \
         if result.seconds > 0 else 0.0
     resumed = f", resumed after {result.resumed}" if result.resumed else ""
-    causes = result.describe_skips()
+    causes = describe_skips(result.skips)
     outputs = _rel(result.rec_path) if result.idx_path is None \
         else f"{_rel(result.rec_path)}, {_rel(result.idx_path)}"
     click.echo(f"{name}: packed {plural(result.packed, 'image')}, skipped {result.skipped}"

@@ -411,8 +411,8 @@ class ImageRecordIter:
     Images decode as MXNet's do (``recio.image.codec.decode``; a 1-channel ``data_shape`` gets
     OpenCV's greyscale). JPEGs are decoded by simplejpeg (libjpeg-turbo, a dependency), PNGs by
     OpenCV when ``pip install 'recio[fast]'`` installed it, anything else by Pillow, all with
-    the same pixels; ``decoder="pillow"`` or ``"simplejpeg"`` forces one. An image declaring more than
-    ``max_pixels`` pixels is skipped undecoded (the decompression-bomb guard).
+    the same pixels; ``decoder="pillow"`` or ``"simplejpeg"`` forces one. An image declaring
+    more than ``max_pixels`` pixels is skipped undecoded (the decompression-bomb guard).
     """
 
     def __init__(self, path_imgrec: Union[PathLike, Sequence[PathLike]],

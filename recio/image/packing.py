@@ -85,10 +85,6 @@ class PackResult:
     #: ``.errors.tsv``)
     first_skip: Optional[Tuple[int, str]] = None
 
-    def describe_skips(self) -> str:
-        """The skipped items by cause, e.g. ``"2 missing, 5 malformed lines"``."""
-        return describe_skips(self.skips)
-
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready summary."""
         return {"lst": self.lst_path, "rec": self.rec_path, "idx": self.idx_path,
@@ -124,7 +120,6 @@ def describe_skips(skips: Dict[str, int]) -> str:
 MAX_MISSING = 0.5
 #: ... and stops early when this many items were tried and every one was missing
 EARLY_MISSING = 100
-
 
 
 def find_lists(prefix: PathLike) -> List[str]:
@@ -1074,5 +1069,5 @@ _LIST_PART = re.compile(r"(_\d+)?(_train|_val|_test)?$")
 
 
 __all__ = ["PackResult", "NothingFoundError", "SKIP_CAUSES", "MAX_MISSING", "EARLY_MISSING",
-           "find_lists", "prefix_lists", "PrefixLists", "describe_skips", "output_paths", "partial_paths", "has_partial",
-           "count_items", "pack_list", "pack_prefix", "EXECUTORS"]
+           "find_lists", "prefix_lists", "PrefixLists", "describe_skips", "output_paths",
+           "partial_paths", "has_partial", "count_items", "pack_list", "pack_prefix", "EXECUTORS"]
