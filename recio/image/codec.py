@@ -304,11 +304,11 @@ def _decode_png_opencv(data: Any, color: int, bgr: bool, max_pixels: int, exif_t
     head = bytes(data[:24])
     if not head.startswith(_PNG_SIGNATURE) or head[12:16] != b"IHDR":
         return None
+    width, height = struct.unpack(">II", head[16:24])
+    check_pixels(width, height, max_pixels, name)  # before anything is imported or allocated
     cv2 = optional("cv2")
     if cv2 is None or (exif_transpose and bytes(data).find(b"eXIf") != -1):
         return None
-    width, height = struct.unpack(">II", head[16:24])
-    check_pixels(width, height, max_pixels, name)
     rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.11 swaps while decoding
     if color == 1:
         flag = cv2.IMREAD_COLOR if bgr or rgb_flag is None else rgb_flag
