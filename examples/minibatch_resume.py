@@ -1,6 +1,9 @@
 """Train a tiny model from sequence records, get killed mid-run, resume, and continue identically.
 
-    python examples/minibatch_resume.py     # writes examples/out/minibatch_seq.rec, runs the demo
+    python examples/minibatch_resume.py [--out DIR] [--brief]
+
+writes DIR/minibatch_seq.rec (default examples/out/) and runs the demo; ``--brief`` prints the
+table's rows around the kill and its last row instead of all of them (``make demo``).
 
 1. writes a corpus of variable-length sequences (``recio.sequence.SequenceWriter``);
 2. runs training uninterrupted for STEPS minibatches: the reference;
@@ -26,7 +29,7 @@ import recio
 from recio.sequence import SequenceWriter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "out")
+OUT = os.environ.get("MINIBATCH_DEMO_OUT") or os.path.join(HERE, "out")  # the child's too
 REC = os.path.join(OUT, "minibatch_seq.rec")
 CKPT = os.path.join(OUT, "minibatch_ckpt.json")
 STEPS, CRASH, MB_SAMPLES, DIM = 30, 12, 256, 8
@@ -98,14 +101,14 @@ def child(mode: str) -> None:
 
 def run_child(mode: str):
     done = subprocess.run([sys.executable, __file__, "--child", mode], capture_output=True,
-                          text=True)
+                          text=True, env={**os.environ, "MINIBATCH_DEMO_OUT": OUT})
     lines = done.stdout.splitlines()
     steps = [json.loads(l) for l in lines if l.startswith("[")]
     weights = [json.loads(l[8:]) for l in lines if l.startswith("WEIGHTS ")]
     return done.returncode, steps, weights[0] if weights else None
 
 
-def main() -> int:
+def main(brief: bool = False) -> int:
     os.makedirs(OUT, exist_ok=True)
     make_corpus()
     source = open_source()
@@ -114,11 +117,19 @@ def main() -> int:
     weights = np.zeros(DIM + 1)
     reference = train(0, weights, source, save=False)
     code, before, _ = run_child("fresh")
-    print(f"training process killed after step {len(before)} (exit status {code})")
+    print(f"training process killed after {len(before)} steps (exit status {code})")
     code, after, final = run_child("resume")
     print(f"new process restored the checkpoint and ran steps {after[0][0]}..{after[-1][0]}")
     print("step  seqs  samples  minibatch-ids     loss      | uninterrupted run")
-    for got, ref in zip(before + after, reference):
+    shown = set(range(len(before) - 2, len(before) + 2)) | {STEPS - 1} if brief \
+        else set(range(STEPS))
+    for n, (got, ref) in enumerate(zip(before + after, reference)):
+        if n == len(before):
+            print("  -- killed here; a new process restored the checkpoint --")
+        if n not in shown:
+            if n - 1 in shown:
+                print("   ...")
+            continue
         mark = "same" if got == ref else "DIFFERENT"
         print(f"{got[0]:4d}  {got[1]:4d}  {got[2]:7d}  {got[3]}  {got[4]:9.6f} | {mark}")
     same = before + after == reference and np.array_equal(final, weights)
@@ -130,4 +141,16 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
         child(sys.argv[2])
     else:
-        sys.exit(main())
+        import argparse
+
+        parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+        parser.add_argument("--out", help="folder for the corpus and checkpoint "
+                                          "(default: examples/out)")
+        parser.add_argument("--brief", action="store_true",
+                            help="print the rows around the kill and the last row only")
+        args = parser.parse_args()
+        if args.out:
+            OUT = os.path.abspath(args.out)
+            REC = os.path.join(OUT, "minibatch_seq.rec")
+            CKPT = os.path.join(OUT, "minibatch_ckpt.json")
+        sys.exit(main(args.brief))

@@ -25,6 +25,7 @@ from recio.errors import (
     IndexFileError,
     ListFileError,
     ManifestError,
+    NothingFoundError,
     OutputExistsError,
     RecordIOError,
     SequenceError,
@@ -82,7 +83,8 @@ _SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "cli", "errors"}
 _moved.install()
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError", "CTFError",
-           "SequenceError", "OutputExistsError", "ManifestError", "ChecksumError", "StorageError", *_LAZY]
+           "SequenceError", "OutputExistsError", "NothingFoundError", "ManifestError",
+           "ChecksumError", "StorageError", *_LAZY]
 
 
 def __getattr__(name):

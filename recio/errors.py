@@ -8,6 +8,12 @@ from __future__ import annotations
 from typing import Optional
 
 
+def plural(count: int, noun: str, plural_form: Optional[str] = None) -> str:
+    """``"1 malformed line"``, ``"5 malformed lines"``: a count with its noun in agreement,
+    for messages (``plural_form`` when adding an s is wrong)."""
+    return f"{count:,} {noun if count == 1 else (plural_form or noun + 's')}"
+
+
 class RecordIOError(ValueError):
     """Bad or unreadable record data; carries ``path``, ``offset`` (bytes) and ``line``."""
 
@@ -44,7 +50,36 @@ class ImageError(RecordIOError):
 
 class OutputExistsError(RecordIOError):
     """An output that would replace one of the command's inputs (always refused) or an existing
-    file (refused unless the caller passes ``force=True``, the CLI's ``--force``)."""
+    file (refused unless the caller passes ``force=True``, the CLI's ``--force``).
+
+    ``remedy`` says what forcing does for the second kind (``"to replace it"``): the message
+    then says ``pass force=True <remedy>`` before ``note``, and :meth:`for_command` says it with
+    a command's flag instead."""
+
+    def __init__(self, message: str, path: Optional[str] = None, offset: Optional[int] = None,
+                 line: Optional[int] = None, remedy: Optional[str] = None,
+                 note: str = "") -> None:
+        self.detail, self.remedy, self.note = message, remedy, note
+        super().__init__(message + (f"; pass force=True {remedy}" if remedy else "") + note,
+                         path, offset, line)
+
+    def for_command(self, flag: str = "--force") -> str:
+        """The message as a command prints it: the option to type, not the keyword
+        argument."""
+        if self.remedy is None:
+            return str(self)
+        where = f"{self.path}: " if self.path is not None else ""
+        return f"{where}{self.detail}; use {flag} {self.remedy}{self.note}"
+
+    def __reduce__(self):
+        return (type(self), (self.detail, self.path, self.offset, self.line, self.remedy,
+                             self.note))
+
+
+class NothingFoundError(RecordIOError):
+    """A job that found nothing to do where the user expected work: ``im2rec --list`` that
+    found no image, a pack whose images are (nearly) all missing (most likely the wrong ROOT)
+    or whose lists hold no image line. Nothing was written."""
 
 
 class ManifestError(RecordIOError):
@@ -76,5 +111,5 @@ class CTFError(SequenceError):
 
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError",
-           "OutputExistsError", "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError",
-           "CTFError"]
+           "OutputExistsError", "NothingFoundError", "ManifestError", "ChecksumError",
+           "StorageError", "CBFError", "SequenceError", "CTFError", "plural"]

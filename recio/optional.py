@@ -41,9 +41,16 @@ def optional(name: str) -> Optional[ModuleType]:
     return _found[name]
 
 
+#: PyTorch's CPU-only wheels: on Linux a plain ``pip install torch`` fetches the CUDA build
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
 def install_hint(name: str) -> str:
     """``pip install 'recio[extra]'`` (or the package) that provides module ``name``."""
     extra, package = EXTRAS.get(name, (None, name))
+    if name == "torch":
+        return (f"pip install 'recio[torch]' (without an NVIDIA GPU, first pip install torch "
+                f"--index-url {TORCH_CPU_INDEX}: plain pip fetches the multi-GB CUDA build)")
     return f"pip install 'recio[{extra}]' (or {package})" if extra else f"pip install {package}"
 
 
@@ -60,4 +67,4 @@ def require(name: str, feature: str) -> ModuleType:
                           f"(import failed: {exc})") from exc
 
 
-__all__ = ["optional", "require", "install_hint", "EXTRAS"]
+__all__ = ["optional", "require", "install_hint", "EXTRAS", "TORCH_CPU_INDEX"]

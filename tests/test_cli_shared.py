@@ -32,9 +32,10 @@ def test_an_existing_output_needs_force(tmp_path):
     old = tmp_path / "old.idx"
     old.write_text("0\t0\n")
     new = tmp_path / "new.idx"
-    with pytest.raises(OutputExistsError, match="already exists; use --force") as err:
+    with pytest.raises(OutputExistsError, match="already exists; pass force=True") as err:
         check_outputs([new, old], [tmp_path / "in.rec"])
     assert err.value.path == os.fspath(old) and isinstance(err.value, RecordIOError)
+    assert err.value.for_command().endswith("already exists; use --force to replace it")
     check_outputs([new, old], [tmp_path / "in.rec"], force=True)  # allowed with force
     check_outputs([new], [tmp_path / "in.rec"])  # nothing exists: allowed
     dangling = tmp_path / "dangling.idx"

@@ -213,4 +213,94 @@ def test_the_command_prints_the_histogram_and_percentiles(tmp_path):
     rec = _write(tmp_path / "c.rec", 70)
     proc = subprocess.run([*command("recio"), "inspect", rec], capture_output=True, text=True)
     assert "label: 7 classes, 10 .. 10 records per class" in proc.stdout
-    assert "image size percentiles (70 sampled)" in proc.stdout
+    assert "image size percentiles (all 70 images):" in proc.stdout
+    assert "image size (all 70 images): width 10..64" in proc.stdout
+
+
+def _percentile_rows(stdout):
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "image size percentiles" in line)
+    return lines[start + 1:start + 6]
+
+
+def test_the_percentile_table_keeps_its_columns_apart(tmp_path):
+    """Aspect ratios such as 0.442623 once ran into each other (0.4426230.442623...): every
+    row has one cell per column, right-aligned under its header."""
+    rec = str(tmp_path / "a.rec")
+    with recio.IndexedRecordWriter(rec, rec[:-4] + ".idx") as w:
+        for i, (width, height) in enumerate([(27, 61), (61, 27), (44, 47), (100, 7), (3, 97)]):
+            img = np.full((height, width, 3), 9, np.uint8)
+            w.write(i, recio.pack_img(recio.IRHeader(0, 0.0, i, 0), img, img_fmt=".png"))
+    proc = subprocess.run([*command("recio"), "inspect", rec], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    header, *rows = _percentile_rows(proc.stdout)
+    assert header.split() == [f"p{q:g}" for q in PERCENTILES]
+    for row in rows:
+        name, *cells = row.split()
+        assert name in ("width:", "height:", "short_side:", "aspect:") and len(cells) == 9, row
+        assert row.endswith(cells[-1]) and len(row) == len(header)  # aligned to the header
+    aspect = dict(zip(header.split(), rows[3].split()[1:]))
+    assert aspect["p0"] == "0.03093" and aspect["p100"] == "14.29"  # 3/97 and 100/7
+
+
+def test_every_image_is_measured_when_there_are_fewer_than_the_sample(tmp_path):
+    """A small first image once made the sampler guess a large file and skip images ("sample of
+    286" of 300); a file with fewer images than --sample has every one measured, and a larger
+    one says how many of how many."""
+    rec = str(tmp_path / "s.rec")
+    rng = np.random.default_rng(0)
+    with recio.IndexedRecordWriter(rec, rec[:-4] + ".idx") as w:
+        for i in range(300):
+            side = 8 if i == 0 else 64 + i % 50
+            img = rng.integers(0, 255, (side, side + 3, 3), dtype=np.uint8)
+            w.write(i, recio.pack_img(recio.IRHeader(0, 0.0, i, 0), img, quality=90))
+        w.write(300, recio.pack(recio.IRHeader(0, 0.0, 300, 0), b"\xff\xd8\xff\xda\x00\x02"))
+    proc = subprocess.run([*command("recio"), "inspect", rec], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "image size (all 301 images; 1 of them without a size in their header): width " \
+        "11..116, height 8..113" in proc.stdout
+    assert "image size percentiles (all 301 images; 1 of them without a size in their " \
+        "header):" in proc.stdout
+    assert dataset_stats(rec).files[0].images.sampled == 301
+    proc = subprocess.run([*command("recio"), "inspect", rec, "--sample", "100"],
+                          capture_output=True, text=True)
+    assert "image size percentiles (a sample of 100 of 301 images" in proc.stdout
+    report = json.loads(subprocess.run([*command("recio"), "inspect", rec, "--json"],
+                                       capture_output=True, text=True).stdout)
+    assert report["images"]["sampled"] == 301 and report["images"]["unsized"] == 1
+    assert report["dataset"]["sizes_sampled"] == 300 and report["dataset"]["sizes_unsized"] == 1
+
+
+def test_plot_axes_show_whole_counts_and_a_single_value_as_itself(tmp_path, monkeypatch):
+    """All images 256 x 256 in 3 records: each size panel is one bar labelled 256 (aspect 1),
+    not an axis from 255.5 to 256.5, and no count axis has a fractional tick."""
+    need("matplotlib")
+    from click.testing import CliRunner
+
+    from recio.cli.main import recio as recio_group
+    from recio.image import plot
+
+    rec = str(tmp_path / "one.rec")
+    with recio.IndexedRecordWriter(rec, rec[:-4] + ".idx") as w:
+        for i in range(3):
+            img = np.full((256, 256, 3), 40 * i, np.uint8)
+            w.write(i, recio.pack_img(recio.IRHeader(0, float(i % 2), i, 0), img))
+    drawn = []
+    real = plot.draw_stats
+    monkeypatch.setattr(plot, "draw_stats", lambda *a, **k: drawn.append(real(*a, **k))
+                        or drawn[-1])
+    out = tmp_path / "stats.png"
+    result = CliRunner().invoke(recio_group, ["inspect", rec, "--plot", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes().startswith(b"\x89PNG") and f"plot: {out}" in result.output
+    fig, = drawn
+    label_axes, *size_axes = fig.axes
+    assert [ax.get_title().rsplit(" (", 1)[0] for ax in size_axes] == [
+        "width", "height", "short side", "aspect (w/h)"]
+    for ax, value in zip(size_axes, ["256", "256", "256", "1"]):
+        assert [t.get_text() for t in ax.get_xticklabels()] == [value], ax.get_title()
+        low, high = ax.get_xlim()
+        assert low < float(value) < high
+    for ax in fig.axes:
+        ticks = ax.get_yticks()
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ax.get_title()

@@ -1,4 +1,5 @@
 """The training examples run on a user's own .rec: number of classes read from the data."""
+import os
 import pathlib
 import subprocess
 import sys
@@ -56,3 +57,30 @@ def test_an_example_refuses_labels_that_are_not_class_ids(tmp_path):
     proc = subprocess.run([sys.executable, str(EXAMPLES / "train_imagerecorditer.py"), rec],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "not class ids" in proc.stderr
+
+
+def test_make_demo_says_where_its_files_are_and_keeps_its_tables_whole(tmp_path):
+    """examples/demo.sh (`make demo`) names its output folder first and last, and its last table
+    keeps its header above the rows it shows."""
+    out = tmp_path / "demo"
+    env = {**os.environ, "PYTHON": sys.executable, "DEMO_OUT": str(out)}
+    proc = subprocess.run(["bash", str(EXAMPLES / "demo.sh")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"The demo writes its files to {out}/"
+    start = lines.index(f"== the demo's files, in {out}/")
+    listed = {line.split()[-1] for line in lines[start:] if line.startswith("-rw")}
+    assert listed == set(os.listdir(out)) >= {"records.rec", "records.idx", "photos.lst",
+                                              "photos.rec", "photos.idx", "minibatch_seq.rec"}
+    header = lines.index("step  seqs  samples  minibatch-ids     loss      | uninterrupted run")
+    assert "== 4." in lines[header - 4] and lines[header + 1].split()[0].isdigit()
+    assert "  -- killed here; a new process restored the checkpoint --" in lines[header:start]
+    assert lines[start - 2] == ("minibatch stream and final weights identical to the "
+                                "uninterrupted run: True")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "keep.txt").write_text("mine")
+    refused = subprocess.run(["bash", str(EXAMPLES / "demo.sh")], capture_output=True,
+                             text=True, env={**env, "DEMO_OUT": str(tmp_path / "mine")})
+    assert refused.returncode == 2 and "is not empty" in refused.stderr
+    assert os.listdir(tmp_path / "mine") == ["keep.txt"]

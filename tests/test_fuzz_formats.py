@@ -26,6 +26,7 @@ from recio.sequence.cbf import CBFReader, CBFWriter, read_header
 from recio.errors import (CBFError, ImageError, IndexFileError, ListFileError, RecordIOError,
                           SequenceError)
 from recio.image.header import IRHeader, decode_image, pack, pack_img, unpack, unpack_header, unpack_img
+from recio.optional import optional
 from recio.records.index import write_index
 from recio.image.lists import read_list
 from recio.sequence.minibatch import RecordCorpus
@@ -36,6 +37,9 @@ from recio.records.writer import IndexedRecordWriter
 
 DOCUMENTED = (RecordIOError, IndexFileError, ListFileError, ImageError, CBFError, SequenceError)
 RECIO_DIR = os.path.dirname(os.path.abspath(recio.__file__))
+# the decoders recio looks up on first use (OpenCV decodes PNGs when installed): imported here,
+# so that bounded() measures decoding, not a module's first import (megabytes, once)
+optional("cv2")
 #: watchdog budgets: Python lines run inside recio, and traced bytes, per byte of input
 LINES_PER_BYTE, LINES_BASE = 50, 20_000
 MEMORY_PER_BYTE, MEMORY_BASE = 64, 4 << 20  # the .idx parser reads 1 MiB blocks

@@ -597,6 +597,7 @@ def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, 
             proc.communicate()
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "Traceback" not in err and "--resume" in err
+        assert err.count("Interrupted") == 1  # said once, with what to do
     else:
         assert proc.returncode == -signal.SIGKILL
     # nothing that looks like a finished pack
@@ -678,7 +679,7 @@ def test_an_interrupted_sharded_pack_leaves_no_manifest_and_no_shard(script, tmp
     assert not any(n.startswith("job-") or n.endswith(".manifest.json") for n in names)
     if sig == signal.SIGINT:
         assert proc.returncode == 130 and "Traceback" not in err
-        assert "nothing of" in err and "--resume" not in err
+        assert "nothing of" in err and "--resume" not in err and err.count("Interrupted") == 1
         assert not glob.glob(str(tmp_path / ".recio-pack-*"))
     else:
         assert proc.returncode == -signal.SIGKILL

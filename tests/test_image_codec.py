@@ -86,6 +86,31 @@ def test_both_jpeg_backends_give_mxnets_pixels(name, decoder):
                      EXPECTED[f"imdecode|{name}|{key}"], f"{name} {decoder} {color}")
 
 
+@pytest.mark.parametrize("decoder", ["pillow", "auto"])
+@pytest.mark.parametrize("name", [n for n in NAMES if n.endswith(".png")])
+def test_both_png_backends_give_mxnets_pixels(name, decoder, monkeypatch):
+    """PNGs decode to cv2.imdecode's pixels for every flag (16-bit samples kept for -1) both
+    through Pillow and, when OpenCV is installed ("auto"), through OpenCV itself: Pillow is
+    then never asked, from any entry point (recio.mx's unpack_img asks for the EXIF
+    orientation, which these files do not have)."""
+    if decoder == "auto":
+        need("cv2")
+
+        def no_pillow(*args, **kwargs):
+            raise AssertionError("a PNG went to Pillow although OpenCV is installed")
+
+        monkeypatch.setattr(codec, "_decode_pillow", no_pillow)
+    for color in (1, 0, -1):
+        want = EXPECTED[f"unpack_img|{name}|{color}"]  # cv2.imdecode: BGR order
+        got = decode(image_bytes(name), color, bgr=True, decoder=decoder)
+        assert_exact(got, want, f"{name} {decoder} {color}")
+        assert got.flags.c_contiguous
+        rgb = decode(image_bytes(name), color, decoder=decoder)
+        assert_exact(rgb, want[..., [2, 1, 0, 3][:want.shape[2]]] if want.ndim == 3 else want)
+        if decoder == "auto":
+            assert_exact(mx.unpack_img(record(name), color)[1], want, f"{name} mx {color}")
+
+
 def _entry_points(payload, color):
     """The pixels of one image record through every decoding entry point of recio, RGB."""
     rgb = color == 1

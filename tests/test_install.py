@@ -5,6 +5,7 @@ Every other command test runs ``python -m recio`` (independent of PATH); this on
 """
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -59,3 +60,20 @@ def test_console_scripts_exist_and_work(golden, tmp_path):
                            "--list", "--recursive"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "photos.lst").read_bytes() == (golden / "im2rec" / "all.lst").read_bytes()
+
+
+def test_a_script_beside_a_folder_named_recio_imports_the_installed_package(tmp_path):
+    """A checkout cloned into a folder named ``recio`` (or any folder of that name) next to a
+    script must not shadow the installed package: an editable install's import hook used to run
+    after the path search, which took the folder for an empty namespace package."""
+    checkout = pathlib.Path(recio.__file__).resolve().parent.parent
+    (tmp_path / "recio").symlink_to(checkout, target_is_directory=True)
+    (tmp_path / "train.py").write_text("import recio\nprint(recio.__file__)\n"
+                                       "print(recio.RecordReader.__name__)\n")
+    for argv in ([sys.executable, "train.py"], [sys.executable, "-c", "import runpy; "
+                                                "runpy.run_path('train.py')"]):
+        done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (
+            f"{done.stderr.strip().splitlines()[-1:]}: reinstall recio (pip install -e .) so "
+            "the editable install uses pyproject.toml's package-dir")
+        assert done.stdout.split() == [recio.__file__, "RecordReader"]

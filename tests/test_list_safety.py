@@ -86,16 +86,6 @@ def test_lists_appear_all_together_or_not_at_all(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []  # no train/test/val list, no temporary file
 
 
-def test_missing_recursive_is_pointed_out(script, tmp_path):
-    root = tmp_path / "root"
-    _jpeg(root / "cats" / "a.jpg")
-    _jpeg(root / "dogs" / "b.jpg")
-    proc = _run(script, tmp_path / "out", root, "--list")
-    assert proc.returncode == 0
-    assert "no images directly in ROOT, but 2 in its sub-folders: add --recursive" in proc.stderr
-    assert (tmp_path / "out.lst").read_text() == ""
-
-
 def test_ratios_over_one_are_warned_and_counted(script, tmp_path):
     root = GOLDEN / "im2rec" / "images"
     proc = _run(script, tmp_path / "r", root, "--list", "--recursive", "--train-ratio", "0.8",

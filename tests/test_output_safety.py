@@ -132,19 +132,27 @@ def test_a_failure_in_a_later_part_leaves_no_part_at_all(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []  # parts 0 and 1 were complete: they are gone too
 
 
-def test_extract_keeps_an_existing_list_unless_force(script, packed):
+def test_extract_into_a_folder_that_is_not_empty_needs_force(script, packed):
     before = _tree(packed)
     proc = _recio(script, "extract", packed / "data.rec", packed)
-    assert proc.returncode == 2 and "data.lst: already exists; use --force" in proc.stderr
+    assert proc.returncode == 2
+    assert f"Error: {packed}: the folder is not empty (" in proc.stderr
+    assert "use --force to extract into it anyway" in proc.stderr
     assert _tree(packed) == before  # the original paths are still there
     (packed / "out").mkdir()
     (packed / "out" / "3.jpg").write_bytes(b"mine")
+    (packed / "out" / "notes.txt").write_bytes(b"keep")
     proc = _recio(script, "extract", packed / "data.rec", packed / "out")
-    assert proc.returncode == 2 and "3.jpg: already exists" in proc.stderr
-    assert os.listdir(packed / "out") == ["3.jpg"]  # nothing written before the refusal
+    assert proc.returncode == 2 and "(2 entries: 3.jpg, notes.txt)" in proc.stderr
+    assert sorted(os.listdir(packed / "out")) == ["3.jpg", "notes.txt"]  # nothing written
     proc = _recio(script, "extract", packed / "data.rec", packed / "out", "--force")
     assert proc.returncode == 0, proc.stderr
-    assert len(os.listdir(packed / "out")) == 14
+    assert f"warning: replaced 1 existing file in {packed / 'out'} (--force): " \
+        f"{packed / 'out' / '3.jpg'}" in proc.stderr  # never silently
+    assert len(os.listdir(packed / "out")) == 15 and (packed / "out" / "notes.txt").exists()
+    again = _recio(script, "extract", packed / "data.rec", packed / "out", "--force",
+                   "--json")
+    assert again.returncode == 0 and len(json.loads(again.stdout)["replaced"]) == 14
 
 
 def test_extract_never_writes_over_the_rec(script, packed):

@@ -43,6 +43,7 @@ import recio
 from conftest import GOLDEN, command, need
 from recio.cli.im2rec import im2rec_cmd
 from recio.cli.main import recio as recio_group
+from recio.optional import TORCH_CPU_INDEX
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -338,6 +339,11 @@ def check_command(words: List[str]) -> Tuple[Optional[List[str]], List[str]]:
         extras = set((m.group(1) or "").split(",")) - {""}
         return None, [f"`{' '.join(words)}`: pyproject.toml has no extra {e!r}"
                       for e in sorted(extras - _extras())]
+    if words[:3] == ["pip", "install", "torch"]:
+        cpu = ["--index-url", TORCH_CPU_INDEX]
+        return None, [] if words[3:] == cpu else [
+            f"`{' '.join(words)}`: install torch from PyTorch's CPU index ({' '.join(cpu)}): "
+            "plain pip fetches the multi-GB CUDA build on Linux"]
     if words[0] == "mkdir" and words[1:2] == ["-p"]:
         return ["mkdir", "-p", *words[2:]], []
     if words[0] in ("python", "python3") and len(words) >= 2 and words[1].endswith(".py"):
@@ -476,6 +482,29 @@ def test_every_file_path_in_the_text_exists():
     assert "recio/records/framing.py" in paths
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     assert not missing, f"README.md names files that do not exist: {missing}"
+
+
+def heading_anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but ``-`` and ``_`` dropped,
+    each space a ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchor_problems(text: str) -> List[str]:
+    """The ``(#anchor)`` links of ``text`` that no heading of it makes."""
+    headings = re.findall(r"^#+ (.+)$", _prose(text), re.M)
+    anchors = {heading_anchor(h) for h in headings}
+    return [f"[{label}](#{target}): no heading makes #{target}" for label, target
+            in re.findall(r"\[([^\]]+)\]\(#([^)\s]+)\)", _prose(text)) if target not in anchors]
+
+
+def test_every_link_to_a_section_finds_it():
+    """The contents once linked to "Feeding .rec files to training" after the section was
+    gone."""
+    problems = anchor_problems(README.read_text(encoding="utf-8"))
+    assert not problems, "\n".join(problems)
+    assert anchor_problems("# Feeding `.rec` files: now!\n[x](#feeding-rec-files-now)") == []
+    assert anchor_problems("# Other\n[x](#feeding-rec-files-to-training)") != []
 
 
 def test_no_code_hides_in_indented_blocks():

@@ -27,6 +27,7 @@ def test_missing_torch_gives_install_hint():
             "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "pip install 'recio[torch]'" in out.stdout, out.stderr
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in out.stdout
 
 N = 37
 

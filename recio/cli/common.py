@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 
 import click
 
-from recio.errors import RecordIOError
+from recio.errors import OutputExistsError, RecordIOError
 from recio.storage import is_url, local_path
 from recio.storage import size as storage_size
 
@@ -20,8 +20,8 @@ from recio.storage import size as storage_size
 EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EXIT_STATUS_HELP = ("Exit status: 0 success; 1 damage found or items skipped (verify, --strict, "
-                    "a pack that found nothing); 2 usage error, unreadable input or a refused "
-                    "output; 130 interrupted (Ctrl-C).")
+                    "a list or pack that found nothing); 2 usage error, unreadable input or a "
+                    "refused output; 130 interrupted (Ctrl-C).")
 
 class PathOrURL(click.Path):
     """``click.Path`` that passes URLs (``s3://...``) through unchecked: they are opened by
@@ -64,6 +64,8 @@ def handle_errors(func: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except OutputExistsError as exc:
+            fail(exc.for_command())
         except RecordIOError as exc:
             fail(str(exc))
         except BrokenPipeError:  # output piped into `head` and closed: not an error

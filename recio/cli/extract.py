@@ -9,7 +9,6 @@ import click
 from recio.cli.common import (
     echo_json,
     file_progress,
-    force_option,
     handle_errors,
     json_option,
     quiet_option,
@@ -22,7 +21,9 @@ from recio.image.extract import extract_images
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--lst", "lst_name", default=None, metavar="NAME",
               help="Name of the list written in OUT_DIR (default: REC's name with .lst).")
-@force_option
+@click.option("--force", is_flag=True,
+              help="Extract into a folder that is not empty; files there under the names "
+                   "written are replaced, and listed.")
 @json_option
 @quiet_option
 @handle_errors
@@ -38,8 +39,12 @@ def extract_cmd(rec: str, out_dir: str, lst_name: Optional[str], force: bool, as
     `im2rec OUT_DIR/NAME OUT_DIR --pass-through` (add `--pack-label` for label vectors)
     writes the same records again. Records without an image (e.g. the header and identity
     records of a face-recognition set) are skipped and counted. Images are written as stored
-    (never re-encoded). Files already in OUT_DIR under the names it would write (a .lst of the
-    same name, images) are kept and the command stops before writing anything, unless --force.
+    (never re-encoded).
+
+    OUT_DIR must be new or empty, so the images never mix with what is already there: a
+    folder that holds anything stops the command before it writes anything, unless --force.
+    With --force the images are added to it, and a file already there under a name it writes
+    is replaced and listed (never silently).
 
     \b
     Examples:

@@ -12,6 +12,7 @@ import click
 
 from recio.cli.common import (
     EXIT_DAMAGE,
+    EXIT_INTERRUPTED,
     echo_json,
     fail,
     force_option,
@@ -21,9 +22,10 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.errors import NothingFoundError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
-from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
-from recio.image.packing import NothingFoundError, PackResult, has_partial
+from recio.image.lists import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
+from recio.image.packing import PackResult, PrefixLists, describe_skips, has_partial
 from recio.image.staging import pack_prefix_to
 from recio.storage import is_url
 
@@ -35,8 +37,11 @@ _EXT_TOKEN = re.compile(r"^\.[A-Za-z0-9]{1,8}$")
 def _mxnet_argv(args: Sequence[str]) -> List[str]:
     """Accept MXNet's spellings click would reject.
 
-    ``--exts .jpg .png`` (argparse ``nargs='+'``) becomes ``--exts .jpg,.png``; old boolean
-    options written as ``--list True`` / ``--recursive 1`` / ``--shuffle False`` become flags.
+    ``--exts .jpg .png`` (argparse ``nargs='+'``) becomes ``--exts .jpg,.png``. MXNet <= 1.1
+    declared its boolean options ``type=bool``, and tutorials still write ``--list=1``,
+    ``--recursive True``, ``--shuffle=0``: each becomes the flag (or nothing; ``--shuffle`` off
+    is ``--no-shuffle``). A false value means off, as its writer meant (argparse's ``bool("0")``
+    was True: that MXNet bug is not reproduced). Any other value is a usage error.
     """
     out: List[str] = []
     i = 0
@@ -44,6 +49,18 @@ def _mxnet_argv(args: Sequence[str]) -> List[str]:
     while i < len(args):
         arg = args[i]
         nxt = args[i + 1].lower() if i + 1 < len(args) else None
+        name, eq, value = arg.partition("=")
+        if eq and name in _FLAGS + ("--shuffle",):
+            on = _BOOL_WORDS.get(value.lower())
+            if on is None:
+                raise click.UsageError(f"{name} is a flag: write {name} alone (or MXNet's "
+                                       f"{name}=1 / {name}=0), not {arg!r}")
+            if name == "--shuffle":
+                out += [] if on else ["--no-shuffle"]
+            elif on:
+                out.append(name)
+            i += 1
+            continue
         if arg == "--exts" and i + 1 < len(args):
             exts = [args[i + 1]]
             i += 2
@@ -71,7 +88,12 @@ def _mxnet_argv(args: Sequence[str]) -> List[str]:
 
 class _MXNetCompatCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
-        return super().parse_args(ctx, _mxnet_argv(args))
+        try:
+            converted = _mxnet_argv(args)
+        except click.UsageError as exc:
+            exc.ctx = ctx  # printed with the usage line, exit status 2
+            raise
+        return super().parse_args(ctx, converted)
 
 
 HELP = """Make image lists (--list) or pack the images of PREFIX*.lst into .rec/.idx.
@@ -90,15 +112,21 @@ Pack mode packs every PREFIX*.lst into a .rec and .idx of the same name, in list
 Malformed lines, missing files, paths outside ROOT (absolute, '..', symlinks: see
 --allow-outside-root), FIFOs and devices, unreadable and undecodable images are skipped,
 counted by cause and listed in PREFIX.errors.tsv (line, index, path, reason); --strict
-makes that exit with status 1. A pack that finds (nearly) nothing fails with no output:
-no image packed, more than --max-missing of the list missing (default 0.5), or the first
-100 images all missing ("is ROOT right?"). Output is written under temporary names
-(.rec.partial, .pack.journal) and renamed when complete; an existing .rec/.idx or .lst is
-replaced only with --force.
+makes that exit with status 1. A list or pack that finds (nearly) nothing fails with no
+output: --list finding no image (it says what it found: sub-folders for --recursive, other
+extensions for --exts), lists holding no line, no image packed, more than --max-missing of
+the list missing (default 0.5), or the first 100 images all missing ("is ROOT right?").
+Every list packed is named first when PREFIX matches more than PREFIX.lst. Output is written
+under temporary names (.rec.partial, .pack.journal) and renamed when complete; an existing
+.rec/.idx or .lst is replaced only with --force.
+
+\b
+MXNet's older spellings work too: --list=1, --recursive True, --shuffle=0 (the boolean
+options of MXNet <= 1.1; 0/false means off) and --exts .jpg .png.
 
 \b
 Also available as `recio im2rec`. Exit status: 0 done; 1 images skipped with --strict, or a
-pack that found (nearly) nothing; 2 usage error or a refused output; 130 interrupted.
+list or pack that found (nearly) nothing; 2 usage error or a refused output; 130 interrupted.
 """
 
 
@@ -127,7 +155,11 @@ pack that found (nearly) nothing; 2 usage error or a refused output; 130 interru
               help="Resize the shorter side to this many pixels (0: keep the size).")
 @click.option("--center-crop", is_flag=True, help="Crop the centred square before resizing.")
 @click.option("--quality", type=int, default=95, show_default=True,
-              help="JPEG quality 1-100, or PNG compression 0-9 (larger values mean 9).")
+              help="JPEG quality 1-100. With --encoding .png (lossless), the zlib compression "
+                   "level 0-9; larger values, such as the default 95, "
+                   "mean 9, as in MXNet: the smallest files and by far the slowest (at 256 px "
+                   "about 8x the encode time of level 1, at 2000 px about 45x, for files 5-25% "
+                   "smaller). --quality 1 packs PNGs several times faster.")
 @click.option("--num-thread", type=click.IntRange(min=1), default=1, show_default=True,
               help="Number of workers decoding and encoding images; order is kept.")
 @click.option("--color", type=click.IntRange(-1, 1), default=1, show_default=True,
@@ -189,8 +221,9 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         if make_list:
             fail(f"--list walks a local folder; ROOT {root} is a URL")
     elif not os.path.isdir(root):
-        fail(f"ROOT {root}: " + ("not a folder" if os.path.exists(root) else
-                                 "no such folder"), code=2)
+        near = [] if os.path.exists(root) else near_folders(root)
+        fail(f"ROOT {root}: " + ("not a folder" if os.path.exists(root) else "no such folder")
+             + (f"; did you mean {' or '.join(near)}?" if near else ""), code=2)
     if make_list:
         _list_mode(prefix, root, exts, chunks, train_ratio, test_ratio, recursive,
                    not no_shuffle, quiet, as_json, force)
@@ -198,6 +231,12 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
 
     if encoding == ".jpg" and not 1 <= quality <= 100:
         fail(f"--quality {quality} is outside 1-100 for JPEG encoding")
+    if encoding == ".png" and not pass_through and not quiet and not as_json and \
+            click.get_current_context().get_parameter_source("quality") \
+            is click.core.ParameterSource.DEFAULT:
+        click.echo("note: --encoding .png with the default --quality 95 compresses at PNG level "
+                   "9 (as MXNet): the smallest files, but several times slower than --quality "
+                   "1 (see im2rec --help, --quality)", err=True)
     try:
         options = ImageOptions(color=color, resize=resize, center_crop=center_crop,
                                encoding=encoding, quality=quality, exif_transpose=exif_transpose,
@@ -253,10 +292,13 @@ def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_r
     if not is_url(prefix) and not os.path.isdir(folder):
         fail(f"{folder}: the folder for the list files does not exist")
     start = time.monotonic()
-    with progress(desc="listing", unit="file", quiet=quiet or as_json) as bar:
-        result = make_lists(prefix, root, recursive=recursive, exts=ext_list, chunks=chunks,
-                            train_ratio=train_ratio, test_ratio=test_ratio, shuffle=shuffle,
-                            force=force, progress=bar.update)
+    try:
+        with progress(desc="listing", unit="file", quiet=quiet or as_json) as bar:
+            result = make_lists(prefix, root, recursive=recursive, exts=ext_list, chunks=chunks,
+                                train_ratio=train_ratio, test_ratio=test_ratio, shuffle=shuffle,
+                                force=force, progress=bar.update)
+    except NothingFoundError as exc:
+        fail(str(exc), code=EXIT_DAMAGE)
     if as_json:
         echo_json({**result.to_dict(), "seconds": round(time.monotonic() - start, 3)})
         return
@@ -265,9 +307,6 @@ def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_r
     for warning in result.warnings():
         click.echo(f"warning: {warning}", err=True)
     listed = len(result.scan.items)
-    if not listed and not result.scan.in_subfolders:
-        click.echo(f"warning: no files with extensions {', '.join(ext_list)} in {root}",
-                   err=True)
     if not quiet:
         lists = ", ".join(f"{_rel(path)} ({count})" for path, count in result.written)
         classes = f", {_rel(result.classes_path)}" if result.classes_path else ""
@@ -316,7 +355,13 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
             bar.update(done - bar.n)
         return report
 
-    results = pack_prefix_to(prefix, root, options, progress_for=progress_for, **sharding,
+    def on_lists(found: PrefixLists) -> None:
+        if not as_json:
+            for line in _lists_lines(found):
+                click.echo(line, err=True)
+
+    results = pack_prefix_to(prefix, root, options, progress_for=progress_for,
+                             on_lists=on_lists, **sharding,
                              **{k: v for k, v in asdict(settings).items()})
     done: List[PackResult] = []
     try:
@@ -335,6 +380,7 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
             else:
                 click.echo(f"Interrupted: the partial output of {_rel(bars[-1][0])} is kept; "
                            "rerun with --resume to continue.", err=True)
+            sys.exit(EXIT_INTERRUPTED)  # said what happened: not handle_errors' "Interrupted."
         raise
     except NothingFoundError as exc:
         fail(str(exc), code=EXIT_DAMAGE)
@@ -350,6 +396,30 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
              + ", ".join(_rel(r.errors_path) for r in failed if r.errors_path), code=EXIT_DAMAGE)
 
 
+def _lists_lines(found: PrefixLists) -> List[str]:
+    """What im2rec says before packing: every list it will pack when that is not just
+    PREFIX.lst, lists that only share PREFIX's start, and empty lists it leaves out."""
+    lines = []
+    names = [_rel(lst) for lst in found.lists]
+    exact = found.prefix if is_url(found.prefix) else os.path.abspath(found.prefix)
+    if len(names) > 1 or (names and os.path.splitext(found.lists[0])[0] != exact):
+        lines.append(f"im2rec: packing {plural(len(names), 'list')} that "
+                     f"{'starts' if len(names) == 1 else 'start'} with {found.prefix}: "
+                     f"{', '.join(names)}")
+    if found.others and len(found.others) < len(found.lists):
+        own = f"{found.prefix}_" if any(
+            os.path.basename(lst)[len(os.path.basename(found.prefix)):].startswith("_")
+            for lst in found.lists) else None
+        them = "it" if len(found.others) == 1 else "them"
+        lines.append(f"note: {', '.join(_rel(lst) for lst in found.others)} also "
+                     f"{'starts' if len(found.others) == 1 else 'start'} with {found.prefix}; "
+                     f"to pack without {them}, give a longer PREFIX"
+                     + (f" ({own})" if own else "") + f" or move {them} to another folder")
+    for lst in found.empty:
+        lines.append(f"warning: {_rel(lst)} holds no line: skipped (no .rec or .idx for it)")
+    return lines
+
+
 def _print_result(name: str, result: PackResult, quiet: bool) -> None:
     """One line per packed list, and warnings on stderr for what was skipped or dropped."""
     if result.already_done:
@@ -359,16 +429,19 @@ def _print_result(name: str, result: PackResult, quiet: bool) -> None:
     rate = (result.packed + result.skipped - result.resumed) / result.seconds \
         if result.seconds > 0 else 0.0
     resumed = f", resumed after {result.resumed}" if result.resumed else ""
-    causes = ", ".join(f"{n} {cause.replace('_', ' ')}" for cause, n in result.skips.items())
+    causes = describe_skips(result.skips)
     outputs = _rel(result.rec_path) if result.idx_path is None \
         else f"{_rel(result.rec_path)}, {_rel(result.idx_path)}"
-    click.echo(f"{name}: packed {result.packed} images, skipped {result.skipped}"
+    click.echo(f"{name}: packed {plural(result.packed, 'image')}, skipped {result.skipped}"
                + (f" ({causes})" if causes else "")
                + f", {result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"
                f"{resumed}) -> {outputs}")
     if result.skipped:
-        click.echo(f"{name}: {result.skipped} image(s) skipped, reasons in "
-                   f"{_rel(result.errors_path)}", err=True)
+        first = ""
+        if result.first_skip is not None:
+            first = f" (first, line {result.first_skip[0]}: {result.first_skip[1]})"
+        click.echo(f"{name}: {plural(result.skipped, 'item')} skipped{first}; every reason is "
+                   f"in {_rel(result.errors_path)}", err=True)
     for warning in _dropped(result):
         click.echo(f"warning: {name}: {warning}", err=True)
 

@@ -18,6 +18,7 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.errors import plural
 from recio.image.dataset_stats import (
     DEFAULT_SAMPLE,
     PERCENTILES,
@@ -27,7 +28,7 @@ from recio.image.dataset_stats import (
     expand_paths,
 )
 from recio.image.plot import plot_stats
-from recio.image.stats import FileStats
+from recio.image.stats import FileStats, ImageStats
 from recio.records.atomic import check_outputs
 
 
@@ -109,10 +110,13 @@ def describe_dataset(stats: DatasetStats) -> List[str]:
     if stats.classes_path:
         lines.append(f"  class names: {stats.classes_path} ({len(stats.class_names):,})")
     if stats.sizes:
-        lines.append(f"  image size percentiles ({stats.sizes_sampled:,} sampled):")
-        lines.append(f"    {'':>10}  " + "".join(f"{f'p{q:g}':>8}" for q in PERCENTILES))
-        for name, values in stats.sizes.items():
-            lines.append(f"    {name:>10}: " + "".join(f"{_num(v):>8}" for v in values.values()))
+        chosen = stats.sizes_sampled + stats.sizes_unsized
+        lines.append(f"  image size percentiles "
+                     f"({_sample_words(chosen, stats.image_records, stats.sizes_unsized)}):")
+        rows = [[f"{name}:", *(_cell(v) for v in values.values())]
+                for name, values in stats.sizes.items()]
+        lines += ["    " + row for row in _columns([["", *(f"p{q:g}" for q in PERCENTILES)],
+                                                    *rows])]
     if stats.duplicate_ids:
         shown = ", ".join(f"{i} x{c}" for i, c in stats.duplicate_examples[:5])
         lines.append(f"  duplicate ids: {stats.duplicate_ids:,} records repeat an id "
@@ -121,6 +125,20 @@ def describe_dataset(stats: DatasetStats) -> List[str]:
         lines.append("  duplicate ids: none")
     lines += [f"  suggestion: {text}" for text in stats.suggestions]
     return lines
+
+
+def _cell(value: float) -> str:
+    """A percentile as the table shows it: pixels as integers, ratios to 4 significant
+    digits."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:.4g}"
+
+
+def _columns(rows: List[List[str]]) -> List[str]:
+    """Rows of cells as right-aligned columns, each as wide as its widest cell and at least
+    two spaces apart, so no two values ever run together."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)).rstrip()
+            for row in rows]
 
 
 def _histogram_lines(hist: LabelHistogram, stats: DatasetStats) -> List[str]:
@@ -195,15 +213,29 @@ def _image_lines(st: FileStats) -> List[str]:
         id2 = f", id2 nonzero in {img.id2_nonzero:,}" if img.id2_nonzero else ""
         lines.append(f"  id: {img.id_min:,} .. {img.id_max:,}{id2}")
         if img.sampled:
-            common = ", ".join(f"{k} ({v})" for k, v in list(img.sizes.items())[:5])
-            lines.append(f"  image size (sample of {img.sampled:,}): width "
-                         f"{img.width_range[0]}..{img.width_range[1]}, height "
-                         f"{img.height_range[0]}..{img.height_range[1]}; most common {common}")
+            lines.append(f"  image size ({_sample_words(img.sampled, img.records, img.unsized)})"
+                         + (": " + _size_summary(img) if img.sizes else ""))
     if st.header_only_records:
         lines.append(f"  header-only records (no image): {st.header_only_records:,}")
     if st.non_image_records and img.records:
         lines.append(f"  records without a recognised image: {st.non_image_records:,}")
     return lines
+
+
+def _sample_words(sampled: int, records: int, unsized: int) -> str:
+    """``"all 300 images"`` or ``"a sample of 1,000 of 5,000 images"``, and how many of those
+    had no size in their header."""
+    which = (f"all {plural(records, 'image')}" if sampled >= records
+             else f"a sample of {sampled:,} of {records:,} images")
+    if unsized:
+        which += f"; {unsized:,} of them without a size in their header"
+    return which
+
+
+def _size_summary(img: ImageStats) -> str:
+    common = ", ".join(f"{k} ({v})" for k, v in list(img.sizes.items())[:5])
+    return (f"width {img.width_range[0]}..{img.width_range[1]}, height "
+            f"{img.height_range[0]}..{img.height_range[1]}; most common {common}")
 
 
 def _index_line(st: FileStats) -> str:

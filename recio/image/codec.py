@@ -185,8 +185,8 @@ def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_si
         sj = _jpeg_backend(decoder, data, exif_transpose)
         if sj is not None:
             result = _decode_simplejpeg(sj, data, color, bgr, min_side, scales, max_pixels, name)
-        if result is None and color == 1 and not exif_transpose and decoder != "pillow":
-            result = _decode_png_opencv(data, bgr, max_pixels, name)
+        if result is None and decoder != "pillow":
+            result = _decode_png_opencv(data, color, bgr, max_pixels, exif_transpose, name)
         if result is None:
             result = _decode_pillow(data, color, bgr, min_side, max_pixels, exif_transpose, name)
         return result
@@ -291,25 +291,36 @@ def _decode_simplejpeg(sj: Any, data: Any, color: int, bgr: bool, min_side: int,
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def _decode_png_opencv(data: Any, bgr: bool, max_pixels: int, name: Optional[str]
+def _decode_png_opencv(data: Any, color: int, bgr: bool, max_pixels: int, exif_transpose: bool,
+                       name: Optional[str]
                        ) -> Optional[Tuple[np.ndarray, Tuple[int, int], float]]:
-    """A PNG in colour through OpenCV's own ``imdecode`` when OpenCV is installed: its pixels
-    by definition, decoded without the GIL (Pillow holds it while converting a large image to
-    an array). None when OpenCV is missing, for other formats, or when OpenCV cannot decode
-    the file (Pillow then says why)."""
+    """A PNG through OpenCV's own ``imdecode`` when OpenCV is installed (``recio[fast]``), for
+    every ``color`` flag: its pixels by definition (the Pillow path reproduces them, and
+    tests/test_image_codec.py holds both to MXNet's arrays), decoded without the GIL and with
+    libpng's own greyscale, so faster than Pillow plus recio's conversions (figures:
+    benchmarks/bench_png.py). None when OpenCV is missing, for other formats, for a PNG whose
+    EXIF orientation is to be applied (Pillow reads it), or when OpenCV cannot decode the file
+    (Pillow then says why)."""
     head = bytes(data[:24])
     if not head.startswith(_PNG_SIGNATURE) or head[12:16] != b"IHDR":
         return None
-    cv2 = optional("cv2")
-    if cv2 is None:
-        return None
     width, height = struct.unpack(">II", head[16:24])
-    check_pixels(width, height, max_pixels, name)
-    array = cv2.imdecode(np.frombuffer(data, np.uint8),
-                         cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+    check_pixels(width, height, max_pixels, name)  # before anything is imported or allocated
+    cv2 = optional("cv2")
+    if cv2 is None or (exif_transpose and bytes(data).find(b"eXIf") != -1):
+        return None
+    rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.11 swaps while decoding
+    if color == 1:
+        flag = cv2.IMREAD_COLOR if bgr or rgb_flag is None else rgb_flag
+    else:
+        flag = cv2.IMREAD_GRAYSCALE if color == 0 else cv2.IMREAD_UNCHANGED
+    array = cv2.imdecode(np.frombuffer(data, np.uint8), flag | cv2.IMREAD_IGNORE_ORIENTATION)
     if array is None or array.shape[:2] != (height, width):
         return None
-    return (array if bgr else cv2.cvtColor(array, cv2.COLOR_BGR2RGB)), (width, height), 1.0
+    if not bgr and array.ndim == 3 and (color == -1 or flag == cv2.IMREAD_COLOR):
+        swap = cv2.COLOR_BGR2RGB if array.shape[2] == 3 else cv2.COLOR_BGRA2RGBA
+        array = cv2.cvtColor(array, swap, dst=array)  # in place: no second image in memory
+    return array, (width, height), 1.0
 
 
 def _decode_pillow(data: Any, color: int, bgr: bool, min_side: int, max_pixels: int,

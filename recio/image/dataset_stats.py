@@ -104,7 +104,10 @@ class DatasetStats:
     classes_path: Optional[str] = None
     class_names: Dict[int, str] = field(default_factory=dict)
     sizes: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    #: image records whose size is in ``sizes``; ``sizes_unsized``: also chosen, but their
+    #: header gives no size
     sizes_sampled: int = 0
+    sizes_unsized: int = 0
     duplicate_ids: int = 0
     duplicate_examples: List[Tuple[int, int]] = field(default_factory=list)
     face_layout_files: List[str] = field(default_factory=list)
@@ -125,6 +128,7 @@ class DatasetStats:
             "classes_path": self.classes_path,
             "class_names": {str(k): v for k, v in sorted(self.class_names.items())},
             "sizes": self.sizes, "sizes_sampled": self.sizes_sampled,
+            "sizes_unsized": self.sizes_unsized,
             "duplicate_ids": self.duplicate_ids,
             "duplicate_examples": [{"id": i, "count": c} for i, c in self.duplicate_examples],
             "face_layout_files": self.face_layout_files, "suggestions": self.suggestions})
@@ -165,6 +169,7 @@ class _Tally:
         self.ids: List[np.ndarray] = []
         self.widths: Counter = Counter()
         self.sizes: List[Tuple[np.ndarray, float]] = []  # (width, height) rows, weight
+        self.unsized = 0  # chosen for the sample, but no size in the header
 
     def position(self, k: int) -> None:
         while len(self.classes) <= k:
@@ -305,6 +310,7 @@ def _sample_sizes(buf: Any, bodies: np.ndarray, ends: np.ndarray, tally: _Tally)
         _, width, height = image_size(buf, int(bodies[i]), int(ends[i]))
         if width and height:
             dims.append((width, height))
+    tally.unsized += len(chosen) - len(dims)
     if dims:
         tally.sizes.append((np.array(dims, np.float64), n / len(chosen)))
 
@@ -384,6 +390,7 @@ def _finish(out: DatasetStats, tally: _Tally) -> None:
         out.duplicate_examples = [(int(i), int(c)) for i, c in
                                   zip(uniq[repeated][:10].tolist(), counts[repeated][:10].tolist())]
     out.sizes, out.sizes_sampled = _size_percentiles(tally.sizes)
+    out.sizes_unsized = tally.unsized
     if tally.sizes:
         out.size_samples = np.concatenate([d for d, _ in tally.sizes])
         out.size_weights = np.concatenate([np.full(len(d), w) for d, w in tally.sizes])

@@ -10,21 +10,23 @@ label vectors) packs the same records again. Records without an image (e.g. a fa
 set's header and identity records) are skipped and counted.
 
 Every output name is worked out from the record headers before anything is written: an output
-that is the input ``.rec`` or its ``.idx`` is always refused, and files already in ``OUT_DIR``
-under those names (an earlier ``.lst`` with the original paths, images) are refused unless
-``force``. Each file is written atomically, the ``.lst`` last, so it exists only when every image
-was extracted.
+that is the input ``.rec`` or its ``.idx`` is always refused. ``OUT_DIR`` must be new or empty,
+so the images never mix with files already there (a folder of photos, an earlier extraction):
+without ``force`` a non-empty ``OUT_DIR`` is refused before anything is written. With ``force``
+the images are added to it and a file already there under an output's name is replaced, never
+silently: ``ExtractResult.replaced`` lists every one (the command prints them). Each file is
+written atomically, the ``.lst`` last, so it exists only when every image was extracted.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Union
 
 import numpy as np
 
 from recio import storage
-from recio.errors import ImageError
+from recio.errors import ImageError, OutputExistsError, plural
 from recio.image.header import read_head, unpack_header
 from recio.image.lists import (
     classes_path,
@@ -67,10 +69,17 @@ class ExtractResult:
     inexact_labels: int = 0
     id2_dropped: int = 0
     single_vectors: int = 0
+    #: files that were already in ``out_dir`` under an output's name, replaced (``force``)
+    replaced: List[str] = field(default_factory=list)
 
     def warnings(self) -> List[str]:
-        """One sentence for each way the ``.lst`` differs from the records."""
+        """One sentence for each way the ``.lst`` differs from the records, and for the files
+        it replaced."""
         out = []
+        if self.replaced:
+            shown = ", ".join(self.replaced[:3]) + (", ..." if len(self.replaced) > 3 else "")
+            out.append(f"replaced {plural(len(self.replaced), 'existing file')} in "
+                       f"{self.out_dir} (--force): {shown}")
         if self.inexact_labels:
             out.append(f"{self.inexact_labels} labels do not survive the .lst's %f format "
                        f"exactly")
@@ -87,7 +96,8 @@ class ExtractResult:
         return {"rec": self.rec_path, "out_dir": self.out_dir, "lst": self.lst_path,
                 "classes": self.classes_path,
                 "images": self.images, "skipped": self.skipped,
-                "vector_labels": self.vector_labels, "warnings": self.warnings()}
+                "vector_labels": self.vector_labels, "replaced": list(self.replaced),
+                "warnings": self.warnings()}
 
 
 def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[str] = None,
@@ -98,8 +108,9 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     ``.lst``). ``progress(n)``: bytes of the ``.rec`` read since the last call (they add up to
     its size). A damaged ``.rec`` raises ``RecordIOError`` with the byte offset (the images
     extracted before it stay; the ``.lst`` is not written). :class:`OutputExistsError` before
-    anything is written when an output would replace the input, or an existing file without
-    ``force``.
+    anything is written when an output would replace the input, or when ``out_dir`` is not
+    empty and ``force`` is not given; with ``force``, files replaced are listed in
+    ``ExtractResult.replaced``.
     """
     rec_path, out_dir = os.fspath(rec_path), os.fspath(out_dir)
     stem = os.path.splitext(os.path.basename(rec_path))[0]
@@ -110,10 +121,13 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     if classes:
         result.classes_path = classes_path(result.lst_path)
         inputs.append(source_classes)
-    check_outputs([p for p in (result.lst_path, result.classes_path) if p], inputs, force=force)
+    if not force:
+        _check_empty(out_dir)
+    planned = [p for p in (result.lst_path, result.classes_path) if p]
     with RecordReader(rec_path) as reader:
-        for name in _planned_names(reader, classes):
-            check_outputs([storage.join(out_dir, name)], inputs, force=force)
+        planned += [storage.join(out_dir, name) for name in _planned_names(reader, classes)]
+    check_outputs(planned, inputs, force=True)  # never over an input, even with force
+    result.replaced = [p for p in planned if _exists(p)]
     size = storage.size(rec_path)
     if not storage.is_url(out_dir):
         os.makedirs(out_dir, exist_ok=True)
@@ -137,6 +151,29 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     with atomic_open(result.lst_path, "w") as f:
         f.write("".join(lines))
     return result
+
+
+def _exists(path: str) -> bool:
+    return storage.exists(path) if storage.is_url(path) else os.path.lexists(path)
+
+
+def _check_empty(out_dir: str) -> None:
+    """:class:`OutputExistsError` when ``out_dir`` exists and holds anything."""
+    if storage.is_url(out_dir):
+        held = storage.listdir(out_dir) if storage.isdir(out_dir) else []
+    elif os.path.isdir(out_dir):
+        held = sorted(os.listdir(out_dir))
+    else:
+        return
+    if held:
+        names = [storage.basename(h) if storage.is_url(out_dir) else h for h in held[:3]]
+        shown = ", ".join(names) + (", ..." if len(held) > 3 else "")
+        raise OutputExistsError(
+            f"the folder is not empty ({plural(len(held), 'entry', 'entries')}: {shown}): "
+            "the extracted images would be mixed in with what is there; extract into a new or "
+            "empty folder", path=out_dir,
+            remedy="to extract into it anyway (files of the same names are then replaced, "
+                   "and listed)")
 
 
 def _planned_names(reader: RecordReader, classes: Dict[int, str]) -> Iterator[str]:

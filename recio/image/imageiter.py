@@ -409,10 +409,10 @@ class ImageRecordIter:
     the threads at once; garbage collection does it too.
 
     Images decode as MXNet's do (``recio.image.codec.decode``; a 1-channel ``data_shape`` gets
-    OpenCV's greyscale). JPEGs are decoded by simplejpeg when it is installed (``pip install
-    'recio[fast]'``: the same pixels as Pillow's for less CPU), else by Pillow;
-    ``decoder="pillow"`` or ``"simplejpeg"`` forces one. An image declaring more than
-    ``max_pixels`` pixels is skipped undecoded (the decompression-bomb guard).
+    OpenCV's greyscale). JPEGs are decoded by simplejpeg (libjpeg-turbo, a dependency), PNGs by
+    OpenCV when ``pip install 'recio[fast]'`` installed it, anything else by Pillow, all with
+    the same pixels; ``decoder="pillow"`` or ``"simplejpeg"`` forces one. An image declaring
+    more than ``max_pixels`` pixels is skipped undecoded (the decompression-bomb guard).
     """
 
     def __init__(self, path_imgrec: Union[PathLike, Sequence[PathLike]],

@@ -7,9 +7,11 @@ chunks and train/test/val parts; the files are byte-identical to MXNet's for the
 """
 from __future__ import annotations
 
+import difflib
 import os
 import random
 import struct
+from collections import Counter
 from numbers import Real
 from dataclasses import dataclass, field
 from typing import (
@@ -26,7 +28,7 @@ from typing import (
 )
 
 from recio import storage
-from recio.errors import ListFileError
+from recio.errors import ListFileError, NothingFoundError, plural
 from recio.records.atomic import AtomicFile, OutputSet, atomic_open, check_outputs
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -62,9 +64,8 @@ def parse_list_line(line: str, path: Optional[PathLike] = None,
     fields = [field.strip() for field in line.strip().split("\t")]
     where = {"path": None if path is None else os.fspath(path), "line": line_number}
     if len(fields) < 3:
-        raise ListFileError(
-            f"expected at least 3 tab-separated fields (index, label(s), path), found "
-            f"{len(fields)}: {line.strip()[:80]!r}; fix or delete this line", **where)
+        raise ListFileError(f"{_too_few_fields(line, len(fields))}: {line.strip()[:80]!r}; fix "
+                            "or delete this line", **where)
     try:
         index = int(fields[0])
     except ValueError:
@@ -91,6 +92,20 @@ def parse_list_line(line: str, path: Optional[PathLike] = None,
         raise ListFileError(f"the image path {fields[-1][:80]!r} contains a NUL character",
                             **where)
     return ListItem(index, labels, fields[-1])
+
+
+def _too_few_fields(line: str, tabbed: int) -> str:
+    """Why a line has fewer than 3 tab-separated fields: other separators (spaces, commas),
+    or fields missing."""
+    text = line.strip()
+    words, cells = text.split(), text.split(",")
+    if len(words) >= 3 and words[0].isdigit():
+        return ("fields must be separated by tabs, not spaces (index<TAB>label<TAB>path; "
+                "a path may hold spaces)")
+    if "\t" not in text and len(cells) >= 3 and cells[0].strip().isdigit():
+        return "fields must be separated by tabs, not commas (index<TAB>label<TAB>path)"
+    return (f"expected at least 3 tab-separated fields (index, label(s), path), found "
+            f"{tabbed}")
 
 
 def _fits_float32(value: float) -> bool:
@@ -192,7 +207,8 @@ class ImageScan:
     #: second way into the same folder)
     revisits: int = 0
     revisit_example: Optional[str] = None
-    #: without ``recursive``: images in sub-folders, which only ``recursive`` lists
+    #: without ``recursive``, when root itself holds no image: the images in its sub-folders,
+    #: which only ``recursive`` lists
     in_subfolders: int = 0
 
 
@@ -267,6 +283,65 @@ def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = D
     if not recursive and not scan.items:
         scan.in_subfolders = len(scan_images(root, True, exts).items)
     return scan
+
+
+def nothing_listed(scan: ImageScan, root: PathLike, recursive: bool,
+                   exts: Sequence[str] = DEFAULT_EXTS) -> str:
+    """Why a walk of ``root`` that listed nothing found nothing, and what to pass instead
+    (``--recursive``, ``--exts``): for the message of a list that would be empty."""
+    wanted = ", ".join(normalize_exts(exts))
+    if scan.unlistable:
+        return (f"every image's path holds a tab, CR or LF, which a .lst line cannot hold "
+                f"(e.g. {scan.unlistable_example!r}): rename them")
+    if not recursive and scan.in_subfolders:
+        return (f"no file with extensions {wanted} directly in it, but "
+                f"{plural(scan.in_subfolders, 'image')} in its sub-folders: add --recursive "
+                "(each folder of images gets its own label)")
+    here, below = _extensions(os.fspath(root))
+    others = here + below if recursive else here
+    if others:
+        return (f"no file with extensions {wanted}{'' if recursive else ' directly in it'}, "
+                f"but {_other_files(others)}{_exts_hint(others, '')}")
+    if below:
+        return (f"no file directly in it; its sub-folders hold {_other_files(below)}"
+                f"{_exts_hint(below, '--recursive ')}")
+    return "the folder and its sub-folders hold no files"
+
+
+def near_folders(path: PathLike) -> List[str]:
+    """Folders beside ``path`` (a folder that does not exist) whose names are near its name,
+    nearest first, written as ``path`` was: for "did you mean photos?" after a typo."""
+    parent, name = os.path.split(os.path.normpath(os.fspath(path)))
+    try:
+        folders = [d for d in os.listdir(parent or ".")
+                   if os.path.isdir(os.path.join(parent or ".", d))]
+    except OSError:
+        return []
+    return [os.path.join(parent, d) for d in difflib.get_close_matches(name, folders, n=3,
+                                                                       cutoff=0.6)]
+
+
+def _other_files(found: "Counter[str]") -> str:
+    shown = ", ".join(f"{n:,} {ext or 'without extension'}" for ext, n in found.most_common(4))
+    more = ", ..." if len(found) > 4 else ""
+    return f"{plural(sum(found.values()), 'other file')} ({shown}{more})"
+
+
+def _exts_hint(found: "Counter[str]", extra: str) -> str:
+    exts = [ext for ext, _ in found.most_common() if ext][:4]
+    return f": add {extra}--exts {','.join(exts)} if they are images" if exts else ""
+
+
+def _extensions(root: str) -> Tuple["Counter[str]", "Counter[str]"]:
+    """Lower-cased extensions of the files directly in ``root``, and of those below it."""
+    here: Counter = Counter()
+    below: Counter = Counter()
+    for folder, files in _walk_once(root, ImageScan()):
+        counter = here if folder == root else below
+        for name in files:
+            if os.path.isfile(os.path.join(folder, name)):
+                counter[os.path.splitext(name)[1].lower()] += 1
+    return here, below
 
 
 def list_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS
@@ -411,9 +486,6 @@ class ListResult:
             out.append(f"did not enter {scan.revisits} symlinked folder(s) already walked "
                        f"(a cycle or a second link to the same folder, e.g. "
                        f"{scan.revisit_example!r}); each folder is listed once")
-        if scan.in_subfolders:
-            out.append(f"no images directly in ROOT, but {scan.in_subfolders} in its "
-                       "sub-folders: add --recursive to list them (one label per folder)")
         if self.ratio_sum > 1 and self.train_ratio == 1.0:
             out.append("--test-ratio is ignored with --train-ratio 1 (as in MXNet): every "
                        "image is in PREFIX.lst; lower --train-ratio to make a test list")
@@ -436,7 +508,6 @@ class ListResult:
                             "folder_revisit": self.scan.revisits,
                             "in_no_list": self.ratio_dropped},
                 "train_shortfall": self.train_shortfall,
-                "images_in_subfolders": self.scan.in_subfolders,
                 "warnings": self.warnings()}
 
 
@@ -457,11 +528,17 @@ def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
 
     Existing files of those names are refused (:class:`OutputExistsError`) unless ``force``.
     All files of one call appear together or not at all: they are written under temporary
-    names and renamed when every one is complete.
+    names and renamed when every one is complete. A walk that finds no image writes nothing
+    and raises :class:`NothingFoundError` saying what is there instead (images in sub-folders
+    without ``recursive``, files with other extensions, an empty folder), so the corrected
+    command is not refused because of an empty list.
     """
     prefix = storage.absolute(prefix)
     check_outputs(list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
     scan = scan_images(root, recursive, exts, progress)
+    if not scan.items:
+        raise NothingFoundError(f"no image to list: {nothing_listed(scan, root, recursive, exts)}"
+                                "; nothing was written", path=os.fspath(root))
     items = list(scan.items)
     if shuffle:
         shuffle_items(items)
@@ -516,5 +593,5 @@ __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "r
            "scan_images",
            "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
-           "find_classes", "write_classes", "read_classes"]
+           "find_classes", "write_classes", "read_classes", "nothing_listed", "near_folders"]
 

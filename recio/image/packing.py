@@ -17,10 +17,12 @@ Journal lines (tab-separated): a header ``#recio-pack-journal 1 <json settings>`
 """
 from __future__ import annotations
 
+import difflib
 import errno
 import json
 import multiprocessing
 import os
+import re
 import signal
 import stat
 import threading
@@ -34,10 +36,10 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 from PIL import Image
 
 from recio import storage
-from recio.errors import ImageError, ListFileError, RecordIOError
+from recio.errors import ImageError, ListFileError, NothingFoundError, RecordIOError, plural
 from recio.image.codec import ImageOptions, has_alpha, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
-from recio.image.lists import ListItem, read_list_entries
+from recio.image.lists import ListItem, near_folders, read_list_entries
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet, check_outputs
 from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
 from recio.records.index import format_index, sibling_index_path
@@ -79,6 +81,9 @@ class PackResult:
     repeated_indices: int = 0
     #: images whose transparency was dropped (JPEG output or colour/grey conversion)
     alpha_dropped: int = 0
+    #: the first item skipped: ``(list line, reason)`` (for messages; the rest are in
+    #: ``.errors.tsv``)
+    first_skip: Optional[Tuple[int, str]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready summary."""
@@ -94,14 +99,28 @@ class PackResult:
 #: why an item was skipped (the key of ``PackResult.skips``)
 SKIP_CAUSES = ("missing", "outside_root", "not_a_file", "unreadable", "too_large",
                "malformed_line", "not_an_image")
+#: how each cause of ``SKIP_CAUSES`` is written after its count: (one, several)
+_SKIP_WORDS = {"missing": ("missing", "missing"), "outside_root": ("outside ROOT", "outside ROOT"),
+               "not_a_file": ("not a regular file", "not regular files"),
+               "unreadable": ("unreadable", "unreadable"), "too_large": ("too large", "too large"),
+               "malformed_line": ("malformed line", "malformed lines"),
+               "not_an_image": ("not an image", "not images")}
+
+
+def describe_skips(skips: Dict[str, int]) -> str:
+    """Skip counts by cause as words, e.g. ``"2 missing, 1 malformed line"``."""
+    out = []
+    for cause, n in skips.items():
+        one, several = _SKIP_WORDS.get(cause, (cause.replace("_", " "),) * 2)
+        out.append(plural(n, one, several))
+    return ", ".join(out)
+
+
 #: a pack fails (no output) when more than this share of its items is missing under ROOT
 MAX_MISSING = 0.5
 #: ... and stops early when this many items were tried and every one was missing
 EARLY_MISSING = 100
 
-
-class NothingFoundError(RecordIOError):
-    """A pack whose images are (nearly) all missing: most likely the wrong ROOT."""
 
 def find_lists(prefix: PathLike) -> List[str]:
     """The ``.lst`` files im2rec packs for ``prefix``: files in its folder (or in ``prefix`` if
@@ -748,6 +767,8 @@ class _InOrderSink:
                                f"{cause}\n")
                 result.skipped += 1
                 result.skips[cause] = result.skips.get(cause, 0) + 1
+                if result.first_skip is None:
+                    result.first_skip = (line, reason)
                 if cause == "missing" and self.first_missing is None and item is not None:
                     self.first_missing = os.path.join(self.job.root, item.path)
         self.out.write(entries)
@@ -777,7 +798,7 @@ def check_found(result: PackResult, total: int, max_missing: float, first_missin
     packed or more than ``max_missing`` of them are missing (one owner for
     :func:`pack_list` and a shard set packed in parts)."""
     missing = result.skips.get("missing", 0)
-    if result.packed == 0 and total > 0 or missing > max_missing * total:
+    if result.packed == 0 or missing > max_missing * total:
         raise nothing_found(result, total, first_missing, root, lst_path)
 
 
@@ -788,10 +809,16 @@ def nothing_found(result: PackResult, tried: int, first_missing: Optional[str], 
     if missing and first_missing is not None:
         message = (f"{missing} of the {tried} images tried are missing under ROOT {root} "
                    f"(first: {first_missing}); is ROOT right? Nothing was written")
+    elif not result.skips:
+        message = ("no image to pack: the list holds no line; nothing was written (make one "
+                   "with im2rec PREFIX ROOT --list)")
     else:
-        causes = ", ".join(f"{n} {c.replace('_', ' ')}" for c, n in result.skips.items())
-        message = (f"no image could be packed ({causes or 'the list is empty'}); nothing "
-                   "was written")
+        first = ""
+        if result.first_skip is not None:
+            line, reason = result.first_skip
+            first = f"; first, line {line}: {reason}"
+        message = (f"no image could be packed ({describe_skips(result.skips)}{first}); "
+                   "nothing was written")
     return NothingFoundError(message, path=lst_path)
 
 
@@ -922,28 +949,125 @@ class _ThreadPipeline:
 
 def pack_prefix(prefix: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
                 progress_for: Optional[Callable[[str], Optional[ProgressCallback]]] = None,
+                on_lists: Optional[Callable[["PrefixLists"], None]] = None,
                 **pack_options: Any) -> Iterator[PackResult]:
-    """Pack every ``.lst`` im2rec finds for ``prefix`` (``find_lists``), one after another,
-    yielding each list's ``PackResult`` as it completes: what ``im2rec PREFIX ROOT`` does.
+    """Pack every ``.lst`` im2rec finds for ``prefix`` (:func:`prefix_lists`), one after
+    another, yielding each list's ``PackResult`` as it completes: what ``im2rec PREFIX ROOT``
+    does.
 
-    ``progress_for(lst_path)`` gives the progress callback for one list (or None);
-    ``pack_options`` are ``pack_list``'s keywords. A missing folder or no list at all raises
-    ``ListFileError`` saying how to make the lists.
+    ``on_lists(found)`` is called once before anything is packed, with the lists that will be
+    packed and those left out (so a command can name them); ``progress_for(lst_path)`` gives
+    the progress callback for one list (or None); ``pack_options`` are ``pack_list``'s
+    keywords. No list at all raises ``ListFileError`` saying how to make one (and naming near
+    prefixes); lists that hold no line at all, ``NothingFoundError``.
     """
-    folder = os.path.abspath(os.fspath(prefix))
-    if not os.path.isdir(folder):
-        folder = os.path.dirname(folder)
-    if not os.path.isdir(folder):
-        raise ListFileError(f"no such folder for PREFIX {os.fspath(prefix)}", path=folder)
-    lists = find_lists(prefix)
-    if not lists:
-        raise ListFileError(f"no .lst file starts with {os.fspath(prefix)!r}; create one with: "
-                            f"im2rec {os.fspath(prefix)} {os.fspath(root)} --list --recursive",
-                            path=folder)
-    for lst in lists:
+    found = prefix_lists(prefix, root)
+    if on_lists is not None:
+        on_lists(found)
+    for lst in found.lists:
         progress = progress_for(lst) if progress_for is not None else None
         yield pack_list(lst, root, options, progress=progress, **pack_options)
 
+
+@dataclass
+class PrefixLists:
+    """The ``.lst`` files im2rec packs for a PREFIX, as :func:`prefix_lists` found them."""
+
+    prefix: str
+    #: the lists to pack, in order
+    lists: List[str]
+    #: lists left out because they hold no line (e.g. an empty test part of a small list);
+    #: packing them would write an empty .rec
+    empty: List[str] = field(default_factory=list)
+    #: lists (packed) whose name continues PREFIX's name with more than ``_`` or ``.``
+    #: (``data/split2_train.lst`` for PREFIX ``data/split``): probably another dataset's
+    others: List[str] = field(default_factory=list)
+
+
+def prefix_lists(prefix: PathLike, root: PathLike, found: Optional[List[str]] = None,
+                 storage_options: StorageOptions = None) -> PrefixLists:
+    """The lists im2rec packs for ``prefix``: ``found`` (a URL prefix's, listed by the
+    caller) or, for a local prefix, :func:`find_lists`; lists holding no line are left out
+    when others have lines.
+
+    Raises ``ListFileError`` when there is none (naming near prefixes, "did you mean
+    data/train", and how to make a list) and ``NothingFoundError`` when every list is empty.
+    """
+    given = os.fspath(prefix)
+    if found is None:
+        prefix = os.path.abspath(given)
+        folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
+        if not os.path.isdir(folder):
+            raise ListFileError(f"no such folder for PREFIX {given}{_did_you_mean(given)}",
+                                path=os.path.dirname(given) or ".")
+        found = find_lists(prefix)
+    else:
+        prefix = given
+    make = f"im2rec {given} {os.fspath(root)} --list --recursive"
+    if not found:
+        raise ListFileError(f"no .lst file starts with this PREFIX{_did_you_mean(given)} (to "
+                            f"make a list: {make})", path=given)
+    empty = [lst for lst in found if _holds_no_line(lst, storage_options)]
+    if len(empty) == len(found):
+        names = ", ".join(_as_given(given, lst) for lst in empty)
+        raise NothingFoundError(
+            f"no image to pack: {names} {'holds' if len(empty) == 1 else 'hold'} no line; "
+            f"nothing was written (to make a list: {make} --force)", path=given)
+    lists = [lst for lst in found if lst not in empty]
+    isfolder = not storage.is_url(prefix) and os.path.isdir(prefix)
+    base = storage.basename(prefix)
+    others = [] if isfolder or base.endswith(("_", ".", "-")) else [
+        lst for lst in lists if storage.basename(lst)[len(base):][:1] not in ("_", ".", "")]
+    return PrefixLists(given, lists, empty, others)
+
+
+def _as_given(given: str, lst: str) -> str:
+    """A list's path in the form the PREFIX was given (relative stays relative)."""
+    if storage.is_url(lst):
+        return lst
+    folder = given if os.path.isdir(given) else os.path.dirname(given)
+    return os.path.join(folder, os.path.basename(lst))
+
+
+def _holds_no_line(lst: str, storage_options: StorageOptions = None) -> bool:
+    """True when a list has no non-blank line (read up to its first one)."""
+    with storage.open_input(lst, storage_options) as f:
+        while True:
+            block = f.read(1 << 16)
+            if not block:
+                return True
+            if block.strip():
+                return False
+
+
+def _did_you_mean(prefix: str) -> str:
+    """``"; did you mean data/train?"`` naming the prefixes of existing lists (or folders)
+    nearest to a local ``prefix`` that matched nothing; ``""`` when none is near."""
+    if storage.is_url(prefix):
+        return ""
+    head, base = os.path.split(prefix)
+    folder = head or "."
+    if not os.path.isdir(folder):  # a typo in the folder: look for the nearest existing one
+        near = [os.path.join(d, base) for d in near_folders(folder)]
+        return f"; did you mean {' or '.join(near)}?" if near else ""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return ""
+    stems = set()
+    for name in names:
+        if name.endswith(".lst"):
+            stem = name[:-4]
+            stems.add(stem)
+            stems.add(_LIST_PART.sub("", stem))
+    near = difflib.get_close_matches(base, sorted(stems), n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(os.path.join(head, n) for n in near)}?" if near else ""
+
+
+#: what im2rec --list appends to PREFIX: _<chunk>, then _train/_val/_test
+_LIST_PART = re.compile(r"(_\d+)?(_train|_val|_test)?$")
+
+
 __all__ = ["PackResult", "NothingFoundError", "SKIP_CAUSES", "MAX_MISSING", "EARLY_MISSING",
-           "find_lists", "output_paths", "partial_paths", "has_partial",
-           "count_items", "pack_list", "pack_prefix", "EXECUTORS"]
+           "find_lists", "prefix_lists", "PrefixLists", "describe_skips", "output_paths",
+           "partial_paths", "has_partial", "count_items", "pack_list", "pack_prefix", "EXECUTORS"]

@@ -27,6 +27,18 @@ def plot_stats(stats: DatasetStats, path: PathLike, *, dpi: int = 100) -> str:
     """Draw ``stats`` into the picture ``path`` (PNG, or any format matplotlib writes by the
     file's extension), atomically; returns the path. ImportError saying what to install when
     matplotlib is missing."""
+    fig = draw_stats(stats, dpi=dpi)
+    path = os.fspath(path)
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format=fmt)
+    return path
+
+
+def draw_stats(stats: DatasetStats, *, dpi: int = 100) -> Any:
+    """The matplotlib ``Figure`` :func:`plot_stats` saves: one row per label position, then the
+    four size distributions. Counts are whole numbers on every axis, and a measure with a
+    single value is one bar labelled with that value (not an axis from v - 0.5 to v + 0.5)."""
     matplotlib = require("matplotlib", feature="recio inspect --plot")
     matplotlib.use("Agg", force=True)
     from matplotlib.figure import Figure  # Figure needs no pyplot state, so threads are safe
@@ -41,11 +53,7 @@ def plot_stats(stats: DatasetStats, path: PathLike, *, dpi: int = 100) -> str:
     if not labels and stats.size_samples is None:
         fig.add_subplot(1, 1, 1).text(0.5, 0.5, "no image records", ha="center")
     fig.tight_layout()
-    path = os.fspath(path)
-    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
-    with atomic_open(path, "wb") as f:
-        fig.savefig(f, format=fmt)
-    return path
+    return fig
 
 
 def _label_axes(ax: Any, hist: LabelHistogram, stats: DatasetStats) -> None:
@@ -65,6 +73,7 @@ def _label_axes(ax: Any, hist: LabelHistogram, stats: DatasetStats) -> None:
         more = "" if len(pairs) <= TOP_CLASSES else f" ({TOP_CLASSES} most common shown)"
         ax.set_title(f"{where}: {len(pairs):,} classes, {hist.total:,} records{more}")
     ax.set_ylabel("records")
+    _whole_counts(ax)
 
 
 def _class_name(value: float, stats: DatasetStats) -> str:
@@ -80,8 +89,32 @@ def _size_axes(fig: Any, rows: int, stats: DatasetStats) -> None:
                 ("short side", np.minimum(width, height)), ("aspect (w/h)", width / height)]
     for i, (name, values) in enumerate(measures):
         ax = fig.add_subplot(rows, 4, (rows - 1) * 4 + i + 1)
-        ax.hist(values, bins=30, weights=weights)
+        low, high = float(values.min()), float(values.max())
+        pixels = name != "aspect (w/h)"
+        if low == high:  # one value: one bar, labelled with it
+            ax.hist(values, bins=[low - 0.5, low + 0.5] if pixels else [low * 0.99, low * 1.01],
+                    weights=weights)
+            ax.set_xticks([low])
+            ax.set_xticklabels([f"{low:g}" if pixels else f"{low:.4g}"])
+        elif pixels and high - low < 30:  # a few whole numbers: one bar each
+            ax.hist(values, bins=np.arange(low, high + 2) - 0.5, weights=weights)
+        else:
+            ax.hist(values, bins=30, weights=weights)
+        if pixels and low != high:
+            ax.xaxis.set_major_locator(_integer_locator())
+        _whole_counts(ax)
         ax.set_title(f"{name} ({stats.sizes_sampled:,} sampled)", fontsize=9)
 
 
-__all__ = ["plot_stats", "TOP_CLASSES", "MAX_POSITIONS"]
+def _integer_locator() -> Any:
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
+def _whole_counts(ax: Any) -> None:
+    """Ticks only at whole numbers on the count axis (records are counted, never 2.5)."""
+    ax.yaxis.set_major_locator(_integer_locator())
+
+
+__all__ = ["plot_stats", "draw_stats", "TOP_CLASSES", "MAX_POSITIONS"]

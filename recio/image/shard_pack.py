@@ -452,6 +452,7 @@ def _add_counts(total: PackResult, part: PackResult) -> None:
     total.alpha_dropped += part.alpha_dropped
     for cause, n in part.skips.items():
         total.skips[cause] = total.skips.get(cause, 0) + n
+    total.first_skip = total.first_skip or part.first_skip  # parts come in list order
 
 
 def _write_errors(finished: Sequence[PartResult], errors_path: str,

@@ -27,15 +27,15 @@ import tempfile
 from typing import Any, Callable, Iterator, List, Optional, Union
 
 from recio import storage
-from recio.errors import ListFileError
 from recio.image.codec import ImageOptions
 from recio.image.packing import (
     PackResult,
+    PrefixLists,
     ProgressCallback,
-    find_lists,
     output_paths,
     pack_list,
     pack_prefix,
+    prefix_lists,
 )
 from recio.image.shard_pack import FAULT_VARIABLE, Engine, Fault, pack_shards
 from recio.records.atomic import check_outputs, publish_staged
@@ -59,13 +59,16 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
                    num_shards: Optional[int] = None, shard_size: Optional[int] = None,
                    checksums: bool = False, engine: Optional[Engine] = None,
                    progress_for: Optional[Callable[[str], Optional[ProgressCallback]]] = None,
+                   on_lists: Optional[Callable[[PrefixLists], None]] = None,
                    **pack_options: Any) -> Iterator[PackResult]:
     """What ``im2rec PREFIX ROOT [--num-shards N | --shard-size BYTES]`` does, for a local or
     URL PREFIX; yields each list's ``PackResult`` (for a shard set, ``rec_path`` is the
     manifest and ``idx_path`` None). ``checksums``: shards get per-record CRC-32 sidecars.
-    ``pack_options`` are ``pack_list``'s keywords. ``engine`` runs the tasks of a pack by list
+    ``pack_options`` are ``pack_list``'s keywords; ``on_lists`` as ``pack_prefix``'s (the
+    lists found, called before anything is packed). ``engine`` runs the tasks of a pack by list
     ranges (``recio.image.shard_pack``; default: this process): every pack with
     ``num_shards``, and with an engine or a URL ROOT also an unsharded one."""
+    given = storage.local_path(prefix)  # messages name it as the caller wrote it
     prefix = storage.absolute(prefix)
     sharded = num_shards is not None or shard_size is not None
     if num_shards is not None and num_shards < 1:
@@ -77,21 +80,18 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
                          "list ranges: give num_shards (--num-shards N) instead")
     in_parts = num_shards is not None or engine is not None or storage.is_url(root)
     if not in_parts and not sharded and not storage.is_url(prefix):
-        yield from pack_prefix(prefix, root, options, progress_for=progress_for, **pack_options)
+        yield from pack_prefix(given, root, options, progress_for=progress_for,
+                               on_lists=on_lists, **pack_options)
         return
     if pack_options.get("resume"):
         raise ValueError("--resume continues a local, unsharded pack; a pack to a URL or into "
                          "shards starts over (its staging folder is not kept)")
     pack_options.pop("resume", None)
     force = bool(pack_options.pop("force", False))
-    if storage.is_url(prefix):
-        lists = find_lists_at(prefix)
-    else:
-        lists = find_lists(prefix) if os.path.isdir(os.path.dirname(prefix)) else []
-    if not lists:
-        raise ListFileError(f"no .lst file starts with {prefix!r}; create one with: "
-                            f"im2rec {prefix} {os.fspath(root)} --list --recursive", path=prefix)
-    for lst in lists:
+    found = prefix_lists(given, root, find_lists_at(prefix) if storage.is_url(prefix) else None)
+    if on_lists is not None:
+        on_lists(found)
+    for lst in found.lists:
         progress = progress_for(lst) if progress_for is not None else None
         if in_parts:
             yield pack_shards(lst, root, options, num_shards=num_shards, engine=engine,

@@ -130,7 +130,11 @@ class ImageStats:
     id_max: Optional[int] = None
     id2_nonzero: int = 0
     formats: Dict[str, int] = field(default_factory=dict)
+    #: image records whose width x height was read: all of them when there are at most
+    #: ``scan_file``'s ``sample``, else a uniform sample of that many
     sampled: int = 0
+    #: sampled images whose header gives no size (e.g. a JPEG with no frame header up front)
+    unsized: int = 0
     sizes: Dict[str, int] = field(default_factory=dict)  # "WxH" -> count in the sample
     width_range: Optional[Tuple[int, int]] = None
     height_range: Optional[Tuple[int, int]] = None
@@ -328,9 +332,9 @@ def _scan(reader: Any, st: FileStats, heads: Optional[array], sample: int, show:
     """
     mm, size = reader.buffer, st.size
     magic_bytes = framing.MAGIC_BYTES
-    rng = random.Random(0)  # one stream for both samples: the report is the same every run
-    lengths = _LengthTally(rng)
-    images = _ImageTally(st, sample, rng, reader.tell)
+    # seeded: the report is the same every run
+    lengths = _LengthTally(random.Random(0))
+    images = _ImageTally(st, sample, random.Random(1))
     reported = 0
     for off, spans in reader.iter_spans():
         if progress is not None and off - reported >= _PROGRESS_EVERY:
@@ -405,19 +409,20 @@ class _ImageTally:
     header-only records, and the header fields of the records being shown.
 
     A payload is an image record when an ``IRHeader`` (and the labels its ``flag`` announces)
-    fits and the bytes after it start like a known image format. ``sample`` image records,
-    spread over the file by an estimate of the image count, have their width x height read.
+    fits and the bytes after it start like a known image format. The width x height of a
+    uniform sample of ``sample`` image records is read (reservoir sampling: every image record
+    when there are at most ``sample``; a header is parsed only when its record enters the
+    sample, about ``sample * (1 + ln(n / sample))`` times for n images).
     """
 
-    def __init__(self, st: FileStats, sample: int, rng: random.Random,
-                 tell: Callable[[], int]) -> None:
-        self.st, self.img, self.sample, self.rng, self.tell = st, st.images, sample, rng, tell
+    def __init__(self, st: FileStats, sample: int, rng: random.Random) -> None:
+        self.st, self.img, self.sample, self.rng = st, st.images, sample, rng
         self.labels: set = set()
         self.label_widths: Counter = Counter()
         self.formats: Counter = Counter()
         self.dims: Counter = Counter()
         self.lab_min = self.lab_max = self.id_min = self.id_max = None
-        self.chance = 1.0  # probability that an image record is in the size sample
+        self.reservoir: List[Optional[Tuple[int, int]]] = []  # (w, h), None: no size known
         self.face: Optional[Dict[str, Any]] = None
         self.face_identity_records = 0
 
@@ -490,21 +495,25 @@ class _ImageTally:
             img.id2_nonzero += 1
 
     def _maybe_sample_size(self, buf: Any, body: int, end: int) -> None:
-        """Read width x height of this image if it falls in the sample. The sampling chance is
-        set at the 1st and 64th image from the image count the bytes read so far predict."""
-        img = self.img
-        if img.records in (1, 64):
-            estimate = max(1, self.st.size * img.records // self.tell())
-            self.chance = min(1.0, self.sample / estimate)
-        if img.sampled < self.sample and (self.chance >= 1.0 or self.rng.random() < self.chance):
-            _, w, h = image_size(buf, body, end)
-            if w is not None:
-                img.sampled += 1
-                self.dims[(w, h)] += 1
+        """Read width x height of this image if it enters the sample (Algorithm R: the
+        ``k``-th image record replaces a random slot with probability ``sample / k``)."""
+        k = self.img.records
+        if len(self.reservoir) < self.sample:
+            slot = len(self.reservoir)
+            self.reservoir.append(None)
+        else:
+            slot = self.rng.randrange(k)
+            if slot >= self.sample:
+                return
+        _, w, h = image_size(buf, body, end)
+        self.reservoir[slot] = None if w is None else (w, h)
 
     def finish(self) -> None:
         """Put the tallies into ``st.images`` and the face-recognition layout into ``st``."""
         img, dims = self.img, self.dims
+        dims.update(d for d in self.reservoir if d is not None)
+        img.sampled = len(self.reservoir)
+        img.unsized = self.reservoir.count(None)
         img.label_widths = dict(sorted(self.label_widths.items()))
         img.formats = dict(self.formats.most_common())
         img.label_min, img.label_max = self.lab_min, self.lab_max

@@ -487,8 +487,8 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
     if existing:
         more = (f" ({len(existing) - 1} more output file(s) exist too)"
                 if len(existing) > 1 else "")
-        raise OutputExistsError(f"already exists; use --force (force=True) to replace it{more}",
-                                path=existing[0])
+        raise OutputExistsError("already exists", path=existing[0], remedy="to replace it",
+                                note=more)
 
 
 def _real(path: str) -> str:
