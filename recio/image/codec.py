@@ -387,8 +387,14 @@ def _opencv_pixels(img: Image.Image, color: int) -> np.ndarray:
     if color == 0 and array.ndim == 3:
         if is_png:
             return _png_grey(array, _png_gamma(img.info))
-        return _weighted_grey(array, _CV_WEIGHTS, 14, rounding=True)
+        return cv_grey(array)
     return array
+
+
+def cv_grey(rgb: np.ndarray) -> np.ndarray:
+    """OpenCV's ``cvtColor(rgb, COLOR_RGB2GRAY)`` of a uint8 ``(H, W, 3+)`` image (14-bit weights
+    0.299, 0.587, 0.114 on channels 0, 1, 2, rounded): ``(H, W)``."""
+    return _weighted_grey(rgb, _CV_WEIGHTS, 14, rounding=True)
 
 
 def _weighted_grey(rgb: np.ndarray, weights: Tuple[int, int, int], bits: int,
