@@ -35,6 +35,7 @@ import numpy as np
 from recio.errors import ImageError
 from recio.image import cvops
 from recio.image.codec import DEFAULT_MAX_PIXELS, cv_grey, decode, target_size
+from recio.optional import require
 
 _F32 = np.float32
 #: ``inter_method`` values MXNet accepts: OpenCV's 0-4, 9 (auto: cubic to enlarge, area to
@@ -166,6 +167,18 @@ class AugmentParams:
                     or self.max_crop_size != self.min_crop_size or self.brightness
                     or self.contrast or self.saturation or self.pca_noise or self.random_h
                     or self.random_s or self.random_l or self.inter_method == INTER_RANDOM)
+
+    @property
+    def opencv_needed(self) -> Optional[str]:
+        """Why these parameters need OpenCV (``recio[fast]``), or None: area and Lanczos
+        resizing, and cubic or Lanczos warps, are done by OpenCV itself."""
+        cv_resize = {3: "3 (area)", 4: "4 (Lanczos)", 9: "9 (auto: area to shrink)",
+                     10: "10 (random: area and Lanczos among them)"}
+        if self.inter_method in cv_resize:
+            return f"inter_method={cv_resize[self.inter_method]}"
+        if self.affine and self.inter_method == 2:
+            return "inter_method=2 with rotation, shear, scale or aspect changes (a bicubic warp)"
+        return None
 
     @classmethod
     def names(cls) -> Tuple[str, ...]:
@@ -492,6 +505,9 @@ class MXAugmenter:
     def __init__(self, augment: AugmentParams, output: OutputParams,
                  seed_aug: Optional[int] = None, decoder: str = "auto",
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+        reason = augment.opencv_needed
+        if reason is not None:
+            require("cv2", feature=reason)
         self.augment = DefaultAugmenter(augment)
         self.channels = augment.data_shape[0]
         self.writer = OutputWriter(output, self.channels)

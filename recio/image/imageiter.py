@@ -319,14 +319,15 @@ class _Engine:
 
     # -- batches ---------------------------------------------------------------------------
     def batches(self, sweep: int, offset: int = 0
-                ) -> Iterator[Tuple[DataBatch, Optional[Tuple[int, int]]]]:
+                ) -> Iterator[Tuple[DataBatch, Optional[Tuple[int, int]], int]]:
         """All batches of one epoch, which starts at record ``offset`` of sweep ``sweep`` (runs
         in the ThreadedIter's producer thread). Each batch comes with where the next epoch
-        starts when it is the epoch's padded last batch in ``carry_over`` mode, else None."""
+        starts when it is the epoch's padded last batch in ``carry_over`` mode (else None) and
+        how many records of the sweep have been read after it."""
         bs = self.batch_size
         seed = [self.seed, sweep, self.part_index, 1] + ([offset] if offset else [])
         aug_rng = np.random.default_rng(seed)
-        records = islice(self.records(sweep), offset, None)
+        records = _Counted(islice(self.records(sweep), offset, None))
         first: List[Tuple[str, bytes]] = []  # the epoch's first good records, for round_batch
         while True:
             data = self._new_data()
@@ -354,9 +355,14 @@ class _Engine:
                     data[filled:] = 0
                     label[filled:] = 0
                     index[filled:] = 0
-            yield DataBatch(data, label, pad, index), resume
+            yield DataBatch(data, label, pad, index), resume, offset + records.count
             if pad:
                 return
+
+    def remaining(self, position: int) -> Optional[int]:
+        """Records of the sweep after the first ``position`` (None when streamed without an
+        ``.idx``: unknown until read)."""
+        return None if self.keys is None else max(0, len(self.keys) - position)
 
     def _new_data(self) -> np.ndarray:
         """An array for the next batch's data: a recycled one if the consumer let go of it.
@@ -450,9 +456,13 @@ class RecordBatchIter:
     ``strict_labels`` raises :class:`~recio.errors.RecordIOError` for a record whose label count
     differs from ``label_width`` (else a record with too few is skipped, extra ones dropped).
     ``carry_over`` is MXNet's ``round_batch``: the epoch's last batch is filled from the start
-    of the next pass over the records, and the next epoch continues from there when ``reset()``
-    comes after that batch was taken (``round_batch`` alone fills it from the start of the same
-    epoch, and every epoch starts afresh).
+    of the next pass over the records, and the next epoch continues from there when that batch
+    had been made by the time of ``reset()`` (``round_batch`` alone fills it from the start of
+    the same epoch, and every epoch starts afresh). MXNet's producer thread runs up to 16
+    batches ahead of the consumer, so on a fast machine that batch has been made when it lies
+    within 16 batches of the last one taken; ``carry_lookahead`` (16 for MXNet) makes that rule
+    deterministic here: ``reset()`` reads ahead (decoding at most that many batches, as MXNet's
+    producer would have) to find out.
     """
 
     def __init__(self, path_imgrec: Union[PathLike, Sequence[PathLike]], augmenter: Any,
@@ -461,7 +471,8 @@ class RecordBatchIter:
                  preprocess_threads: int = 4, prefetch_buffer: int = 4, num_parts: int = 1,
                  part_index: int = 0, round_batch: bool = True, shuffle_buffer: int = 1024,
                  labels: Optional[Dict[int, np.ndarray]] = None, strict_labels: bool = False,
-                 carry_over: bool = False, storage_options: StorageOptions = None) -> None:
+                 carry_over: bool = False, carry_lookahead: int = 0,
+                 storage_options: StorageOptions = None) -> None:
         _check_positive(batch_size=batch_size, label_width=label_width,
                         preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
                         num_parts=num_parts, shuffle_buffer=shuffle_buffer)
@@ -479,6 +490,7 @@ class RecordBatchIter:
         self.batch_size, self.label_width = int(batch_size), int(label_width)
         self.shuffle, self.seed, self.shuffle_buffer = bool(shuffle), int(seed), int(shuffle_buffer)
         self.round_batch, self.carry_over = bool(round_batch), bool(carry_over)
+        self.carry_lookahead = max(0, int(carry_lookahead))
         self.num_parts, self.part_index = int(num_parts), int(part_index)
         self.preprocess_threads = int(preprocess_threads)
         self.prefetch_buffer = int(prefetch_buffer)
@@ -487,13 +499,15 @@ class RecordBatchIter:
         self._epoch = 0
         self._start_at = (0, 0)  # this epoch's (sweep, offset)
         self._resume: Optional[Tuple[int, int]] = None  # where the next epoch carries on
+        self._position = 0  # records of the sweep read for the batches taken so far
+        self._ended = False
         self._box: List[Optional[ThreadedIter]] = [None]
         self._finalizer = weakref.finalize(self, _close_all, self._box, self._engine)
         self._start()
 
     def _start(self) -> None:
         engine, (sweep, offset) = self._engine, self._start_at
-        self._resume = None
+        self._resume, self._position, self._ended = None, offset, False
         self._box[0] = ThreadedIter(lambda: engine.batches(sweep, offset),
                                     capacity=self.prefetch_buffer, name="recio-ImageRecordIter")
 
@@ -519,7 +533,11 @@ class RecordBatchIter:
         threaded = self._box[0]
         if threaded is None:
             raise StopIteration
-        batch, resume = next(threaded)
+        try:
+            batch, resume, self._position = next(threaded)
+        except StopIteration:
+            self._ended = True
+            raise
         if resume is not None:
             self._resume = resume
         return batch
@@ -532,11 +550,29 @@ class RecordBatchIter:
         """Start the next epoch (new order and augmentation, reproducible from ``seed``)."""
         if self._box[0] is None:
             raise RuntimeError(f"{type(self).__name__} is closed")
+        if self.carry_over and self.round_batch and self._resume is None and not self._ended:
+            self._resume = self._read_ahead()
         self._box[0].close()
         self._epoch += 1
         sweep = self._start_at[0]
         self._start_at = self._resume if self._resume is not None else (sweep + 1, 0)
         self._start()
+
+    def _read_ahead(self) -> Optional[Tuple[int, int]]:
+        """Where the next epoch continues if this epoch's padded batch is within
+        ``carry_lookahead`` batches (reading them, as MXNet's producer would have), else None."""
+        remaining = self._engine.remaining(self._position)
+        if remaining is not None and remaining > self.carry_lookahead * self.batch_size:
+            return None
+        threaded = self._box[0]
+        for _ in range(self.carry_lookahead):
+            try:
+                _, resume, self._position = next(threaded)
+            except StopIteration:
+                return None
+            if resume is not None:
+                return resume
+        return None
 
     def close(self) -> None:
         """Stop the prefetch and decode threads and close the file. Idempotent."""

@@ -17,14 +17,27 @@ Writes, with ``mxnet`` (records, iterators) and Pillow (encoding the synthetic s
   ``provide_data``/``provide_label`` (name, shape, dtype, layout), and for three epochs (with
   ``reset()`` after each) every batch's ``pad``, the batch count and the dtypes;
   ``expected.npz``: the batches' labels (``NAME|EPOCH|BATCH|label``) and the first epoch's data
-  (``data|SHA256``, uint8 when it is integral, else float32; ``expected.json`` maps each batch
-  to the sha256 of its data), with ``round_batch=False`` only the real samples of the last batch
-  (MXNet leaves the rest stale); the ``photos_*`` configurations keep only digests and every 8th
-  pixel (``|sample``); ``stats|NAME`` are the statistics.
+  (each array once, as ``data|SHA``, uint8 when it is integral; the configuration's ``refs``
+  in ``expected.json`` map batches to them; ``digests`` are the sha256 of every batch's data
+  bytes), with ``round_batch=False`` only the real samples of the last batch (MXNet leaves the
+  rest stale); the ``photos_*`` configurations keep only digests and every 8th pixel
+  (``|sample``); ``stats|NAME`` are the statistics.
+- ``nd|...``, ``imageiter|...``, ``dataset|...``, ``loader|...``: what ``mx.io.NDArrayIter``
+  (``ND_CONFIGS``), ``mx.image.ImageIter`` (``IMAGEITER_CONFIGS``, two epochs; the ``random``
+  one after ``random.seed(7)`` and ``numpy.random.seed(7)``),
+  ``mx.gluon.data.vision.ImageRecordDataset`` (flag 1 and 0) and a ``gluon.data.DataLoader``
+  over it returned, with their ``provide_data``/``provide_label``, pads and dtypes.
+- ``resize`` (in ``expected.json``): the sha256 of ``mx.image.imresize`` (MXNet's OpenCV) for
+  every case of ``resize_cases()`` and interpolation 0-4, on ``noise_image`` inputs.
+- ``gluoncv``: GluonCV's ``get_data_rec`` (ImageNet recipe; 32-pixel inputs, batch 5, on
+  ``train.rec``): both iterators' descriptions and, for three epochs each (``reset()`` first,
+  as the training loop does), every batch's pad, shape, dtype, labels and data sha256; the
+  validation batches' data of the first epoch as ``gluoncv|val|BATCH``.
 """
 import hashlib
 import io
 import json
+import math
 import os
 import sys
 
@@ -147,6 +160,7 @@ CONFIGS = {
     "mirror": ("train", {"mirror": True, "resize": 40}),
     "pad": ("train", {"pad": 4, "fill_value": 0, "resize": 30}),
     "rotate": ("train", {"rotate": 30, "fill_value": 0}),
+    "rotate77": ("train", {"rotate": 77, "fill_value": 200, "resize": 50}),
     "max_img_size": ("train", {"max_img_size": 40, "fill_value": 7}),
     "round_batch_false": ("train", {"round_batch": False}),
     "batch4": ("train", {"batch_size": 4}),
@@ -223,6 +237,18 @@ def iterator(rec, kwargs):
     return getattr(mx.io, kind)(**args)
 
 
+def put(out, refs, key, data):
+    """Store ``data`` once under its sha256 (uint8 when it is integral); ``refs[key]`` names
+    it."""
+    data = np.ascontiguousarray(data)
+    sha = hashlib.sha256(data.tobytes() + str(data.dtype).encode()).hexdigest()
+    refs[key] = sha
+    if "data|" + sha not in out:
+        integral = (data.dtype == np.float32 and np.all(data == np.round(data))
+                    and data.size and data.min() >= 0 and data.max() <= 255)
+        out["data|" + sha] = data.astype(np.uint8) if integral else data
+
+
 def describe(descs):
     return [[d.name, list(d.shape), np.dtype(d.dtype).name, d.layout] for d in descs]
 
@@ -248,10 +274,8 @@ def run(name, rec, kwargs, out, meta, epochs=3, digest=False):
             info.setdefault("digests", {})[key] = sha
             if digest:
                 out[key + "|sample"] = data[:, :, ::8, ::8]
-            elif not epoch and "data|" + sha not in out:  # stored once, under its digest
-                integral = (data.dtype == np.float32 and np.all(data == np.round(data))
-                            and data.min() >= 0 and data.max() <= 255)
-                out["data|" + sha] = data.astype(np.uint8) if integral else data
+            elif not epoch:
+                put(out, info.setdefault("refs", {}), key, data)
             out[key + "|label"] = label
             info.setdefault("dtypes", {})[key] = [str(batch.data[0].dtype),
                                                    str(batch.label[0].dtype)]
@@ -274,6 +298,244 @@ def make_stats(out):
         out["stats|" + name] = np.array(rows, np.float64)
 
 
+# NDArrayIter(data, label, batch_size, shuffle=False, last_batch_handle) over these arrays
+ND_X = np.arange(40, dtype=np.int64).reshape(10, 4)
+ND_Y = np.arange(10, dtype=np.int64)
+ND_CONFIGS = {
+    "pad": lambda: mx.io.NDArrayIter(ND_X, ND_Y, 3, last_batch_handle="pad"),
+    "discard": lambda: mx.io.NDArrayIter(ND_X, ND_Y, 3, last_batch_handle="discard"),
+    "roll_over": lambda: mx.io.NDArrayIter(ND_X, ND_Y, 3, last_batch_handle="roll_over"),
+    "big_batch": lambda: mx.io.NDArrayIter(ND_X, ND_Y, 25),
+    "dicts": lambda: mx.io.NDArrayIter({"b": ND_X, "a": ND_X[:, :2]}, {"l2": ND_Y, "l1": ND_Y},
+                                       4),
+    "lists": lambda: mx.io.NDArrayIter([ND_X, ND_X * 2], None, 4, data_name="x"),
+    "uint8_nd": lambda: mx.io.NDArrayIter(mx.nd.array(ND_X, dtype="uint8"), None, 5),
+}
+# mx.image.ImageIter(batch_size=5, data_shape=(3, 32, 32), path_imgrec=REC.rec, ...)
+IMAGEITER_CONFIGS = {
+    "default": ("train", {"path_imgidx": True}),
+    "sequential": ("train", {}),
+    "resize": ("train", {"path_imgidx": True, "resize": 40}),
+    "normalize": ("train", {"path_imgidx": True, "resize": 36, "mean": True, "std": True}),
+    "linear": ("train", {"path_imgidx": True, "resize": 40, "inter_method": 1}),
+    "discard": ("train", {"path_imgidx": True, "last_batch_handle": "discard"}),
+    "roll_over": ("train", {"path_imgidx": True, "last_batch_handle": "roll_over"}),
+    "multi_label": ("multi", {"path_imgidx": True, "label_width": 2}),
+    "random": ("train", {"path_imgidx": True, "seed": 7, "shuffle": True, "rand_crop": True,
+                         "rand_mirror": True, "brightness": 0.3, "contrast": 0.3,
+                         "saturation": 0.3, "pca_noise": 0.1, "rand_resize": True}),
+}
+
+
+def noise_image(h, w, c, seed):
+    """Deterministic uint8 noise from integer hashing (the same bytes under any NumPy)."""
+    i = np.arange(h * w * c, dtype=np.uint64).reshape(h, w, c)
+    x = (i + np.uint64(seed) * np.uint64(1000003)) * np.uint64(2654435761)
+    x ^= x >> np.uint64(13)
+    x *= np.uint64(2246822519)
+    return ((x >> np.uint64(24)) & np.uint64(255)).astype(np.uint8)
+
+
+def resize_cases():
+    """(height, width, channels, new height, new width) of the resize cases: shrinking and
+    enlarging, exact halves, thin images, widths on both sides of multiples of 8."""
+    cases = []
+    for k in range(160):
+        h, w = 1 + (k * 37) % 61, 1 + (k * 53) % 67
+        c = (1, 3, 4)[k % 3]
+        if k % 5 == 0:
+            nh, nw = max(1, h // 2), max(1, w // 2)
+        else:
+            nh, nw = 1 + (k * 29) % 97, 1 + (k * 41) % 89
+        cases.append((h, w, c, nh, nw))
+    return cases
+
+
+def run_resize(meta):
+    """mx.image.imresize (the OpenCV 3.4.2 built into MXNet): sha256 of every output."""
+    digests = {}
+    for k, (h, w, c, nh, nw) in enumerate(resize_cases()):
+        img = noise_image(h, w, c, k)
+        for interp in range(5):
+            out = mx.image.imresize(mx.nd.array(img, dtype="uint8"), nw, nh,
+                                    interp=interp).asnumpy()
+            if out.ndim == 2:
+                out = out[:, :, None]
+            digests[f"{k}|{interp}"] = hashlib.sha256(np.ascontiguousarray(out).tobytes()
+                                                      ).hexdigest()
+    meta["resize"] = digests
+
+
+def get_data_rec(args, opt, mx):
+    """GluonCV's scripts/classification/imagenet/train_imagenet.py ``get_data_rec``, verbatim
+    but for ``opt`` and ``mx`` being arguments (they are globals there)."""
+    rec_train = os.path.expanduser(args.rec_train)
+    rec_train_idx = os.path.expanduser(args.rec_train_idx)
+    rec_val = os.path.expanduser(args.rec_val)
+    rec_val_idx = os.path.expanduser(args.rec_val_idx)
+    num_gpus = args.num_gpus
+    batch_size = args.batch_size * max(1, num_gpus)
+
+    jitter_param = 0.4
+    lighting_param = 0.1
+    input_size = opt.input_size
+    crop_ratio = opt.crop_ratio if opt.crop_ratio > 0 else 0.875
+    resize = int(math.ceil(input_size / crop_ratio))
+
+    train_data = mx.io.ImageRecordIter(
+        path_imgrec         = rec_train,
+        path_imgidx         = rec_train_idx,
+        preprocess_threads  = args.num_workers,
+        shuffle             = True,
+        batch_size          = batch_size,
+        data_shape          = (3, input_size, input_size),
+        mean_r              = args.rgb_mean[0],
+        mean_g              = args.rgb_mean[1],
+        mean_b              = args.rgb_mean[2],
+        std_r               = args.rgb_std[0],
+        std_g               = args.rgb_std[1],
+        std_b               = args.rgb_std[2],
+        rand_mirror         = True,
+        random_resized_crop = True,
+        max_aspect_ratio    = 4. / 3.,
+        min_aspect_ratio    = 3. / 4.,
+        max_random_area     = 1,
+        min_random_area     = 0.08,
+        brightness          = jitter_param,
+        saturation          = jitter_param,
+        contrast            = jitter_param,
+        pca_noise           = lighting_param,
+    )
+    val_data = mx.io.ImageRecordIter(
+        path_imgrec         = rec_val,
+        path_imgidx         = rec_val_idx,
+        preprocess_threads  = args.num_workers,
+        shuffle             = False,
+        batch_size          = batch_size,
+
+        resize              = resize,
+        data_shape          = (3, input_size, input_size),
+        mean_r              = args.rgb_mean[0],
+        mean_g              = args.rgb_mean[1],
+        mean_b              = args.rgb_mean[2],
+        std_r               = args.rgb_std[0],
+        std_g               = args.rgb_std[1],
+        std_b               = args.rgb_std[2],
+    )
+    return train_data, val_data
+
+
+def gluoncv_args(root):
+    """train_imagenet.py's arguments for get_data_rec: its defaults, 32-pixel inputs, batch 5."""
+    from types import SimpleNamespace
+    rec = os.path.join(root, "train.rec")
+    idx = os.path.join(root, "train.idx")
+    args = SimpleNamespace(rec_train=rec, rec_train_idx=idx, rec_val=rec, rec_val_idx=idx,
+                           num_gpus=0, batch_size=5, num_workers=1,
+                           rgb_mean=[float(v) for v in "123.68,116.779,103.939".split(",")],
+                           rgb_std=[float(v) for v in "58.393,57.12,57.375".split(",")])
+    opt = SimpleNamespace(input_size=32, crop_ratio=0.875)
+    return args, opt
+
+
+def run_gluoncv(out, meta):
+    """Both iterators of get_data_rec, three epochs each, the train loop's reset() first."""
+    args, opt = gluoncv_args(HERE)
+    train_data, val_data = get_data_rec(args, opt, mx)
+    info = {}
+    for name, it in (("train", train_data), ("val", val_data)):
+        epochs = []
+        for epoch in range(3):
+            it.reset()
+            batches = []
+            for b, batch in enumerate(it):
+                data = batch.data[0].asnumpy()
+                label = batch.label[0].asnumpy()
+                batches.append({"pad": int(batch.pad), "shape": list(data.shape),
+                                "dtype": str(data.dtype), "labels": label.tolist(),
+                                "sha": hashlib.sha256(data.tobytes()).hexdigest()})
+                if name == "val" and epoch == 0:
+                    out[f"gluoncv|val|{b}"] = data
+            epochs.append(batches)
+        info[name] = {"provide_data": describe(it.provide_data),
+                      "provide_label": describe(it.provide_label), "epochs": epochs}
+    meta["gluoncv"] = info
+
+
+def run_ndarrayiter(out, meta):
+    for name, make in ND_CONFIGS.items():
+        it = make()
+        info = {"provide_data": describe(it.provide_data),
+                "provide_label": describe(it.provide_label), "epochs": []}
+        for epoch in range(2):
+            batches = []
+            for b, batch in enumerate(it):
+                key = f"nd|{name}|{epoch}|{b}"
+                for k, arr in enumerate(batch.data):
+                    out[f"{key}|data{k}"] = arr.asnumpy()
+                for k, arr in enumerate(batch.label or []):
+                    out[f"{key}|label{k}"] = arr.asnumpy()
+                batches.append({"pad": int(batch.pad), "data": len(batch.data),
+                                "label": len(batch.label or []),
+                                "index": None if batch.index is None else list(batch.index)})
+            info["epochs"].append(batches)
+            it.reset()
+        meta["nd|" + name] = info
+
+
+def run_imageiter(out, meta):
+    import random
+    for name, (rec, kwargs) in IMAGEITER_CONFIGS.items():
+        kwargs = dict(kwargs)
+        seed = kwargs.pop("seed", None)
+        if seed is not None:
+            random.seed(seed)
+            np.random.seed(seed)
+        if kwargs.pop("path_imgidx", False):
+            kwargs["path_imgidx"] = os.path.join(HERE, rec + ".idx")
+        it = mx.image.ImageIter(batch_size=5, data_shape=(3, 32, 32),
+                                path_imgrec=os.path.join(HERE, rec + ".rec"), **kwargs)
+        info = {"provide_data": [list(map(str, d)) for d in it.provide_data],
+                "provide_label": [list(map(str, d)) for d in it.provide_label], "epochs": []}
+        for epoch in range(2):
+            batches = []
+            for b, batch in enumerate(it):
+                key = f"imageiter|{name}|{epoch}|{b}"
+                data = batch.data[0].asnumpy()
+                info.setdefault("digests", {})[key] = hashlib.sha256(data.tobytes()).hexdigest()
+                if not epoch:
+                    put(out, info.setdefault("refs", {}), key, data)
+                out[key + "|label"] = batch.label[0].asnumpy()
+                batches.append({"pad": int(batch.pad), "dtype": str(batch.data[0].dtype),
+                                "index": batch.index})
+            info["epochs"].append(batches)
+            it.reset()
+        meta["imageiter|" + name] = info
+
+
+def run_dataset(out, meta):
+    rec = os.path.join(HERE, "train.rec")
+    refs = meta.setdefault("dataset|refs", {})
+    for flag in (1, 0):
+        ds = mx.gluon.data.vision.ImageRecordDataset(rec, flag=flag)
+        labels = []
+        for i in range(len(ds)):
+            img, label = ds[i]
+            put(out, refs, f"dataset|{flag}|{i}", img.asnumpy())
+            labels.append([type(label).__name__, float(label)])
+        meta[f"dataset|{flag}"] = {"len": len(ds), "labels": labels}
+    ds = mx.gluon.data.vision.ImageRecordDataset(
+        rec, transform=lambda data, label: (data.astype("float32") / 255, label))
+    loader = mx.gluon.data.DataLoader(ds.transform_first(lambda x: mx.image.imresize(
+        (x * 255).astype("uint8"), 24, 20)), batch_size=5, last_batch="keep")
+    batches = []
+    for b, (data, label) in enumerate(loader):
+        put(out, refs, f"loader|{b}|data", data.asnumpy())
+        out[f"loader|{b}|label"] = label.asnumpy()
+        batches.append([list(data.shape), str(data.dtype), list(label.shape), str(label.dtype)])
+    meta["loader"] = batches
+
+
 def main():
     write_data()
     mean_path = os.path.join(HERE, "mean.nd")
@@ -285,6 +547,11 @@ def main():
     for name, (rec, kwargs) in PHOTO_CONFIGS.items():
         run(name, rec, kwargs, out, meta, epochs=1, digest=True)
     make_stats(out)
+    run_ndarrayiter(out, meta)
+    run_imageiter(out, meta)
+    run_dataset(out, meta)
+    run_resize(meta)
+    run_gluoncv(out, meta)
     meta["_versions"] = {"mxnet": mx.__version__, "numpy": np.__version__,
                          "python": sys.version.split()[0]}
     np.savez_compressed(os.path.join(HERE, "expected.npz"), **out)
