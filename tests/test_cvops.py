@@ -196,3 +196,18 @@ def test_colour_conversions_equal_opencvs():
     blend = cvops.add_weighted(bgr, 0.7, bgr[::-1], 0.3, 2.0)  # random steps only: within 1
     assert np.abs(blend.astype(int) - cv2.addWeighted(bgr, 0.7, np.ascontiguousarray(bgr[::-1]),
                                                        0.3, 2.0)).max() <= 1
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_lookup_tables_give_the_same_bytes_with_and_without_opencv(channels, monkeypatch):
+    rng = np.random.default_rng(channels)
+    img = rng.integers(0, 256, (17, 23, channels), dtype=np.uint8)
+    table = rng.integers(0, 256, 256, dtype=np.uint8)
+    tables = rng.integers(0, 256, (256, channels), dtype=np.uint8)
+    with_cv = cvops.lookup(img, table), cvops.lookup(img, tables)
+    monkeypatch.setattr(cvops, "_cv2", lambda: None)
+    assert np.array_equal(with_cv[0], table[img])
+    assert np.array_equal(with_cv[1], np.stack([tables[img[..., k], k]
+                                                for k in range(channels)], -1))
+    assert np.array_equal(cvops.lookup(img, table), with_cv[0])
+    assert np.array_equal(cvops.lookup(img, tables), with_cv[1])

@@ -370,9 +370,8 @@ class DefaultAugmenter:
             elif step == 1:
                 grey_mean = float(cv_grey(res).mean())
                 res = cvops.convert_scale(res, alpha, (1 - float(alpha)) * grey_mean)
-            else:
-                grey = cv_grey(res)[:, :, None]
-                res = cvops.add_weighted(res, alpha, grey, _F32(1) - alpha)
+            else:  # the grey image is cvtColor'ed back to 3 equal channels: broadcast it
+                res = cvops.add_weighted(res, alpha, cv_grey(res)[:, :, None], _F32(1) - alpha)
         return res
 
     def _hls(self, res: np.ndarray, rng: np.random.Generator) -> np.ndarray:
