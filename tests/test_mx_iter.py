@@ -19,7 +19,6 @@ import os
 import pathlib
 import re
 import warnings
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -145,79 +144,26 @@ def test_mean_image_read_from_and_written_as_mxnets_nd_file(tmp_path):
 
 
 # -- GluonCV's recipe and MXNet's tutorial loops, unchanged but for the import -----------------
-def get_data_rec(args, opt, mx):
-    """GluonCV's scripts/classification/imagenet/train_imagenet.py ``get_data_rec``, verbatim
-    but for ``opt`` and ``mx`` being arguments (globals there) and the batch function left out."""
-    rec_train = os.path.expanduser(args.rec_train)
-    rec_train_idx = os.path.expanduser(args.rec_train_idx)
-    rec_val = os.path.expanduser(args.rec_val)
-    rec_val_idx = os.path.expanduser(args.rec_val_idx)
-    num_gpus = args.num_gpus
-    batch_size = args.batch_size * max(1, num_gpus)
-
-    jitter_param = 0.4
-    lighting_param = 0.1
-    input_size = opt.input_size
-    crop_ratio = opt.crop_ratio if opt.crop_ratio > 0 else 0.875
-    resize = int(math.ceil(input_size / crop_ratio))
-
-    train_data = mx.io.ImageRecordIter(
-        path_imgrec         = rec_train,
-        path_imgidx         = rec_train_idx,
-        preprocess_threads  = args.num_workers,
-        shuffle             = True,
-        batch_size          = batch_size,
-        data_shape          = (3, input_size, input_size),
-        mean_r              = args.rgb_mean[0],
-        mean_g              = args.rgb_mean[1],
-        mean_b              = args.rgb_mean[2],
-        std_r               = args.rgb_std[0],
-        std_g               = args.rgb_std[1],
-        std_b               = args.rgb_std[2],
-        rand_mirror         = True,
-        random_resized_crop = True,
-        max_aspect_ratio    = 4. / 3.,
-        min_aspect_ratio    = 3. / 4.,
-        max_random_area     = 1,
-        min_random_area     = 0.08,
-        brightness          = jitter_param,
-        saturation          = jitter_param,
-        contrast            = jitter_param,
-        pca_noise           = lighting_param,
-    )
-    val_data = mx.io.ImageRecordIter(
-        path_imgrec         = rec_val,
-        path_imgidx         = rec_val_idx,
-        preprocess_threads  = args.num_workers,
-        shuffle             = False,
-        batch_size          = batch_size,
-
-        resize              = resize,
-        data_shape          = (3, input_size, input_size),
-        mean_r              = args.rgb_mean[0],
-        mean_g              = args.rgb_mean[1],
-        mean_b              = args.rgb_mean[2],
-        std_r               = args.rgb_std[0],
-        std_g               = args.rgb_std[1],
-        std_b               = args.rgb_std[2],
-    )
-    return train_data, val_data
+def _from_make(first, end, **names):
+    """Definitions of make.py (which imports MXNet) from ``first`` up to ``end``, with
+    ``names`` as their globals (``mx=recio.mx`` runs them on recio)."""
+    source = (DATA / "make.py").read_text()
+    namespace = {"np": np, "os": os, "math": math, **names}
+    code = source[source.index(first):source.index(end)]
+    exec(compile(code, str(DATA / "make.py"), "exec"), namespace)  # noqa: S102
+    return namespace
 
 
-def gluoncv_args():
-    rec, idx = str(DATA / "train.rec"), str(DATA / "train.idx")
-    args = SimpleNamespace(rec_train=rec, rec_train_idx=idx, rec_val=rec, rec_val_idx=idx,
-                           num_gpus=0, batch_size=5, num_workers=1,
-                           rgb_mean=[float(v) for v in "123.68,116.779,103.939".split(",")],
-                           rgb_std=[float(v) for v in "58.393,57.12,57.375".split(",")])
-    return args, SimpleNamespace(input_size=32, crop_ratio=0.875)
+#: GluonCV's get_data_rec, verbatim in make.py (which ran it on MXNet), and its arguments
+_GLUONCV = _from_make("def get_data_rec", "def run_gluoncv")
+get_data_rec, gluoncv_args = _GLUONCV["get_data_rec"], _GLUONCV["gluoncv_args"]
 
 
 def test_gluoncv_get_data_rec_runs_unchanged_and_equals_mxnet():
     """train_imagenet.py's loop resets each iterator before every epoch, the first time right
     after making it: MXNet's producer has then made the whole (short) epoch, so the next one
     carries on after its padded batch, which recio reproduces."""
-    train_data, val_data = get_data_rec(*gluoncv_args(), mx)
+    train_data, val_data = get_data_rec(*gluoncv_args(str(DATA)), mx)
     for name, it in (("train", train_data), ("val", val_data)):
         want = META["gluoncv"][name]
         assert describe(it.provide_data) == want["provide_data"]
@@ -481,15 +427,6 @@ def ks_statistic(a, b):
 
 def ks_critical(n, m, alpha=0.001):
     return math.sqrt(-0.5 * math.log(alpha / 2)) * math.sqrt((n + m) / (n * m))
-
-
-def _from_make(first, end):
-    """Definitions of make.py (which imports MXNet) from ``first`` up to ``end``."""
-    source = (DATA / "make.py").read_text()
-    namespace = {"np": np}
-    code = source[source.index(first):source.index(end)]
-    exec(compile(code, str(DATA / "make.py"), "exec"), namespace)  # noqa: S102
-    return namespace
 
 
 #: make.py's STATS (configurations) and reduce_sample (what a sample says about its draws)

@@ -93,17 +93,19 @@ def test_nd_save_and_load_read_mxnets_files(tmp_path):
 
 
 # -- NDArrayIter --------------------------------------------------------------------------------
-X = np.arange(40, dtype=np.int64).reshape(10, 4)
-Y = np.arange(10, dtype=np.int64)
-ND_CONFIGS = {
-    "pad": lambda: mx.io.NDArrayIter(X, Y, 3, last_batch_handle="pad"),
-    "discard": lambda: mx.io.NDArrayIter(X, Y, 3, last_batch_handle="discard"),
-    "roll_over": lambda: mx.io.NDArrayIter(X, Y, 3, last_batch_handle="roll_over"),
-    "big_batch": lambda: mx.io.NDArrayIter(X, Y, 25),
-    "dicts": lambda: mx.io.NDArrayIter({"b": X, "a": X[:, :2]}, {"l2": Y, "l1": Y}, 4),
-    "lists": lambda: mx.io.NDArrayIter([X, X * 2], None, 4, data_name="x"),
-    "uint8_nd": lambda: mx.io.NDArrayIter(mx.nd.array(X, dtype="uint8"), None, 5),
-}
+def _from_make(first, end):
+    """make.py's definitions from ``first`` up to ``end``, with ``mx`` = recio.mx: the
+    configurations it ran on MXNet, run here on recio."""
+    source = (DATA / "make.py").read_text()
+    namespace = {"np": np, "mx": mx}
+    exec(compile(source[source.index(first):source.index(end)], str(DATA / "make.py"), "exec"),
+         namespace)  # noqa: S102
+    return namespace
+
+
+_CONFIGS = _from_make("ND_X = ", "def run_ndarrayiter")
+X, Y = _CONFIGS["ND_X"], _CONFIGS["ND_Y"]
+ND_CONFIGS, IMAGEITER = _CONFIGS["ND_CONFIGS"], _CONFIGS["IMAGEITER_CONFIGS"]
 
 
 @pytest.mark.parametrize("name", sorted(ND_CONFIGS))
@@ -170,21 +172,6 @@ def test_databatch_and_datadesc():
 
 
 # -- ImageIter ----------------------------------------------------------------------------------
-IMAGEITER = {
-    "default": ("train", {"path_imgidx": True}),
-    "sequential": ("train", {}),
-    "resize": ("train", {"path_imgidx": True, "resize": 40}),
-    "normalize": ("train", {"path_imgidx": True, "resize": 36, "mean": True, "std": True}),
-    "linear": ("train", {"path_imgidx": True, "resize": 40, "inter_method": 1}),
-    "discard": ("train", {"path_imgidx": True, "last_batch_handle": "discard"}),
-    "roll_over": ("train", {"path_imgidx": True, "last_batch_handle": "roll_over"}),
-    "multi_label": ("multi", {"path_imgidx": True, "label_width": 2}),
-    "random": ("train", {"path_imgidx": True, "seed": 7, "shuffle": True, "rand_crop": True,
-                         "rand_mirror": True, "brightness": 0.3, "contrast": 0.3,
-                         "saturation": 0.3, "pca_noise": 0.1, "rand_resize": True}),
-}
-
-
 @pytest.mark.parametrize("name", sorted(IMAGEITER))
 def test_imageiter_equals_mxnets(name):
     """Deterministic settings bit for bit; the random one too, within float rounding, because

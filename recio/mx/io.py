@@ -691,7 +691,25 @@ class NDArrayIter(DataIter):
         return 0
 
 
-class ResizeIter(DataIter):
+class _OverBatches(DataIter):
+    """An iterator whose ``getdata()`` etc. read its ``current_batch``."""
+
+    current_batch: Optional[DataBatch] = None
+
+    def getdata(self) -> Any:
+        return self.current_batch.data
+
+    def getlabel(self) -> Any:
+        return self.current_batch.label
+
+    def getindex(self) -> Any:
+        return self.current_batch.index
+
+    def getpad(self) -> Any:
+        return self.current_batch.pad
+
+
+class ResizeIter(_OverBatches):
     """``size`` batches per epoch from ``data_iter``, restarting it when it runs out."""
 
     def __init__(self, data_iter: DataIter, size: int, reset_internal: bool = True) -> None:
@@ -721,20 +739,9 @@ class ResizeIter(DataIter):
         self.cur += 1
         return True
 
-    def getdata(self) -> Any:
-        return self.current_batch.data
-
-    def getlabel(self) -> Any:
-        return self.current_batch.label
-
-    def getindex(self) -> Any:
-        return self.current_batch.index
-
-    def getpad(self) -> Any:
-        return self.current_batch.pad
 
 
-class PrefetchingIter(DataIter):
+class PrefetchingIter(_OverBatches):
     """Reads the next batches of one or more iterators in background threads and joins them
     (``rename_data`` / ``rename_label``: one ``{old: new}`` dict per iterator)."""
 
@@ -825,17 +832,6 @@ class PrefetchingIter(DataIter):
             return self.current_batch
         raise StopIteration
 
-    def getdata(self) -> Any:
-        return self.current_batch.data
-
-    def getlabel(self) -> Any:
-        return self.current_batch.label
-
-    def getindex(self) -> Any:
-        return self.current_batch.index
-
-    def getpad(self) -> Any:
-        return self.current_batch.pad
 
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "MXDataIter", "ImageRecordIter",
