@@ -15,14 +15,15 @@ iterates 2 epochs with ``batch_size=64, data_shape=(3, 224, 224)``, random crop 
   ImageNet training settings (``random_resized_crop``, brightness/contrast/saturation 0.4, PCA
   noise 0.1, mirror, mean/std: "mx-gluoncv") and its validation settings (``resize=256``, centre
   crop, mean/std: "mx-val"), each beside the real MXNet 1.9.1 running the same configuration
-  ("mxnet-gluoncv", "mxnet-val", with ``--mxnet-python``, default ``/work/mxvenv/bin/python``
-  when it exists); target: at least MXNet's rate
+  ("mxnet-gluoncv", "mxnet-val", with ``--mxnet-python``, default ``$RECIO_MXNET_PYTHON``);
+  target: at least MXNet's rate
 
 Each configuration runs in a fresh process, ``--runs`` times (default 3), and the median is
 printed beside its target with the peak RSS (target < 500 MB; for the DataLoader, the main
 process and the largest worker). On a shared machine the wall-clock rate depends on the load, so
 the CPU time per image (all threads and workers) is printed too, with the rate two idle cores
-would reach at that cost. Run: ``python benchmarks/bench_loader.py [--runs 3] [--n 2000]``.
+would reach at that cost. Run: ``python benchmarks/bench_loader.py [--runs 3] [--n 2000]
+[--only KIND ...] [--mxnet-python PATH]``.
 """
 from __future__ import annotations
 
@@ -42,7 +43,6 @@ sys.path.insert(0, HERE)
 TARGETS = {"float32": 1800, "uint8": 2700, "torch": None, "torch-ops": None,
            "mx-float32": 1800, "mx-gluoncv": "mxnet-gluoncv", "mx-val": "mxnet-val",
            "mxnet-gluoncv": None, "mxnet-val": None}
-MXNET_PYTHON = "/work/mxvenv/bin/python"
 #: MXNet ImageRecordIter arguments of the recio.mx / MXNet configurations
 MX_CONFIGS = {
     "float32": dict(shuffle=True, rand_crop=True, rand_mirror=True),
@@ -259,8 +259,9 @@ def main() -> None:
     ap.add_argument("--only", choices=sorted(TARGETS), action="append")
     ap.add_argument("--decoder", choices=["auto", "pillow", "simplejpeg"], default="auto",
                     help="JPEG decoder (auto: simplejpeg when installed, else Pillow)")
-    ap.add_argument("--mxnet-python", default=MXNET_PYTHON if os.path.exists(MXNET_PYTHON)
-                    else None, help="a Python with MXNet 1.9.1, for the mxnet-* comparisons")
+    ap.add_argument("--mxnet-python", default=os.environ.get("RECIO_MXNET_PYTHON"),
+                    help="a Python with MXNet 1.9.1, for the mxnet-* comparisons "
+                         "(default $RECIO_MXNET_PYTHON)")
     ap.add_argument("--child", nargs=2, metavar=("PREFIX", "KIND"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -292,7 +293,8 @@ def main() -> None:
         python = sys.executable
         if kind.startswith("mxnet-"):
             if not args.mxnet_python:
-                print(f"{kind} skipped: no MXNet 1.9.1 (--mxnet-python)")
+                print(f"{kind} skipped: no MXNet 1.9.1 (pass --mxnet-python or set "
+                      "RECIO_MXNET_PYTHON)")
                 continue
             python = args.mxnet_python
         runs = []

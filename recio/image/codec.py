@@ -399,11 +399,16 @@ def cv_grey(rgb: np.ndarray) -> np.ndarray:
 
 def _weighted_grey(rgb: np.ndarray, weights: Tuple[int, int, int], bits: int,
                    rounding: bool) -> np.ndarray:
-    r, g, b = (rgb[:, :, i].astype(np.uint32) for i in range(3))
-    total = r * weights[0] + g * weights[1] + b * weights[2]
+    total = rgb[:, :, 0].astype(np.uint32)
+    total *= weights[0]
+    for k in (1, 2):  # in place: no temporaries beyond one channel
+        part = rgb[:, :, k].astype(np.uint32)
+        part *= weights[k]
+        total += part
     if rounding:
         total += 1 << (bits - 1)
-    return (total >> bits).astype(np.uint8)
+    total >>= bits
+    return total.astype(np.uint8)
 
 
 def _png_gamma(info: dict) -> int:
