@@ -493,3 +493,35 @@ def test_augment_params_know_their_parameters():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         AugmentParams((3, 8, 8), random_resized_crop=True, min_random_area=0.1)
+
+
+@pytest.mark.parametrize("level", [0, 3])
+def test_image_classification_example_arguments(level):
+    """MXNet's example/image-classification passes every augmentation argument, at its command
+    line defaults (level 0) or at its strongest augmentation level (3): accepted, and at level 0
+    the batches are those of a plain iterator."""
+    aug = dict(rand_crop=0, max_random_scale=1, pad=0, fill_value=127, random_resized_crop=0,
+               min_random_scale=1, max_aspect_ratio=0, min_aspect_ratio=None,
+               max_random_area=1, min_random_area=1, min_crop_size=-1, max_crop_size=-1,
+               brightness=0, contrast=0, saturation=0, pca_noise=0, random_h=0, random_s=0,
+               random_l=0, max_rotate_angle=0, max_shear_ratio=0, rand_mirror=0)
+    if level == 3:
+        aug.update(rand_crop=1, rand_mirror=1, random_h=36, random_s=50, random_l=50,
+                   max_aspect_ratio=0.25, max_rotate_angle=10, max_shear_ratio=0.1,
+                   max_random_scale=1, min_random_scale=0.533)
+    it = mx.io.ImageRecordIter(
+        path_imgrec=str(DATA / "train.rec"), path_imgidx=str(DATA / "train.idx"),
+        label_width=1, data_name="data", label_name="softmax_label", data_shape=(3, 28, 28),
+        batch_size=4, preprocess_threads=2, shuffle=level > 0, num_parts=1, part_index=0,
+        mean_r=123.68, mean_g=116.779, mean_b=103.939, std_r=58.393, std_g=57.12,
+        std_b=57.375, **aug)
+    it.batch_size = 4  # the examples set it, as a plain attribute
+    batches = list(it)
+    assert len(batches) == 3 and all(b.data[0].shape == (4, 3, 28, 28) for b in batches)
+    if level == 0:
+        plain = mx.io.ImageRecordIter(
+            path_imgrec=str(DATA / "train.rec"), path_imgidx=str(DATA / "train.idx"),
+            data_shape=(3, 28, 28), batch_size=4, mean_r=123.68, mean_g=116.779,
+            mean_b=103.939, std_r=58.393, std_g=57.12, std_b=57.375)
+        for a, b in zip(batches, plain):
+            np.testing.assert_array_equal(a.data[0].asnumpy(), b.data[0].asnumpy())

@@ -23,6 +23,10 @@ a new order. Every record of the part appears exactly once per epoch; ``round_ba
 last batch from the start of the same epoch (``pad`` says how many were borrowed). Undecodable
 records are skipped with a ``SkippedRecordWarning`` naming the record and counted in
 ``num_skipped``.
+
+``RecordBatchIter`` is that machinery with the augmentation and the epoch rule passed in:
+``recio.mx.io.ImageRecordIter`` runs it with ``recio.image.augment.MXAugmenter`` and MXNet's
+epochs (``carry_over``).
 """
 from __future__ import annotations
 

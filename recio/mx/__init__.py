@@ -28,6 +28,7 @@ from recio.mx.recordio import (
     unpack_img,
 )
 
+#: the MXNet release whose API and behaviour recio.mx follows (code may test mx.__version__)
 __version__ = "1.9.1"
 
 __all__ = ["MXRecordIO", "MXIndexedRecordIO", "IRHeader", "pack", "unpack", "pack_img",

@@ -195,11 +195,14 @@ class NDArray:
 
     def to_dlpack_for_read(self) -> Any:
         """A DLPack capsule of the data (``torch.utils.dlpack.from_dlpack`` takes it)."""
-        return self._data.__dlpack__()
+        return self.__dlpack__()
 
     to_dlpack_for_write = to_dlpack_for_read
 
     def __dlpack__(self, **kwargs: Any) -> Any:
+        if not hasattr(self._data, "__dlpack__"):
+            raise RuntimeError(f"DLPack needs NumPy 1.22 or later (this is {np.__version__}); "
+                               "use asnumpy() instead")
         return self._data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> Any:
