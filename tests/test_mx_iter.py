@@ -25,6 +25,7 @@ import pytest
 
 import recio
 import recio.mx as mx
+from conftest import need
 from recio.errors import RecordIOError
 from recio.image.augment import AugmentParams
 from recio.image.imageiter import SkippedRecordWarning
@@ -69,6 +70,8 @@ def true_pads(pads):
 @pytest.mark.parametrize("name", CONFIGS)
 def test_batches_equal_mxnets(name):
     info = META[name]
+    if info["args"].get("inter_method") in (3, 4, 9, 10):
+        need("cv2")  # area and Lanczos resizing are OpenCV's (recio[fast])
     it = make_iter(name)
     assert type(it).__name__ == "MXDataIter" and isinstance(it, mx.io.DataIter)
     assert describe(it.provide_data) == info["provide_data"]
