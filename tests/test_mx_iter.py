@@ -134,9 +134,12 @@ def test_mean_image_read_from_and_written_as_mxnets_nd_file(tmp_path):
     got = mx.nd.load(str(mine))
     assert list(got) == ["mean_img"] and got["mean_img"].shape == (3, 32, 32)
     np.testing.assert_array_equal(got["mean_img"].asnumpy(), want["mean_img"].asnumpy())
-    assert [p.name for p in tmp_path.iterdir()] == ["mean.nd"]
+    assert [p.name for p in tmp_path.iterdir()] == ["mean.nd"]  # no temporary file left
     assert mine.read_bytes() == (DATA / "mean.nd").read_bytes()
     it.close()
+    made = tmp_path / "made.npy"  # a missing .npy is written as one
+    make_iter("mean_img", mean_img=str(made)).close()
+    np.testing.assert_array_equal(np.load(made), want["mean_img"].asnumpy())
     npy = tmp_path / "mean.npy"
     np.save(npy, want["mean_img"].asnumpy())
     a = make_iter("mean_img", mean_img=str(npy)).next().data[0].asnumpy()

@@ -37,6 +37,7 @@ from recio.image.imageiter import RecordBatchIter
 from recio.image.lists import read_list
 from recio.mx import ndarray as nd
 from recio.mx.ndarray import NDArray
+from recio.records.atomic import atomic_open
 
 
 class DataDesc(namedtuple("DataDesc", ["name", "shape"])):
@@ -474,7 +475,8 @@ def _mean_image(v: Dict[str, Any], augment: AugmentParams, shape: Tuple[int, ...
                 ) -> np.ndarray:
     """MXNet's ``mean_img``: read the file (MXNet's ``.nd`` format, or ``.npy``), or, when it
     does not exist, compute the mean of the part's images as MXNet does (each record once,
-    through the same augmentation and ``(x - mean_rgb) * scale / std``) and save it there."""
+    through the same augmentation and ``(x - mean_rgb) * scale / std``) and save it there (in
+    MXNet's format, or NumPy's for a ``.npy`` name)."""
     path = v["mean_img"]
     if os.path.exists(path):
         if path.endswith(".npy"):
@@ -507,7 +509,11 @@ def _mean_image(v: Dict[str, Any], augment: AugmentParams, shape: Tuple[int, ...
     if not count:
         raise RecordIOError("no images to compute the mean image from", path=v["path_imgrec"])
     mean = total * np.float32(1.0 / count)
-    nd.save(path, {"mean_img": NDArray(mean)})
+    if path.endswith(".npy"):
+        with atomic_open(path, "wb") as f:
+            np.save(f, mean)
+    else:
+        nd.save(path, {"mean_img": NDArray(mean)})
     return mean
 
 
