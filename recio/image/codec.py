@@ -392,8 +392,8 @@ def _opencv_pixels(img: Image.Image, color: int) -> np.ndarray:
 
 
 def cv_grey(rgb: np.ndarray) -> np.ndarray:
-    """OpenCV's ``cvtColor(rgb, COLOR_RGB2GRAY)`` of a uint8 ``(H, W, 3+)`` image (14-bit weights
-    0.299, 0.587, 0.114 on channels 0, 1, 2, rounded): ``(H, W)``."""
+    """``cvtColor(rgb, COLOR_RGB2GRAY)`` of a uint8 ``(H, W, 3+)`` image as MXNet's OpenCV 3.4.2
+    computes it (14-bit weights 0.299, 0.587, 0.114 on channels 0, 1, 2, rounded): ``(H, W)``."""
     return _weighted_grey(rgb, _CV_WEIGHTS, 14, rounding=True)
 
 
