@@ -10,12 +10,20 @@ iterates 2 epochs with ``batch_size=64, data_shape=(3, 224, 224)``, random crop 
 - ``RecordDataset`` + ``DataLoader(num_workers=2)``, float32 output with the same augmentation:
   through ``recio.torch.ImageAugment`` ("torch"), and as torch ops on a decoded uint8 tensor
   ("torch-ops") (reported, no target)
+- ``recio.mx.io.ImageRecordIter`` (MXNet's batches and pixels): the float32 configuration above
+  ("mx-float32", target: recio's own float32 target, the wrapper must not cost more); GluonCV's
+  ImageNet training settings (``random_resized_crop``, brightness/contrast/saturation 0.4, PCA
+  noise 0.1, mirror, mean/std: "mx-gluoncv") and its validation settings (``resize=256``, centre
+  crop, mean/std: "mx-val"), each beside the real MXNet 1.9.1 running the same configuration
+  ("mxnet-gluoncv", "mxnet-val", with ``--mxnet-python``, default ``$RECIO_MXNET_PYTHON``);
+  target: at least MXNet's rate
 
 Each configuration runs in a fresh process, ``--runs`` times (default 3), and the median is
 printed beside its target with the peak RSS (target < 500 MB; for the DataLoader, the main
 process and the largest worker). On a shared machine the wall-clock rate depends on the load, so
 the CPU time per image (all threads and workers) is printed too, with the rate two idle cores
-would reach at that cost. Run: ``python benchmarks/bench_loader.py [--runs 3] [--n 2000]``.
+would reach at that cost. Run: ``python benchmarks/bench_loader.py [--runs 3] [--n 2000]
+[--only KIND ...] [--mxnet-python PATH]``.
 """
 from __future__ import annotations
 
@@ -32,7 +40,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-TARGETS = {"float32": 1800, "uint8": 2700, "torch": None, "torch-ops": None}
+TARGETS = {"float32": 1800, "uint8": 2700, "torch": None, "torch-ops": None,
+           "mx-float32": 1800, "mx-gluoncv": "mxnet-gluoncv", "mx-val": "mxnet-val",
+           "mxnet-gluoncv": None, "mxnet-val": None}
+#: MXNet ImageRecordIter arguments of the recio.mx / MXNet configurations
+MX_CONFIGS = {
+    "float32": dict(shuffle=True, rand_crop=True, rand_mirror=True),
+    "gluoncv": dict(shuffle=True, rand_mirror=True, random_resized_crop=True,
+                    max_aspect_ratio=4. / 3., min_aspect_ratio=3. / 4., max_random_area=1,
+                    min_random_area=0.08, brightness=0.4, saturation=0.4, contrast=0.4,
+                    pca_noise=0.1),
+    "val": dict(shuffle=False, resize=256),
+}
 RSS_LIMIT_MB = 500
 BATCH, SHAPE, EPOCHS = 64, (3, 224, 224), 2
 MEAN = (123.68, 116.28, 103.53)
@@ -194,9 +213,38 @@ class CropFlipNormalise:
         return (img.float() - self.mean) * self.inv_std
 
 
+def _run_mx(prefix: str, kind: str) -> dict:
+    """recio.mx's ImageRecordIter ("mx-...") or the real MXNet's ("mxnet-..."), same arguments."""
+    if kind.startswith("mxnet-"):
+        import mxnet as mx
+    else:
+        import recio.mx as mx
+    kw = dict(path_imgrec=prefix + ".rec", path_imgidx=prefix + ".idx", data_shape=SHAPE,
+              batch_size=BATCH, preprocess_threads=2, mean_r=MEAN[0], mean_g=MEAN[1],
+              mean_b=MEAN[2], std_r=STD[0], std_g=STD[1], std_b=STD[2],
+              **MX_CONFIGS[kind.split("-", 1)[1]])
+    c0 = _cpu()
+    t0 = time.perf_counter()
+    it = mx.io.ImageRecordIter(**kw)
+    images = 0
+    for epoch in range(EPOCHS):
+        if epoch:
+            it.reset()
+        for batch in it:
+            images += batch.data[0].shape[0] - batch.pad
+    batch.data[0].asnumpy()  # MXNet computes lazily: wait for the last batch
+    seconds = time.perf_counter() - t0
+    return {"images": images, "seconds": seconds, "cpu": _cpu() - c0,
+            "skipped": getattr(it, "num_skipped", 0)}
+
+
 def child(prefix: str, kind: str, decoder: str) -> None:
-    result = (_run_torch(prefix, decoder, kind == "torch-ops") if kind.startswith("torch")
-              else _run_imageiter(prefix, kind, decoder))
+    if kind.startswith("torch"):
+        result = _run_torch(prefix, decoder, kind == "torch-ops")
+    elif kind.startswith("mx"):
+        result = _run_mx(prefix, kind)
+    else:
+        result = _run_imageiter(prefix, kind, decoder)
     result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["children_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(json.dumps(result))
@@ -211,6 +259,9 @@ def main() -> None:
     ap.add_argument("--only", choices=sorted(TARGETS), action="append")
     ap.add_argument("--decoder", choices=["auto", "pillow", "simplejpeg"], default="auto",
                     help="JPEG decoder (auto: simplejpeg when installed, else Pillow)")
+    ap.add_argument("--mxnet-python", default=os.environ.get("RECIO_MXNET_PYTHON"),
+                    help="a Python with MXNet 1.9.1, for the mxnet-* comparisons "
+                         "(default $RECIO_MXNET_PYTHON)")
     ap.add_argument("--child", nargs=2, metavar=("PREFIX", "KIND"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -228,8 +279,10 @@ def main() -> None:
     print(f"# {EPOCHS} epochs x {args.n} images, batch {BATCH}, {SHAPE}, rand_crop+mirror, "
           f"2 threads/workers, JPEG decoder {decoder}, median of {args.runs} runs; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    kinds = args.only or ["float32", "uint8", "torch", "torch-ops"]
+    kinds = args.only or ["float32", "uint8", "torch", "torch-ops", "mxnet-gluoncv",
+                          "mx-gluoncv", "mxnet-val", "mx-val", "mx-float32"]
     failed = False
+    measured = {}
     for kind in kinds:
         if kind.startswith("torch"):
             try:
@@ -237,23 +290,40 @@ def main() -> None:
             except ImportError:
                 print("torch      skipped: PyTorch not installed (pip install 'recio[torch]')")
                 continue
+        python = sys.executable
+        if kind.startswith("mxnet-"):
+            if not args.mxnet_python:
+                print(f"{kind} skipped: no MXNet 1.9.1 (pass --mxnet-python or set "
+                      "RECIO_MXNET_PYTHON)")
+                continue
+            python = args.mxnet_python
         runs = []
         for _ in range(args.runs):
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", prefix,
+            out = subprocess.run([python, os.path.abspath(__file__), "--child", prefix,
                                   kind, "--decoder", args.decoder], capture_output=True,
                                  text=True, check=True)
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         rates = [r["images"] / r["seconds"] for r in runs]
         rate = statistics.median(rates)
+        measured[kind] = rate
         cpu_ms = statistics.median(1000 * r["cpu"] / r["images"] for r in runs)
         rss = max(r["rss_mb"] for r in runs)
         worker_rss = max(r["children_rss_mb"] for r in runs)
         target = TARGETS[kind]
+        if isinstance(target, str):  # the peer's measured rate
+            target = measured.get(target)
+            target = None if target is None else round(target)
         verdict = "" if target is None else ("OK" if rate >= target else "BELOW TARGET")
         label = {"float32": "ImageRecordIter float32 NCHW", "uint8": "ImageRecordIter uint8 NHWC",
                  "torch": "RecordDataset+ImageAugment, 2 workers",
-                 "torch-ops": "RecordDataset+torch-op transform, 2 wk"}[kind]
-        tgt = f"target >= {target:,}" if target else "no target"
+                 "torch-ops": "RecordDataset+torch-op transform, 2 wk",
+                 "mx-float32": "recio.mx ImageRecordIter, as float32",
+                 "mx-gluoncv": "recio.mx ImageRecordIter, GluonCV train",
+                 "mx-val": "recio.mx ImageRecordIter, GluonCV val",
+                 "mxnet-gluoncv": "MXNet 1.9.1 ImageRecordIter, GluonCV train",
+                 "mxnet-val": "MXNet 1.9.1 ImageRecordIter, GluonCV val"}[kind]
+        tgt = (f"target >= {target:,}" if target else "no target") + (
+            " = MXNet's" if isinstance(TARGETS[kind], str) else "")
         extra = f", largest worker {worker_rss:.0f} MB" if kind.startswith("torch") else ""
         print(f"{label:38s} {rate:7.0f} img/s ({tgt}) {verdict:12s} runs "
               f"{', '.join(f'{r:.0f}' for r in rates)}; peak RSS {rss:.0f} MB{extra} "

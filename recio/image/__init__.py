@@ -4,7 +4,10 @@
 * ``codec``     the one image codec: decode (with the pixel limit) and encode, resize, crop.
 * ``lists``     ``.lst`` image lists: parse, write, build from a folder.
 * ``packing``   ``pack_list``: a ``.lst`` into ``.rec`` + ``.idx``, resumable, in parallel.
-* ``imageiter`` ``ImageRecordIter``: MXNet's batch iterator with its augmentations.
+* ``imageiter`` ``ImageRecordIter``: batches of augmented images; ``RecordBatchIter``, the
+                engine under it and under ``recio.mx.io.ImageRecordIter``.
+* ``augment``   MXNet's ``DefaultImageAugmenter`` and normalisation, step by step.
+* ``cvops``     the OpenCV operations MXNet's augmentation calls, in NumPy, byte for byte.
 * ``stats``     what ``recio inspect`` reports: record and image statistics, damage, index check.
 * ``verify``    what ``recio verify`` checks: framing, the ``.idx`` and (optionally) every image.
 * ``extract``   images and a ``.lst`` back out of a ``.rec`` (``recio extract``).

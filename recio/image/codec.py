@@ -398,17 +398,28 @@ def _opencv_pixels(img: Image.Image, color: int) -> np.ndarray:
     if color == 0 and array.ndim == 3:
         if is_png:
             return _png_grey(array, _png_gamma(img.info))
-        return _weighted_grey(array, _CV_WEIGHTS, 14, rounding=True)
+        return cv_grey(array)
     return array
+
+
+def cv_grey(rgb: np.ndarray) -> np.ndarray:
+    """``cvtColor(rgb, COLOR_RGB2GRAY)`` of a uint8 ``(H, W, 3+)`` image as MXNet's OpenCV 3.4.2
+    computes it (14-bit weights 0.299, 0.587, 0.114 on channels 0, 1, 2, rounded): ``(H, W)``."""
+    return _weighted_grey(rgb, _CV_WEIGHTS, 14, rounding=True)
 
 
 def _weighted_grey(rgb: np.ndarray, weights: Tuple[int, int, int], bits: int,
                    rounding: bool) -> np.ndarray:
-    r, g, b = (rgb[:, :, i].astype(np.uint32) for i in range(3))
-    total = r * weights[0] + g * weights[1] + b * weights[2]
+    total = rgb[:, :, 0].astype(np.uint32)
+    total *= weights[0]
+    for k in (1, 2):  # in place: no temporaries beyond one channel
+        part = rgb[:, :, k].astype(np.uint32)
+        part *= weights[k]
+        total += part
     if rounding:
         total += 1 << (bits - 1)
-    return (total >> bits).astype(np.uint8)
+    total >>= bits
+    return total.astype(np.uint8)
 
 
 def _png_gamma(info: dict) -> int:

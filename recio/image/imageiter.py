@@ -23,6 +23,10 @@ a new order. Every record of the part appears exactly once per epoch; ``round_ba
 last batch from the start of the same epoch (``pad`` says how many were borrowed). Undecodable
 records are skipped with a ``SkippedRecordWarning`` naming the record and counted in
 ``num_skipped``.
+
+``RecordBatchIter`` is that machinery with the augmentation and the epoch rule passed in:
+``recio.mx.io.ImageRecordIter`` runs it with ``recio.image.augment.MXAugmenter`` and MXNet's
+epochs (``carry_over``).
 """
 from __future__ import annotations
 
@@ -33,12 +37,12 @@ import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from PIL import Image
 
-from recio.errors import ImageError
+from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode
 from recio.image.header import unpack
 from recio.records.index import open_index
@@ -96,6 +100,7 @@ class Augmenter:
         self.resize = int(resize)
         self.rand_crop, self.rand_mirror = bool(rand_crop), bool(rand_mirror)
         self.dtype, self.layout = np.dtype(dtype), layout
+        self.sample_shape = (c, h, w) if layout == "NCHW" else (h, w, c)
         # (x - mean) * k with k = scale / std, shaped to broadcast over one sample
         shape = (c, 1, 1) if layout == "NCHW" else (1, 1, c)
         self.mean: Optional[np.ndarray] = None
@@ -112,6 +117,10 @@ class Augmenter:
             k = (np.float32(scale) / s).astype(np.float32).reshape(shape)
             if np.any(k != 1):
                 self.k = k
+
+    def params(self, rng: np.random.Generator, slots: Sequence[int]) -> np.ndarray:
+        """The random numbers of the records going to ``slots``: three uniforms each."""
+        return rng.random((len(slots), 3))
 
     def decode(self, img_bytes: bytes) -> np.ndarray:
         """The image as a uint8 HWC array (C = 1 or 3), shorter side scaled to ``resize`` if set.
@@ -201,19 +210,20 @@ def buffered_shuffle(items: Iterator[Any], size: int, rng: np.random.Generator) 
 
 
 class _Engine:
-    """The state the producer thread needs (no reference back to the ImageRecordIter)."""
+    """The state the producer thread needs (no reference back to the iterator)."""
 
-    def __init__(self, it: "ImageRecordIter") -> None:
+    def __init__(self, it: "RecordBatchIter") -> None:
         self.unpack = unpack
         self.path = it.path_imgrec
         self.batch_size, self.label_width = it.batch_size, it.label_width
-        self.data_shape = it.provide_data[0][1]
-        self.dtype = it.dtype
+        self.augment = it.augmenter
+        self.data_shape = (it.batch_size,) + tuple(it.augmenter.sample_shape)
+        self.dtype = np.dtype(it.augmenter.dtype)
         self.shuffle, self.seed = it.shuffle, it.seed
         self.shuffle_buffer = it.shuffle_buffer
-        self.round_batch = it.round_batch
+        self.round_batch, self.carry_over = it.round_batch, it.carry_over
         self.part_index, self.num_parts = it.part_index, it.num_parts
-        self.augment = it.augmenter
+        self.labels, self.strict_labels = it.labels, it.strict_labels
         # batch arrays handed out before, reused once nobody else holds them (see _new_data)
         self.buffers: List[np.ndarray] = []
         self.max_buffers = it.prefetch_buffer + 3
@@ -246,9 +256,10 @@ class _Engine:
             self.reader = None
 
     # -- records ---------------------------------------------------------------------------
-    def records(self, epoch: int) -> Iterator[Tuple[str, bytes]]:
-        """``(name for messages, payload)`` of every record of the part, in this epoch's order."""
-        rng = np.random.default_rng([self.seed, epoch, self.part_index, 0])
+    def records(self, sweep: int) -> Iterator[Tuple[str, bytes]]:
+        """``(name for messages, payload)`` of every record of the part, in sweep ``sweep``'s
+        order (a new order for each sweep when shuffling)."""
+        rng = np.random.default_rng([self.seed, sweep, self.part_index, 0])
         if self.keys is not None:
             order = rng.permutation(len(self.keys)) if self.shuffle else range(len(self.keys))
             keys, offsets, read_at = self.keys, self.offsets, self.reader.read_at
@@ -267,24 +278,40 @@ class _Engine:
     # -- one record ------------------------------------------------------------------------
     def process(self, record: Tuple[str, bytes], data: np.ndarray, label: np.ndarray,
                 index: np.ndarray, slot: int, params: np.ndarray) -> Optional[str]:
-        """Decode ``record`` into slot ``slot``; returns None, or why the record was skipped."""
+        """Decode ``record`` into slot ``slot``; returns None, or why the record was skipped
+        (a label that does not fit with ``strict_labels`` raises :class:`RecordIOError`)."""
         name, payload = record
         img = b""
         try:
             header, img = self.unpack(payload)
-            lw = self.label_width
-            if header.flag == 0:
-                if lw != 1:
-                    return f"it has 1 label but label_width={lw}"
-                label[slot, 0] = header.label
-            else:
-                if header.flag < lw:
-                    return f"it has {header.flag} labels but label_width={lw}"
-                label[slot] = header.label[:lw]
+            problem = self._label(name, header, label[slot])
+            if problem is not None:
+                return problem
             index[slot] = header.id
             self.augment(img, data[slot], params)
         except ImageError as exc:
             return exc.message
+        return None
+
+    def _label(self, name: str, header: Any, row: np.ndarray) -> Optional[str]:
+        """Fill ``row`` with the record's labels (or its ``path_imglist`` line's)."""
+        lw = self.label_width
+        if self.labels is not None:
+            found = self.labels.get(int(header.id))
+            if found is None:
+                raise RecordIOError(f"{name}: its image id {header.id} is not in path_imglist",
+                                    path=_describe_path(self.path))
+            row[:] = found
+            return None
+        count = 1 if header.flag == 0 else header.flag
+        if count != lw and (self.strict_labels or count < lw):
+            what = f"it has {count} label{'s' * (count != 1)} but label_width={lw}"
+            if self.strict_labels:
+                raise RecordIOError(f"{name}: {what}; set label_width={count} or give labels "
+                                    "with path_imglist (MXNet requires them to match)",
+                                    path=_describe_path(self.path))
+            return what
+        row[:] = header.label if header.flag == 0 else header.label[:lw]
         return None
 
     def _process_many(self, records: List[Tuple[str, bytes]], data: np.ndarray,
@@ -295,11 +322,16 @@ class _Engine:
                 for j, record in enumerate(records)]
 
     # -- batches ---------------------------------------------------------------------------
-    def batches(self, epoch: int) -> Iterator[DataBatch]:
-        """All batches of one epoch (runs in the ThreadedIter's producer thread)."""
+    def batches(self, sweep: int, offset: int = 0
+                ) -> Iterator[Tuple[DataBatch, Optional[Tuple[int, int]], int]]:
+        """All batches of one epoch, which starts at record ``offset`` of sweep ``sweep`` (runs
+        in the ThreadedIter's producer thread). Each batch comes with where the next epoch
+        starts when it is the epoch's padded last batch in ``carry_over`` mode (else None) and
+        how many records of the sweep have been read after it."""
         bs = self.batch_size
-        aug_rng = np.random.default_rng([self.seed, epoch, self.part_index, 1])
-        records = self.records(epoch)
+        seed = [self.seed, sweep, self.part_index, 1] + ([offset] if offset else [])
+        aug_rng = np.random.default_rng(seed)
+        records = _Counted(islice(self.records(sweep), offset, None))
         first: List[Tuple[str, bytes]] = []  # the epoch's first good records, for round_batch
         while True:
             data = self._new_data()
@@ -308,10 +340,15 @@ class _Engine:
             filled = self._fill(records, data, label, index, 0, aug_rng, first)
             if filled == 0:
                 return
-            pad = 0
+            pad, resume = 0, None
             if filled < bs:
                 pad = bs - filled
-                if self.round_batch and first:
+                if self.round_batch and self.carry_over:
+                    # MXNet: fill from the next sweep, where the next epoch then continues
+                    counted = _Counted(self.records(sweep + 1))
+                    filled = self._fill(counted, data, label, index, filled, aug_rng, None)
+                    resume = (sweep + 1, counted.count)
+                elif self.round_batch and first:
                     while filled < bs:  # borrow from the start of the epoch, cycling if needed
                         before = filled
                         filled = self._fill(iter(first[:bs - filled]), data, label, index, filled,
@@ -322,9 +359,14 @@ class _Engine:
                     data[filled:] = 0
                     label[filled:] = 0
                     index[filled:] = 0
-            yield DataBatch(data, label, pad, index)
+            yield DataBatch(data, label, pad, index), resume, offset + records.count
             if pad:
                 return
+
+    def remaining(self, position: int) -> Optional[int]:
+        """Records of the sweep after the first ``position`` (None when streamed without an
+        ``.idx``: unknown until read)."""
+        return None if self.keys is None else max(0, len(self.keys) - position)
 
     def _new_data(self) -> np.ndarray:
         """An array for the next batch's data: a recycled one if the consumer let go of it.
@@ -352,8 +394,8 @@ class _Engine:
             chunk = list(islice(records, bs - filled))
             if not chunk:
                 break
-            params = aug_rng.random((len(chunk), 3))
             slots = range(filled, filled + len(chunk))
+            params = self.augment.params(aug_rng, slots)
             # a few records per task: dynamic balance between threads, little task overhead
             step = max(1, -(-len(chunk) // (4 * self.threads)))
             tasks = [self.pool.submit(self._process_many, chunk[i:i + step], data, label,
@@ -364,7 +406,7 @@ class _Engine:
             for record, slot, problem in zip(chunk, slots, results):
                 if problem is not None:
                     self.skipped += 1
-                    warnings.warn(f"{self.path}: {record[0]} skipped: {problem}",
+                    warnings.warn(f"{_describe_path(self.path)}: {record[0]} skipped: {problem}",
                                   SkippedRecordWarning, stacklevel=2)
                     continue
                 if slot != w:
@@ -376,6 +418,25 @@ class _Engine:
         return filled
 
 
+class _Counted:
+    """An iterator that counts the items taken from it."""
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        self.items, self.count = items, 0
+
+    def __iter__(self) -> "_Counted":
+        return self
+
+    def __next__(self) -> Any:
+        item = next(self.items)
+        self.count += 1
+        return item
+
+
+def _describe_path(path: Any) -> str:
+    return path if isinstance(path, str) else ";".join(path)
+
+
 def _close_all(box: List[Optional[ThreadedIter]], engine: _Engine) -> None:
     threaded, box[0] = box[0], None
     if threaded is not None:
@@ -383,8 +444,161 @@ def _close_all(box: List[Optional[ThreadedIter]], engine: _Engine) -> None:
     engine.close()
 
 
-class ImageRecordIter:
-    """Batches of images and labels from an image ``.rec``, with MXNet's parameter names.
+class RecordBatchIter:
+    """Batches of decoded, augmented images from an image ``.rec``: the machinery under
+    :class:`ImageRecordIter` and ``recio.mx.io.ImageRecordIter``.
+
+    ``augmenter`` decodes one record's image into one slot of the batch: it has
+    ``sample_shape`` and ``dtype`` (one sample's), ``params(rng, slots)`` (the random numbers of
+    the records going to ``slots``, drawn in stream order from the epoch's generator) and
+    ``augmenter(image_bytes, slot_array, params_row)``; :class:`Augmenter` and
+    ``recio.image.augment.MXAugmenter`` are two. Batches are ``DataBatch`` objects whose
+    ``data`` is ``(batch_size,) + sample_shape`` and ``label`` float32 ``(batch_size,
+    label_width)``.
+
+    ``labels`` (image id -> labels, e.g. from a ``.lst``) replaces the records' own labels;
+    ``strict_labels`` raises :class:`~recio.errors.RecordIOError` for a record whose label count
+    differs from ``label_width`` (else a record with too few is skipped, extra ones dropped).
+    ``carry_over`` is MXNet's ``round_batch``: the epoch's last batch is filled from the start
+    of the next pass over the records, and the next epoch continues from there when that batch
+    had been made by the time of ``reset()`` (``round_batch`` alone fills it from the start of
+    the same epoch, and every epoch starts afresh). MXNet's producer thread runs up to 16
+    batches ahead of the consumer, so on a fast machine that batch has been made when it lies
+    within 16 batches of the last one taken; ``carry_lookahead`` (16 for MXNet) makes that rule
+    deterministic here: ``reset()`` reads ahead (decoding at most that many batches, as MXNet's
+    producer would have) to find out.
+    """
+
+    def __init__(self, path_imgrec: Union[PathLike, Sequence[PathLike]], augmenter: Any,
+                 batch_size: int, *, path_imgidx: Optional[PathLike] = None,
+                 label_width: int = 1, shuffle: bool = False, seed: int = 0,
+                 preprocess_threads: int = 4, prefetch_buffer: int = 4, num_parts: int = 1,
+                 part_index: int = 0, round_batch: bool = True, shuffle_buffer: int = 1024,
+                 labels: Optional[Dict[int, np.ndarray]] = None, strict_labels: bool = False,
+                 carry_over: bool = False, carry_lookahead: int = 0,
+                 storage_options: StorageOptions = None) -> None:
+        _check_positive(batch_size=batch_size, label_width=label_width,
+                        preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
+                        num_parts=num_parts, shuffle_buffer=shuffle_buffer)
+        if not 0 <= part_index < num_parts:
+            raise ValueError(f"part_index must be in [0, num_parts={num_parts}), got {part_index}")
+        if isinstance(path_imgrec, (list, tuple)):
+            if path_imgidx is not None:
+                raise ValueError("path_imgidx works with a single path_imgrec; pass one file")
+            self.path_imgrec: Any = [os.fspath(p) for p in path_imgrec]
+        else:
+            self.path_imgrec = os.fspath(path_imgrec)
+        self.path_imgidx = None if path_imgidx is None else os.fspath(path_imgidx)
+        self.storage_options = storage_options
+        self.augmenter = augmenter
+        self.batch_size, self.label_width = int(batch_size), int(label_width)
+        self.shuffle, self.seed, self.shuffle_buffer = bool(shuffle), int(seed), int(shuffle_buffer)
+        self.round_batch, self.carry_over = bool(round_batch), bool(carry_over)
+        self.carry_lookahead = max(0, int(carry_lookahead))
+        self.num_parts, self.part_index = int(num_parts), int(part_index)
+        self.preprocess_threads = int(preprocess_threads)
+        self.prefetch_buffer = int(prefetch_buffer)
+        self.labels, self.strict_labels = labels, bool(strict_labels)
+        self._engine = _Engine(self)
+        self._epoch = 0
+        self._start_at = (0, 0)  # this epoch's (sweep, offset)
+        self._resume: Optional[Tuple[int, int]] = None  # where the next epoch carries on
+        self._position = 0  # records of the sweep read for the batches taken so far
+        self._ended = False
+        self._box: List[Optional[ThreadedIter]] = [None]
+        self._finalizer = weakref.finalize(self, _close_all, self._box, self._engine)
+        self._start()
+
+    def _start(self) -> None:
+        engine, (sweep, offset) = self._engine, self._start_at
+        self._resume, self._position, self._ended = None, offset, False
+        self._box[0] = ThreadedIter(lambda: engine.batches(sweep, offset),
+                                    capacity=self.prefetch_buffer, name="recio-ImageRecordIter")
+
+    @property
+    def epoch(self) -> int:
+        """Number of the current epoch (0 at first, +1 per ``reset()``)."""
+        return self._epoch
+
+    @property
+    def num_skipped(self) -> int:
+        """Records skipped so far (all epochs) because they could not be decoded."""
+        return self._engine.skipped
+
+    @property
+    def num_records(self) -> Optional[int]:
+        """Records in this part when an ``.idx`` was given (else None: the file is streamed)."""
+        return None if self._engine.keys is None else len(self._engine.keys)
+
+    def __iter__(self) -> "RecordBatchIter":
+        return self
+
+    def __next__(self) -> DataBatch:
+        threaded = self._box[0]
+        if threaded is None:
+            raise StopIteration
+        try:
+            batch, resume, self._position = next(threaded)
+        except StopIteration:
+            self._ended = True
+            raise
+        if resume is not None:
+            self._resume = resume
+        return batch
+
+    def next(self) -> DataBatch:
+        """The next batch of this epoch; ``StopIteration`` at its end (MXNet's ``next()``)."""
+        return self.__next__()
+
+    def reset(self) -> None:
+        """Start the next epoch (new order and augmentation, reproducible from ``seed``)."""
+        if self._box[0] is None:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        if self.carry_over and self.round_batch and self._resume is None and not self._ended:
+            self._resume = self._read_ahead()
+        self._box[0].close()
+        self._epoch += 1
+        sweep = self._start_at[0]
+        self._start_at = self._resume if self._resume is not None else (sweep + 1, 0)
+        self._start()
+
+    def _read_ahead(self) -> Optional[Tuple[int, int]]:
+        """Where the next epoch continues if this epoch's padded batch is within
+        ``carry_lookahead`` batches (reading them, as MXNet's producer would have), else None."""
+        remaining = self._engine.remaining(self._position)
+        if remaining is not None and remaining > self.carry_lookahead * self.batch_size:
+            return None
+        threaded = self._box[0]
+        for _ in range(self.carry_lookahead):
+            try:
+                _, resume, self._position = next(threaded)
+            except StopIteration:
+                return None
+            if resume is not None:
+                return resume
+        return None
+
+    def close(self) -> None:
+        """Stop the prefetch and decode threads and close the file. Idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> "RecordBatchIter":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+class ImageRecordIter(RecordBatchIter):
+    """Batches of images and labels from an image ``.rec``, with MXNet's parameter names, as
+    NumPy arrays.
+
+    This is recio's own iterator. Code ported from MXNet, which reads ``batch.data[0]`` (a list
+    of NDArrays with ``.asnumpy()``), wants ``recio.mx.io.ImageRecordIter``: MXNet's
+    ``DataBatch``, every MXNet parameter, MXNet's pixels and epoch boundaries. This one is for
+    new code: ``batch.data`` is the NumPy array itself, JPEGs may decode at reduced size (much
+    faster when ``resize`` shrinks them), it has ``layout="NHWC"``, URLs, shard sets, and every
+    epoch holds each record exactly once.
 
     ``data_shape=(c, h, w)`` (c = 3 RGB or 1 grey); each batch is a ``DataBatch`` with ``data``
     float32 NCHW normalised as ``(x - mean) / std * scale`` (or uint8, skipping normalisation, with
@@ -433,11 +647,6 @@ class ImageRecordIter:
         if len(shape) != 3 or shape[0] not in (1, 3) or min(shape) < 1:
             raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 channels, "
                              f"got {tuple(data_shape)}")
-        _check_positive(batch_size=batch_size, label_width=label_width,
-                        preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
-                        num_parts=num_parts, shuffle_buffer=shuffle_buffer)
-        if not 0 <= part_index < num_parts:
-            raise ValueError(f"part_index must be in [0, num_parts={num_parts}), got {part_index}")
         if np.dtype(dtype) not in (np.float32, np.uint8):
             raise ValueError(f"dtype must be 'float32' or 'uint8', got {dtype!r}")
         if layout not in ("NCHW", "NHWC"):
@@ -452,83 +661,18 @@ class ImageRecordIter:
         if np.dtype(dtype) == np.uint8 and (np.any(mean != 0) or np.any(std != 1) or scale != 1):
             raise ValueError("dtype='uint8' skips normalisation: leave mean_*/std_*/mean_img/scale "
                              "at their defaults and normalise on the device instead")
-        if isinstance(path_imgrec, (list, tuple)):
-            if path_imgidx is not None:
-                raise ValueError("path_imgidx works with a single path_imgrec; pass one file")
-            self.path_imgrec: Any = [os.fspath(p) for p in path_imgrec]
-        else:
-            self.path_imgrec = os.fspath(path_imgrec)
-        self.path_imgidx = None if path_imgidx is None else os.fspath(path_imgidx)
-        self.storage_options = storage_options
-        self.batch_size, self.label_width = int(batch_size), int(label_width)
-        self.shuffle, self.seed, self.shuffle_buffer = bool(shuffle), int(seed), int(shuffle_buffer)
-        self.round_batch = bool(round_batch)
-        self.num_parts, self.part_index = int(num_parts), int(part_index)
-        self.preprocess_threads = int(preprocess_threads)
-        self.prefetch_buffer = int(prefetch_buffer)
         self.dtype, self.layout = np.dtype(dtype), layout
         self.data_name, self.label_name = data_name, label_name
-        self.augmenter = Augmenter(shape, resize, rand_crop, rand_mirror, mean, std, scale,
-                                   dtype, layout, decoder, max_pixels)
+        augmenter = Augmenter(shape, resize, rand_crop, rand_mirror, mean, std, scale, dtype,
+                              layout, decoder, max_pixels)
         sample = shape if layout == "NCHW" else (shape[1], shape[2], shape[0])
-        self.provide_data = [(data_name, (self.batch_size,) + sample)]
-        self.provide_label = [(label_name, (self.batch_size, self.label_width))]
-        self._engine = _Engine(self)
-        self._epoch = 0
-        self._box: List[Optional[ThreadedIter]] = [None]
-        self._finalizer = weakref.finalize(self, _close_all, self._box, self._engine)
-        self._start()
-
-    def _start(self) -> None:
-        engine, epoch = self._engine, self._epoch
-        self._box[0] = ThreadedIter(lambda: engine.batches(epoch), capacity=self.prefetch_buffer,
-                                    name="recio-ImageRecordIter")
-
-    @property
-    def epoch(self) -> int:
-        """Number of the current epoch (0 at first, +1 per ``reset()``)."""
-        return self._epoch
-
-    @property
-    def num_skipped(self) -> int:
-        """Records skipped so far (all epochs) because they could not be decoded."""
-        return self._engine.skipped
-
-    @property
-    def num_records(self) -> Optional[int]:
-        """Records in this part when an ``.idx`` was given (else None: the file is streamed)."""
-        return None if self._engine.keys is None else len(self._engine.keys)
-
-    def __iter__(self) -> "ImageRecordIter":
-        return self
-
-    def __next__(self) -> DataBatch:
-        threaded = self._box[0]
-        if threaded is None:
-            raise StopIteration
-        return next(threaded)
-
-    def next(self) -> DataBatch:
-        """The next batch of this epoch; ``StopIteration`` at its end (MXNet's ``next()``)."""
-        return self.__next__()
-
-    def reset(self) -> None:
-        """Start the next epoch (new order and augmentation, reproducible from ``seed``)."""
-        if self._box[0] is None:
-            raise RuntimeError("ImageRecordIter is closed")
-        self._box[0].close()
-        self._epoch += 1
-        self._start()
-
-    def close(self) -> None:
-        """Stop the prefetch and decode threads and close the file. Idempotent."""
-        self._finalizer()
-
-    def __enter__(self) -> "ImageRecordIter":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
+        self.provide_data = [(data_name, (int(batch_size),) + sample)]
+        self.provide_label = [(label_name, (int(batch_size), int(label_width)))]
+        super().__init__(path_imgrec, augmenter, batch_size, path_imgidx=path_imgidx,
+                         label_width=label_width, shuffle=shuffle, seed=seed,
+                         preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
+                         num_parts=num_parts, part_index=part_index, round_batch=round_batch,
+                         shuffle_buffer=shuffle_buffer, storage_options=storage_options)
 
 
 def _check_positive(**values: int) -> None:
@@ -553,4 +697,4 @@ def _load_mean_img(mean_img: Union[PathLike, np.ndarray],
     return arr
 
 
-__all__ = ["ImageRecordIter", "DataBatch", "Augmenter", "SkippedRecordWarning"]
+__all__ = ["ImageRecordIter", "RecordBatchIter", "DataBatch", "Augmenter", "SkippedRecordWarning"]

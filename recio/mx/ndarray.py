@@ -1,0 +1,571 @@
+"""``recio.mx.nd``: the part of MXNet's ``NDArray`` that code reading data touches, on NumPy.
+
+An :class:`NDArray` wraps a NumPy array without copying it. It has what data-loading and
+evaluation code calls on MXNet's: ``asnumpy()`` (a copy, as MXNet's), ``shape``, ``dtype`` (the
+NumPy type, ``numpy.float32``, as MXNet reports it), ``size``, ``ndim``, ``context`` /
+``ctx``, ``asscalar()``, ``astype``, ``copy``, ``copyto``, ``as_in_context`` (CPU contexts),
+indexing (an NDArray again), iteration over the first axis, arithmetic and comparisons (NDArrays,
+comparisons as 0/1 in the array's dtype, a Python number cast to that dtype first, as MXNet),
+``reshape``, ``transpose``/``T``,
+``flatten`` (to 2-d, as MXNet), ``expand_dims``, ``squeeze``, reductions (NDArrays),
+``argmax``/``argmin`` (indices in the array's dtype, as MXNet), ``clip``, ``abs``, ``tolist``,
+``wait_to_read``, and ``to_dlpack_for_read()`` / ``__dlpack__`` so that
+``torch.from_dlpack`` takes it without a copy. ``numpy.asarray(nd)`` is a view, not a copy.
+
+Arrays live on the CPU: a GPU context is accepted as a name (``mx.gpu(0)``) but moving data to
+it raises ``ValueError`` saying to convert with ``asnumpy()`` and move the data with the
+training framework. Autograd, symbols and operators beyond the above are not here.
+"""
+from __future__ import annotations
+
+import numbers
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from recio.errors import RecordIOError
+from recio.records.atomic import atomic_open
+
+_DEVICE_TYPES = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
+_DEVICE_IDS = {name: number for number, name in _DEVICE_TYPES.items()}
+
+
+class Context:
+    """A device, as MXNet names it: ``cpu(0)``, ``cpu_pinned(0)``, ``gpu(1)``. Usable as a
+    ``with`` block that makes it the default context of new arrays."""
+
+    _local = threading.local()
+
+    def __init__(self, device_type: Union[str, "Context"], device_id: int = 0) -> None:
+        if isinstance(device_type, Context):
+            self.device_typeid, self.device_id = device_type.device_typeid, device_type.device_id
+            return
+        if device_type not in _DEVICE_IDS:
+            raise ValueError(f"unknown device type {device_type!r}: expected one of "
+                             f"{', '.join(_DEVICE_IDS)}")
+        self.device_typeid, self.device_id = _DEVICE_IDS[device_type], int(device_id)
+
+    @property
+    def device_type(self) -> str:
+        return _DEVICE_TYPES[self.device_typeid]
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Context) and self.device_typeid == other.device_typeid
+                and self.device_id == other.device_id)
+
+    def __hash__(self) -> int:
+        return hash((self.device_typeid, self.device_id))
+
+    def __repr__(self) -> str:
+        return f"{self.device_type}({self.device_id})"
+
+    __str__ = __repr__
+
+    def __enter__(self) -> "Context":
+        stack = getattr(Context._local, "stack", None)
+        if stack is None:
+            stack = Context._local.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        Context._local.stack.pop()
+
+    @property
+    def on_host(self) -> bool:
+        """True for the CPU device types (where recio's arrays can live)."""
+        return self.device_type != "gpu"
+
+
+def cpu(device_id: int = 0) -> Context:
+    """The CPU context (``mx.cpu()``)."""
+    return Context("cpu", device_id)
+
+
+def gpu(device_id: int = 0) -> Context:
+    """A GPU context (``mx.gpu()``): a name only, recio keeps data on the CPU."""
+    return Context("gpu", device_id)
+
+
+def cpu_pinned(device_id: int = 0) -> Context:
+    """Pinned CPU memory (``mx.cpu_pinned()``), where MXNet's ImageRecordIter puts batches."""
+    return Context("cpu_pinned", device_id)
+
+
+def current_context() -> Context:
+    """The innermost ``with Context`` block's context, else ``cpu(0)``."""
+    stack = getattr(Context._local, "stack", None)
+    return stack[-1] if stack else cpu(0)
+
+
+def _host(ctx: Optional[Context]) -> Context:
+    ctx = current_context() if ctx is None else Context(ctx)
+    if not ctx.on_host:
+        raise ValueError(f"recio.mx keeps arrays on the CPU and cannot place one on {ctx}: "
+                         "take .asnumpy() and move the data with your training framework")
+    return ctx
+
+
+def _unwrap(value: Any) -> Any:
+    return value._data if isinstance(value, NDArray) else value
+
+
+class NDArray:
+    """A NumPy array with MXNet's ``NDArray`` interface (see the module docstring)."""
+
+    __slots__ = ("_data", "_ctx")
+    __array_priority__ = 1000.0
+
+    def __init__(self, data: Any, ctx: Optional[Context] = None) -> None:
+        self._data = data if isinstance(data, np.ndarray) else np.asarray(data)
+        self._ctx = _host(ctx)
+
+    # -- what it is -------------------------------------------------------------------------
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> type:
+        """The NumPy scalar type (``numpy.float32``), as MXNet's ``NDArray.dtype``."""
+        return self._data.dtype.type
+
+    @property
+    def size(self) -> int:
+        return int(self._data.size)
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def context(self) -> Context:
+        return self._ctx
+
+    ctx = context
+    stype = "default"
+
+    # -- conversions ------------------------------------------------------------------------
+    def asnumpy(self) -> np.ndarray:
+        """A copy as a plain ``numpy.ndarray``."""
+        return np.array(self._data, copy=True)
+
+    def asscalar(self) -> Any:
+        """The value of a one-element array, as a NumPy scalar of its dtype."""
+        if self._data.size != 1:
+            raise ValueError("The current array is not a scalar")
+        return self._data.reshape(-1)[0]
+
+    def tolist(self) -> Any:
+        return self._data.tolist()
+
+    def astype(self, dtype: Any, copy: bool = True) -> "NDArray":
+        if not copy and np.dtype(dtype) == self._data.dtype:
+            return self
+        return NDArray(self._data.astype(dtype), self._ctx)
+
+    def copy(self) -> "NDArray":
+        return NDArray(self._data.copy(), self._ctx)
+
+    def copyto(self, other: Union["NDArray", Context]) -> "NDArray":
+        """Copy into ``other`` (an NDArray of the same shape) or onto a new array on a context."""
+        if isinstance(other, NDArray):
+            if other.shape != self.shape:
+                raise ValueError(f"copyto: shape {self.shape} into {other.shape}")
+            other._data[...] = self._data
+            return other
+        return NDArray(self._data.copy(), Context(other))
+
+    def as_in_context(self, context: Context) -> "NDArray":
+        """This array on ``context``: itself when already there, else a copy (CPU only)."""
+        context = _host(context)
+        return self if context == self._ctx else NDArray(self._data.copy(), context)
+
+    def as_nd_ndarray(self) -> "NDArray":
+        return self
+
+    def as_np_ndarray(self) -> np.ndarray:
+        return self._data
+
+    def wait_to_read(self) -> None:
+        """Nothing to wait for: the data is there."""
+
+    wait_to_write = wait_to_read
+
+    def to_dlpack_for_read(self) -> Any:
+        """A DLPack capsule of the data (``torch.utils.dlpack.from_dlpack`` takes it)."""
+        return self.__dlpack__()
+
+    to_dlpack_for_write = to_dlpack_for_read
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        if not hasattr(self._data, "__dlpack__"):
+            raise RuntimeError(f"DLPack needs NumPy 1.22 or later (this is {np.__version__}); "
+                               "use asnumpy() instead")
+        return self._data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> Any:
+        return self._data.__dlpack_device__()
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:
+        if copy:
+            return np.array(self._data, dtype=dtype, copy=True)
+        return self._data if dtype is None else self._data.astype(dtype, copy=False)
+
+    # -- indexing ---------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> "NDArray":
+        """An NDArray (a view for basic indexing); one element comes as shape ``(1,)``."""
+        key = tuple(_unwrap(k) for k in key) if isinstance(key, tuple) else _unwrap(key)
+        return self._wrap(self._data[key])
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        key = tuple(_unwrap(k) for k in key) if isinstance(key, tuple) else _unwrap(key)
+        self._data[key] = _unwrap(value)
+
+    def __len__(self) -> int:
+        return self._data.shape[0]
+
+    def __iter__(self) -> Iterator["NDArray"]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __bool__(self) -> bool:
+        if self._data.size == 0:
+            return False
+        if self._data.size == 1:
+            return bool(self._data.reshape(-1)[0])
+        raise ValueError("The truth value of an NDArray with multiple elements is ambiguous.")
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        shape = "x".join(str(n) for n in self.shape)
+        return f"\n{self._data}\n<NDArray {shape} @{self._ctx}>"
+
+    __str__ = __repr__
+
+    # -- shape ------------------------------------------------------------------------------
+    def reshape(self, *shape: Any, **kwargs: Any) -> "NDArray":
+        """New shape (ints or one tuple; ``-1`` infers, ``0`` keeps that dimension)."""
+        if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+            shape = tuple(shape[0])
+        shape = shape or tuple(kwargs.get("shape", ()))
+        shape = tuple(self.shape[i] if s == 0 else s for i, s in enumerate(shape))
+        return NDArray(self._data.reshape(shape), self._ctx)
+
+    def transpose(self, *axes: Any) -> "NDArray":
+        if len(axes) == 1 and isinstance(axes[0], (list, tuple)):
+            axes = tuple(axes[0])
+        return NDArray(self._data.transpose(*axes) if axes else self._data.T, self._ctx)
+
+    @property
+    def T(self) -> "NDArray":  # noqa: N802 - MXNet's name
+        return NDArray(self._data.T, self._ctx)
+
+    def flatten(self) -> "NDArray":
+        """``(d0, d1 * d2 * ...)``, as MXNet's ``flatten``."""
+        return NDArray(self._data.reshape(self.shape[0] if self.ndim else 1, -1), self._ctx)
+
+    def expand_dims(self, axis: int) -> "NDArray":
+        return NDArray(np.expand_dims(self._data, axis), self._ctx)
+
+    def squeeze(self, axis: Optional[Union[int, Sequence[int]]] = None) -> "NDArray":
+        return NDArray(np.squeeze(self._data, axis=axis), self._ctx)
+
+    # -- arithmetic -------------------------------------------------------------------------
+    def _wrap(self, value: Any) -> "NDArray":
+        value = np.asarray(value)
+        return NDArray(value.reshape(1) if value.ndim == 0 else value, self._ctx)
+
+    def _reduce(self, fn: Any, axis: Any, keepdims: bool) -> "NDArray":
+        return self._wrap(fn(self._data, axis=axis, keepdims=keepdims))
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> "NDArray":
+        return self._reduce(np.sum, axis, keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> "NDArray":
+        return self._reduce(np.mean, axis, keepdims).astype(self._data.dtype, copy=False)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> "NDArray":
+        return self._reduce(np.max, axis, keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> "NDArray":
+        return self._reduce(np.min, axis, keepdims)
+
+    def prod(self, axis: Any = None, keepdims: bool = False) -> "NDArray":
+        return self._reduce(np.prod, axis, keepdims)
+
+    def argmax(self, axis: Optional[int] = None, keepdims: bool = False) -> "NDArray":
+        """Indices of the maxima, in the array's dtype (float32 for float32 data, as MXNet)."""
+        return self._wrap(np.argmax(self._data, axis=axis, keepdims=keepdims)
+                          .astype(self._data.dtype))
+
+    def argmin(self, axis: Optional[int] = None, keepdims: bool = False) -> "NDArray":
+        return self._wrap(np.argmin(self._data, axis=axis, keepdims=keepdims)
+                          .astype(self._data.dtype))
+
+    def clip(self, a_min: Any, a_max: Any) -> "NDArray":
+        return NDArray(np.clip(self._data, a_min, a_max), self._ctx)
+
+    def abs(self) -> "NDArray":
+        return NDArray(np.abs(self._data), self._ctx)
+
+    def _binary(self, other: Any, op: Any, reverse: bool = False) -> "NDArray":
+        other = _unwrap(other)
+        if isinstance(other, numbers.Number) and not isinstance(other, bool):
+            other = np.asarray(other).astype(self._data.dtype)  # scalars keep the dtype
+        result = op(other, self._data) if reverse else op(self._data, other)
+        return NDArray(result, self._ctx)
+
+    def _compare(self, other: Any, op: Any) -> "NDArray":
+        return NDArray(op(self._data, _unwrap(other)).astype(self._data.dtype), self._ctx)
+
+    def __add__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.add)
+
+    def __radd__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.add, True)
+
+    def __sub__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.subtract)
+
+    def __rsub__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.subtract, True)
+
+    def __mul__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.multiply)
+
+    def __rmul__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.multiply, True)
+
+    def __truediv__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.true_divide)
+
+    def __rtruediv__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.true_divide, True)
+
+    def __mod__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.mod)
+
+    def __pow__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.power)
+
+    def __rpow__(self, other: Any) -> "NDArray":
+        return self._binary(other, np.power, True)
+
+    def __neg__(self) -> "NDArray":
+        return NDArray(-self._data, self._ctx)
+
+    def __abs__(self) -> "NDArray":
+        return self.abs()
+
+    def _inplace(self, other: Any, op: Any) -> "NDArray":
+        op(self._data, _unwrap(other), out=self._data, casting="unsafe")
+        return self
+
+    def __iadd__(self, other: Any) -> "NDArray":
+        return self._inplace(other, np.add)
+
+    def __isub__(self, other: Any) -> "NDArray":
+        return self._inplace(other, np.subtract)
+
+    def __imul__(self, other: Any) -> "NDArray":
+        return self._inplace(other, np.multiply)
+
+    def __itruediv__(self, other: Any) -> "NDArray":
+        return self._inplace(other, np.true_divide)
+
+    def __eq__(self, other: Any) -> "NDArray":  # type: ignore[override]
+        return self._compare(other, np.equal)
+
+    def __ne__(self, other: Any) -> "NDArray":  # type: ignore[override]
+        return self._compare(other, np.not_equal)
+
+    def __lt__(self, other: Any) -> "NDArray":
+        return self._compare(other, np.less)
+
+    def __le__(self, other: Any) -> "NDArray":
+        return self._compare(other, np.less_equal)
+
+    def __gt__(self, other: Any) -> "NDArray":
+        return self._compare(other, np.greater)
+
+    def __ge__(self, other: Any) -> "NDArray":
+        return self._compare(other, np.greater_equal)
+
+
+# -- mx.nd functions ----------------------------------------------------------------------------
+def array(source_array: Any, ctx: Optional[Context] = None, dtype: Any = None) -> NDArray:
+    """A new NDArray holding a copy of ``source_array``: float32 unless ``dtype`` is given or
+    the source is an NDArray (MXNet converts NumPy arrays to float32 too)."""
+    source = _unwrap(source_array)
+    if dtype is None:
+        dtype = source.dtype if isinstance(source_array, NDArray) else np.float32
+    return NDArray(np.array(source, dtype=dtype, copy=True), ctx)
+
+
+def _shape(shape: Union[int, Sequence[int]]) -> Tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, numbers.Integral) else tuple(shape)
+
+
+def empty(shape: Union[int, Sequence[int]], ctx: Optional[Context] = None,
+          dtype: Any = np.float32) -> NDArray:
+    return NDArray(np.empty(_shape(shape), dtype), ctx)
+
+
+def zeros(shape: Union[int, Sequence[int]], ctx: Optional[Context] = None,
+          dtype: Any = np.float32, **_: Any) -> NDArray:
+    return NDArray(np.zeros(_shape(shape), dtype), ctx)
+
+
+def ones(shape: Union[int, Sequence[int]], ctx: Optional[Context] = None,
+         dtype: Any = np.float32, **_: Any) -> NDArray:
+    return NDArray(np.ones(_shape(shape), dtype), ctx)
+
+
+def full(shape: Union[int, Sequence[int]], val: Any, ctx: Optional[Context] = None,
+         dtype: Any = np.float32) -> NDArray:
+    return NDArray(np.full(_shape(shape), val, dtype), ctx)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1.0, repeat: int = 1,
+           ctx: Optional[Context] = None, dtype: Any = np.float32) -> NDArray:
+    values = np.arange(start, stop, step, dtype=dtype) if stop is not None else np.arange(
+        start, step=step, dtype=dtype)
+    return NDArray(np.repeat(values, repeat), ctx)
+
+
+def concat(*arrays: Any, dim: int = 1) -> NDArray:
+    """Join along ``dim`` (MXNet's default is 1)."""
+    return NDArray(np.concatenate([_unwrap(a) for a in arrays], axis=dim),
+                   arrays[0].context if isinstance(arrays[0], NDArray) else None)
+
+
+def stack(*arrays: Any, axis: int = 0) -> NDArray:
+    return NDArray(np.stack([_unwrap(a) for a in arrays], axis=axis),
+                   arrays[0].context if isinstance(arrays[0], NDArray) else None)
+
+
+def tile(data: Any, reps: Sequence[int]) -> NDArray:
+    return NDArray(np.tile(_unwrap(data), tuple(reps)))
+
+
+def dot(lhs: Any, rhs: Any) -> NDArray:
+    """Matrix product over the last axis of ``lhs`` and the first of ``rhs``."""
+    ctx = lhs.context if isinstance(lhs, NDArray) else None
+    return NDArray(np.dot(_unwrap(lhs), _unwrap(rhs)), ctx)
+
+
+def flip(data: Any, axis: int) -> NDArray:
+    """Reverse ``data`` along ``axis``."""
+    return NDArray(np.flip(_unwrap(data), axis=axis).copy(),
+                   data.context if isinstance(data, NDArray) else None)
+
+
+def waitall() -> None:
+    """Nothing runs asynchronously here."""
+
+
+# -- MXNet's .nd files --------------------------------------------------------------------------
+_LIST_MAGIC = 0x112
+_V2_MAGIC = 0xF993FAC9
+_V1_MAGIC = 0xF993FAC8
+#: MXNet's type flags
+_TYPE_FLAGS = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint8, 4: np.int32,
+               5: np.int8, 6: np.int64, 7: np.bool_}
+_FLAG_OF = {np.dtype(t): flag for flag, t in _TYPE_FLAGS.items()}
+
+
+def save(fname: str, data: Union[NDArray, List[NDArray], Dict[str, NDArray]]) -> None:
+    """``mx.nd.save``: write arrays in MXNet's ``.nd`` format (readable by MXNet's
+    ``mx.nd.load``), atomically."""
+    if isinstance(data, NDArray):
+        data = [data]
+    names: List[str] = []
+    if isinstance(data, dict):
+        names, arrays = list(data.keys()), list(data.values())
+    else:
+        arrays = list(data)
+    parts = [np.array([_LIST_MAGIC, 0, len(arrays)], "<u8").tobytes()]
+    for arr in arrays:
+        values = np.ascontiguousarray(arr.asnumpy() if isinstance(arr, NDArray) else arr)
+        if values.dtype not in _FLAG_OF:
+            raise ValueError(f"cannot save a {values.dtype} array in MXNet's format")
+        parts.append(np.array([_V2_MAGIC, 0, values.ndim], "<u4").tobytes())
+        parts.append(np.array(values.shape, "<i8").tobytes())
+        if values.ndim:
+            parts.append(np.array([1, 0, _FLAG_OF[values.dtype]], "<i4").tobytes())
+            parts.append(values.astype(values.dtype.newbyteorder("<")).tobytes())
+    parts.append(np.array([len(names)], "<u8").tobytes())
+    for name in names:
+        raw = name.encode()
+        parts.append(np.array([len(raw)], "<u8").tobytes() + raw)
+    with atomic_open(fname, "wb") as f:
+        f.write(b"".join(parts))
+
+
+def load(fname: str) -> Union[List[NDArray], Dict[str, NDArray]]:
+    """``mx.nd.load``: arrays from an MXNet ``.nd`` file (a dict when they have names)."""
+    with open(fname, "rb") as f:
+        raw = f.read()
+    reader = _Reader(raw, fname)
+    magic, _, count = reader.u64(), reader.u64(), reader.u64()
+    if magic != _LIST_MAGIC:
+        raise RecordIOError(f"not an MXNet .nd file (magic {magic:#x})", path=fname, offset=0)
+    arrays = [reader.array() for _ in range(count)]
+    names = [reader.text() for _ in range(reader.u64())]
+    if names and len(names) != len(arrays):
+        raise RecordIOError(f"{len(arrays)} arrays but {len(names)} names", path=fname)
+    return dict(zip(names, arrays)) if names else arrays
+
+
+class _Reader:
+    def __init__(self, raw: bytes, path: str) -> None:
+        self.raw, self.pos, self.path = raw, 0, path
+
+    def take(self, n: int) -> bytes:
+        if self.pos + n > len(self.raw):
+            raise RecordIOError(f"the file ends inside an array ({n} bytes needed)",
+                                path=self.path, offset=self.pos)
+        chunk = self.raw[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def u64(self) -> int:
+        return int(np.frombuffer(self.take(8), "<u8")[0])
+
+    def u32(self) -> int:
+        return int(np.frombuffer(self.take(4), "<u4")[0])
+
+    def i32(self) -> int:
+        return int(np.frombuffer(self.take(4), "<i4")[0])
+
+    def text(self) -> str:
+        return self.take(self.u64()).decode()
+
+    def array(self) -> NDArray:
+        start = self.pos
+        magic = self.u32()
+        if magic == _V2_MAGIC:
+            if self.i32() != 0:
+                raise RecordIOError("sparse arrays are not read", path=self.path, offset=start)
+        elif magic != _V1_MAGIC:
+            raise RecordIOError(f"unknown array format {magic:#x}", path=self.path, offset=start)
+        ndim = self.u32()
+        shape = tuple(int(v) for v in np.frombuffer(self.take(8 * ndim), "<i8"))
+        if not ndim:
+            return NDArray(np.zeros((0,), np.float32))
+        self.i32(), self.i32()  # the context it was saved from
+        flag = self.i32()
+        if flag not in _TYPE_FLAGS:
+            raise RecordIOError(f"unknown type flag {flag}", path=self.path, offset=self.pos)
+        dtype = np.dtype(_TYPE_FLAGS[flag]).newbyteorder("<")
+        count = int(np.prod(shape))
+        values = np.frombuffer(self.take(count * dtype.itemsize), dtype).reshape(shape)
+        return NDArray(values.astype(dtype.newbyteorder("=")))
+
+
+
+__all__ = ["NDArray", "Context", "cpu", "gpu", "cpu_pinned", "current_context", "array", "empty",
+           "zeros", "ones", "full", "arange", "concat", "stack", "tile", "dot", "flip", "waitall", "save", "load"]

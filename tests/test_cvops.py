@@ -1,0 +1,213 @@
+"""recio.image.cvops: OpenCV's resize, warp and colour arithmetic in NumPy, as MXNet's OpenCV.
+
+The resize cases are compared with what ``mx.image.imresize`` of the real MXNet 1.9.1 (its
+built-in OpenCV 3.4.2) returned: ``tests/data/mxnet_iter/expected.json["resize"]`` holds the
+sha256 of every output, made by ``tests/data/mxnet_iter/make.py`` from the same inputs
+(``noise_image``, integer hashing, the same bytes under any NumPy). The affine warp is compared
+through the ImageRecordIter configurations that use it (``tests/test_mx_iter.py``).
+"""
+import hashlib
+import subprocess
+import sys
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import need
+from recio.image import cvops
+
+DATA = pathlib.Path(__file__).parent / "data" / "mxnet_iter"
+RESIZE = json.loads((DATA / "expected.json").read_text())["resize"]
+
+
+def _make_module():
+    """make.py's input generators, without importing MXNet (only its pure helpers are used)."""
+    source = (DATA / "make.py").read_text()
+    start = source.index("def noise_image")
+    end = source.index("def run_resize")
+    namespace = {"np": np}
+    exec(compile(source[start:end], str(DATA / "make.py"), "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+MAKE = _make_module()
+CASES = MAKE["resize_cases"]()
+
+
+def _digest(img):
+    img = img[:, :, None] if img.ndim == 2 else img
+    return hashlib.sha256(np.ascontiguousarray(img).tobytes()).hexdigest()
+
+
+@pytest.fixture
+def numpy_only(monkeypatch):
+    """cvops without OpenCV: every resize and warp in NumPy."""
+    monkeypatch.setattr(cvops, "_cv2", lambda: None)
+
+
+@pytest.mark.parametrize("interp", cvops.NUMPY_RESIZE)
+def test_numpy_resize_gives_mxnets_bytes(numpy_only, interp):
+    wrong = []
+    for k, (h, w, c, nh, nw) in enumerate(CASES):
+        img = MAKE["noise_image"](h, w, c, k)
+        if _digest(cvops.resize(img, nw, nh, interp)) != RESIZE[f"{k}|{interp}"]:
+            wrong.append((k, (h, w, c), (nh, nw)))
+    assert not wrong, f"{len(wrong)} of {len(CASES)} differ from MXNet's: {wrong[:5]}"
+
+
+@pytest.mark.parametrize("interp", [0, 1, 3, 4])
+def test_opencv_resize_gives_mxnets_bytes(interp):
+    """pip's OpenCV gives MXNet's bytes for these (so resize may use it); not for bicubic."""
+    cv2 = need("cv2")
+    wrong = []
+    for k, (h, w, c, nh, nw) in enumerate(CASES):
+        img = MAKE["noise_image"](h, w, c, k)
+        out = cv2.resize(img if c > 1 else img[:, :, 0], (nw, nh), interpolation=interp)
+        if _digest(out) != RESIZE[f"{k}|{interp}"]:
+            wrong.append(k)
+        if _digest(cvops.resize(img, nw, nh, interp)) != RESIZE[f"{k}|{interp}"]:
+            wrong.append(("cvops", k))
+    assert not wrong, wrong[:5]
+
+
+def test_opencv_bicubic_differs_so_numpy_does_it():
+    """The reason INTER_CUBIC never goes to pip's OpenCV: it is not MXNet's there."""
+    cv2 = need("cv2")
+    differ = 0
+    for k, (h, w, c, nh, nw) in enumerate(CASES):
+        img = MAKE["noise_image"](h, w, c, k)
+        out = cv2.resize(img if c > 1 else img[:, :, 0], (nw, nh), interpolation=2)
+        differ += _digest(out) != RESIZE[f"{k}|2"]
+        assert _digest(cvops.resize(img, nw, nh, 2)) == RESIZE[f"{k}|2"]
+    assert differ > len(CASES) // 2
+
+
+def test_area_and_lanczos_without_opencv_name_the_extra():
+    """Without OpenCV: NumPy for the rest, and a one-line ImportError saying what to install
+    for what needs it (the iterator says so when it is made, not at the first batch)."""
+    code = f"""if True:
+        import sys; sys.modules["cv2"] = None
+        import numpy as np
+        from recio.image import cvops
+        import recio.mx as mx
+        img = np.zeros((8, 8, 3), np.uint8)
+        assert cvops.resize(img, 4, 5, 1).shape == (5, 4, 3)
+        assert cvops.resize(img, 4, 5, 2).shape == (5, 4, 3)
+        for call in (lambda: cvops.resize(img, 4, 4, 3), lambda: cvops.resize(img, 4, 4, 4),
+                     lambda: cvops.warp_affine(img, np.eye(2, 3), 8, 8, 2),
+                     lambda: mx.io.ImageRecordIter(path_imgrec={str(DATA / "train.rec")!r},
+                         data_shape=(3, 8, 8), batch_size=2, resize=10, inter_method=9)):
+            try:
+                call()
+            except ImportError as exc:
+                print(exc)
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4, (out.stdout, out.stderr)
+    assert all("pip install 'recio[fast]'" in line for line in lines), lines
+    assert "inter_method=3" in lines[0] and "inter_method=4" in lines[1]
+    assert "inter_method=9" in lines[3]
+
+
+def test_resize_checks_its_arguments():
+    img = np.zeros((4, 4), np.uint8)
+    with pytest.raises(ValueError, match="at least 1"):
+        cvops.resize(img, 0, 3)
+    with pytest.raises(ValueError, match="unknown interpolation 7"):
+        cvops.resize(img, 3, 3, 7)
+    with pytest.raises(ValueError, match="uint8"):
+        cvops.resize(img.astype(np.float32), 3, 3)
+    same = cvops.resize(img, 4, 4)
+    assert same is not img and np.array_equal(same, img)
+
+
+@settings(max_examples=60, deadline=None)
+@given(h=st.integers(1, 30), w=st.integers(1, 30), c=st.sampled_from([1, 3]),
+       nh=st.integers(1, 40), nw=st.integers(1, 40), value=st.integers(0, 255))
+def test_resizing_a_flat_image_keeps_it_flat(h, w, c, nh, nw, value):
+    """Weights sum to one in every method: a constant image stays that constant."""
+    img = np.full((h, w, c), value, np.uint8)
+    for interp in cvops.NUMPY_RESIZE:
+        out = cvops.resize(img, nw, nh, interp)
+        assert out.shape == (nh, nw, c) and np.all(out == value)
+
+
+@settings(max_examples=40, deadline=None)
+@given(h=st.integers(2, 24), w=st.integers(2, 24), angle=st.floats(-180, 180),
+       fill=st.integers(0, 255))
+def test_warp_identity_and_rotation_properties(h, w, angle, fill):
+    rng = np.random.default_rng(h * 100 + w)
+    img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    assert np.array_equal(cvops.warp_affine(img, np.eye(2, 3), w, h, cvops.INTER_LINEAR, fill),
+                          img)
+    shifted = cvops.warp_affine(img, [[1, 0, 2], [0, 1, 1]], w, h, cvops.INTER_LINEAR, fill)
+    assert np.array_equal(shifted[1:, 2:], img[:-1, :-2])
+    assert np.all(shifted[0] == fill) and np.all(shifted[:, :2] == fill)
+    a = np.deg2rad(angle)
+    m = [[np.cos(a), np.sin(a), 0.0], [-np.sin(a), np.cos(a), 0.0]]
+    out = cvops.warp_affine(np.full((h, w, 3), 255, np.uint8), m, w, h, cvops.INTER_LINEAR, fill)
+    assert out.shape == (h, w, 3) and out.dtype == np.uint8
+    nearest = cvops.warp_affine(img, m, w, h, cvops.INTER_NEAREST, fill)
+    values = set(np.unique(img).tolist()) | {fill}
+    assert set(np.unique(nearest).tolist()) <= values  # nearest never blends
+
+
+def test_pad_and_fill_per_channel():
+    img = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    out = cvops.pad_constant(img, 2, (9, 8, 7, 0))
+    assert out.shape == (6, 7, 4)
+    assert np.array_equal(out[2:4, 2:5], img) and out[0, 0].tolist() == [9, 8, 7, 0]
+    grey = cvops.pad_constant(img[:, :, 0], 1, 5)
+    assert grey.shape == (4, 5) and grey[0, 0] == 5
+    with pytest.raises(ValueError, match="0..255"):
+        cvops.pad_constant(img, 1, 300)
+
+
+def test_colour_conversions_round_trip_and_match_opencv_rules():
+    rng = np.random.default_rng(3)
+    bgr = rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)
+    back = cvops.hls_to_bgr(cvops.bgr_to_hls(bgr))
+    assert np.abs(back.astype(int) - bgr).max() <= 5  # 8-bit HLS loses a little
+    grey = np.full((4, 4, 3), 77, np.uint8)
+    hls = cvops.bgr_to_hls(grey)
+    assert np.all(hls[..., 0] == 0) and np.all(hls[..., 2] == 0) and np.all(hls[..., 1] == 77)
+    assert cvops.bgr_to_hls(np.array([[[0, 0, 255]]], np.uint8)).tolist() == [[[0, 128, 255]]]
+    assert cvops.bgr_to_hls(np.array([[[255, 0, 0]]], np.uint8)).tolist() == [[[120, 128, 255]]]
+    assert cvops.convert_scale(np.array([100, 200], np.uint8), 1.5, 0.5).tolist() == [150, 255]
+    assert cvops.saturate_uint8(np.array([0.5, 1.5, 2.5, -3, 300])).tolist() == [0, 2, 2, 0, 255]
+    assert cvops.channel_offsets(np.array([[[10, 250]]], np.uint8), (-10.7, 9.9)).tolist() == [
+        [[0, 255]]]
+
+
+def test_colour_conversions_equal_opencvs():
+    cv2 = need("cv2")
+    rng = np.random.default_rng(4)
+    bgr = rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    hls = cv2.cvtColor(bgr, cv2.COLOR_BGR2HLS)
+    assert np.abs(cvops.bgr_to_hls(bgr).astype(int) - hls).max() <= 1
+    assert np.abs(cvops.hls_to_bgr(hls).astype(int) - cv2.cvtColor(hls, cv2.COLOR_HLS2BGR)
+                  ).max() <= 1
+    blend = cvops.add_weighted(bgr, 0.7, bgr[::-1], 0.3, 2.0)  # random steps only: within 1
+    assert np.abs(blend.astype(int) - cv2.addWeighted(bgr, 0.7, np.ascontiguousarray(bgr[::-1]),
+                                                       0.3, 2.0)).max() <= 1
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_lookup_tables_give_the_same_bytes_with_and_without_opencv(channels, monkeypatch):
+    rng = np.random.default_rng(channels)
+    img = rng.integers(0, 256, (17, 23, channels), dtype=np.uint8)
+    table = rng.integers(0, 256, 256, dtype=np.uint8)
+    tables = rng.integers(0, 256, (256, channels), dtype=np.uint8)
+    with_cv = cvops.lookup(img, table), cvops.lookup(img, tables)
+    monkeypatch.setattr(cvops, "_cv2", lambda: None)
+    assert np.array_equal(with_cv[0], table[img])
+    assert np.array_equal(with_cv[1], np.stack([tables[img[..., k], k]
+                                                for k in range(channels)], -1))
+    assert np.array_equal(cvops.lookup(img, table), with_cv[0])
+    assert np.array_equal(cvops.lookup(img, tables), with_cv[1])
