@@ -31,6 +31,13 @@ _PID = os.getpid()
 def _refresh_pid() -> None:
     global _PID
     _PID = os.getpid()
+    for writer in list(_FAST_WRITERS):  # in a child, writes go through the checks again
+        writer._slow_down()
+    _FAST_WRITERS.clear()
+
+
+#: writers of this process whose ``write``/``write_idx`` are bound straight to the hot path
+_FAST_WRITERS: "weakref.WeakSet[MXRecordIO]" = weakref.WeakSet()
 
 
 if hasattr(os, "register_at_fork"):
@@ -44,6 +51,44 @@ def _close_all(files: list) -> None:
             f.close()
         except Exception:
             pass
+
+
+class _IndexLines:
+    """The ``.idx`` of an ``MXIndexedRecordIO`` writer: the offsets of the records whose lines
+    are not written yet (their keys are the last ones of the writer's ``keys``), formatted
+    together by ``recio.records.index.format_index`` whenever the records themselves are handed
+    to their file, and at ``close()`` (one line a call cost more than the rest of
+    ``write_idx``)."""
+
+    def __init__(self, file: Any, keys: list) -> None:
+        self.file = file
+        self.keys = keys
+        self.offsets: List[int] = []
+
+    def drain(self) -> None:
+        offsets = self.offsets
+        if offsets:
+            self.file.write(format_index(self.keys[len(self.keys) - len(offsets):],
+                                         offsets).decode())
+            offsets.clear()
+
+    def close(self) -> None:
+        try:
+            self.drain()
+        finally:
+            self.file.close()
+
+
+class _IndexedRecordSink(RecordWriter):
+    """The ``.rec`` writer of an ``MXIndexedRecordIO``: each time it hands its buffered records
+    to the file it writes their pending ``.idx`` lines too (so ``write_idx`` checks nothing)."""
+
+    lines: Optional[_IndexLines] = None
+
+    def _drain(self) -> None:
+        super()._drain()
+        if self.lines is not None:
+            self.lines.drain()
 
 
 class MXRecordIO:
@@ -68,8 +113,16 @@ class MXRecordIO:
 
     def open(self) -> None:
         """Open the file for the mode given by ``flag``."""
+        self._open()
+        if self.writable:
+            self._speed_up()
+
+    #: the class of a writer's ``.rec`` writer
+    _record_writer = RecordWriter
+
+    def _open(self) -> None:
         if self.flag == "w":
-            self._writer = RecordWriter(self.uri, atomic=False)
+            self._writer = self._record_writer(self.uri, atomic=False)
             # at interpreter exit: close (and keep) before the writer's own finalizer, which
             # was made first and so runs later, would warn about an unclosed writer
             self._closing = [self._writer]
@@ -99,6 +152,19 @@ class MXRecordIO:
         state["_reader"] = state["_writer"] = state["_read"] = None
         return state
 
+    def _speed_up(self) -> None:
+        """Bind this writer's ``write`` straight to ``RecordWriter.write`` (no wrapper call per
+        record). The checks the wrapper makes hold by construction while the binding exists:
+        ``close()`` and a fork (``_refresh_pid``) remove it, and the class's ``write`` raises
+        as MXNet does. ``write`` then returns the record's offset (MXNet's returns None)."""
+        self.write = self._writer.write
+        _FAST_WRITERS.add(self)
+
+    def _slow_down(self) -> None:
+        """Remove the bindings of ``_speed_up``: calls go through the checking methods."""
+        self.__dict__.pop("write", None)
+        self.__dict__.pop("write_idx", None)
+
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         is_open = state["is_open"]
@@ -118,6 +184,7 @@ class MXRecordIO:
         """Close the file (a writer flushes)."""
         if not self.is_open:
             return
+        self._slow_down()
         if self._writer is not None:
             self._closing.clear()
             self._writer.close()
@@ -167,6 +234,8 @@ class MXIndexedRecordIO(MXRecordIO):
     dict (``len``, indexing, slicing, ``in``, ``list()``, ``np.array()``, ``idx[key]``) works.
     """
 
+    _record_writer = _IndexedRecordSink
+
     def __init__(self, idx_path: str, uri: str, flag: str,
                  key_type: Callable[[Any], Any] = int) -> None:
         self.idx_path = os.fspath(idx_path)
@@ -176,8 +245,8 @@ class MXIndexedRecordIO(MXRecordIO):
         self.fidx = None
         super().__init__(uri, flag)
 
-    def open(self) -> None:
-        super().open()
+    def _open(self) -> None:
+        super()._open()
         self._dense = None
         if self.writable:
             try:
@@ -191,8 +260,9 @@ class MXIndexedRecordIO(MXRecordIO):
                 self._writer = None
                 self.is_open = False
                 raise
-            self._closing.append(self.fidx)
             self.idx, self.keys = {}, []
+            self._lines = self._writer.lines = _IndexLines(self.fidx, self.keys)
+            self._closing.append(self._lines)
             return
         self.fidx = None
         self._resume = None
@@ -220,12 +290,13 @@ class MXIndexedRecordIO(MXRecordIO):
             return
         super().close()
         if self.fidx is not None:
-            self.fidx.close()
+            self._lines.close()
+            self._lines = None
             self.fidx = None
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
-        state["fidx"] = None
+        state["fidx"] = state["_lines"] = None
         # memoryview and bound-method shortcuts are rebuilt by open(); the index pickles as
         # a reopen of its cache when it has one (else as its arrays)
         for name in ("_dense", "_read_at", "_offset_of", "_resume"):
@@ -275,12 +346,31 @@ class MXIndexedRecordIO(MXRecordIO):
         return self._read_at(pos)
 
     def write_idx(self, idx: Any, buf: bytes) -> None:
-        """Append a record under key ``idx`` and its ``.idx`` line."""
+        """Append a record under key ``idx`` and its ``.idx`` line (written with the next batch
+        of lines, at the latest by ``close()``)."""
         key = self.key_type(idx)
         pos = self._append(buf)
-        self.fidx.write(format_index([key], [pos]).decode())
         self.idx[key] = pos
         self.keys.append(key)
+        self._lines.offsets.append(pos)
+
+    def _speed_up(self) -> None:
+        """Also bind ``write_idx`` to a function doing its work without the checks (see
+        ``MXRecordIO._speed_up``): the same steps as the method above, with every attribute
+        looked up once."""
+        super()._speed_up()
+        key_type, write, index = self.key_type, self._writer.write, self.idx
+        add_key, add_offset = self.keys.append, self._lines.offsets.append
+
+        def write_idx(idx: Any, buf: bytes) -> None:
+            key = key_type(idx)
+            pos = write(buf)
+            index[key] = pos
+            add_key(key)
+            add_offset(pos)
+
+        write_idx.__doc__ = MXIndexedRecordIO.write_idx.__doc__
+        self.write_idx = write_idx
 
 
 class LabelArray(np.ndarray):

@@ -51,6 +51,12 @@ _RESERVE_STEP = 32 << 20
 #: or not, takes the multi-part path, which cuts only at aligned ones); larger ones with
 #: ``framing.count_aligned_magic``, one NumPy pass that does not slow down at unaligned matches
 _WIDE_SEARCH = 1 << 12
+#: the part header of each whole record shorter than ``_WIDE_SEARCH`` (the framing's
+#: ``PART_HEADER.pack(MAGIC, n)``), packed once: the hot path of ``write`` looks it up
+_SMALL_HEADERS = tuple(PART_HEADER.pack(MAGIC, n) for n in range(_WIDE_SEARCH))
+#: the magic word's last byte: a payload without it (most of them) cannot hold the word, and
+#: a one-byte search (memchr) costs a fraction of the four-byte one
+_MAGIC_LAST = MAGIC_BYTES[-1:]
 
 def _writev_all(fd: int, chunks: Sequence[Buffer]) -> None:
     """Write ``chunks`` to ``fd`` in order: one system call unless the OS takes only part."""
@@ -165,21 +171,35 @@ class RecordWriter(ManagedWriter):
 
     def write(self, data: Buffer) -> int:
         """Append one record; returns the byte offset of its first part (what ``.idx`` stores)."""
-        if type(data) is not bytes:
-            data = self._as_buffer(data)
-        n = len(data)
-        if self.closed or n >= MAX_RECORD_LENGTH:
-            self._refuse(n)
-        offset = self._offset
-        if n < _WIDE_SEARCH:
-            if data.find(MAGIC_BYTES) < 0:  # hot path: one whole part, into the buffer
+        if type(data) is bytes:
+            n = len(data)
+            if (n < _WIDE_SEARCH and (data.find(_MAGIC_LAST) < 0 or data.find(MAGIC_BYTES) < 0)
+                    and not self.closed):
+                # the hot path: one whole part, appended to the buffer without temporaries
+                offset = self._offset
                 buffer = self._buffer
-                buffer += PART_HEADER.pack(MAGIC, n) + data + PADDING[n & 3]
+                buffer += _SMALL_HEADERS[n]
+                buffer += data
+                buffer += PADDING[n & 3]
                 self._offset = offset + 8 + n + (-n & 3)
                 if len(buffer) >= self._buffer_size:
                     self._drain()
                 return offset
-        elif not count_aligned_magic(data, 0, n):
+        else:
+            data = self._as_buffer(data)
+            if type(data) is bytes:  # a small or non-contiguous buffer, now copied
+                return self.write(data)
+        return self._write_framed(data)
+
+    def _write_framed(self, data: Buffer) -> int:
+        """``write`` of what the hot path does not take: a payload of ``_WIDE_SEARCH`` bytes or
+        more, one with the magic inside (a multi-part record when it is 4-aligned), a closed
+        writer or an oversized record (refused)."""
+        n = len(data)
+        if self.closed or n >= MAX_RECORD_LENGTH:
+            self._refuse(n)
+        offset = self._offset
+        if n >= _WIDE_SEARCH and not count_aligned_magic(data, 0, n):
             self._offset = offset + 8 + n + (-n & 3)
             if n >= _DIRECT_WRITE:
                 self._write_large(PART_HEADER.pack(MAGIC, n), data, PADDING[n & 3])
