@@ -398,7 +398,8 @@ def unpack(s: bytes) -> tuple:
 
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode a **BGR** array (as OpenCV/MXNet use) and pack it with ``header``: ``.jpg`` at JPEG
-    ``quality``, ``.png`` at compression level ``quality`` clamped to 0-9, as MXNet's."""
+    ``quality``, ``.png`` at compression level ``quality`` clamped to 0-9: the bytes MXNet's
+    ``pack_img`` writes (see ``recio.image.codec.encode``)."""
     return pack(header, encode(img, img_fmt, quality, bgr=True))
 
 
