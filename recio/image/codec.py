@@ -577,11 +577,13 @@ def _encode_jpeg(pixels: np.ndarray, bgr: bool, quality: int, encoder: str) -> b
         pixels = np.minimum(pixels, 255).astype(np.uint8)
     if pixels.ndim == 3 and pixels.shape[2] == 4:
         pixels = pixels[:, :, :3]
-    if encoder == "fast":
+    cv2 = optional("cv2")
+    # from quality 96 on simplejpeg's TurboJPEG call uses the accurate DCT too: libjpeg's bytes
+    # (tests/test_mxnet_bytes.py), without the GIL Pillow's encoder holds
+    if encoder == "fast" or (cv2 is None and quality >= 96):
         encoded = _encode_simplejpeg(pixels, quality, bgr)
         if encoded is not None:
             return encoded
-    cv2 = optional("cv2")
     if cv2 is not None:
         ok, buf = cv2.imencode(".jpg", pixels if bgr else _swap_red_blue(pixels),
                                [cv2.IMWRITE_JPEG_QUALITY, quality])

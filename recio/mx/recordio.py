@@ -19,6 +19,13 @@ import numpy as np
 from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode, encode
 from recio.image.header import IRHeader, pack, unpack as unpack_record
 from recio.records.index import format_index, open_index
+from recio.records.framing import (
+    MAGIC_BYTES,
+    MAGIC_LAST_BYTE,
+    PADDING,
+    SMALL_PAYLOAD,
+    WHOLE_HEADERS,
+)
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
 from recio.storage import is_url
@@ -32,11 +39,11 @@ def _refresh_pid() -> None:
     global _PID
     _PID = os.getpid()
     for writer in list(_FAST_WRITERS):  # in a child, writes go through the checks again
-        writer._slow_down()
+        writer._fast = None
     _FAST_WRITERS.clear()
 
 
-#: writers of this process whose ``write``/``write_idx`` are bound straight to the hot path
+#: the writers of this process whose ``write``/``write_idx`` append to their buffer directly
 _FAST_WRITERS: "weakref.WeakSet[MXRecordIO]" = weakref.WeakSet()
 
 
@@ -57,7 +64,7 @@ class _IndexLines:
     """The ``.idx`` of an ``MXIndexedRecordIO`` writer: the offsets of the records whose lines
     are not written yet (their keys are the last ones of the writer's ``keys``), formatted
     together by ``recio.records.index.format_index`` whenever the records themselves are handed
-    to their file, and at ``close()`` (one line a call cost more than the rest of
+    to their file, and at ``close()`` (formatting one line a call cost more than the rest of
     ``write_idx``)."""
 
     def __init__(self, file: Any, keys: list) -> None:
@@ -149,21 +156,21 @@ class MXRecordIO:
         self.close()
         state = dict(self.__dict__)
         state["is_open"] = is_open
-        state["_reader"] = state["_writer"] = state["_read"] = None
+        state["_reader"] = state["_writer"] = state["_read"] = state["_fast"] = None
         return state
 
+    #: the RecordWriter whose buffer ``write`` and ``write_idx`` append small records to
+    #: directly, set while this process owns the open writer: what the checks of ``_append``
+    #: would allow. ``close()`` and a fork (``_refresh_pid``) reset it, so the checking path then
+    #: raises as MXNet does.
+    _fast: Optional[RecordWriter] = None
+
     def _speed_up(self) -> None:
-        """Bind this writer's ``write`` straight to ``RecordWriter.write`` (no wrapper call per
-        record). The checks the wrapper makes hold by construction while the binding exists:
-        ``close()`` and a fork (``_refresh_pid``) remove it, and the class's ``write`` raises
-        as MXNet does. ``write`` then returns the record's offset (MXNet's returns None)."""
-        self.write = self._writer.write
+        self._fast = self._writer
         _FAST_WRITERS.add(self)
 
     def _slow_down(self) -> None:
-        """Remove the bindings of ``_speed_up``: calls go through the checking methods."""
-        self.__dict__.pop("write", None)
-        self.__dict__.pop("write_idx", None)
+        self._fast = None
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -202,6 +209,21 @@ class MXRecordIO:
 
     def write(self, buf: bytes) -> None:
         """Append one record."""
+        writer = self._fast
+        if writer is not None and type(buf) is bytes:
+            n = len(buf)
+            if n < SMALL_PAYLOAD and (buf.find(MAGIC_LAST_BYTE) < 0 or buf.find(MAGIC_BYTES) < 0):
+                # a copy of RecordWriter.write's hot path (a whole small record: the framing of
+                # recio.records.framing), which would cost one more call per record; tests
+                # compare the bytes written both ways with MXNet's
+                buffer = writer._buffer
+                buffer += WHOLE_HEADERS[n]
+                buffer += buf
+                if n & 3:
+                    buffer += PADDING[n & 3]
+                if len(buffer) >= writer._buffer_size:
+                    writer._drain()
+                return
         self._append(buf)
 
     def _append(self, buf: bytes) -> int:
@@ -346,31 +368,29 @@ class MXIndexedRecordIO(MXRecordIO):
         return self._read_at(pos)
 
     def write_idx(self, idx: Any, buf: bytes) -> None:
-        """Append a record under key ``idx`` and its ``.idx`` line (written with the next batch
-        of lines, at the latest by ``close()``)."""
+        """Append a record under key ``idx`` and its ``.idx`` line (written with its record)."""
         key = self.key_type(idx)
+        writer = self._fast
+        if writer is not None and type(buf) is bytes:
+            n = len(buf)
+            if n < SMALL_PAYLOAD and (buf.find(MAGIC_LAST_BYTE) < 0 or buf.find(MAGIC_BYTES) < 0):
+                # the copy of RecordWriter.write's hot path, as in MXRecordIO.write
+                buffer = writer._buffer
+                pos = writer._start + len(buffer)
+                buffer += WHOLE_HEADERS[n]
+                buffer += buf
+                if n & 3:
+                    buffer += PADDING[n & 3]
+                self.idx[key] = pos
+                self.keys.append(key)
+                self._lines.offsets.append(pos)
+                if len(buffer) >= writer._buffer_size:
+                    writer._drain()
+                return
         pos = self._append(buf)
         self.idx[key] = pos
         self.keys.append(key)
         self._lines.offsets.append(pos)
-
-    def _speed_up(self) -> None:
-        """Also bind ``write_idx`` to a function doing its work without the checks (see
-        ``MXRecordIO._speed_up``): the same steps as the method above, with every attribute
-        looked up once."""
-        super()._speed_up()
-        key_type, write, index = self.key_type, self._writer.write, self.idx
-        add_key, add_offset = self.keys.append, self._lines.offsets.append
-
-        def write_idx(idx: Any, buf: bytes) -> None:
-            key = key_type(idx)
-            pos = write(buf)
-            index[key] = pos
-            add_key(key)
-            add_offset(pos)
-
-        write_idx.__doc__ = MXIndexedRecordIO.write_idx.__doc__
-        self.write_idx = write_idx
 
 
 class LabelArray(np.ndarray):
