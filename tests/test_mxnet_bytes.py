@@ -55,7 +55,7 @@ def _mxnet_records(prefix: pathlib.Path) -> dict:
     return {key: reader.read_idx(key) for key in reader.keys}
 
 
-# -- pack_img ----------------------------------------------------------------------------------
+# -- pack_img -------------------------------------------------------------------------------------
 
 def test_pack_img_writes_mxnets_bytes(opencv):
     """Every array of arrays.npz (colour at odd sizes, grey, BGRA, a face crop, 16-bit grey) at
@@ -84,7 +84,7 @@ def test_pack_img_of_a_pillow_image_is_mxnets_too(opencv):
         assert recio.pack(header, encode(image, img_fmt, quality)) == expected[key]
 
 
-# -- im2rec --------------------------------------------------------------------------------------
+# -- im2rec ---------------------------------------------------------------------------------------
 
 def _run_im2rec(tmp_path, name, prelude=""):
     spec = MANIFEST["im2rec"][name]
@@ -203,7 +203,7 @@ def test_simplejpeg_cannot_write_libjpegs_bytes_below_quality_96():
         assert (encode(rgb, ".jpg", quality, encoder="fast") == exact) == (quality >= 96)
 
 
-# -- the pieces, against OpenCV itself --------------------------------------------------------------
+# -- the pieces, against OpenCV itself ------------------------------------------------------------
 
 @settings(max_examples=80, deadline=None)
 @given(height=st.integers(1, 90), width=st.integers(1, 90), channels=st.sampled_from([0, 3, 4]),

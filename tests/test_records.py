@@ -340,7 +340,7 @@ def test_mx_writer_checks_hold_after_close_and_in_a_forked_child(tmp_path):
     rec, idx = str(tmp_path / "m.rec"), str(tmp_path / "m.idx")
     writer = recio.mx.MXIndexedRecordIO(idx, rec, "w")
     writer.write_idx(0, b"a")
-    if hasattr(multiprocessing, "get_context") and "fork" in multiprocessing.get_all_start_methods():
+    if "fork" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("fork")
         queue = ctx.Queue()
 

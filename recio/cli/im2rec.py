@@ -185,8 +185,8 @@ pack that found (nearly) nothing; 2 usage error or a refused output; 130 interru
 @click.option("--encoder", type=click.Choice(ENCODERS), default="exact", show_default=True,
               help="exact: MXNet's JPEG bytes (libjpeg's accurate DCT, through OpenCV or "
                    "Pillow). fast: simplejpeg, whose fast integer DCT below quality 96 costs "
-                   "0.4 dB PSNR (photos resized to 256 px) to 1.8 dB (full size) at quality "
-                   "95, for about 15% less encoding time; bytes differ from MXNet's.")
+                   "0.4 dB PSNR (photos resized to 256 px) to 1.9 dB (full size) at quality "
+                   "95, for up to 15% less encoding time; bytes differ from MXNet's.")
 @click.option("--decoder", type=click.Choice(["auto", "pillow", "simplejpeg"]), default="auto",
               show_default=True,
               help="JPEG decoder: simplejpeg (libjpeg-turbo, a dependency) unless 'pillow' "

@@ -189,8 +189,8 @@ class RecordWriter(ManagedWriter):
     def _write_framed(self, data: Buffer) -> int:
         """``write`` of what the hot path does not take: a payload of ``SMALL_PAYLOAD`` bytes or
         more (searched for aligned magic words by ``count_aligned_magic``, one NumPy pass that
-        does not slow down at unaligned matches), one with the magic inside (a multi-part record when it is 4-aligned), a closed
-        writer or an oversized record (refused)."""
+        does not slow down at unaligned matches), one with the magic inside (a multi-part
+        record when it is 4-aligned), a closed writer or an oversized record (refused)."""
         n = len(data)
         if self.closed or n >= MAX_RECORD_LENGTH:
             self._refuse(n)
