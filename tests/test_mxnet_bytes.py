@@ -84,6 +84,20 @@ def test_pack_img_of_a_pillow_image_is_mxnets_too(opencv):
         assert recio.pack(header, encode(image, img_fmt, quality)) == expected[key]
 
 
+def test_pack_img_of_other_formats_is_opencvs(monkeypatch):
+    """As MXNet's pack_img, other extensions go to cv2.imencode with its defaults; without
+    OpenCV they are refused, saying what to install."""
+    cv2 = need("cv2")
+    bgr = ARRAYS["bgr_101x77"]
+    header = mx.IRHeader(0, 1.0, 1, 0)
+    for img_fmt in (".bmp", ".BMP", ".tif", ".ppm"):
+        assert mx.pack_img(header, bgr, 95, img_fmt) == mx.pack(
+            header, cv2.imencode(img_fmt, bgr)[1].tobytes())
+    monkeypatch.setitem(recio.optional._found, "cv2", None)
+    with pytest.raises(recio.errors.ImageError, match="need OpenCV"):
+        mx.pack_img(header, bgr, 95, ".bmp")
+
+
 # -- im2rec ---------------------------------------------------------------------------------------
 
 def _run_im2rec(tmp_path, name, prelude=""):

@@ -507,7 +507,9 @@ def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", qualit
            bgr: bool = False, encoder: str = "exact") -> bytes:
     """Encode pixels to the bytes MXNet's ``pack_img`` writes (``cv2.imencode``): ``.jpg`` at
     JPEG ``quality`` (clamped to 0-100), ``.png`` at compression level ``quality`` (clamped to
-    0-9, OpenCV's ``IMWRITE_PNG_COMPRESSION``: the default 95 means 9).
+    0-9, OpenCV's ``IMWRITE_PNG_COMPRESSION``: the default 95 means 9); with OpenCV installed,
+    any other format it writes (``.bmp``, ``.tif``, ``.webp``, ...) with its defaults, as
+    MXNet's ``pack_img`` passes no parameter for them.
 
     ``image``: a uint8 array ``(H, W)``, ``(H, W, 1)``, ``(H, W, 3)`` RGB or ``(H, W, 4)`` RGBA
     (``bgr=True``: BGR/BGRA, as OpenCV), a uint16 one (PNG keeps 16 bits; JPEG saturates to
@@ -523,10 +525,12 @@ def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", qualit
     PSNR (measured by ``benchmarks/bench_im2rec.py``; see ``benchmarks/README.md``).
     """
     fmt = encoding.lower()
-    if fmt not in (".jpg", ".jpeg", ".png"):
-        raise ImageError(f"unsupported image format {encoding!r}: use '.jpg' or '.png'")
     check_encoder(encoder)
     png = fmt == ".png"
+    if fmt not in (".jpg", ".jpeg", ".png") and (
+            not re.fullmatch(r"\.[a-z0-9]{1,5}", fmt) or optional("cv2") is None):
+        raise ImageError(f"unsupported image format {encoding!r}: use '.jpg' or '.png' (other "
+                         "formats OpenCV writes need OpenCV: pip install 'recio[fast]')")
     if isinstance(image, Image.Image):
         pixels, bgr = _pillow_pixels(image), False
     else:
@@ -534,6 +538,8 @@ def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", qualit
     try:
         if png:
             return _encode_png(pixels, bgr, min(max(int(quality), 0), 9))
+        if fmt not in (".jpg", ".jpeg"):  # as MXNet's pack_img: OpenCV's defaults
+            return _encode_opencv(fmt, pixels, bgr, [])
         return _encode_jpeg(pixels, bgr, min(max(int(quality), 0), 100), encoder)
     except (ValueError, RuntimeError, OSError) as exc:
         raise ImageError(f"cannot encode image: {_describe(exc)}") from None
@@ -585,11 +591,7 @@ def _encode_jpeg(pixels: np.ndarray, bgr: bool, quality: int, encoder: str) -> b
         if encoded is not None:
             return encoded
     if cv2 is not None:
-        ok, buf = cv2.imencode(".jpg", pixels if bgr else _swap_red_blue(pixels),
-                               [cv2.IMWRITE_JPEG_QUALITY, quality])
-        if not ok:
-            raise ValueError("OpenCV could not encode the image")
-        return buf.tobytes()
+        return _encode_opencv(".jpg", pixels, bgr, [cv2.IMWRITE_JPEG_QUALITY, quality])
     height, width = pixels.shape[:2]
     mode = "L" if pixels.ndim == 2 else "RGB"
     img = Image.frombuffer(mode, (width, height), np.ascontiguousarray(pixels), "raw",
@@ -602,12 +604,20 @@ def _encode_jpeg(pixels: np.ndarray, bgr: bool, quality: int, encoder: str) -> b
 def _encode_png(pixels: np.ndarray, bgr: bool, level: int) -> bytes:
     cv2 = optional("cv2")
     if cv2 is not None:
-        ok, buf = cv2.imencode(".png", pixels if bgr else _swap_red_blue(pixels),
-                               [cv2.IMWRITE_PNG_COMPRESSION, level])
-        if not ok:
-            raise ValueError("OpenCV could not encode the image")
-        return buf.tobytes()
+        return _encode_opencv(".png", pixels, bgr, [cv2.IMWRITE_PNG_COMPRESSION, level])
     return encode_png(_swap_red_blue(pixels) if bgr else pixels, level)
+
+
+def _encode_opencv(fmt: str, pixels: np.ndarray, bgr: bool, params: list) -> bytes:
+    """``cv2.imencode(fmt, BGR pixels, params)``, MXNet's own call."""
+    cv2 = optional("cv2")
+    try:
+        ok, buf = cv2.imencode(fmt, pixels if bgr else _swap_red_blue(pixels), params)
+    except cv2.error as exc:  # e.g. no encoder for that extension
+        raise ValueError(" ".join(str(exc).split())[-160:]) from None
+    if not ok:
+        raise ValueError(f"OpenCV could not encode the image as {fmt}")
+    return buf.tobytes()
 
 
 def _encode_simplejpeg(image: np.ndarray, quality: int, bgr: bool) -> Optional[bytes]:
