@@ -534,7 +534,7 @@ def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", qualit
     if isinstance(image, Image.Image):
         pixels, bgr = _pillow_pixels(image), False
     else:
-        pixels = _checked_array(image, png)
+        pixels = _checked_array(image)
     try:
         if png:
             return _encode_png(pixels, bgr, min(max(int(quality), 0), 9))
@@ -545,7 +545,8 @@ def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", qualit
         raise ImageError(f"cannot encode image: {_describe(exc)}") from None
 
 
-def _checked_array(image: np.ndarray, png: bool) -> np.ndarray:
+def _checked_array(image: np.ndarray) -> np.ndarray:
+    """``image`` as a uint8 or uint16 array of a layout an encoder takes, else ImageError."""
     arr = np.asarray(image)
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
@@ -561,7 +562,7 @@ def _pillow_pixels(img: Image.Image) -> np.ndarray:
     """A Pillow image as the RGB(A) array OpenCV would hold for it (``imread`` with -1)."""
     if img.mode in ("L", "RGB", "RGBA"):
         return np.asarray(img)
-    return _checked_array(_opencv_pixels(img, -1), True)
+    return _checked_array(_opencv_pixels(img, -1))
 
 
 def _swap_red_blue(pixels: np.ndarray) -> np.ndarray:
