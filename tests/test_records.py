@@ -290,29 +290,35 @@ def test_mx_writers_are_byte_identical(golden, tmp_path):
 
 @settings(max_examples=30, deadline=None)
 @given(sizes=st.lists(st.sampled_from([0, 1, 5, 100, 5000, 70_000]), max_size=60),
-       keys=st.sampled_from(["int", "str", "repeat"]), plain_every=st.integers(0, 7))
-def test_mx_index_lines_follow_their_records(tmp_path_factory, sizes, keys, plain_every):
+       keys=st.sampled_from(["int", "str", "repeat"]), plain_every=st.integers(0, 7),
+       magic_every=st.integers(0, 5), form=st.sampled_from([bytes, bytearray, memoryview]))
+def test_mx_index_lines_follow_their_records(tmp_path_factory, sizes, keys, plain_every,
+                                             magic_every, form):
     """The .idx lines, written in batches when the records reach the file and at close(), are
     MXNet's line for line: any key type, repeated keys (every line kept), records written
-    with write() between them (no line), small and large records; written while open as
-    records reach the file."""
+    with write() between them (no line), small and large records, payloads holding the magic
+    word (multi-part records), bytes and other buffers."""
     folder = tmp_path_factory.mktemp("mx")
     rec, idx = str(folder / "m.rec"), str(folder / "m.idx")
     writer = recio.mx.MXIndexedRecordIO(idx, rec, "w", key_type=str if keys == "str" else int)
     lines, offset = [], 0
+    payloads = []
     for i, n in enumerate(sizes):
         payload = bytes([i % 251]) * n
+        if magic_every and i % magic_every == 0 and n >= 8:
+            payload = MAGIC + payload[4:]  # an aligned magic word: a multi-part record
+        payloads.append(payload)
         if plain_every and i % plain_every == 0:
-            writer.write(payload)
+            writer.write(form(payload))
         else:
             key = {"int": i, "str": f"k {i}", "repeat": i % 3}[keys]
-            writer.write_idx(key, payload)
+            writer.write_idx(key, form(payload))
             lines.append(f"{key}\t{offset}\n")
         offset += len(framing.encode_record(payload))
     assert writer.tell() == offset
     writer.close()
     assert (folder / "m.idx").read_text() == "".join(lines)
-    assert list(recio.RecordReader(rec)) == [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    assert list(recio.RecordReader(rec)) == payloads
 
 
 def test_mx_index_lines_reach_the_file_with_their_records(tmp_path):

@@ -284,6 +284,7 @@ class MXIndexedRecordIO(MXRecordIO):
                 raise
             self.idx, self.keys = {}, []
             self._lines = self._writer.lines = _IndexLines(self.fidx, self.keys)
+            self._pending = self._lines.offsets  # the offsets whose .idx lines wait
             self._closing.append(self._lines)
             return
         self.fidx = None
@@ -313,12 +314,12 @@ class MXIndexedRecordIO(MXRecordIO):
         super().close()
         if self.fidx is not None:
             self._lines.close()
-            self._lines = None
+            self._lines = self._pending = None
             self.fidx = None
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
-        state["fidx"] = state["_lines"] = None
+        state["fidx"] = state["_lines"] = state["_pending"] = None
         # memoryview and bound-method shortcuts are rebuilt by open(); the index pickles as
         # a reopen of its cache when it has one (else as its arrays)
         for name in ("_dense", "_read_at", "_offset_of", "_resume"):
@@ -383,14 +384,14 @@ class MXIndexedRecordIO(MXRecordIO):
                     buffer += PADDING[n & 3]
                 self.idx[key] = pos
                 self.keys.append(key)
-                self._lines.offsets.append(pos)
+                self._pending.append(pos)
                 if len(buffer) >= writer._buffer_size:
                     writer._drain()
                 return
         pos = self._append(buf)
         self.idx[key] = pos
         self.keys.append(key)
-        self._lines.offsets.append(pos)
+        self._pending.append(pos)
 
 
 class LabelArray(np.ndarray):
