@@ -106,12 +106,17 @@ def _plan_8u(src_h: int, src_w: int, channels: int, height: int, width: int) -> 
 
 
 _SCRATCH = threading.local()
+#: scratch buffers are kept for the next image up to this many bytes each (a resize to a large
+#: size gets fresh ones, not kept)
+_SCRATCH_KEPT = 16 << 20
 
 
 def _scratch(slot: str, shape: Tuple[int, int], dtype: type) -> np.ndarray:
     """A reusable buffer of this thread (large NumPy temporaries are fresh memory maps each
     time: zeroed pages the kernel must fault in)."""
     size = shape[0] * shape[1]
+    if size * np.dtype(dtype).itemsize > _SCRATCH_KEPT:
+        return np.empty(shape, dtype)
     buf = getattr(_SCRATCH, slot, None)
     if buf is None or buf.size < size or buf.dtype != dtype:
         buf = np.empty(max(size, 1 << 15), dtype)
