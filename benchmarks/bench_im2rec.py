@@ -1,14 +1,23 @@
-"""Benchmark ``im2rec`` packing: speed, peak memory and resize quality, beside the targets.
+"""Benchmark ``im2rec`` packing: speed, peak memory, resize and encoder quality, beside the
+targets, for both ways of packing.
 
 Corpus: ``benchmarks/corpus.py`` (2,000 photo-like images cut from skimage.data photographs,
 10 class folders, ~85% with the long side 400-640 px, ~15% 1200-2400 px, a few PNG).
 Packs with ``im2rec PREFIX ROOT --resize 256 --quality 95 --num-thread 2`` (the installed
-console script, as a user runs it) with the optional fast extra (simplejpeg decoder + OpenCV
-resizer, each used when installed; ``RECIO_RESIZER=pillow`` turns the OpenCV resize off) and with
-Pillow alone,
-with thread and process workers, and an MXNet-like OpenCV baseline (imread, INTER_LINEAR
-resize, imencode, 2 processes; MXNet itself is not needed). Resize quality is the PSNR against
-an exact floating-point Lanczos downscale of the full-resolution source.
+console script, as a user runs it) in two modes, measured in the same run:
+
+- **exact** (the default, ``--resize-mode mxnet --encoder exact``): MXNet's bytes. Full-size
+  decode, OpenCV's bilinear resize (``cv2.resize``, or recio's bit-exact NumPy copy of it when
+  ``RECIO_RESIZER`` is not opencv), libjpeg's accurate DCT (OpenCV's imencode, else Pillow).
+- **fast** (``--resize-mode antialias --encoder fast``, what im2rec did before it wrote MXNet's
+  bytes): DCT-scaled decode (simplejpeg), antialiased resize (OpenCV, cykooz.resizer or
+  Pillow, ``RECIO_RESIZER``), simplejpeg encode.
+
+Also: the other decoder + resizer pairs, process workers, and an MXNet-like OpenCV baseline
+(imread, INTER_LINEAR resize, imencode, 2 processes; MXNet itself is not needed); CPU cost per
+image by stage; whether two threads scale; resize quality (PSNR against an exact
+floating-point Lanczos downscale of the full-resolution source); the JPEG encoders' PSNR, size
+and time on the same pixels.
 
 Benchmark-only requirements: ``pip install scikit-image opencv-python-headless simplejpeg``.
 (opencv-python-headless is also the resizer of the ``recio[fast]`` extra.)
@@ -119,22 +128,36 @@ def run_opencv_baseline(paths: list) -> float:
     return len(paths) / seconds
 
 
-def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tuple:
+#: --resize-mode and --encoder of the two modes
+MODES = {"exact": ("mxnet", "exact"), "fast": ("antialias", "fast")}
+
+
+def mode_args(mode: str) -> list:
+    resize_mode, encoder = MODES[mode]
+    return ["--resize-mode", resize_mode, "--encoder", encoder]
+
+
+def cpu_cost(paths: list, decoder: str, resizer: str, mode: str = "fast",
+             sample: int = 400) -> tuple:
     """CPU milliseconds per image for read + transform + pack in one thread (load-independent),
     and where they go: ``{"resize": ms, "encode": ms, "decode and rest": ms}`` per image."""
     from PIL import Image
 
     from recio.image import codec as imageproc
+    from recio.image import linear
     from recio.image.header import IRHeader, pack
     from recio.image.codec import ImageOptions, transform_image
 
     imageproc.RESIZER = resizer
     cv2 = imageproc._cv2()
 
-    options = ImageOptions(resize=256, quality=95, decoder=decoder)
+    resize_mode, encoder = MODES[mode]
+    options = ImageOptions(resize=256, quality=95, decoder=decoder, resize_mode=resize_mode,
+                           encoder=encoder)
     chosen = paths[::max(1, len(paths) // sample)][:sample]
     spent = {"resize": 0.0, "encode": 0.0}
-    originals = {"resize": Image.Image.resize, "encode": Image.Image.save}
+    originals = {"resize": Image.Image.resize, "encode": imageproc.encode,
+                 "linear": linear.resize_linear}
 
     def timed(stage):
         def call(*args, **kwargs):
@@ -145,7 +168,9 @@ def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tupl
                 spent[stage] += time.process_time() - start
         return call
 
-    Image.Image.resize, Image.Image.save = timed("resize"), timed("encode")
+    Image.Image.resize, imageproc.encode = timed("resize"), timed("encode")
+    imageproc.resize_linear = timed("linear")
+    spent["linear"] = 0.0
     if cv2 is not None:
         originals["cv2"] = cv2.resize
         cv2.resize = lambda *a, **k: timed("cv2")(*a, **k)
@@ -157,7 +182,9 @@ def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tupl
                 pack(IRHeader(0, 0.0, 0, 0), transform_image(f.read(), options))
         total = time.process_time() - start
     finally:
-        Image.Image.resize, Image.Image.save = originals["resize"], originals["encode"]
+        Image.Image.resize, imageproc.encode = originals["resize"], originals["encode"]
+        imageproc.resize_linear = originals["linear"]
+        spent["resize"] += spent.pop("linear")
         if cv2 is not None:
             cv2.resize = originals["cv2"]
             spent["resize"] += spent.pop("cv2")
@@ -167,14 +194,17 @@ def cpu_cost(paths: list, decoder: str, resizer: str, sample: int = 400) -> tupl
     return 1000 * total / len(chosen), stages
 
 
-def thread_speedup(paths: list, decoder: str, resizer: str, sample: int = 200) -> float:
+def thread_speedup(paths: list, decoder: str, resizer: str, mode: str = "fast",
+                   sample: int = 200) -> float:
     """Wall-clock speed-up of 2 threads over 1 on the same images (2.0: the codecs release the
     GIL all the time; a loaded machine lowers it too)."""
     from recio.image import codec as imageproc
     from recio.image.codec import ImageOptions, transform_image
 
     imageproc.RESIZER = resizer
-    options = ImageOptions(resize=256, quality=95, decoder=decoder)
+    resize_mode, encoder = MODES[mode]
+    options = ImageOptions(resize=256, quality=95, decoder=decoder, resize_mode=resize_mode,
+                           encoder=encoder)
     datas = []
     for path in paths[::max(1, len(paths) // sample)][:sample]:
         with open(path, "rb") as f:
@@ -222,16 +252,59 @@ def resize_quality(paths: list, sample: int) -> dict:
         linear = cv2.cvtColor(cv2.resize(bgr, size, interpolation=cv2.INTER_LINEAR),
                               cv2.COLOR_BGR2RGB)
         scores.setdefault("opencv INTER_LINEAR (MXNet)", []).append(psnr(linear, ref))
-        for decoder, resizer in combos():
+        for mode, decoder, resizer in combos():
             imageproc.RESIZER = resizer
-            ours = np.asarray(render_image(data, ImageOptions(resize=256, decoder=decoder)))
-            scores.setdefault(f"recio ({decoder} + {resizer})", []).append(psnr(ours, ref))
+            ours = np.asarray(render_image(data, ImageOptions(
+                resize=256, decoder=decoder, resize_mode=MODES[mode][0])))
+            scores.setdefault(f"recio {mode} ({decoder} + {resizer})", []).append(
+                psnr(ours, ref))
     imageproc.RESIZER = None
     return {k: (statistics.mean(v), min(v), len(v)) for k, v in scores.items()}
 
 
+def encoder_quality(paths: list, sample: int, qualities=(95, 85)) -> list:
+    """The JPEG encoders on the same pixels: ``[(set, encoder, quality, mean PSNR dB of the
+    decoded JPEG against the
+    pixels encoded, mean bytes, CPU ms per encode)]`` (each row starting with the set: the
+    images resized to 256 px, and as decoded). ``exact`` is MXNet's bytes (OpenCV's imencode
+    here, else Pillow's save), ``fast`` simplejpeg (TurboJPEG's fast DCT below 96)."""
+    import numpy as np
+
+    from recio.image.codec import ImageOptions, decode, encode, render_pixels
+    from recio.optional import optional
+
+    def psnr(a, ref):
+        mse = np.mean((a.astype(np.float64) - ref.astype(np.float64)) ** 2)
+        return 10 * np.log10(255.0 ** 2 / max(mse, 1e-12))
+
+    step = max(1, len(paths) // sample)
+    sets = {"resized to 256": [], "full size": []}
+    for path in paths[::step][:sample]:
+        with open(path, "rb") as f:
+            data = f.read()
+        sets["resized to 256"].append(np.asarray(render_pixels(data, ImageOptions(resize=256))))
+        sets["full size"].append(decode(data, 1))
+    encoders = ["exact"] + (["fast"] if optional("simplejpeg") is not None else [])
+    rows = []
+    for name, pixels in sets.items():
+        for quality in qualities:
+            for encoder in encoders:
+                scores, sizes, seconds = [], [], 0.0
+                for array in pixels:
+                    start = time.process_time()
+                    data = encode(array, ".jpg", quality, encoder=encoder)
+                    seconds += time.process_time() - start
+                    sizes.append(len(data))
+                    scores.append(psnr(decode(data, 1 if array.ndim == 3 else 0), array))
+                rows.append((name, encoder, quality, statistics.mean(scores),
+                             statistics.mean(sizes), 1000 * seconds / len(pixels)))
+    return rows
+
+
 def combos() -> list:
-    """The (decoder, resizer) pairs that can run here, Pillow-only first."""
+    """The (mode, decoder, resizer) triples that can run here: the exact mode with OpenCV's
+    resize and with recio's NumPy copy of it ("pillow" as ``RECIO_RESIZER`` selects it), then
+    the fast mode's pairs, Pillow-only first."""
     from recio.image.codec import have_fast_decoder
 
     from recio.optional import optional
@@ -240,7 +313,12 @@ def combos() -> list:
                                                         ("opencv", "cv2"))
                              if optional(module) is not None]
     decoders = ["pillow"] + (["simplejpeg"] if have_fast_decoder() else [])
-    return [(d, r) for d in decoders for r in resizers]
+    exact = [("exact", decoders[-1], r) for r in ("opencv", "pillow") if r in resizers]
+    return exact + [("fast", d, r) for d in decoders for r in resizers]
+
+
+def _resizer_label(mode: str, resizer: str) -> str:
+    return "numpy" if mode == "exact" and resizer != "opencv" else resizer
 
 
 def main() -> None:
@@ -267,25 +345,37 @@ def main() -> None:
 
     fast_decoder = "simplejpeg" if have_fast_decoder() else "pillow"
     fast_resizer = resizer_name()  # RECIO_RESIZER and whether cv2 imports, as im2rec decides
-    print(f"fast path here: decoder {fast_decoder} + resizer {fast_resizer} "
-          "(pip install 'recio[fast]' for simplejpeg + opencv)")
-    configs = [(f"fast ({fast_decoder} + {fast_resizer})", ["--decoder", fast_decoder],
+    print(f"installed here: decoder {fast_decoder}, resizer {fast_resizer} "
+          "(pip install 'recio[fast]' for OpenCV)")
+    configs = [("exact (default)", ["--decoder", fast_decoder] + mode_args("exact"),
                 fast_resizer, "fast"),
-               ("Pillow only (pillow + pillow)", ["--decoder", "pillow"], "pillow", "pillow")]
-    print(f"\n== im2rec --resize 256 --quality 95 --num-thread 2 (median of {args.repeats})")
+               (f"fast ({fast_decoder} + {fast_resizer})",
+                ["--decoder", fast_decoder] + mode_args("fast"), fast_resizer, "fast"),
+               ("fast, Pillow only", ["--decoder", "pillow"] + mode_args("fast"), "pillow",
+                "pillow")]
+    print(f"\n== im2rec --resize 256 --quality 95 --num-thread 2 (median of {args.repeats}, "
+          "the configurations taken in turn)")
+    runs: dict = {}
+    for _ in range(args.repeats):
+        for name, extra, resizer, _target in configs:
+            runs.setdefault(name, []).append(run_pack(prefix, root, extra, resizer))
     for name, extra, resizer, target in configs:
-        runs = [run_pack(prefix, root, extra, resizer) for _ in range(args.repeats)]
-        rate = statistics.median(r[0] for r in runs)
-        mem = max(r[2] for r in runs)
+        rate = statistics.median(r[0] for r in runs[name])
+        mem = max(r[2] for r in runs[name])
         print(f"{name:32s} {rate:7.0f} images/s (runs: "
-              f"{', '.join(f'{r[0]:.0f}' for r in runs)}; target >= {TARGETS[target]:.0f})  "
-              f"peak RSS {mem:5.0f} MiB (target < {TARGETS['mem_mb']:.0f})")
-    print("\n== other decoder + resizer pairs, threads (1 run each)")
-    for decoder, resizer in combos():
-        if (decoder, resizer) in (("pillow", "pillow"), (fast_decoder, fast_resizer)):
+              f"{', '.join(f'{r[0]:.0f}' for r in runs[name])}; target >= "
+              f"{TARGETS[target]:.0f})  peak RSS {mem:5.0f} MiB (target < "
+              f"{TARGETS['mem_mb']:.0f})")
+    print("\n== other mode, decoder + resizer triples, threads (1 run each)")
+    for mode, decoder, resizer in combos():
+        if (mode, decoder, resizer) in (("fast", "pillow", "pillow"),
+                                        ("fast", fast_decoder, fast_resizer),
+                                        ("exact", fast_decoder, fast_resizer)):
             continue
-        rate, seconds, mem = run_pack(prefix, root, ["--decoder", decoder], resizer)
-        print(f"{decoder + ' + ' + resizer:32s} {rate:7.0f} images/s  peak RSS {mem:5.0f} MiB")
+        rate, seconds, mem = run_pack(prefix, root, ["--decoder", decoder] + mode_args(mode),
+                                      resizer)
+        print(f"{mode + ': ' + decoder + ' + ' + _resizer_label(mode, resizer):32s} "
+              f"{rate:7.0f} images/s  peak RSS {mem:5.0f} MiB")
     print("\n== workers: processes instead of the default threads (1 run each)")
     for name, extra, resizer, _ in configs:
         rate, seconds, mem = run_pack(prefix, root, extra + ["--executor", "process"], resizer)
@@ -299,27 +389,34 @@ def main() -> None:
         print("opencv-python-headless not installed: baseline skipped")
 
     print("\n== CPU cost per image, one thread (independent of the machine's load)")
-    for decoder, resizer in combos():
-        ms, stages = cpu_cost(paths, decoder, resizer)
+    for mode, decoder, resizer in combos():
+        ms, stages = cpu_cost(paths, decoder, resizer, mode)
         budget = CPU_BUDGET_MS["pillow" if (decoder, resizer) == ("pillow", "pillow")
                                else "simplejpeg"]
-        print(f"{decoder + ' + ' + resizer:32s} {ms:5.2f} CPU ms/image (budget for the target "
+        label = f"{mode}: {decoder} + {_resizer_label(mode, resizer)}"
+        print(f"{label:32s} {ms:5.2f} CPU ms/image (budget for the target "
               f"{budget:.1f}) -> {2000 / ms:5.0f} images/s on 2 idle cores if "
               "the work splits perfectly")
         print(f"{'':32s} " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
     print("\n== 2 threads vs 1, in one process (do the codecs release the GIL?)")
-    for decoder, resizer in combos():
-        speedup = thread_speedup(paths, decoder, resizer)
-        print(f"{decoder + ' + ' + resizer:32s} {speedup:5.2f}x wall-clock speed-up "
+    for mode, decoder, resizer in combos():
+        speedup = thread_speedup(paths, decoder, resizer, mode)
+        label = f"{mode}: {decoder} + {_resizer_label(mode, resizer)}"
+        print(f"{label:32s} {speedup:5.2f}x wall-clock speed-up "
               f"(load average {os.getloadavg()[0]:.2f})")
 
     print(f"\n== resize quality: PSNR vs exact float Lanczos, {args.quality_sample} images "
-          "(higher is better; target: recio >= OpenCV INTER_LINEAR)")
+          "(higher is better; the exact mode equals OpenCV INTER_LINEAR by design)")
     try:
         for name, (mean, low, count) in resize_quality(paths, args.quality_sample).items():
-            print(f"{name:32s} mean {mean:6.2f} dB  (min {low:5.2f}, {count} images)")
+            print(f"{name:40s} mean {mean:6.2f} dB  (min {low:5.2f}, {count} images)")
     except ImportError as exc:
         print(f"quality skipped: {exc}")
+    print(f"\n== JPEG encoders on the same pixels, {args.quality_sample} images (PSNR of the "
+          "decoded JPEG against the pixels encoded)")
+    for name, encoder, quality, score, size, ms in encoder_quality(paths, args.quality_sample):
+        print(f"{name:16s} {encoder:6s} q{quality}  {score:6.2f} dB  {size / 1024:6.1f} KiB  "
+              f"{ms:.3f} CPU ms/image")
     import resource
 
     largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

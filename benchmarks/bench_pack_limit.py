@@ -13,7 +13,10 @@ installed):
   that still covers the target), ``cv2.resize(INTER_AREA)``, simplejpeg encode;
 - the same with ``INTER_LINEAR`` and ``INTER_CUBIC``, and with cykooz.resizer (Catmull-Rom);
 - MXNet's own calls without its Python: ``cv2.imdecode`` at full size, ``INTER_LINEAR``,
-  then the encode;
+  then the encode (the exact mode's work with OpenCV);
+- the exact mode's work without OpenCV: simplejpeg full decode, ``recio.image.linear``'s copy
+  of ``INTER_LINEAR`` (NumPy), Pillow's encode (not C calls only: the default install's
+  ceiling for MXNet's bytes);
 - Pillow alone: ``draft()`` (the DCT scale), ``resize(BICUBIC)``, ``save``.
 
 PNG files are decoded by ``cv2.imdecode`` (Pillow without OpenCV). Every encode is JPEG quality
@@ -25,15 +28,18 @@ pipeline shows as such.
 **im2rec.** The installed console script packs the same corpus, as a user runs it
 (``--num-thread`` = cores, a fresh output each run, the page cache warm): as installed (the fast
 extra when OpenCV is present) and as the default install (``pip install recio``) — simulated by
-hiding OpenCV from the child process (``--hide cv2``), or measured for real with
-``--im2rec NAME=PATH`` pointing at the ``im2rec`` of another virtualenv. Each figure is the
-median of ``--repeats`` runs, runs of the different configurations taken in turn; peak RSS is
-the whole process tree's. ``--scaling`` adds ``--num-thread 1, 2, cores`` for every
-configuration.
+hiding OpenCV from the child process, or measured for real with ``--im2rec NAME=PATH`` pointing
+at the ``im2rec`` of another virtualenv — each in both modes (``--modes``): **exact** (the
+default: MXNet's bytes, full-size decode, OpenCV's bilinear or recio's bit-exact copy of it,
+libjpeg's accurate DCT) and **fast** (``--resize-mode antialias --encoder fast``: what im2rec
+did before it wrote MXNet's bytes; so one run gives the before/after). Each figure is the median
+of ``--repeats`` runs, runs of the different configurations taken in turn; peak RSS is the whole
+process tree's. ``--scaling`` adds ``--num-thread 1, 2, cores`` for every configuration.
 
 Benchmark-only requirements: ``pip install scikit-image opencv-python-headless``.
 MXNet's own ``tools/im2rec.py`` packs too with ``--mxnet-python`` (or ``RECIO_MXNET_PYTHON``).
-Usage: ``python benchmarks/bench_pack_limit.py [--n 2000] [--repeats 5] [--scaling]``.
+Usage: ``python benchmarks/bench_pack_limit.py [--n 2000] [--repeats 5] [--scaling]
+[--modes exact,fast]``.
 """
 from __future__ import annotations
 
@@ -157,6 +163,27 @@ def _mxnet_calls(path: str) -> bytes:
     return cv2.imencode(".jpg", small, [cv2.IMWRITE_JPEG_QUALITY, QUALITY])[1].tobytes()
 
 
+def _exact_no_opencv(path: str) -> bytes:
+    """The exact mode's per-image work without OpenCV: full-size simplejpeg decode (Pillow for
+    other formats), recio's bit-exact copy of OpenCV's bilinear, Pillow's JPEG encode."""
+    import numpy as np
+    from PIL import Image
+
+    from recio.image.linear import resize_linear
+
+    data = _read(path)
+    if data[:3] == b"\xff\xd8\xff":
+        import simplejpeg
+
+        array = simplejpeg.decode_jpeg(data, "RGB")
+    else:
+        array = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    small = resize_linear(array, _target(array.shape[1], array.shape[0]))
+    out = io.BytesIO()
+    Image.fromarray(small).save(out, "JPEG", quality=QUALITY)
+    return out.getvalue()
+
+
 def _pillow_only(path: str) -> bytes:
     from PIL import Image
 
@@ -169,19 +196,27 @@ def _pillow_only(path: str) -> bytes:
     return out.getvalue()
 
 
-class _Im2recCodec:
-    """recio's own per-image work (``transform_image``) with a given resizer, for its PSNR."""
+#: the im2rec arguments of each mode
+MODES = {"exact": [], "fast": ["--resize-mode", "antialias", "--encoder", "fast"]}
 
-    def __init__(self, resizer: str) -> None:
+
+class _Im2recCodec:
+    """recio's own per-image work (``transform_image``) with a given resizer and mode, for its
+    PSNR."""
+
+    def __init__(self, resizer: str, mode: str = "exact") -> None:
         self.resizer = resizer
+        self.mode = mode
 
     def __call__(self, path: str) -> bytes:
         from recio.image import codec
 
         codec.RESIZER = self.resizer
+        fast = self.mode == "fast"
         try:
-            return codec.transform_image(_read(path), codec.ImageOptions(resize=SIDE,
-                                                                         quality=QUALITY))
+            return codec.transform_image(_read(path), codec.ImageOptions(
+                resize=SIDE, quality=QUALITY, resize_mode="antialias" if fast else "mxnet",
+                encoder="fast" if fast else "exact"))
         finally:
             codec.RESIZER = None
 
@@ -205,6 +240,8 @@ def candidates() -> Dict[str, Callable[[str], bytes]]:
         found["simplejpeg + cykooz Catmull-Rom + simplejpeg"] = _sj_cykooz
     if has("cv2"):
         found["cv2 full decode + INTER_LINEAR + cv2 (MXNet)"] = _mxnet_calls
+    if has("simplejpeg"):
+        found["exact without OpenCV: simplejpeg + NumPy + Pillow"] = _exact_no_opencv
     found["Pillow draft + BICUBIC + Pillow"] = _pillow_only
     return found
 
@@ -335,12 +372,16 @@ def run_im2rec(im2rec: str, prefix: str, root: str, threads: int, hide: str,
     return n / seconds, peak_mb, err
 
 
-def which_codecs(im2rec: str, hide: str, hider_dir: str) -> str:
-    """What that im2rec's Python would decode, resize and encode with."""
+def which_codecs(im2rec: str, hide: str, hider_dir: str, extra: List[str]) -> str:
+    """What that im2rec's Python would decode, resize and encode with (for the mode of
+    ``extra``, im2rec's arguments)."""
     python = _script_python(im2rec)
     env = _child_env(hide, hider_dir)
-    code = ("from recio.image.codec import codec_names; "
-            "print(', '.join(f'{k} {v}' for k, v in codec_names().items()))")
+    fast = "--encoder" in extra
+    options = ("ImageOptions(resize_mode='antialias', encoder='fast')" if fast
+               else "ImageOptions()")
+    code = ("from recio.image.codec import ImageOptions, codec_names; "
+            f"print(', '.join(f'{{k}} {{v}}' for k, v in codec_names({options}).items()))")
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)
     return out.stdout.strip() or out.stderr.strip().splitlines()[-1]
 
@@ -370,7 +411,14 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(HERE, "out", "im2rec"))
     parser.add_argument("--mxnet-python", default=os.environ.get("RECIO_MXNET_PYTHON"),
                         help="a Python with MXNet 1.9.1: its tools/im2rec.py packs too")
+    parser.add_argument("--modes", default="exact,fast",
+                        help="im2rec modes to measure: exact (the default, MXNet's bytes), "
+                             "fast (--resize-mode antialias --encoder fast)")
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"--modes takes exact and fast, not {', '.join(sorted(unknown))}")
 
     os.makedirs(args.out, exist_ok=True)
     root = os.path.join(args.out, "corpus")
@@ -391,19 +439,26 @@ def main() -> None:
         print(f"\n== PSNR against an exact float Lanczos downscale, {len(sample)} images")
         for name, fn in candidates().items():
             print(f"  {name:46s} {psnr_of(fn, sample):6.2f} dB")
-        for name, resizer in (("im2rec, fast extra (OpenCV)", "opencv"),
-                              ("im2rec, default install (cykooz)", "cykooz"),
-                              ("im2rec, Pillow only", "pillow")):
-            print(f"  {name:46s} {psnr_of(_Im2recCodec(resizer), sample):6.2f} dB")
+        for name, resizer, mode in (
+                ("im2rec exact, OpenCV (MXNet's bytes)", "opencv", "exact"),
+                ("im2rec exact, no OpenCV (MXNet's bytes)", "pillow", "exact"),
+                ("im2rec fast, fast extra (OpenCV)", "opencv", "fast"),
+                ("im2rec fast, default install (cykooz)", "cykooz", "fast"),
+                ("im2rec fast, Pillow only", "pillow", "fast")):
+            print(f"  {name:46s} {psnr_of(_Im2recCodec(resizer, mode), sample):6.2f} dB")
 
-    configs: List[Tuple[str, str, str]] = []  # (name, script, modules to hide)
+    configs: List[Tuple[str, str, str, List[str]]] = []  # (name, script, hide, arguments)
     im2rec = None
+    installs: List[Tuple[str, str, str]] = []
     if not args.no_simulated:
         im2rec = real_script("im2rec")
-        configs += [("fast extra", im2rec, ""), ("default install", im2rec, "cv2")]
+        installs += [("fast extra", im2rec, ""), ("default install", im2rec, "cv2")]
     for spec in args.im2rec:
         name, _, path = spec.partition("=")
-        configs.append((name, path, ""))
+        installs.append((name, path, ""))
+    for mode in modes:
+        configs += [(f"{name}, {mode}", script, hide, MODES[mode])
+                    for name, script, hide in installs]
     hider_dir = tempfile.mkdtemp(prefix="recio-bench-")
     with open(os.path.join(hider_dir, "sitecustomize.py"), "w") as f:
         f.write(_HIDER)
@@ -416,14 +471,15 @@ def main() -> None:
 
     print(f"\n== im2rec PREFIX ROOT --resize {SIDE} --quality {QUALITY} --num-thread N, "
           "the whole command")
-    for name, script, hide in configs:
-        print(f"  {name}: {which_codecs(script, hide, hider_dir)}"
+    for name, script, hide, extra in configs:
+        print(f"  {name}: {which_codecs(script, hide, hider_dir, extra)}"
               + (f" (hiding {hide})" if hide else ""))
     table: Dict[Tuple[str, int], List[Tuple[float, float]]] = {}
     for _ in range(args.repeats):
         for threads in thread_counts:
-            for name, script, hide in configs:  # the configurations taken in turn
-                rate, mem, _ = run_im2rec(script, prefix, root, threads, hide, [], hider_dir)
+            for name, script, hide, extra in configs:  # the configurations taken in turn
+                rate, mem, _ = run_im2rec(script, prefix, root, threads, hide, extra,
+                                          hider_dir)
                 table.setdefault((name, threads), []).append((rate, mem))
     mxnet = mxnet_im2rec(args.mxnet_python)
     if mxnet:  # MXNet's tools/im2rec.py, as it ships, on its own copy of the list
@@ -438,20 +494,20 @@ def main() -> None:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 runs.append(len(paths) / (time.perf_counter() - start))
             table[("MXNet im2rec.py", threads)] = [(r, 0.0) for r in runs]
-        configs.append(("MXNet im2rec.py", "", ""))
+        configs.append(("MXNet im2rec.py", "", "", []))
     for threads in thread_counts:
-        for name, _, _ in configs:
+        for name, _, _, _ in configs:
             runs = table[(name, threads)]
             rate = statistics.median(r[0] for r in runs)
             mem = max(r[1] for r in runs)
-            target = TARGETS.get(name)
+            target = TARGETS.get(name.rsplit(", ", 1)[0])
             verdict = ""
             if target is not None and threads == args.workers:
                 verdict = (f"  target >= {target:.2f} "
                            f"{'OK' if rate / limit >= target else 'MISSED'}")
             memory = (f"; peak RSS {mem:4.0f} MiB (< {MEMORY_TARGET_MB:.0f} "
                       f"{'OK' if mem < MEMORY_TARGET_MB else 'MISSED'})") if mem else ""
-            print(f"  {name:16s} N={threads}: {rate:6.0f} images/s = {rate / limit:4.2f} of "
+            print(f"  {name:24s} N={threads}: {rate:6.0f} images/s = {rate / limit:4.2f} of "
                   f"the limit{verdict}; runs {', '.join(f'{r[0]:.0f}' for r in runs)}"
                   + memory)
     print(f"load average at end {os.getloadavg()[0]:.2f}")

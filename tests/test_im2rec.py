@@ -1,5 +1,6 @@
 """im2rec pack mode: MXNet's headers and sizes, list order with workers, bad images, resume."""
 import io
+import itertools
 import json
 import os
 import shutil
@@ -177,11 +178,13 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
     monkeypatch.setattr(imageproc, "RESIZER", "pillow")
     data = _smooth_jpeg()
     calls = _record_decodes(monkeypatch, simplejpeg)
-    options = ImageOptions(resize=size, center_crop=crop, decoder="simplejpeg")
+    options = ImageOptions(resize=size, center_crop=crop, decoder="simplejpeg",
+                           resize_mode="antialias")
     fast = np.asarray(imageproc.render_image(data, options)).astype(float)
     assert calls == [(-(-120 * scale // 8), -(-160 * scale // 8))]
     full = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
-                                                      decoder="pillow"))).astype(float)
+                                                      decoder="pillow",
+                                                      resize_mode="antialias"))).astype(float)
     assert fast.shape == full.shape
     assert fast.shape[:2][::-1] == target_size(*((120, 120) if crop else (160, 120)), size)
     assert np.abs(fast - full).mean() < 2.0  # same geometry: no shift, no scale error
@@ -204,12 +207,14 @@ def test_simd_resizers_keep_to_simd_scales_and_the_geometry(monkeypatch, resizer
     monkeypatch.setattr(imageproc, "RESIZER", resizer)
     assert imageproc.resizer_name() == resizer
     fast = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
-                                                      decoder="simplejpeg"))).astype(float)
+                                                      decoder="simplejpeg",
+                                                      resize_mode="antialias"))).astype(float)
     assert calls == [(-(-120 * scale // 8), -(-160 * scale // 8))]
     monkeypatch.setattr(imageproc, "RESIZER", "pillow")
     assert imageproc.resizer_name() == "pillow"
     full = np.asarray(render_image(data, ImageOptions(resize=size, center_crop=crop,
-                                                      decoder="pillow"))).astype(float)
+                                                      decoder="pillow",
+                                                      resize_mode="antialias"))).astype(float)
     assert fast.shape == full.shape
     assert fast.shape[:2][::-1] == target_size(*((120, 120) if crop else (160, 120)), size)
     assert np.abs(fast - full).mean() < 2.0  # same geometry: no shift, no scale error
@@ -233,12 +238,13 @@ def test_simd_resizers_keep_the_exact_fractional_geometry(monkeypatch, resizer, 
     buf = io.BytesIO()
     Image.fromarray(np.stack([wave, wave[::-1], wave[:, ::-1]], -1).astype(np.uint8)).save(
         buf, "JPEG", quality=98)
-    options = ImageOptions(resize=60, center_crop=crop, decoder=decoder)
+    options = ImageOptions(resize=60, center_crop=crop, decoder=decoder,
+                           resize_mode="antialias")
     monkeypatch.setattr(imageproc, "RESIZER", resizer)
     fast = np.asarray(render_image(buf.getvalue(), options), dtype=float)
     monkeypatch.setattr(imageproc, "RESIZER", "pillow")
     exact = np.asarray(render_image(buf.getvalue(), ImageOptions(
-        resize=60, center_crop=crop, decoder="pillow")), dtype=float)
+        resize=60, center_crop=crop, decoder="pillow", resize_mode="antialias")), dtype=float)
     assert fast.shape == exact.shape == ((60, 60, 3) if crop else (60, 80, 3))
     assert np.abs(fast - exact).mean() < 2.5
 
@@ -249,8 +255,8 @@ def test_simd_resizers_keep_the_exact_fractional_geometry(monkeypatch, resizer, 
        fmt=st.sampled_from(["JPEG", "PNG"]), encoding=st.sampled_from([".jpg", ".png"]))
 def test_all_resizers_give_the_same_sizes_and_modes(w, h, size, crop, color, mode, fmt,
                                                     encoding):
-    """Every format, colour mode and encoding works on every resizer with identical sizes and
-    modes, and pixels of a flat image agree."""
+    """Every format, colour mode and encoding works on every resizer of both modes with
+    identical sizes and modes, and pixels of a flat image agree."""
     need("cv2")
     need(MODULES["cykooz"])
     from recio.image import codec as imageproc
@@ -264,20 +270,21 @@ def test_all_resizers_give_the_same_sizes_and_modes(w, h, size, crop, color, mod
     out = {}
     saved = imageproc.RESIZER
     try:
-        for use in imageproc.RESIZERS:
+        for use, resize_mode in itertools.product(imageproc.RESIZERS, imageproc.RESIZE_MODES):
             imageproc.RESIZER = use
             for decoder in ["pillow"] + (["simplejpeg"] if have_fast_decoder() else []):
                 options = ImageOptions(resize=size, center_crop=crop, color=color,
-                                       encoding=encoding, decoder=decoder)
+                                       encoding=encoding, decoder=decoder,
+                                       resize_mode=resize_mode)
                 img = render_image(data, options)
-                out[use, decoder] = img
+                out[use, decoder, resize_mode] = img
                 encoded = Image.open(io.BytesIO(transform_image(data, options)))
                 assert encoded.size == img.size
     finally:
         imageproc.RESIZER = saved
     box = center_crop_box(w, h) if crop else (0, 0, w, h)
     expected = target_size(box[2] - box[0], box[3] - box[1], size)
-    reference = out["pillow", "pillow"]
+    reference = out["pillow", "pillow", "antialias"]
     for img in out.values():
         assert img.size == expected and img.mode == reference.mode
         diff = np.abs(np.asarray(img, dtype=float) - np.asarray(reference, dtype=float))
@@ -367,14 +374,21 @@ def test_color_modes_and_alpha():
     assert Image.open(io.BytesIO(out)).format == "PNG"
 
 
-def test_exif_orientation_is_opt_in():
+@pytest.mark.parametrize("resize_mode", ["mxnet", "antialias"])
+def test_exif_orientation_as_opencv_imread(resize_mode):
+    """By default the EXIF orientation is applied as MXNet's im2rec gets it from cv2.imread:
+    for --color 1 and 0, not -1; exif_transpose forces it either way."""
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90 degrees when displayed
     buf = io.BytesIO()
     Image.new("RGB", (40, 20), (1, 2, 3)).save(buf, "JPEG", exif=exif.tobytes())
     data = buf.getvalue()
-    assert render_image(data, ImageOptions(resize=10)).size == (20, 10)  # as MXNet: ignored
-    assert render_image(data, ImageOptions(resize=10, exif_transpose=True)).size == (10, 20)
+    for color, exif_transpose, size in [(1, None, (10, 20)), (0, None, (10, 20)),
+                                        (-1, None, (20, 10)), (1, False, (20, 10)),
+                                        (-1, True, (10, 20))]:
+        options = ImageOptions(resize=10, color=color, exif_transpose=exif_transpose,
+                               resize_mode=resize_mode)
+        assert render_image(data, options).size == size, (color, exif_transpose)
 
 
 def test_decode_failures_become_image_errors():

@@ -347,8 +347,10 @@ def test_encode_layouts_and_round_trips():
     for bad in (np.zeros((4, 4, 2), np.uint8), np.zeros((4, 4), np.float32)):
         with pytest.raises(ImageError):
             encode(bad, ".png")
-    with pytest.raises(ImageError, match="'.gif'"):
-        encode(bgra, ".gif")
+    with pytest.raises(ImageError, match="'.jpg' or '.png'"):
+        encode(bgra, "gif")
+    with pytest.raises(ImageError, match="cannot encode image"):
+        encode(bgra, ".nope")  # OpenCV has no encoder for it (without OpenCV: refused at once)
     with pytest.warns(DeprecationWarning, match="codec.encode"):
         assert recio.image.header.encode_image(bgra[..., :3], 7, ".png") == encode(
             bgra[..., :3], ".png", 7)

@@ -2,7 +2,7 @@
 
 The ROOT check on the opened file (``/proc/self/fd``) and its ``realpath`` fallback; the thread
 pipeline whose workers write in list order themselves; framing's NumPy check for magic words;
-JPEG encoding by simplejpeg; colour PNGs decoded by OpenCV.
+JPEG encoding by simplejpeg (``--encoder fast``); colour PNGs decoded by OpenCV.
 """
 from __future__ import annotations
 
@@ -180,21 +180,23 @@ def _segments(jpeg: bytes) -> dict:
 @pytest.mark.parametrize("shape", [(33, 47, 3), (33, 47), (8, 8, 1)])
 @pytest.mark.parametrize("quality", [1, 50, 95, 100, 150])
 def test_simplejpeg_encoding_has_pillows_headers(shape, quality):
-    """Arrays go to JPEG through simplejpeg with the segments Pillow writes (JFIF, tables,
-    4:2:0 or grey frame, same Huffman tables); a Pillow image encodes to the same bytes as its
-    array; pixels decode back within JPEG's error."""
+    """With encoder="fast" arrays go to JPEG through simplejpeg with the segments Pillow writes
+    (JFIF, tables, 4:2:0 or grey frame, same Huffman tables; only the DCT differs, see
+    tests/test_mxnet_bytes.py); a Pillow image encodes to the same bytes as its array; pixels
+    decode back within JPEG's error. The exact encoder gives Pillow's bytes."""
     need("simplejpeg")
     y, x = np.mgrid[0:shape[0], 0:shape[1]]
     smooth = np.stack([x * 4, y * 6, (x + y) * 3], axis=-1) % 256  # JPEG keeps it closely
     pixels = smooth[:, :, :shape[2] if len(shape) == 3 else 1].astype(np.uint8)
     pixels = pixels if len(shape) == 3 else pixels[:, :, 0]
-    ours = encode(pixels, ".jpg", quality)
+    ours = encode(pixels, ".jpg", quality, encoder="fast")
     buf = io.BytesIO()
     Image.fromarray(pixels.squeeze(-1) if pixels.ndim == 3 and shape[2] == 1 else pixels).save(
         buf, "JPEG", quality=min(quality, 100))
     assert _segments(ours) == _segments(buf.getvalue())
+    assert encode(pixels, ".jpg", quality) == buf.getvalue()
     image = Image.fromarray(pixels.squeeze(-1) if pixels.ndim == 3 and shape[2] == 1 else pixels)
-    assert encode(image, ".jpg", quality) == ours
+    assert encode(image, ".jpg", quality, encoder="fast") == ours
     back = np.asarray(Image.open(io.BytesIO(ours)), dtype=float)
     assert back.shape == pixels.squeeze().shape
     if quality >= 95:

@@ -262,3 +262,125 @@ def test_pack_img_roundtrip_rgb_and_mx_bgr():
     assert recio.unpack(jpg)[1][:2] == b"\xff\xd8"
     with pytest.raises(recio.ImageError):
         recio.unpack_img(recio.pack(recio.IRHeader(0, 0, 0, 0), b"not an image"))
+
+
+# -- recio.mx writers: MXNet's bytes through the bound fast paths --------------------------------
+
+def test_mx_writers_are_byte_identical(golden, tmp_path):
+    """write_idx and MXRecordIO.write give MXNet's .rec and .idx byte for byte (multi-part
+    records, empty ones and 1 MiB ones among them)."""
+    entries, payloads = golden_payloads(golden, "tricky.rec")
+    rec, idx = str(tmp_path / "t.rec"), str(tmp_path / "t.idx")
+    writer = recio.mx.MXIndexedRecordIO(idx, rec, "w")
+    for entry, payload in zip(entries, payloads):
+        assert writer.write_idx(entry["key"], payload) is None
+    assert writer.keys == [e["key"] for e in entries]
+    assert writer.idx == {e["key"]: off for e, off in
+                          zip(entries, recio.build_index(golden / "records" / "tricky.rec"))}
+    writer.close()
+    assert (tmp_path / "t.rec").read_bytes() == (golden / "records" / "tricky.rec").read_bytes()
+    assert (tmp_path / "t.idx").read_bytes() == (golden / "records" / "tricky.idx").read_bytes()
+    _, plain = golden_payloads(golden, "plain.rec")
+    writer = recio.mx.MXRecordIO(str(tmp_path / "p.rec"), "w")
+    for payload in plain:
+        writer.write(payload)
+    writer.close()
+    assert (tmp_path / "p.rec").read_bytes() == (golden / "records" / "plain.rec").read_bytes()
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 5, 100, 5000, 70_000]), max_size=60),
+       keys=st.sampled_from(["int", "str", "repeat"]), plain_every=st.integers(0, 7),
+       magic_every=st.integers(0, 5), form=st.sampled_from([bytes, bytearray, memoryview]))
+def test_mx_index_lines_follow_their_records(tmp_path_factory, sizes, keys, plain_every,
+                                             magic_every, form):
+    """The .idx lines, written in batches when the records reach the file and at close(), are
+    MXNet's line for line: any key type, repeated keys (every line kept), records written
+    with write() between them (no line), small and large records, payloads holding the magic
+    word (multi-part records), bytes and other buffers."""
+    folder = tmp_path_factory.mktemp("mx")
+    rec, idx = str(folder / "m.rec"), str(folder / "m.idx")
+    writer = recio.mx.MXIndexedRecordIO(idx, rec, "w", key_type=str if keys == "str" else int)
+    lines, offset = [], 0
+    payloads = []
+    for i, n in enumerate(sizes):
+        payload = bytes([i % 251]) * n
+        if magic_every and i % magic_every == 0 and n >= 8:
+            payload = MAGIC + payload[4:]  # an aligned magic word: a multi-part record
+        payloads.append(payload)
+        if plain_every and i % plain_every == 0:
+            writer.write(form(payload))
+        else:
+            key = {"int": i, "str": f"k {i}", "repeat": i % 3}[keys]
+            writer.write_idx(key, form(payload))
+            lines.append(f"{key}\t{offset}\n")
+        offset += len(framing.encode_record(payload))
+    assert writer.tell() == offset
+    writer.close()
+    assert (folder / "m.idx").read_text() == "".join(lines)
+    assert list(recio.RecordReader(rec)) == payloads
+
+
+def test_mx_index_lines_reach_the_file_with_their_records(tmp_path):
+    """Once the writer hands a buffer of records to the .rec, their .idx lines follow at once
+    (a script killed later keeps an index of what reached the disk)."""
+    rec, idx = str(tmp_path / "m.rec"), str(tmp_path / "m.idx")
+    writer = recio.mx.MXIndexedRecordIO(idx, rec, "w")
+    for i in range(20_000):  # 108 bytes each: more than the 1 MiB buffer
+        writer.write_idx(i, b"%100d" % i)
+    writer.fidx.flush()
+    on_disk = (tmp_path / "m.rec").stat().st_size
+    lines = (tmp_path / "m.idx").read_text().splitlines()
+    assert 0 < on_disk < 20_000 * 108 and len(lines) == on_disk // 108
+    writer.close()
+    assert len((tmp_path / "m.idx").read_text().splitlines()) == 20_000
+
+
+def test_mx_writer_checks_hold_after_close_and_in_a_forked_child(tmp_path):
+    """The bound fast paths go away when they would skip a check: writing after close() or in
+    a forked child raises MXNet's RuntimeError; a reader cannot write; a pickled writer does
+    not carry them."""
+    import multiprocessing
+    import pickle
+
+    rec, idx = str(tmp_path / "m.rec"), str(tmp_path / "m.idx")
+    writer = recio.mx.MXIndexedRecordIO(idx, rec, "w")
+    writer.write_idx(0, b"a")
+    if "fork" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+
+        def child():
+            messages = []
+            for call in (lambda: writer.write_idx(1, b"b"), lambda: writer.write(b"c")):
+                try:
+                    call()
+                    messages.append("wrote")
+                except RuntimeError as exc:
+                    messages.append(str(exc))
+            queue.put(messages)
+
+        proc = ctx.Process(target=child)
+        proc.start()
+        proc.join(60)
+        assert queue.get(timeout=10) == ["Forbidden operation in multiple processes"] * 2
+    writer.write_idx(2, b"c")  # the parent goes on
+    state = pickle.loads(pickle.dumps(writer))  # MXNet's way: reopened (and emptied) there
+    state.write_idx(7, b"z")
+    state.close()
+    assert (tmp_path / "m.idx").read_text() == "7\t0\n"
+    writer = recio.mx.MXIndexedRecordIO(idx, rec, "w")
+    writer.write_idx(0, b"a")
+    writer.write_idx(2, b"c")
+    writer.close()
+    with pytest.raises(RuntimeError, match="multiple processes"):
+        writer.write_idx(3, b"d")
+    with pytest.raises(RuntimeError, match="multiple processes"):
+        writer.write(b"d")
+    assert (tmp_path / "m.idx").read_text() == "0\t0\n2\t12\n"
+    reader = recio.mx.MXIndexedRecordIO(idx, rec, "r")
+    with pytest.raises(RuntimeError, match="opened for reading"):
+        reader.write_idx(5, b"x")
+    with pytest.raises(RuntimeError, match="opened for reading"):
+        reader.write(b"x")
+    assert [reader.read_idx(k) for k in (0, 2)] == [b"a", b"c"]

@@ -1,4 +1,5 @@
-"""The one image codec: ``decode`` image bytes to pixels, ``encode`` pixels to image bytes.
+"""The one image codec: ``decode`` image bytes to pixels, ``encode`` pixels to image bytes, as
+MXNet (OpenCV) does.
 
 Every reader of image records decodes through :func:`decode` (``unpack_img``, ``recio.mx``,
 ``ImageRecordIter``, the torch datasets, ``recio verify --images``) and im2rec through
@@ -14,25 +15,35 @@ Every reader of image records decodes through :func:`decode` (``unpack_img``, ``
   their high byte (the greyscale of 16-bit colour is computed on 16 bits, ``recio.image.png16``).
 * **Backends.** JPEGs are decoded by simplejpeg (libjpeg-turbo, releasing the GIL; a core
   dependency, looked up so that a platform without it falls back), everything else by Pillow;
-  both give the same pixels. ``decoder="pillow"`` or ``"simplejpeg"`` forces one. Arrays are
-  encoded to JPEG by simplejpeg too (4:2:0 chroma, Pillow's headers and tables).
+  both give the same pixels. ``decoder="pillow"`` or ``"simplejpeg"`` forces one.
 * **DCT-scaled decoding.** Given ``min_side``, a JPEG is decoded at 1/2, 1/4 or 1/8 of its size
   in the DCT domain when the result still covers the image scaled so that its shorter side is
   ``min_side`` (much cheaper for photos about to be shrunk). Both backends pick the same scale.
 * **Decompression bombs.** The size an image declares is checked against ``max_pixels`` before
   any pixel is allocated, and every decode failure is an :class:`~recio.errors.ImageError`.
-* **Encoding as MXNet's ``pack_img``.** ``quality`` is the JPEG quality (clamped to 0-100) for
-  ``.jpg`` and the PNG compression level (clamped to 0-9, OpenCV's ``IMWRITE_PNG_COMPRESSION``)
-  for ``.png``: the same ``quality`` gives the same compression everywhere.
+* **Bytes as MXNet's ``pack_img``** (``cv2.imencode``), by default: JPEGs through OpenCV when
+  it is installed, else Pillow (libjpeg-turbo with the same settings: the same bytes); PNGs
+  through OpenCV, else ``recio.image.pngenc`` (libpng's and zlib's choices, repeated).
+  ``quality`` is the JPEG quality (clamped to 0-100) for ``.jpg`` and the PNG compression level
+  (clamped to 0-9, OpenCV's ``IMWRITE_PNG_COMPRESSION``) for ``.png``. ``encoder="fast"``
+  encodes JPEGs with simplejpeg instead (see :func:`encode`).
 
-im2rec's geometry is MXNet's (``tools/im2rec.py``): ``center_crop`` keeps the centred square of
-side ``min(h, w)``; ``resize=S`` scales so the shorter side is ``S`` and the longer
-``long * S // short`` (integer floor). Its resampled pixels differ from MXNet's (OpenCV's
-non-antialiased bilinear) on purpose: they are antialiased, closer to an exact downscale
-(measurements in ``benchmarks/README.md``). The final resize is the first of ``RESIZERS``
-installed: ``cv2.resize`` (``recio[fast]``), cykooz.resizer's Catmull-Rom (a core dependency
-where it has wheels; Pillow's bicubic kernel in SIMD), else Pillow's bicubic. The environment
-variable ``RECIO_RESIZER`` (``auto``, ``opencv``, ``cykooz``, ``pillow``) chooses one.
+im2rec (:func:`transform_image`) has two modes (``ImageOptions.resize_mode``):
+
+* ``"mxnet"`` (the default): what MXNet's ``tools/im2rec.py`` does, pixel for pixel:
+  ``cv2.imread`` (full size; the EXIF orientation applied for colour and greyscale, as OpenCV
+  does), the centre square of side ``min(h, w)`` with ``center_crop``, and with ``resize=S``
+  ``cv2.resize`` (bilinear, not antialiased) to shorter side ``S`` and longer side
+  ``long * S // short`` (integer floor): OpenCV itself when it is installed, else
+  ``recio.image.linear``'s bit-exact copy. With the exact encoder the bytes are MXNet's.
+* ``"antialias"``: JPEGs decoded at a reduced DCT scale when the target allows, then an
+  antialiased resize, closer to an exact downscale and faster on large photos (measurements in
+  ``benchmarks/README.md``); pixels differ from MXNet's. The resize is the first of
+  ``RESIZERS`` installed: ``cv2.resize`` (``recio[fast]``), cykooz.resizer's Catmull-Rom (a core
+  dependency where it has wheels; Pillow's bicubic kernel in SIMD), else Pillow's bicubic.
+
+The environment variable ``RECIO_RESIZER`` (``auto``, ``opencv``, ``cykooz``, ``pillow``)
+chooses the resizer; in the "mxnet" mode anything but OpenCV means recio's copy of OpenCV's.
 """
 from __future__ import annotations
 
@@ -51,7 +62,9 @@ import numpy as np
 from PIL import Image
 
 from recio.errors import ImageError
+from recio.image.linear import resize_linear
 from recio.image.png16 import png16_layout, read_png16
+from recio.image.pngenc import encode_png
 from recio.optional import optional, require
 
 #: Pillow's own default decompression-bomb limit (about 89.5 megapixels, a 9459 x 9459 image)
@@ -60,6 +73,12 @@ DEFAULT_MAX_PIXELS = 89_478_485
 COLOR_MODES = (-1, 0, 1)
 ENCODINGS = (".jpg", ".png")
 DECODERS = ("auto", "pillow", "simplejpeg")
+#: JPEG encoders: "exact" (MXNet's bytes: OpenCV's imencode, else Pillow's save) and "fast"
+#: (simplejpeg; see ``encode``)
+ENCODERS = ("exact", "fast")
+#: how im2rec resizes: "mxnet" (OpenCV's bilinear from the full-size image, as MXNet's
+#: tools/im2rec.py: its bytes) and "antialias" (DCT-scaled decode, antialiased bicubic)
+RESIZE_MODES = ("mxnet", "antialias")
 _JPEG_SOI = b"\xff\xd8\xff"
 #: a JPEG's EXIF data is an APP1 segment starting with this, within its first 64 KiB
 _EXIF_HEADER = b"Exif\x00\x00"
@@ -500,92 +519,168 @@ def _cmyk(cmyk: np.ndarray, color: int) -> np.ndarray:
 
 
 # -- encode -------------------------------------------------------------------------------------
+def check_encoder(encoder: str) -> None:
+    """Validate an ``encoder`` choice (``ValueError`` naming the choices)."""
+    if encoder not in ENCODERS:
+        raise ValueError(f"encoder must be 'exact' or 'fast', got {encoder!r}")
+
+
 def encode(image: Union[np.ndarray, Image.Image], encoding: str = ".jpg", quality: int = 95, *,
-           bgr: bool = False) -> bytes:
-    """Encode pixels as MXNet's ``pack_img`` does: ``.jpg`` at JPEG ``quality`` (clamped to
-    0-100), ``.png`` at compression level ``quality`` (clamped to 0-9, as OpenCV's
-    ``IMWRITE_PNG_COMPRESSION``: the default 95 means 9).
+           bgr: bool = False, encoder: str = "exact") -> bytes:
+    """Encode pixels to the bytes MXNet's ``pack_img`` writes (``cv2.imencode``): ``.jpg`` at
+    JPEG ``quality`` (clamped to 0-100), ``.png`` at compression level ``quality`` (clamped to
+    0-9, OpenCV's ``IMWRITE_PNG_COMPRESSION``: the default 95 means 9); with OpenCV installed,
+    any other format it writes (``.bmp``, ``.tif``, ``.webp``, ...) with its defaults, as
+    MXNet's ``pack_img`` passes no parameter for them.
 
     ``image``: a uint8 array ``(H, W)``, ``(H, W, 1)``, ``(H, W, 3)`` RGB or ``(H, W, 4)`` RGBA
-    (``bgr=True``: BGR/BGRA, as OpenCV), a uint16 ``(H, W)`` array (PNG only), or a Pillow
-    image. JPEG has no alpha: a fourth channel is dropped, as OpenCV does.
+    (``bgr=True``: BGR/BGRA, as OpenCV), a uint16 one (PNG keeps 16 bits; JPEG saturates to
+    255, as OpenCV), or a Pillow image. JPEG has no alpha: a fourth channel is dropped, as
+    OpenCV does.
+
+    **Exact bytes.** JPEGs are libjpeg's with its accurate integer DCT, through OpenCV when it
+    is installed (MXNet's own call) or else Pillow (the same library and settings: the same
+    bytes); PNGs through OpenCV, or else :func:`recio.image.pngenc.encode_png` (libpng's
+    choices, repeated). ``encoder="fast"`` encodes JPEGs with simplejpeg instead: libjpeg-turbo's
+    TurboJPEG API, which takes the fast integer DCT below quality 96 (a simplejpeg call cannot
+    ask for the accurate one): a little faster, bytes that differ from MXNet's, and a lower
+    PSNR (measured by ``benchmarks/bench_im2rec.py``; see ``benchmarks/README.md``).
     """
     fmt = encoding.lower()
-    if fmt not in (".jpg", ".jpeg", ".png"):
-        raise ImageError(f"unsupported image format {encoding!r}: use '.jpg' or '.png'")
-    if fmt != ".png":
-        pixels = image
-        if isinstance(image, Image.Image):
-            pixels = np.asarray(image) if image.mode in ("L", "RGB") else None
-            bgr = False
-        if pixels is not None:
-            encoded = _encode_simplejpeg(pixels, quality, bgr)
-            if encoded is not None:
-                return encoded
-    img = image if isinstance(image, Image.Image) else _to_pillow(image, bgr, fmt == ".png")
-    out = io.BytesIO()
+    check_encoder(encoder)
+    png = fmt == ".png"
+    if fmt not in (".jpg", ".jpeg", ".png") and (
+            not re.fullmatch(r"\.[a-z0-9]{1,5}", fmt) or optional("cv2") is None):
+        raise ImageError(f"unsupported image format {encoding!r}: use '.jpg' or '.png' (other "
+                         "formats OpenCV writes need OpenCV: pip install 'recio[fast]')")
+    if isinstance(image, Image.Image):
+        pixels, bgr = _pillow_pixels(image), False
+    else:
+        pixels = _checked_array(image)
     try:
-        if fmt == ".png":
-            img.save(out, "PNG", compress_level=min(max(int(quality), 0), 9))
-        else:
-            if img.mode in ("RGBA", "LA", "PA", "P"):
-                img = img.convert("RGB" if img.mode != "LA" else "L")
-            img.save(out, "JPEG", quality=min(max(int(quality), 0), 100))
-    except _DECODE_ERRORS as exc:
-        raise ImageError(f"cannot encode image: {_describe(exc)}") from None
-    return out.getvalue()
-
-
-def _encode_simplejpeg(image: np.ndarray, quality: int, bgr: bool) -> Optional[bytes]:
-    """A uint8 grey or 3-channel array as JPEG through simplejpeg (libjpeg-turbo, without the
-    GIL), with Pillow's and OpenCV's 4:2:0 chroma: the same headers and quantisation as
-    Pillow's ``save``. None (Pillow encodes) without simplejpeg or for any other array."""
-    sj = optional("simplejpeg")
-    quality = min(int(quality), 100)
-    if sj is None or image.dtype != np.uint8 or quality < 1:
-        return None
-    if image.ndim == 2:
-        image = image[:, :, None]
-    if image.ndim != 3 or image.shape[2] not in (1, 3) or 0 in image.shape:
-        return None
-    grey = image.shape[2] == 1
-    try:
-        return sj.encode_jpeg(np.ascontiguousarray(image), int(quality),
-                              "GRAY" if grey else ("BGR" if bgr else "RGB"),
-                              "Gray" if grey else "420")
-    except (ValueError, RuntimeError) as exc:
+        if png:
+            return _encode_png(pixels, bgr, min(max(int(quality), 0), 9))
+        if fmt not in (".jpg", ".jpeg"):  # as MXNet's pack_img: OpenCV's defaults
+            return _encode_opencv(fmt, pixels, bgr, [])
+        return _encode_jpeg(pixels, bgr, min(max(int(quality), 0), 100), encoder)
+    except (ValueError, RuntimeError, OSError) as exc:
         raise ImageError(f"cannot encode image: {_describe(exc)}") from None
 
 
-def _to_pillow(image: np.ndarray, bgr: bool, png: bool) -> Image.Image:
+def _checked_array(image: np.ndarray) -> np.ndarray:
+    """``image`` as a uint8 or uint16 array of a layout an encoder takes, else ImageError."""
     arr = np.asarray(image)
     if arr.ndim == 3 and arr.shape[2] == 1:
         arr = arr[:, :, 0]
-    if arr.dtype == np.uint16 and arr.ndim == 2 and png:
-        return Image.fromarray(np.ascontiguousarray(arr))
-    if arr.dtype != np.uint8:
-        raise ImageError(f"image array must be uint8 (or uint16 grey for PNG), got {arr.dtype}")
-    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)):
+    if arr.dtype not in (np.uint8, np.uint16):
+        raise ImageError(f"image array must be uint8 or uint16, got {arr.dtype}")
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[2] not in (3, 4)) \
+            or 0 in arr.shape:
         raise ImageError(f"image array must be HxW, HxWx3 or HxWx4, got shape {arr.shape}")
-    if bgr and arr.ndim == 3:
-        arr = arr[:, :, [2, 1, 0, 3][:arr.shape[2]]]
-    return Image.fromarray(np.ascontiguousarray(arr))
+    return arr
+
+
+def _pillow_pixels(img: Image.Image) -> np.ndarray:
+    """A Pillow image as the RGB(A) array OpenCV would hold for it (``imread`` with -1)."""
+    if img.mode in ("L", "RGB", "RGBA"):
+        return np.asarray(img)
+    return _checked_array(_opencv_pixels(img, -1))
+
+
+def _swap_red_blue(pixels: np.ndarray) -> np.ndarray:
+    """RGB(A) <-> BGR(A), OpenCV's order, as a new array (grey returned as it is)."""
+    if pixels.ndim == 2:
+        return pixels
+    cv2 = optional("cv2")
+    if cv2 is not None:  # a hundred times faster than NumPy's fancy indexing
+        return cv2.cvtColor(pixels, cv2.COLOR_RGB2BGR if pixels.shape[2] == 3
+                            else cv2.COLOR_RGBA2BGRA)
+    planes = [pixels[:, :, 2], pixels[:, :, 1], pixels[:, :, 0]]
+    if pixels.shape[2] == 4:
+        planes.append(pixels[:, :, 3])
+    return np.stack(planes, axis=2)
+
+
+def _encode_jpeg(pixels: np.ndarray, bgr: bool, quality: int, encoder: str) -> bytes:
+    if pixels.dtype != np.uint8:  # OpenCV's imencode converts with saturation
+        pixels = np.minimum(pixels, 255).astype(np.uint8)
+    if pixels.ndim == 3 and pixels.shape[2] == 4:
+        pixels = pixels[:, :, :3]
+    cv2 = optional("cv2")
+    # from quality 96 on simplejpeg's TurboJPEG call uses the accurate DCT too: libjpeg's bytes
+    # (tests/test_mxnet_bytes.py), without the GIL Pillow's encoder holds
+    if encoder == "fast" or (cv2 is None and quality >= 96):
+        encoded = _encode_simplejpeg(pixels, quality, bgr)
+        if encoded is not None:
+            return encoded
+    if cv2 is not None:
+        return _encode_opencv(".jpg", pixels, bgr, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    height, width = pixels.shape[:2]
+    mode = "L" if pixels.ndim == 2 else "RGB"
+    img = Image.frombuffer(mode, (width, height), np.ascontiguousarray(pixels), "raw",
+                           "BGR" if bgr and mode == "RGB" else mode, 0, 1)
+    out = io.BytesIO()
+    img.save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _encode_png(pixels: np.ndarray, bgr: bool, level: int) -> bytes:
+    cv2 = optional("cv2")
+    if cv2 is not None:
+        return _encode_opencv(".png", pixels, bgr, [cv2.IMWRITE_PNG_COMPRESSION, level])
+    return encode_png(_swap_red_blue(pixels) if bgr else pixels, level)
+
+
+def _encode_opencv(fmt: str, pixels: np.ndarray, bgr: bool, params: list) -> bytes:
+    """``cv2.imencode(fmt, BGR pixels, params)``, MXNet's own call."""
+    cv2 = optional("cv2")
+    try:
+        ok, buf = cv2.imencode(fmt, pixels if bgr else _swap_red_blue(pixels), params)
+    except cv2.error as exc:  # e.g. no encoder for that extension
+        raise ValueError(" ".join(str(exc).split())[-160:]) from None
+    if not ok:
+        raise ValueError(f"OpenCV could not encode the image as {fmt}")
+    return buf.tobytes()
+
+
+def _encode_simplejpeg(image: np.ndarray, quality: int, bgr: bool) -> Optional[bytes]:
+    """A uint8 grey or 3-channel array as JPEG through simplejpeg (libjpeg-turbo's TurboJPEG,
+    without the GIL), with Pillow's and OpenCV's 4:2:0 chroma and headers; None (the exact
+    encoder) without simplejpeg or for quality 0."""
+    sj = optional("simplejpeg")
+    if sj is None or quality < 1:
+        return None
+    if image.ndim == 2:
+        image = image[:, :, None]
+    grey = image.shape[2] == 1
+    return sj.encode_jpeg(np.ascontiguousarray(image), int(quality),
+                          "GRAY" if grey else ("BGR" if bgr else "RGB"),
+                          "Gray" if grey else "420")
 
 
 # -- im2rec: decode, crop, resize, encode -------------------------------------------------------
 @dataclass(frozen=True)
 class ImageOptions:
-    """How to turn a source image into a record image (the im2rec pack options)."""
+    """How to turn a source image into a record image (the im2rec pack options).
+
+    The defaults write MXNet's bytes: ``tools/im2rec.py``'s ``cv2.imread`` (which applies the
+    EXIF orientation for ``color`` 1 and 0), centre crop, ``cv2.resize`` and ``pack_img``.
+    """
 
     color: int = 1
     resize: int = 0
     center_crop: bool = False
     encoding: str = ".jpg"
     quality: int = 95
-    exif_transpose: bool = False
+    #: apply the EXIF orientation; None: as OpenCV's imread, for ``color`` 1 and 0 only
+    exif_transpose: Optional[bool] = None
     max_pixels: int = DEFAULT_MAX_PIXELS
     #: "auto" (simplejpeg when installed, for JPEG sources), "pillow" or "simplejpeg"
     decoder: str = "auto"
+    #: one of RESIZE_MODES: "mxnet" (MXNet's pixels) or "antialias"
+    resize_mode: str = "mxnet"
+    #: one of ENCODERS: "exact" (MXNet's JPEG bytes) or "fast" (simplejpeg)
+    encoder: str = "exact"
 
     def __post_init__(self) -> None:
         if self.color not in COLOR_MODES:
@@ -596,7 +691,16 @@ class ImageOptions:
             raise ValueError(f"resize must be 0 (keep size) or a positive side, got {self.resize}")
         if self.encoding == ".jpg" and not 1 <= self.quality <= 100:
             raise ValueError(f"JPEG quality must be 1-100, got {self.quality}")
+        if self.resize_mode not in RESIZE_MODES:
+            raise ValueError(f"resize_mode must be 'mxnet' or 'antialias', got "
+                             f"{self.resize_mode!r}")
+        check_encoder(self.encoder)
         check_decoder(self.decoder)
+
+    @property
+    def orient(self) -> bool:
+        """Whether the EXIF orientation is applied (``exif_transpose``, or OpenCV's rule)."""
+        return self.color != -1 if self.exif_transpose is None else self.exif_transpose
 
 
 def target_size(width: int, height: int, resize: int) -> Tuple[int, int]:
@@ -676,11 +780,18 @@ def _cv2() -> Any:
     return _resizer_module("opencv")
 
 
-def codec_names() -> Dict[str, str]:
-    """What im2rec decodes, resizes and encodes JPEGs with here (for ``--help``, logs and the
-    benchmarks): ``{"decoder": ..., "resizer": ..., "encoder": ...}``."""
+def codec_names(options: Optional["ImageOptions"] = None) -> Dict[str, str]:
+    """What im2rec decodes, resizes and encodes JPEGs with here, for ``options`` (default: the
+    default options), for logs and the benchmarks: ``{"decoder": ..., "resizer": ...,
+    "encoder": ...}``."""
+    options = options or ImageOptions()
     jpeg = "simplejpeg" if have_fast_decoder() else "pillow"
-    return {"decoder": jpeg, "resizer": resizer_name(), "encoder": jpeg}
+    resizer = resizer_name()
+    if options.resize_mode == "mxnet" and resizer != "opencv":
+        resizer = "numpy"  # recio.image.linear: OpenCV's bilinear, bit for bit
+    exact = "opencv" if optional("cv2") is not None else "pillow"
+    fast = options.encoder == "fast" and optional("simplejpeg") is not None
+    return {"decoder": jpeg, "resizer": resizer, "encoder": "simplejpeg" if fast else exact}
 
 
 def set_opencv_threads(n: int) -> Optional[int]:
@@ -699,34 +810,44 @@ def set_opencv_threads(n: int) -> Optional[int]:
 
 
 def transform_image(data: bytes, options: ImageOptions, name: Optional[str] = None) -> bytes:
-    """Decode ``data``, crop/resize/convert per ``options`` and encode; returns the new bytes.
+    """Decode ``data``, crop/resize/convert per ``options`` and encode; returns the new bytes
+    (with the default options, the bytes MXNet's ``tools/im2rec.py`` writes).
 
     Raises :class:`ImageError` (with ``name`` as the path) for anything that cannot be decoded,
     is larger than ``options.max_pixels`` or cannot be encoded.
     """
     pixels = render_pixels(data, options, name)
     try:
-        return encode(pixels, options.encoding, options.quality)
+        return encode(pixels, options.encoding, options.quality, encoder=options.encoder)
     except ImageError as exc:
         raise ImageError(exc.message, path=name) from None
 
 
 def render_image(data: bytes, options: ImageOptions, name: Optional[str] = None) -> Image.Image:
     """The decoded, colour-converted, cropped and resized image (before encoding), as a Pillow
-    image."""
+    image. (16-bit samples, kept by ``color=-1`` in the "mxnet" mode: a grey image is a 16-bit
+    Pillow image; colour ones have no Pillow mode, so :func:`render_pixels` gives them.)"""
     pixels = render_pixels(data, options, name)
-    return pixels if isinstance(pixels, Image.Image) else Image.fromarray(pixels)
+    if isinstance(pixels, Image.Image):
+        return pixels
+    if pixels.dtype != np.uint8 and pixels.ndim == 3:
+        raise ImageError("16-bit colour samples have no Pillow image mode: use render_pixels",
+                         path=name)
+    return Image.fromarray(pixels)
 
 
 def render_pixels(data: bytes, options: ImageOptions, name: Optional[str] = None
                   ) -> Union[np.ndarray, Image.Image]:
-    """:func:`render_image` without the conversion: a uint8 array (``(H, W)``, ``(H, W, 3)``
-    RGB or ``(H, W, 4)`` RGBA) or, when Pillow did the resize, the Pillow image; either goes
-    straight to :func:`encode`."""
+    """:func:`render_image` without the conversion: an array (``(H, W)``, ``(H, W, 3)`` RGB or
+    ``(H, W, 4)`` RGBA; uint8, or uint16 for a 16-bit PNG packed with ``color=-1`` in the
+    "mxnet" mode) or, when Pillow did the resize, the Pillow image; either goes straight to
+    :func:`encode`."""
+    if options.resize_mode == "mxnet":
+        return _render_as_mxnet(data, options, name)
     resizer = resizer_name()
     array, (width, height), scale = decode_scaled(
         data, options.color, min_side=options.resize, max_pixels=options.max_pixels,
-        exif_transpose=options.exif_transpose, decoder=options.decoder, name=name,
+        exif_transpose=options.orient, decoder=options.decoder, name=name,
         scales=_SCALES if resizer == "pillow" else _CV2_SCALES)
     if array.dtype != np.uint8:  # 16-bit grey kept by color=-1: OpenCV keeps the high byte
         array = (array >> 8).astype(np.uint8)
@@ -746,6 +867,37 @@ def render_pixels(data: bytes, options: ImageOptions, name: Optional[str] = None
     if resizer == "cykooz":
         return _cykooz_resize(array, scaled, size)
     return Image.fromarray(array).resize(size, RESAMPLE, box=scaled, reducing_gap=REDUCING_GAP)
+
+
+def _render_as_mxnet(data: bytes, options: ImageOptions, name: Optional[str]) -> np.ndarray:
+    """MXNet's ``tools/im2rec.py``: ``cv2.imread`` (the full-size image, EXIF orientation as
+    OpenCV applies it), the centre crop, ``cv2.resize`` (bilinear); the pixels its
+    ``pack_img`` encodes. 16-bit samples stay (PNG keeps them; JPEG saturates, as OpenCV)."""
+    array = decode(data, options.color, max_pixels=options.max_pixels,
+                   exif_transpose=options.orient, decoder=options.decoder, name=name)
+    if options.encoding == ".jpg" and array.ndim == 3 and array.shape[2] == 4:
+        array = array[:, :, :3]  # JPEG cannot hold alpha (dropped before the resize: the same)
+    height, width = array.shape[:2]
+    box, size = output_geometry(width, height, options)
+    left, top, right, bottom = box
+    if box != (0, 0, width, height):
+        array = array[top:bottom, left:right]
+    if size is not None:
+        return resize_like_opencv(array, size)
+    return np.ascontiguousarray(array)
+
+
+def resize_like_opencv(array: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
+    """``cv2.resize(array, size)`` (bilinear; ``size`` is ``(width, height)``): OpenCV itself
+    when it is the resizer (see ``RESIZERS``), else recio's bit-exact copy of it
+    (:func:`recio.image.linear.resize_linear`). The copy matches OpenCV's own code; for 16-bit
+    images OpenCV's pip builds call Intel IPP instead, whose results differ in the last bit in
+    places (and between CPUs)."""
+    if size == (array.shape[1], array.shape[0]):
+        return np.ascontiguousarray(array)
+    if resizer_name() == "opencv":
+        return _cv2().resize(np.ascontiguousarray(array), size)
+    return resize_linear(array, size)
 
 
 _CYKOOZ = threading.local()
@@ -813,8 +965,9 @@ def encode_image(img: Image.Image, encoding: str = ".jpg", quality: int = 95) ->
     return encode(img, encoding, quality)
 
 
-__all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "RESIZERS", "decode",
-           "decode_scaled", "encode", "check_decoder", "check_pixels", "dct_eighths",
+__all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "ENCODERS",
+           "RESIZE_MODES", "RESIZERS", "decode", "decode_scaled", "encode", "check_decoder",
+           "check_encoder", "check_pixels", "dct_eighths", "resize_like_opencv",
            "have_fast_decoder", "ImageOptions", "target_size", "center_crop_box",
            "output_geometry", "resizer_name", "codec_names", "set_opencv_threads",
            "transform_image", "render_image", "render_pixels"]

@@ -130,7 +130,8 @@ def encode_image(img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> b
 
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode an **RGB** array (``.jpg`` at JPEG ``quality``, ``.png`` at compression level
-    ``quality`` clamped to 0-9, as MXNet's) and pack it with ``header``."""
+    ``quality`` clamped to 0-9) and pack it with ``header``: the bytes MXNet's ``pack_img``
+    writes for the same pixels in BGR order (see ``recio.image.codec.encode``)."""
     return pack(header, encode(img, img_fmt, quality))
 
 

@@ -50,8 +50,10 @@ ProgressCallback = Callable[[int, int], None]
 
 JOURNAL_MAGIC = "#recio-pack-journal"
 JOURNAL_VERSION = 1
-#: how workers run: threads share one process (Pillow and simplejpeg release the GIL while
-#: they decode, resize and encode); processes avoid the GIL entirely. "auto" means threads:
+#: how workers run: threads share one process (the decoders, OpenCV and NumPy's large array
+#: operations release the GIL while they decode, resize and encode; how far two threads scale
+#: in each mode is measured by benchmarks/bench_im2rec.py); processes avoid the GIL entirely.
+#: "auto" means threads:
 #: the same CPU time per image without pickling, and less memory (measurements in
 #: benchmarks/README.md).
 EXECUTORS = ("auto", "thread", "process")

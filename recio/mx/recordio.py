@@ -19,6 +19,13 @@ import numpy as np
 from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode, encode
 from recio.image.header import IRHeader, pack, unpack as unpack_record
 from recio.records.index import format_index, open_index
+from recio.records.framing import (
+    MAGIC_BYTES,
+    MAGIC_LAST_BYTE,
+    PADDING,
+    SMALL_PAYLOAD,
+    WHOLE_HEADERS,
+)
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
 from recio.storage import is_url
@@ -31,6 +38,13 @@ _PID = os.getpid()
 def _refresh_pid() -> None:
     global _PID
     _PID = os.getpid()
+    for writer in list(_FAST_WRITERS):  # in a child, writes go through the checks again
+        writer._fast = None
+    _FAST_WRITERS.clear()
+
+
+#: the writers of this process whose ``write``/``write_idx`` append to their buffer directly
+_FAST_WRITERS: "weakref.WeakSet[MXRecordIO]" = weakref.WeakSet()
 
 
 if hasattr(os, "register_at_fork"):
@@ -44,6 +58,44 @@ def _close_all(files: list) -> None:
             f.close()
         except Exception:
             pass
+
+
+class _IndexLines:
+    """The ``.idx`` of an ``MXIndexedRecordIO`` writer: the offsets of the records whose lines
+    are not written yet (their keys are the last ones of the writer's ``keys``), formatted
+    together by ``recio.records.index.format_index`` whenever the records themselves are handed
+    to their file, and at ``close()`` (formatting one line a call cost more than the rest of
+    ``write_idx``)."""
+
+    def __init__(self, file: Any, keys: list) -> None:
+        self.file = file
+        self.keys = keys
+        self.offsets: List[int] = []
+
+    def drain(self) -> None:
+        offsets = self.offsets
+        if offsets:
+            self.file.write(format_index(self.keys[len(self.keys) - len(offsets):],
+                                         offsets).decode())
+            offsets.clear()
+
+    def close(self) -> None:
+        try:
+            self.drain()
+        finally:
+            self.file.close()
+
+
+class _IndexedRecordSink(RecordWriter):
+    """The ``.rec`` writer of an ``MXIndexedRecordIO``: each time it hands its buffered records
+    to the file it writes their pending ``.idx`` lines too (so ``write_idx`` checks nothing)."""
+
+    lines: Optional[_IndexLines] = None
+
+    def _drain(self) -> None:
+        super()._drain()
+        if self.lines is not None:
+            self.lines.drain()
 
 
 class MXRecordIO:
@@ -68,8 +120,16 @@ class MXRecordIO:
 
     def open(self) -> None:
         """Open the file for the mode given by ``flag``."""
+        self._open()
+        if self.writable:
+            self._speed_up()
+
+    #: the class of a writer's ``.rec`` writer
+    _record_writer = RecordWriter
+
+    def _open(self) -> None:
         if self.flag == "w":
-            self._writer = RecordWriter(self.uri, atomic=False)
+            self._writer = self._record_writer(self.uri, atomic=False)
             # at interpreter exit: close (and keep) before the writer's own finalizer, which
             # was made first and so runs later, would warn about an unclosed writer
             self._closing = [self._writer]
@@ -96,8 +156,21 @@ class MXRecordIO:
         self.close()
         state = dict(self.__dict__)
         state["is_open"] = is_open
-        state["_reader"] = state["_writer"] = state["_read"] = None
+        state["_reader"] = state["_writer"] = state["_read"] = state["_fast"] = None
         return state
+
+    #: the RecordWriter whose buffer ``write`` and ``write_idx`` append small records to
+    #: directly, set while this process owns the open writer: what the checks of ``_append``
+    #: would allow. ``close()`` and a fork (``_refresh_pid``) reset it, so the checking path then
+    #: raises as MXNet does.
+    _fast: Optional[RecordWriter] = None
+
+    def _speed_up(self) -> None:
+        self._fast = self._writer
+        _FAST_WRITERS.add(self)
+
+    def _slow_down(self) -> None:
+        self._fast = None
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -118,6 +191,7 @@ class MXRecordIO:
         """Close the file (a writer flushes)."""
         if not self.is_open:
             return
+        self._slow_down()
         if self._writer is not None:
             self._closing.clear()
             self._writer.close()
@@ -135,6 +209,21 @@ class MXRecordIO:
 
     def write(self, buf: bytes) -> None:
         """Append one record."""
+        writer = self._fast
+        if writer is not None and type(buf) is bytes:
+            n = len(buf)
+            if n < SMALL_PAYLOAD and (buf.find(MAGIC_LAST_BYTE) < 0 or buf.find(MAGIC_BYTES) < 0):
+                # a copy of RecordWriter.write's hot path (a whole small record: the framing of
+                # recio.records.framing), which would cost one more call per record; tests
+                # compare the bytes written both ways with MXNet's
+                buffer = writer._buffer
+                buffer += WHOLE_HEADERS[n]
+                buffer += buf
+                if n & 3:
+                    buffer += PADDING[n & 3]
+                if len(buffer) >= writer._buffer_size:
+                    writer._drain()
+                return
         self._append(buf)
 
     def _append(self, buf: bytes) -> int:
@@ -167,6 +256,8 @@ class MXIndexedRecordIO(MXRecordIO):
     dict (``len``, indexing, slicing, ``in``, ``list()``, ``np.array()``, ``idx[key]``) works.
     """
 
+    _record_writer = _IndexedRecordSink
+
     def __init__(self, idx_path: str, uri: str, flag: str,
                  key_type: Callable[[Any], Any] = int) -> None:
         self.idx_path = os.fspath(idx_path)
@@ -176,8 +267,8 @@ class MXIndexedRecordIO(MXRecordIO):
         self.fidx = None
         super().__init__(uri, flag)
 
-    def open(self) -> None:
-        super().open()
+    def _open(self) -> None:
+        super()._open()
         self._dense = None
         if self.writable:
             try:
@@ -191,8 +282,10 @@ class MXIndexedRecordIO(MXRecordIO):
                 self._writer = None
                 self.is_open = False
                 raise
-            self._closing.append(self.fidx)
             self.idx, self.keys = {}, []
+            self._lines = self._writer.lines = _IndexLines(self.fidx, self.keys)
+            self._pending = self._lines.offsets  # the offsets whose .idx lines wait
+            self._closing.append(self._lines)
             return
         self.fidx = None
         self._resume = None
@@ -220,12 +313,13 @@ class MXIndexedRecordIO(MXRecordIO):
             return
         super().close()
         if self.fidx is not None:
-            self.fidx.close()
+            self._lines.close()
+            self._lines = self._pending = None
             self.fidx = None
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
-        state["fidx"] = None
+        state["fidx"] = state["_lines"] = state["_pending"] = None
         # memoryview and bound-method shortcuts are rebuilt by open(); the index pickles as
         # a reopen of its cache when it has one (else as its arrays)
         for name in ("_dense", "_read_at", "_offset_of", "_resume"):
@@ -275,12 +369,29 @@ class MXIndexedRecordIO(MXRecordIO):
         return self._read_at(pos)
 
     def write_idx(self, idx: Any, buf: bytes) -> None:
-        """Append a record under key ``idx`` and its ``.idx`` line."""
+        """Append a record under key ``idx`` and its ``.idx`` line (written with its record)."""
         key = self.key_type(idx)
+        writer = self._fast
+        if writer is not None and type(buf) is bytes:
+            n = len(buf)
+            if n < SMALL_PAYLOAD and (buf.find(MAGIC_LAST_BYTE) < 0 or buf.find(MAGIC_BYTES) < 0):
+                # the copy of RecordWriter.write's hot path, as in MXRecordIO.write
+                buffer = writer._buffer
+                pos = writer._start + len(buffer)
+                buffer += WHOLE_HEADERS[n]
+                buffer += buf
+                if n & 3:
+                    buffer += PADDING[n & 3]
+                self.idx[key] = pos
+                self.keys.append(key)
+                self._pending.append(pos)
+                if len(buffer) >= writer._buffer_size:
+                    writer._drain()
+                return
         pos = self._append(buf)
-        self.fidx.write(format_index([key], [pos]).decode())
         self.idx[key] = pos
         self.keys.append(key)
+        self._pending.append(pos)
 
 
 class LabelArray(np.ndarray):
@@ -308,7 +419,8 @@ def unpack(s: bytes) -> tuple:
 
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode a **BGR** array (as OpenCV/MXNet use) and pack it with ``header``: ``.jpg`` at JPEG
-    ``quality``, ``.png`` at compression level ``quality`` clamped to 0-9, as MXNet's."""
+    ``quality``, ``.png`` at compression level ``quality`` clamped to 0-9: the bytes MXNet's
+    ``pack_img`` writes (see ``recio.image.codec.encode``)."""
     return pack(header, encode(img, img_fmt, quality, bgr=True))
 
 

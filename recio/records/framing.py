@@ -50,6 +50,15 @@ CFLAG_WHOLE, CFLAG_FIRST, CFLAG_MIDDLE, CFLAG_LAST = 0, 1, 2, 3
 
 #: zero padding after a part of each ``length % 4``
 PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
+#: writers frame a payload shorter than this in one step: one ``bytes.find`` for the magic
+#: anywhere (a hit, aligned or not, takes the multi-part path, which cuts only at aligned ones),
+#: then the header from ``WHOLE_HEADERS``
+SMALL_PAYLOAD = 1 << 12
+#: the part header of a whole record of each length below ``SMALL_PAYLOAD``, packed once
+WHOLE_HEADERS = tuple(PART_HEADER.pack(MAGIC, n) for n in range(SMALL_PAYLOAD))
+#: the magic word's last byte: a payload without it cannot hold the word, and a one-byte
+#: search (memchr) costs a fraction of the four-byte one
+MAGIC_LAST_BYTE = MAGIC_BYTES[-1:]
 
 
 def encode_lrecord(cflag: int, length: int) -> int:
@@ -262,6 +271,7 @@ def count_aligned_magic(buf: Any, start: int, end: int) -> int:
 
 __all__ = ["MAGIC", "MAGIC_BYTES", "PART_HEADER", "HEADER_SIZE", "MAX_RECORD_LENGTH",
            "LENGTH_MASK", "CFLAG_WHOLE", "CFLAG_FIRST", "CFLAG_MIDDLE", "CFLAG_LAST", "PADDING",
+           "SMALL_PAYLOAD", "WHOLE_HEADERS", "MAGIC_LAST_BYTE",
            "encode_lrecord", "decode_cflag", "decode_length", "pad_size", "split_payload",
            "frame_parts", "encode_record", "find_record_head", "check_part_header",
            "truncated_header_error", "swallowed_head_error", "first_aligned_magic",

@@ -24,9 +24,12 @@ from recio.records.atomic import ManagedWriter, OutputSet, preallocate
 from recio.records.framing import (
     MAGIC,
     MAGIC_BYTES,
+    MAGIC_LAST_BYTE,
     MAX_RECORD_LENGTH,
     PADDING,
     PART_HEADER,
+    SMALL_PAYLOAD,
+    WHOLE_HEADERS,
     count_aligned_magic,
     frame_parts,
     split_payload,
@@ -47,10 +50,6 @@ _BATCH_BYTES = 2 << 20
 _BATCH_PIECES = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024) - 1
 #: disk space is reserved ahead of the writes in steps that grow with the file up to this
 _RESERVE_STEP = 32 << 20
-#: smaller payloads are searched with one ``bytes.find`` for the magic anywhere (a hit, aligned
-#: or not, takes the multi-part path, which cuts only at aligned ones); larger ones with
-#: ``framing.count_aligned_magic``, one NumPy pass that does not slow down at unaligned matches
-_WIDE_SEARCH = 1 << 12
 
 def _writev_all(fd: int, chunks: Sequence[Buffer]) -> None:
     """Write ``chunks`` to ``fd`` in order: one system call unless the OS takes only part."""
@@ -152,8 +151,10 @@ class RecordWriter(ManagedWriter):
         # a file of our own that starts empty: reserve disk space ahead (ftruncate at the end)
         self._reserve = owned and self._fd is not None and offset == 0
         self._reserved = 0
-        self._offset = offset
-        # small records are appended to ``_buffer``
+        # small records are appended to ``_buffer``, which starts at file offset ``_start``
+        # (recio.mx.recordio's writers append their small records here themselves: the next
+        # record's offset must stay ``_start + len(_buffer)``)
+        self._start = offset
         self._buffer = bytearray()
         self._buffer_size = buffer_size
         # what is not written yet, in file order: buffers and large payloads, the last piece
@@ -165,22 +166,36 @@ class RecordWriter(ManagedWriter):
 
     def write(self, data: Buffer) -> int:
         """Append one record; returns the byte offset of its first part (what ``.idx`` stores)."""
-        if type(data) is not bytes:
+        if type(data) is bytes:
+            n = len(data)
+            if (n < SMALL_PAYLOAD and (data.find(MAGIC_LAST_BYTE) < 0 or data.find(MAGIC_BYTES) < 0)
+                    and not self.closed):
+                # the hot path: one whole part, appended to the buffer without temporaries
+                buffer = self._buffer
+                offset = self._start + len(buffer)
+                buffer += WHOLE_HEADERS[n]
+                buffer += data
+                if n & 3:
+                    buffer += PADDING[n & 3]
+                if len(buffer) >= self._buffer_size:
+                    self._drain()
+                return offset
+        else:
             data = self._as_buffer(data)
+            if type(data) is bytes:  # a small or non-contiguous buffer, now copied
+                return self.write(data)
+        return self._write_framed(data)
+
+    def _write_framed(self, data: Buffer) -> int:
+        """``write`` of what the hot path does not take: a payload of ``SMALL_PAYLOAD`` bytes or
+        more (searched for aligned magic words by ``count_aligned_magic``, one NumPy pass that
+        does not slow down at unaligned matches), one with the magic inside (a multi-part
+        record when it is 4-aligned), a closed writer or an oversized record (refused)."""
         n = len(data)
         if self.closed or n >= MAX_RECORD_LENGTH:
             self._refuse(n)
         offset = self._offset
-        if n < _WIDE_SEARCH:
-            if data.find(MAGIC_BYTES) < 0:  # hot path: one whole part, into the buffer
-                buffer = self._buffer
-                buffer += PART_HEADER.pack(MAGIC, n) + data + PADDING[n & 3]
-                self._offset = offset + 8 + n + (-n & 3)
-                if len(buffer) >= self._buffer_size:
-                    self._drain()
-                return offset
-        elif not count_aligned_magic(data, 0, n):
-            self._offset = offset + 8 + n + (-n & 3)
+        if n >= SMALL_PAYLOAD and not count_aligned_magic(data, 0, n):
             if n >= _DIRECT_WRITE:
                 self._write_large(PART_HEADER.pack(MAGIC, n), data, PADDING[n & 3])
                 return offset
@@ -193,7 +208,6 @@ class RecordWriter(ManagedWriter):
             return offset
         for chunk in frame_parts(split_payload(data)):  # aligned magic inside: multi-part
             self._buffer += chunk
-            self._offset += len(chunk)
         if len(self._buffer) >= self._buffer_size:
             self._drain()
         return offset
@@ -204,7 +218,7 @@ class RecordWriter(ManagedWriter):
         view = memoryview(data)
         if view.nbytes >= MAX_RECORD_LENGTH:
             self._refuse(view.nbytes)
-        if view.nbytes < _WIDE_SEARCH or not view.c_contiguous:
+        if view.nbytes < SMALL_PAYLOAD or not view.c_contiguous:
             return view.tobytes()
         return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
@@ -223,6 +237,7 @@ class RecordWriter(ManagedWriter):
         pieces = self._pieces
         pieces.append(data)
         self._held += len(buffer) + len(data)
+        self._start += len(buffer) + len(data)
         self._buffer = buffer = bytearray(pad)
         pieces.append(buffer)
         if (type(data) is not bytes or not self._batch or self._held >= _BATCH_BYTES
@@ -245,6 +260,12 @@ class RecordWriter(ManagedWriter):
             os.ftruncate(self._fd, self._offset)
             self._reserved = 0
         self._reserve = False
+
+    @property
+    def _offset(self) -> int:
+        """Byte offset at which the next record will start (the hot path of ``write`` computes
+        it as this does, without a call)."""
+        return self._start + len(self._buffer)
 
     def tell(self) -> int:
         """Byte offset at which the next record will start."""
@@ -272,6 +293,7 @@ class RecordWriter(ManagedWriter):
     def _forget(self) -> None:
         """Drop every piece not yet written (keeping the invariant ``_pieces == [_buffer]``)."""
         buffer = self._buffer
+        self._start += len(buffer)
         buffer.clear()
         self._pieces[:] = (buffer,)
         self._held = 0
