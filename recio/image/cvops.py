@@ -6,9 +6,8 @@ ported from MXNet expects those pixels, and OpenCV is only an extra here (``reci
 the operations whose results training code compares are done in NumPy with OpenCV's own
 arithmetic:
 
-* :func:`resize` with ``INTER_NEAREST``, ``INTER_LINEAR`` (the default: 11-bit fixed-point
-  weights; the vertical pass as OpenCV's SSE2 code computes it, ``((a >> 4) * w) >> 16`` per row,
-  then ``(sum + 2) >> 2``; an exact halving of both sides is OpenCV's 2x2 area average) and
+* :func:`resize` with ``INTER_NEAREST``, ``INTER_LINEAR`` (the default:
+  :func:`recio.image.linear.resize_linear`, the one owner of OpenCV's fixed-point bilinear) and
   ``INTER_CUBIC`` (fixed-point horizontal pass; the vertical pass in float32 as OpenCV 3.4.2's
   SSE2 code does, eight values at a time, the row's last ``width % 8`` values in fixed point).
   ``INTER_AREA`` and ``INTER_LANCZOS4`` use OpenCV itself (pip's OpenCV 4 and 5 give MXNet's
@@ -32,6 +31,7 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio.image.linear import COEF_BITS, COEF_SCALE, resize_linear
 from recio.optional import optional, require
 
 #: OpenCV's interpolation codes (``cv2.INTER_*``), as MXNet's ``inter_method`` numbers them
@@ -45,8 +45,7 @@ _CV2_EXACT_RESIZE = (INTER_NEAREST, INTER_LINEAR, INTER_AREA, INTER_LANCZOS4)
 
 # OpenCV's fixed point: resize weights have 11 fractional bits, remap (warp) weights 15, and a
 # warp's source coordinates are kept in 1/32 of a pixel
-_RESIZE_BITS = 11
-_RESIZE_ONE = 1 << _RESIZE_BITS
+_RESIZE_BITS, _RESIZE_ONE = COEF_BITS, COEF_SCALE
 _REMAP_BITS = 15
 _INTER_BITS = 5
 _INTER_TAB = 1 << _INTER_BITS
@@ -107,7 +106,7 @@ def resize(img: np.ndarray, width: int, height: int,
     if interpolation == INTER_NEAREST:
         out = _resize_nearest(src, width, height)
     elif interpolation == INTER_LINEAR:
-        out = _resize_linear(src, width, height)
+        out = resize_linear(src, (width, height))
     else:
         out = _resize_cubic(src, width, height)
     return out[:, :, 0] if flat else out
@@ -133,47 +132,6 @@ def _source_positions(src_size: int, dst_size: int) -> Tuple[np.ndarray, np.ndar
 def _fixed(weights: np.ndarray) -> np.ndarray:
     """Float weights as OpenCV's 11-bit fixed point (``saturate_cast<short>(w * 2048)``)."""
     return np.rint(weights * _F32(_RESIZE_ONE)).astype(np.int64)
-
-
-def _resize_linear(src: np.ndarray, width: int, height: int) -> np.ndarray:
-    h, w = src.shape[:2]
-    if w == 2 * width and h == 2 * height:
-        # OpenCV switches an exact halving of both sides to its area average
-        s = src.astype(np.uint16)
-        total = s[0::2, 0::2] + s[0::2, 1::2] + s[1::2, 0::2] + s[1::2, 1::2]
-        return ((total + 2) >> 2).astype(np.uint8)
-    sx, fx = _source_positions(w, width)
-    fx[sx < 0] = 0
-    sx[sx < 0] = 0
-    edge = sx + 1 >= w  # at the right border the leftmost tap takes all the weight
-    sx[edge] = w - 1
-    fx[edge] = 0
-    ax1 = _fixed(fx)
-    ax0 = _fixed(_F32(1) - fx)
-    sy, fy = _source_positions(h, height)
-    by1 = _fixed(fy)
-    by0 = _fixed(_F32(1) - fy)
-    y0 = np.clip(sy, 0, h - 1)
-    y1 = np.clip(sy + 1, 0, h - 1)
-    # the horizontal pass only for the source rows the vertical one reads
-    rows, where = np.unique(np.concatenate([y0, y1]), return_inverse=True)
-    part = src[rows].astype(np.int32)
-    left = part[:, sx]
-    right = part[:, np.minimum(sx + 1, w - 1)]
-    hpass = left * ax0[None, :, None].astype(np.int32) + right * ax1[None, :, None].astype(
-        np.int32)
-    # OpenCV's SSE2 vertical pass: 16-bit halves of the products, then a 2-bit rounding shift
-    hpass >>= 4
-    top = hpass[where[:height]]
-    bottom = hpass[where[height:]]
-    top *= by0[:, None, None].astype(np.int32)
-    top >>= 16
-    bottom *= by1[:, None, None].astype(np.int32)
-    bottom >>= 16
-    top += bottom
-    top += 2
-    top >>= 2
-    return np.clip(top, 0, 255).astype(np.uint8)
 
 
 def _cubic_weights(x: np.ndarray) -> np.ndarray:
