@@ -58,6 +58,28 @@ _URL_FRESH = 3600.0
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
+# dd's convention: KB/MB/GB are powers of 1000, K/M/G and KiB/MiB/GiB powers of 1024
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "K": 2**10,
+               "M": 2**20, "G": 2**30, "T": 2**40, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
+               "TIB": 2**40}
+
+
+def parse_size(text: Union[str, int]) -> int:
+    """A byte count written for people: ``"32MB"`` -> 32000000, ``"32M"``/``"32MiB"`` ->
+    33554432, ``"600"`` (or 600) -> 600. ``ValueError`` saying how to write one otherwise."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+        unit = match.group(2).upper() if match else None
+        if match is None or unit not in _SIZE_UNITS:
+            raise ValueError(f"{text!r} is not a size: use e.g. 600, 64K, 32MB, 32MiB, 50GB")
+        value = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if value < 1:
+        raise ValueError(f"{text!r}: a size needs at least 1 byte")
+    return value
+
+
 def url_scheme(path: Any) -> Optional[str]:
     """The scheme of a URL (``"s3"``), or None for a local path."""
     if not isinstance(path, str):
@@ -681,6 +703,25 @@ def coalesce(ranges: Sequence[Tuple[int, int]], limit: int) -> List[Tuple[int, i
     return out
 
 
+def iter_blocks(url: str, storage_options: StorageOptions = None, *,
+                size: Optional[int] = None) -> Iterator[memoryview]:
+    """The bytes of the object at ``url``, in order, as zero-copy views of the blocks of one
+    streaming GET read ahead by a thread (``size``, when known, saves the lookup of it).
+    Closing the iterator early stops the read."""
+    remote = RemoteFile(url, storage_options, size=size)
+    try:
+        pos = 0
+        while pos < remote.size:
+            view = remote.window(pos, 1)  # to the end of the block that holds pos
+            if not len(view):
+                raise StorageError(f"the object ended after {pos} of {remote.size} bytes; "
+                                   f"retry the read", url, pos)
+            pos += len(view)
+            yield memoryview(view)
+    finally:
+        remote.close()
+
+
 def download(path: PathLike, local: str, storage_options: StorageOptions = None) -> None:
     """Copy the file at ``path`` (an object at a URL: in one streaming GET) to the local file
     ``local``."""
@@ -740,6 +781,7 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
 
 __all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname",
            "basename", "filesystem", "translated", "info", "size", "exists", "isfile", "isdir",
-           "listdir", "glob", "read_bytes", "remove", "remove_tree", "move", "upload", "download", "open_input",
+           "listdir", "glob", "read_bytes", "remove", "remove_tree", "move", "upload", "download",
+           "iter_blocks", "open_input", "parse_size",
            "local_copy", "local_copies", "coalesce", "STREAM_BLOCK",
            "RANDOM_BLOCK"]

@@ -36,11 +36,13 @@ from __future__ import annotations
 import os
 import warnings
 import zlib
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 import numpy as np
 from PIL import Image
 
+from recio import storage
 from recio.deprecation import renamed_keywords
 from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decode_image
@@ -51,6 +53,7 @@ from recio.records.index import open_index
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
+from recio.records.cache import PREFETCH_THREADS, READ_AHEAD, Prefetch, ShardCache
 from recio.records.split import InputSplit, SourceLayout, load_record_offsets, expand_source
 from recio.storage import StorageOptions
 from recio.torch import resume as _rs
@@ -126,9 +129,12 @@ class RecordDataset(Dataset):
     manifest (``PREFIX.manifest.json``): the records of every file, in order (each file's keys
     from the ``.idx`` beside it). ``keys`` restricts and orders the records
     (e.g. ``range(1, n + 1)`` to leave out the header records of a face-recognition dataset).
-    Paths may be URLs (``s3://...``, read through fsspec with ``storage_options``; each record
-    is one ranged GET). Undecodable images raise ``ImageError`` naming the key. Safe in
-    ``DataLoader(num_workers > 0)``: files reopen in each process.
+    Paths may be URLs (``s3://...``, read through fsspec with ``storage_options``): each record
+    is one ranged GET, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``), whole files are kept
+    in that local folder, at most ``cache_limit`` bytes (``recio.records.cache``), so a record
+    is read from local disk; a ``RecordSampler`` over the dataset downloads the files in the
+    order its records come first. Undecodable images raise ``ImageError`` naming the key. Safe
+    in ``DataLoader(num_workers > 0)``: files reopen in each process, which share the cache.
     (``path_imgrec``/``path_imgidx`` are the deprecated names of ``rec_path``/``idx_path``.)
     To resume exactly mid-epoch, sample it with ``RecordSampler``, which holds the position
     (``StatefulDataLoader(ds, sampler=RecordSampler(ds), ...)``).
@@ -141,27 +147,33 @@ class RecordDataset(Dataset):
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
                  mode: str = "RGB", key_type: Callable[[str], Any] = int,
                  decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None) -> None:
         several = isinstance(rec_path, (list, tuple))
         self.rec_path = ";".join(map(os.fspath, rec_path)) if several else os.fspath(rec_path)
         self.storage_options = storage_options
+        cache = self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
         if is_manifest(self.rec_path):  # its shards' indexes, which must exist
             if idx_path is not None:
                 raise ValueError("idx_path goes with one .rec; a manifest names its shards' "
                                  "indexes")
             manifest = load_manifest(self.rec_path, storage_options)
+            if cache is not None:
+                cache.expect_manifest(manifest)
             self._files = manifest.rec_paths()
             indexes = [open_index(s.idx, key_type, rec_size=s.rec_bytes,
-                                  storage_options=storage_options) for s in manifest.shards]
+                                  storage_options=storage_options, shard_cache=cache)
+                       for s in manifest.shards]
         else:  # a path, a list, a glob or a folder, as InputSplit takes them
-            self._files = expand_source(rec_path, storage_options)
+            self._files = expand_source(rec_path, storage_options, cache)
             if idx_path is not None and (several or self._files != [self.rec_path]):
                 raise ValueError("idx_path goes with one .rec; several files use the .idx "
                                  "beside each")
             # arrays (or the memory-mapped index cache), so forked DataLoader workers share
             # them instead of touching millions of Python objects
-            indexes = [index_for(f, idx_path, key_type, storage_options=storage_options)
-                       for f in self._files]
+            indexes = [index_for(f, idx_path, key_type, storage_options=storage_options,
+                                 shard_cache=cache) for f in self._files]
         self._indexes = indexes
         self.idx_path = indexes[0].path if len(indexes) == 1 else None
         if len(indexes) == 1:
@@ -171,6 +183,7 @@ class RecordDataset(Dataset):
         self._decoder = _Decoder(decode, mode, transform, target_transform, decoder, max_pixels)
         self._readers: dict = {}
         self._pid: Optional[int] = None
+        self._prefetch: Optional[Prefetch] = None
 
     def _init_one(self, index: Any, keys: Optional[Sequence[Any]]) -> None:
         self._shard: Optional[np.ndarray] = None  # one file: no shard numbers
@@ -210,7 +223,8 @@ class RecordDataset(Dataset):
         reader = self._readers.get(n)
         if reader is None:
             reader = self._readers[n] = RecordReader(self._files[n],
-                                                     storage_options=self.storage_options)
+                                                     storage_options=self.storage_options,
+                                                     shard_cache=self._cache)
             reader.set_index(self._indexes[n])  # a remote file: one GET a record
         return reader
 
@@ -238,7 +252,33 @@ class RecordDataset(Dataset):
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_readers"], state["_pid"] = {}, None  # reopened by each worker
+        state["_prefetch"] = None
         return state
+
+    def prefetch(self, positions: Iterable[np.ndarray]) -> Optional[Prefetch]:
+        """With a cache, start downloading the files of the records at ``positions`` (chunks of
+        ``ds[i]`` indices, in the order they will be read), each file in the order its first
+        record comes, in the background, as far as the cache's limit allows; a prefetch this
+        dataset started before is stopped. ``RecordSampler`` calls it at the start of each
+        pass. Returns the running ``recio.records.cache.Prefetch`` (None without a cache)."""
+        if self._cache is None or not any(storage.is_url(f) for f in self._files):
+            return None
+        seen = np.zeros(len(self._files), dtype=bool)
+        order: List[int] = []
+        for chunk in positions:
+            files = (np.zeros(len(chunk), np.int64) if self._shard is None
+                     else self._shard[np.asarray(chunk, dtype=np.int64)])
+            found, first = np.unique(files, return_index=True)
+            new = ~seen[found]
+            order += found[new][np.argsort(first[new], kind="stable")].tolist()
+            seen[found] = True
+            if seen.all():
+                break
+        if self._prefetch is not None:
+            self._prefetch.stop()
+        self._prefetch = self._cache.prefetch([self._files[n] for n in order],
+                                              threads=PREFETCH_THREADS)
+        return self._prefetch
 
     def fingerprint(self) -> str:
         """A short digest of which records ``ds[0..n-1]`` are (the files' names, the record
@@ -329,6 +369,8 @@ class RecordSampler(Sampler):
         self.shuffle, self.seed = bool(shuffle), int(seed)
         self.drop_last, self.pad = bool(drop_last), bool(pad)
         self.epoch = 0
+        # a RecordDataset with a cache: told the order of each pass (it downloads ahead)
+        self._dataset = data_source if isinstance(data_source, RecordDataset) else None
         self._pending: Optional[_Run] = None  # a loaded state, used by the next __iter__
         self._run: Optional[_Run] = None  # the pass in progress (or the last one)
         self._order: Optional[Tuple[Tuple[int, int, int], np.ndarray]] = None
@@ -372,19 +414,27 @@ class RecordSampler(Sampler):
         self._pending = None
         run.active = True
         self._run = run
+        if self._dataset is not None:
+            self._dataset.prefetch(self._chunks(run, 1 << 16, 1 << 20))
+        for indices in self._chunks(run, 256, 1 << 16):  # small first: the first comes at once
+            for index in indices.tolist():
+                run.yielded += 1  # before the yield: the loader reads the state between batches
+                yield index
+        run.active = False
+
+    def _chunks(self, run: _Run, first: int, most: int) -> Iterator[np.ndarray]:
+        """The indices ``run`` hands out from its start, in chunks of ``first`` growing to
+        ``most``."""
         m, count = self._counts(run)
         order = self._epoch_order(run.epoch) if self.shuffle else None
         skip = np.asarray(run.skip, dtype=np.int64)
-        lo, chunk = run.start, 256  # small first: the first index comes out at once
+        lo, chunk = run.start, first
         while lo < count:
             hi = min(count, lo + chunk)
             t = _rs.dealt_indices(self.rank, self.num_replicas, lo, hi, m)
             pos = _rs.positions(run.cursor, skip, t)
-            for index in (order[pos] if order is not None else pos).tolist():
-                run.yielded += 1  # before the yield: the loader reads the state between batches
-                yield index
-            lo, chunk = hi, min(chunk * 2, 1 << 16)
-        run.active = False
+            yield order[pos] if order is not None else pos
+            lo, chunk = hi, min(chunk * 2, most)
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
@@ -525,6 +575,20 @@ class _Live:
             yielded=self.yielded, ranks=int(p.get("ranks", 1)))
 
 
+def _files_in_order(layout: Any, live: _Live) -> List[int]:
+    """The numbers of the files a reader's pass reads, in the order it first reads them: the
+    files of its restored shuffle buffer and queued records, then of its byte ranges."""
+    order: Dict[int, None] = {}
+    for g in live.buf_off + live.queued:
+        order.setdefault(layout.file_of(g), None)
+    for a, b in live.intervals:
+        i = layout.file_of(a)
+        while i < len(layout.paths) and layout.starts[i] < b:
+            order.setdefault(i, None)
+            i += 1
+    return list(order)
+
+
 def _source_id(layout: Any) -> Dict[str, Any]:
     """What a RecordIterableDataset state was saved for: the number of (non-empty) files, their
     bytes, and a digest of their names and sizes (names without folders: the data may move)."""
@@ -553,7 +617,10 @@ class RecordIterableDataset(IterableDataset):
     that again: worker ``w`` of ``W`` reads part ``part_index * W + w`` of ``num_parts * W``. So
     the parts together are the whole input, each record read once. ``source`` is anything
     ``InputSplit`` takes (a path, a list, ``a.rec;b.rec``, a directory, a glob, a shard set's
-    manifest; URLs too, read through fsspec with ``storage_options``).
+    manifest; URLs too, streamed through fsspec with ``storage_options``, or with ``cache_dir``
+    (or ``RECIO_CACHE_DIR``) read from local copies of the whole files kept in that folder, at
+    most ``cache_limit`` bytes, each reader downloading its next files while it reads one:
+    see ``recio.records.cache``). The files are found when the dataset is made.
     ``shuffle_buffer > 0`` shuffles within a bounded buffer, seeded by ``(seed, epoch, part)``;
     call ``set_epoch`` each epoch. ``balance="records"`` splits by record count from the
     ``.idx`` files so that ranks get equal shares (needed by DDP, which expects the same number
@@ -591,13 +658,19 @@ class RecordIterableDataset(IterableDataset):
                  part_index: Optional[int] = None, num_parts: Optional[int] = None,
                  balance: str = "bytes", decoder: str = "auto",
                  max_pixels: int = DEFAULT_MAX_PIXELS, *,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None) -> None:
         super().__init__()
         self.storage_options = storage_options
         if isinstance(source, (list, tuple)):
             self.source: Any = [os.fspath(p) for p in source]
         else:
             self.source = os.fspath(source)
+        self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
+        # the files, their sizes (and with a cache what each must be), found once: every
+        # reader and pass uses these
+        self._layout = SourceLayout(self.source, storage_options, self._cache)
         if int(shuffle_buffer) < 0:
             raise ValueError(f"shuffle_buffer must be >= 0, got {shuffle_buffer}")
         if (part_index is None) != (num_parts is None):
@@ -645,7 +718,7 @@ class RecordIterableDataset(IterableDataset):
             return self._planned[1]
         ranks = _process_part(self.part_index, self.num_parts)[1]
         if r is not None:
-            layout = SourceLayout(self.source, self.storage_options)
+            layout = self._layout
             _check_source(next(iter(r.by_slot.values()))["source"], _source_id(layout))
             mine = r.by_slot.get(slot) if r.slots == slots else None
             if mine is not None and int(mine.get("ranks", ranks)) == ranks:
@@ -657,7 +730,7 @@ class RecordIterableDataset(IterableDataset):
                 raise ValueError(self._misfit(r, slot, slots))
         else:
             split = InputSplit(self.source, slot, slots, balance=self.balance,
-                               storage_options=self.storage_options)
+                               storage_options=self.storage_options, _layout=self._layout)
             layout = split.layout
             plan = _rs.stream_state(
                 epoch=self.epoch, seed=self.seed, source=_source_id(layout), slot=slot,
@@ -729,7 +802,8 @@ class RecordIterableDataset(IterableDataset):
             path, off = layout.paths[i], g - layout.starts[i]
             reader = readers.get(path)
             if reader is None:
-                reader = readers[path] = RecordReader(path, storage_options=self.storage_options)
+                reader = readers[path] = RecordReader(path, storage_options=self.storage_options,
+                                                      shard_cache=self._cache)
             return None, g, path, off, reader.read_at(off)
 
         def records() -> Iterator[Tuple[Optional[int], int, str, int, bytes]]:
@@ -746,7 +820,10 @@ class RecordIterableDataset(IterableDataset):
                     first, path = layout.starts[i], layout.paths[i]
                     lo, hi = max(live.pos, first) - first, min(end, layout.starts[i + 1]) - first
                     if lo < hi:
-                        with RecordReader(path, storage_options=self.storage_options) as rd:
+                        if ahead is not None:
+                            ahead.reached(step[i])
+                        with RecordReader(path, storage_options=self.storage_options,
+                                          shard_cache=self._cache) as rd:
                             rd.limit_streaming(hi)
                             rd.seek(lo)
                             for off, payload in rd.records_with_offsets():
@@ -767,6 +844,10 @@ class RecordIterableDataset(IterableDataset):
             name = f"record #{n} {where}" if n is not None else f"record at byte {off} {where}"
             return decode(payload, path, name, off)
 
+        files = _files_in_order(layout, live)
+        step = {f: k for k, f in enumerate(files)}
+        ahead = None if self._cache is None else self._cache.prefetch(
+            [layout.paths[i] for i in files], ahead=READ_AHEAD)
         try:
             if rng is None:
                 for rec in records():
@@ -798,6 +879,8 @@ class RecordIterableDataset(IterableDataset):
                 live.yielded += 1
                 yield item
         finally:
+            if ahead is not None:
+                ahead.stop()
             for reader in readers.values():
                 reader.close()
 
@@ -819,7 +902,7 @@ class RecordIterableDataset(IterableDataset):
         ``ValueError`` for a state of other files or another seed, states that do not fit
         together, or a reader's state in a reader of another shape."""
         states = _rs.states_of(state_dict, _rs.STREAM_FORMAT, "RecordIterableDataset")
-        here = _source_id(SourceLayout(self.source, self.storage_options))
+        here = _source_id(self._layout)
         for s in states:
             _check_source(s.get("source"), here)
             _rs.mismatch(s, {"seed": self.seed}, "RecordIterableDataset")
