@@ -366,6 +366,52 @@ def test_a_download_cut_off_leaves_nothing(s3_server, dataset, tmp_path):
     assert [n for n in os.listdir(tmp_path) if not n.startswith(".")] == []
 
 
+def test_a_full_disk_fails_the_download_cleanly(dataset, tmp_path, monkeypatch):
+    """ENOSPC while a copy is written: one StorageError naming the URL and the cache folder,
+    and no .part or copy left."""
+    real_write = os.write
+
+    def full_disk(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".part"):
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_disk)
+    cache = ShardCache(tmp_path)
+    cache.expect_manifest(dataset.manifest)
+    with pytest.raises(recio.StorageError, match="no space left on the cache's disk") as info:
+        cache.open(dataset.rec(0))
+    assert info.value.path == dataset.rec(0) and str(tmp_path) in str(info.value)
+    assert [n for n in os.listdir(tmp_path) if not n.startswith(".")] == []
+
+
+def test_a_stopped_prefetch_leaves_nothing_half_written(s3, tmp_path):
+    server, bucket = s3
+    url = f"{bucket}/big.rec"
+    server.put(url, np.random.default_rng(2).bytes(96 << 20))
+    cache = ShardCache(tmp_path)
+    ahead = cache.prefetch([url])
+    deadline = time.monotonic() + 120
+    while not any(n.endswith(".part") for n in os.listdir(tmp_path)):
+        assert ahead.running and time.monotonic() < deadline
+        time.sleep(0.002)
+    ahead.stop(wait=True)
+    assert not ahead.running and ahead.error is None
+    assert [n for n in os.listdir(tmp_path) if not n.startswith(".")] == []
+
+
+def test_a_set_rewritten_at_the_same_urls_is_read_anew(s3, tmp_path):
+    server, bucket = s3
+    for version in (b"old", b"new"):
+        with recio.ShardWriter(f"{bucket}/set/train", max_records=4, force=True) as writer:
+            for i in range(8):
+                writer.write(i, version + b" %d" % i)
+        with recio.ShardReader(writer.manifest.path, cache_dir=tmp_path) as reader:
+            assert list(reader) == [version + b" %d" % i for i in range(8)]
+    # both shards twice; their indexes once: the new ones are the same bytes (same sizes)
+    assert ShardCache(tmp_path).totals()["downloads"] == 6
+
+
 def test_waiting_readers_share_one_download(dataset, tmp_path):
     """Threads of one process that need the same shard: one downloads, the others wait."""
     cache = ShardCache(tmp_path)
@@ -388,8 +434,8 @@ def test_waiting_readers_share_one_download(dataset, tmp_path):
     assert shard_gets(dataset, mark) == [0, 0, 0, 1, 0, 0]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(1, 5000), min_size=1, max_size=6),
        reads=st.lists(st.integers(0, 5), min_size=1, max_size=30),
        limit=st.integers(1, 12000))

@@ -13,7 +13,7 @@ The folder, every name in it the cache's own::
 
     .recio-cache.lock              the folder's lock (flock): held while entries are looked up,
                                    made room for and published, never during a download
-    .recio-cache.json              totals over every process: downloads, bytes, hits, ...
+    .recio-cache.json              totals over every process: downloads, bytes, evictions, ...
     <digest>-<name>                a checked copy (digest: 16 hex digits of the URL's SHA-1)
     <digest>-<name>.ok             its record (URL, size, CRC-32, ETag, and the copy's inode,
                                    ctime and the boot it was checked in); its mtime is the
@@ -27,8 +27,8 @@ The rules that make one folder safe for many processes and threads:
   that download (a shared lock on its ``.part`` file) instead of starting its own. A ``.part``
   whose downloader died is unlocked: the next look deletes it.
 * **No torn files.** Data is written under the ``.part`` name, checked, then renamed; a copy's
-  record is written after the rename, under the folder lock, and a copy without a valid record
-  is never read.
+  record is written after the rename, under the folder lock, and a copy whose record is
+  missing or does not fit it is checked again before anyone reads it.
 * **Bounded.** Before a download, least-recently-used copies are evicted until the copies,
   the downloads in flight and the new object fit in ``limit`` bytes. Copies that a reader has
   open (a shared flock) go after those nobody has open, and prefetched copies that no reader
@@ -84,6 +84,9 @@ _COPY = re.compile(r"[0-9a-f]{16}-[^/]+\Z")
 _NAME_CHARS = 80
 #: bytes hashed at a time when a copy on disk is checked again
 _CHECK_BLOCK = 8 << 20
+#: a download goes through a buffer of this size (received, checksummed, written), reused:
+#: small enough to stay in the CPU's cache, so the bytes come from memory once
+_COPY_BLOCK = 512 << 10
 #: downloads of one object tried before a mismatch with the manifest is an error
 _TRIES = 2
 #: how far ahead a prefetched copy's last use is set until a reader opens it (its rank in the
@@ -95,6 +98,9 @@ READ_AHEAD = 2
 PREFETCH_THREADS = 2
 _COUNTERS = ("hits", "downloads", "bytes_downloaded", "waits", "evictions", "evicted_in_use",
              "damaged", "prefetched")
+#: the counters kept for the folder over every process (``hits`` and ``waits`` are too many)
+_TOTALS = ("downloads", "bytes_downloaded", "evictions", "evicted_in_use", "damaged",
+           "prefetched")
 
 
 def _boot_id() -> Optional[str]:
@@ -183,7 +189,8 @@ class ShardCache:
     an object nobody described is looked up once (size and ETag). ``open(url)`` gives a
     :class:`LocalCopy` (downloading it first when needed); ``prefetch(urls)`` starts
     downloading ahead. ``stats`` counts this process's hits, downloads, waits, evictions and
-    damaged copies; ``totals()`` every process's; ``usage()`` the bytes in the folder.
+    damaged copies; ``totals()`` the folder's, over every process; ``usage()`` the bytes in
+    the folder.
     """
 
     def __init__(self, folder: PathLike, limit: Union[int, str, None] = None, *,
@@ -257,7 +264,8 @@ class ShardCache:
         self._expected[url] = Expected(int(size), crc32, etag)
 
     def expect_manifest(self, manifest: Any) -> None:
-        """Every file of a shard set (a ``recio.records.shards.Manifest``), as its manifest says."""
+        """Every file of a shard set (a ``recio.records.shards.Manifest``), as its manifest
+        says."""
         for shard in manifest.shards:
             for _, path, size, crc in shard.files():
                 if storage.is_url(path):
@@ -319,7 +327,9 @@ class ShardCache:
         return total
 
     def totals(self) -> Dict[str, int]:
-        """The counters of every process that used the folder (see ``stats``)."""
+        """The counters of every process that used the folder: ``downloads``,
+        ``bytes_downloaded``, ``evictions``, ``evicted_in_use``, ``damaged``, ``prefetched``
+        (``stats`` has this process's, with its ``hits`` and ``waits``)."""
         with self._folder_lock():
             return self._read_totals()
 
@@ -344,7 +354,7 @@ class ShardCache:
                 saved = json.load(f)
         except (OSError, ValueError):
             saved = {}
-        return {name: int(saved.get(name, 0)) for name in _COUNTERS}
+        return {name: int(saved.get(name, 0)) for name in _TOTALS}
 
     def _add_totals(self, **counts: int) -> None:
         """Count in this process's ``stats`` and the folder's totals (the folder lock is
@@ -438,12 +448,13 @@ class ShardCache:
         return next((item.path for item in os.scandir(self.folder)
                      if _PART.search(item.name) and _live_part(item.path)), True)
 
-    def _check_copy(self, path: str, url: str,
-                    want: Expected) -> Tuple[Optional[LocalCopy], str, Optional[str]]:
+    def _check_copy(self, path: str, url: str, want: Expected,
+                    use: bool) -> Tuple[Optional[LocalCopy], str, Optional[str]]:
         """``(copy, "", None)`` for a copy whose record matches ``want`` and the file, else
         ``(None, why, CRC-32 to check it against)``: why is ``"missing"``, ``"stale"`` (another
         version's copy: deleted) or ``"unchecked"`` (it changed on disk since it was checked,
-        the machine rebooted, or it has no record). The folder lock is held."""
+        the machine rebooted, or it has no record). ``use``: a reader's, which counts as the
+        copy's last use. The folder lock is held."""
         try:
             copy = LocalCopy(path, url)
         except FileNotFoundError:
@@ -462,7 +473,8 @@ class ShardCache:
         if record.get("file") != _file_state(os.fstat(copy.fileno())):
             copy.close()
             return None, "unchecked", want.crc32 or record.get("crc32")
-        os.utime(path + _RECORD_SUFFIX)  # its last use
+        if use:
+            os.utime(path + _RECORD_SUFFIX)  # its last use
         return copy, "", None
 
     def _acquire(self, url: str, want: Expected, demand: bool, download: bool = True,
@@ -477,9 +489,9 @@ class ShardCache:
         while True:
             wait_for: Optional[str] = None
             with self._folder_lock():
-                copy, why, check_crc = self._check_copy(path, url, want)
+                copy, why, check_crc = self._check_copy(path, url, want, use=demand)
                 if copy is not None:
-                    self._add_totals(hits=1)
+                    self._count(hits=1)  # this process's only: a hit writes nothing shared
                     return copy
                 if not download:
                     return "absent"
@@ -658,39 +670,42 @@ class _Download:
 
     def write_from(self, url: str, storage_options: StorageOptions,
                    size: int) -> Tuple[str, int]:
-        """Download ``url`` into the ``.part``, from its start: ``(CRC-32, bytes)``."""
+        """Download ``url`` (``size`` bytes) into the ``.part``: ``(CRC-32, bytes)``. The
+        socket is read into a small buffer, checksummed and written while the buffer is still
+        in the CPU's cache."""
         os.lseek(self.fd, 0, os.SEEK_SET)
         os.ftruncate(self.fd, 0)
-        crc, written = 0, 0
-        blocks = storage.iter_blocks(url, storage_options, size=size)
+        buffer = bytearray(_COPY_BLOCK)
+        view = memoryview(buffer)
+        crc, done = 0, 0
+        remote = storage.RemoteFile(url, storage_options, size=size)
         try:
-            for block in blocks:
+            for n in remote.stream_into(buffer):
+                crc = zlib.crc32(view[:n], crc)
+                written = 0
+                while written < n:
+                    try:
+                        written += os.write(self.fd, view[written:n])
+                    except OSError as exc:
+                        if exc.errno != errno.ENOSPC:
+                            raise
+                        raise StorageError(f"no space left on the cache's disk for a copy of "
+                                           f"{size:,} bytes in {self.path}: lower cache_limit "
+                                           f"or free space", url, done + written) from None
+                done += n
                 if self.stop is not None and self.stop.is_set():
                     raise _Stopped()
-                crc = zlib.crc32(block, crc)
-                view = block
-                while len(view):
-                    try:
-                        n = os.write(self.fd, view)
-                    except OSError as exc:
-                        if exc.errno == errno.ENOSPC:
-                            raise StorageError(f"no space left on the cache's disk for a copy "
-                                               f"of {size:,} bytes in {self.path}: lower "
-                                               f"cache_limit or free space", url) from None
-                        raise
-                    view = view[n:]
-                written += len(block)
         finally:
-            blocks.close()
-        return f"{crc:08x}", written
+            remote.close()
+        return f"{crc:08x}", done
 
     def publish(self, url: str, want: Expected, crc: str, awaiting: bool) -> LocalCopy:
         """Rename the checked ``.part`` into place, write its record, open it (the folder lock
         is held). ``awaiting``: a prefetch's copy, which no reader has read yet (its record's
         mtime is set ahead, so it is evicted last)."""
         os.replace(self.part, self.path)
-        record = {"url": url, "size": want.size, "etag": want.etag, "crc32": crc, "file": _file_state(os.stat(self.path)),
-                  "checked": time.time()}
+        record = {"url": url, "size": want.size, "etag": want.etag, "crc32": crc,
+                  "file": _file_state(os.stat(self.path)), "checked": time.time()}
         with open(self.path + _RECORD_SUFFIX + ".tmp", "w") as f:
             json.dump(record, f)
         os.replace(self.path + _RECORD_SUFFIX + ".tmp", self.path + _RECORD_SUFFIX)
