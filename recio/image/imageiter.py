@@ -41,8 +41,8 @@ from PIL import Image
 from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode
 from recio.image.header import unpack
-from recio.records.index import open_index
 from recio.records.cache import ShardCache
+from recio.records.index import open_index
 from recio.records.reader import RecordReader
 from recio.records.split import InputSplit, SourceLayout, record_range
 from recio.records.threaded import ThreadedIter

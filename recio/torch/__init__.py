@@ -49,11 +49,11 @@ from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decod
 from recio.image.header import unpack
 from recio.image.imageiter import Augmenter
 from recio.optional import require
+from recio.records.cache import PREFETCH_THREADS, READ_AHEAD, Prefetch, ShardCache
 from recio.records.index import open_index
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
-from recio.records.cache import PREFETCH_THREADS, READ_AHEAD, Prefetch, ShardCache
 from recio.records.split import InputSplit, SourceLayout, load_record_offsets, expand_source
 from recio.storage import StorageOptions
 from recio.torch import resume as _rs
@@ -330,7 +330,9 @@ class RecordSampler(Sampler):
     ``torch.distributed`` rank and world size when initialised, else 0 of 1) gets every
     ``num_replicas``-th index of the epoch's order, a permutation that depends only on
     ``(seed, epoch)`` (NumPy PCG64; call ``set_epoch`` each epoch). ``data_source`` is the
-    dataset (its length is used; a ``RecordDataset`` is also fingerprinted) or a record count.
+    dataset (its length is used; a ``RecordDataset`` is also fingerprinted, and one reading
+    URLs through a cache is told each pass's order, so it downloads the shards in the order
+    their records come) or a record count.
 
     End of the epoch: by default (``pad=False``) every record is handed out exactly once, also
     across a resume into another number of ranks, and ranks may get one index fewer (DDP then
@@ -667,10 +669,6 @@ class RecordIterableDataset(IterableDataset):
             self.source: Any = [os.fspath(p) for p in source]
         else:
             self.source = os.fspath(source)
-        self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
-        # the files, their sizes (and with a cache what each must be), found once: every
-        # reader and pass uses these
-        self._layout = SourceLayout(self.source, storage_options, self._cache)
         if int(shuffle_buffer) < 0:
             raise ValueError(f"shuffle_buffer must be >= 0, got {shuffle_buffer}")
         if (part_index is None) != (num_parts is None):
@@ -681,6 +679,10 @@ class RecordIterableDataset(IterableDataset):
         self.shuffle_buffer, self.seed, self.epoch = int(shuffle_buffer), int(seed), 0
         self.part_index, self.num_parts, self.balance = part_index, num_parts, balance
         self._decoder = _Decoder(decode, mode, transform, target_transform, decoder, max_pixels)
+        self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
+        # the files, their sizes (and with a cache what each must be), found once: every
+        # reader and pass uses these
+        self._layout = SourceLayout(self.source, storage_options, self._cache)
         self._resume: Optional[_Resume] = None
         # a state loaded in the main process is for one pass: the first pass of DataLoader
         # workers to start writes its base seed here (shared memory), later passes skip it
