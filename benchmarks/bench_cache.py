@@ -25,8 +25,9 @@ empty cache folder):
    the local copy in the same order: records/s and fraction (target >= 0.9).
 5. **GETs per epoch** (counted by the server, over every process) beside the shard count.
 6. **Disk use under a limit**: the streaming reader (2 workers) for two epochs with
-   ``cache_limit`` = ``--limit-shards`` shards; a thread samples the folder's bytes every
-   millisecond: the peak against the limit plus one shard (target: never above).
+   ``cache_limit`` = ``--limit-shards`` shards; the folder's bytes (every file) are summed
+   every 16 records: the peak against the limit plus one shard (target: never above;
+   ``tests/test_cache.py`` samples every millisecond).
 7. **MosaicML Streaming** on the same bytes (MDS shards of the same records, the same shard
    size) when ``--streaming-python`` names a Python that has ``mosaicml-streaming`` (install it
    in its own virtualenv after ``pip install torch==2.13.0``, with the torch pin as a
@@ -45,16 +46,14 @@ import os
 import re
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
-import threading
 import time
-import urllib.request
 
 import numpy as np
+from bench_remote import start_server
+from peer_streaming import log_size
 
 import recio
 from recio.records.cache import ShardCache
@@ -64,35 +63,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Server:
-    """moto in server mode on 127.0.0.1, its request log in a file (GETs are counted there)."""
+    """moto in server mode on 127.0.0.1 (``bench_remote.start_server``), its request log in a
+    file: GETs are counted there, over every process."""
 
     def __init__(self, folder: str) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         self.log = os.path.join(folder, "moto.log")
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H",
-                                          "127.0.0.1", "-p", str(port)],
-                                         stdout=subprocess.DEVNULL, stderr=log)
-        self.endpoint = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        self.env = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "bench",
-                    "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
-                    "AWS_EC2_METADATA_DISABLED": "true"}
-        os.environ.update(self.env)
+        self.proc, self.endpoint = start_server(self.log)
 
     def mark(self) -> int:
-        size = -1
-        while size != os.path.getsize(self.log):  # the server logs a request after answering
-            size = os.path.getsize(self.log)
-            time.sleep(0.3)
-        return size
+        return log_size(self.log)
 
     def gets(self, since: int, suffixes=(".rec", ".idx"), until: int = -1) -> int:
         """GETs of the files named ``*suffixes`` the server logged from ``since`` (to
@@ -167,17 +146,17 @@ def write_new(folder: str, nbytes: int) -> float:
     return seconds
 
 
-def stream_epoch(ds, workers: int) -> float:
-    """Seconds to read every record of ``ds`` (a RecordIterableDataset)."""
+def stream_epoch(ds, workers: int, each=None) -> float:
+    """Seconds to read every record of ``ds`` (a RecordIterableDataset); ``each()`` is called
+    for every 16th record."""
     import torch
 
     start = time.perf_counter()
-    if workers == 0:
-        for _ in ds:
-            pass
-    else:
-        for _ in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers):
-            pass
+    records = ds if workers == 0 else torch.utils.data.DataLoader(ds, batch_size=None,
+                                                                  num_workers=workers)
+    for n, _ in enumerate(records):
+        if each is not None and n % 16 == 0:
+            each()
     return time.perf_counter() - start
 
 
@@ -194,25 +173,6 @@ def keyed_epoch(ds, order, workers: int) -> float:
                                              num_workers=workers):
             pass
     return time.perf_counter() - start
-
-
-class DiskWatch:
-    """The largest number of bytes the cache folder held while running."""
-
-    def __init__(self, folder: str) -> None:
-        self.folder, self.peak, self.stop = folder, 0, threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            total = 0
-            for name in os.listdir(self.folder):
-                try:
-                    total += os.path.getsize(os.path.join(self.folder, name))
-                except FileNotFoundError:
-                    pass
-            self.peak = max(self.peak, total)
-            time.sleep(0.001)
 
 
 def verdict(ok: bool) -> str:
@@ -330,24 +290,24 @@ def main() -> None:
         # disk use under a limit
         limit = int(args.limit_shards * biggest)
         folder = os.path.join(tmp, "cache-limit")
-        os.makedirs(folder)
-        watch = DiskWatch(folder)
-        watch.thread.start()
         ds = RecordIterableDataset(url, decode="raw", transform=len, cache_dir=folder,
                                    cache_limit=limit)
-        gets = []
+        gets, peak = [], [0]
+
+        def disk_use() -> None:  # every file in the folder, the cache's own too
+            peak[0] = max(peak[0], sum(e.stat().st_size for e in os.scandir(folder)
+                                       if e.is_file()))
+
         for epoch in range(2):
             mark = server.mark()
-            stream_epoch(ds, args.workers)
+            stream_epoch(ds, args.workers, disk_use)
             gets.append(server.gets(mark, (".rec",)))
-        watch.stop.set()
-        watch.thread.join()
         totals = ShardCache(folder).totals()
         print(f"-- cache_limit {limit / 1e6:,.0f} MB ({args.limit_shards} shards), "
               f"RecordIterableDataset, {args.workers} workers, 2 epochs")
-        print(f"peak bytes in the cache folder             {watch.peak / 1e6:8.0f} MB (limit + "
-              f"one shard = {(limit + biggest) / 1e6:,.0f} MB) "
-              f"{verdict(watch.peak <= limit + biggest)}")
+        print(f"peak bytes in the cache folder             {peak[0] / 1e6:8.0f} MB (limit + "
+              f"one shard = {(limit + biggest) / 1e6:,.0f} MB; sampled every 16 records) "
+              f"{verdict(peak[0] <= limit + biggest)}")
         print(f"GETs of .rec files, epoch 1 / epoch 2      {gets[0]:4d} / {gets[1]}  ({shards} "
               f"shards; downloads {totals['downloads']}, evictions {totals['evictions']})")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
