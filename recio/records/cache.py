@@ -96,6 +96,9 @@ _AWAITING = 86400.0
 READ_AHEAD = 2
 #: downloads a random reader's prefetch (a ``RecordSampler``'s order) runs at once
 PREFETCH_THREADS = 2
+#: a reader that keeps many copies open under a limit looks this often (seconds) for those
+#: that were evicted, to close them and free their space
+RECHECK_SECONDS = 1.0
 _COUNTERS = ("hits", "downloads", "bytes_downloaded", "waits", "evictions", "evicted_in_use",
              "damaged", "prefetched")
 #: the counters kept for the folder over every process (``hits`` and ``waits`` are too many)
@@ -142,6 +145,14 @@ class LocalCopy(io.FileIO):
         if not self.closed:
             _unlock(self.fileno())  # explicitly: a forked child's copy of the fd must not keep it
         super().close()
+
+    def evicted(self) -> bool:
+        """Whether this copy left the cache (evicted, or replaced by a new download): its
+        reader still reads it, but its disk space is freed only when it is closed."""
+        try:
+            return os.stat(self.name).st_ino != os.fstat(self.fileno()).st_ino
+        except FileNotFoundError:
+            return True
 
 
 def _unlock(fd: int) -> None:
@@ -817,4 +828,4 @@ class Prefetch:
 
 
 __all__ = ["ShardCache", "LocalCopy", "Prefetch", "Expected", "copy_name", "CACHE_DIR_ENV",
-           "CACHE_LIMIT_ENV", "READ_AHEAD", "PREFETCH_THREADS"]
+           "CACHE_LIMIT_ENV", "READ_AHEAD", "PREFETCH_THREADS", "RECHECK_SECONDS"]

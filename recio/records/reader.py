@@ -645,6 +645,13 @@ class RecordReader:
             self.fetch([(o, self._index.record_end(o) or self.size) for o in offsets])
         return [self.read_at(offset) for offset in offsets]
 
+    def evicted(self) -> bool:
+        """Whether the local copy a ``shard_cache`` gave this reader has left the cache since
+        (a limit evicted it): the reader still reads it, and frees its disk space when closed.
+        False for any other reader."""
+        check = getattr(self._file, "evicted", None)
+        return bool(check is not None and check())
+
     @property
     def remote(self) -> bool:
         """True when the file is a remote object (read by ranged requests, not mapped)."""

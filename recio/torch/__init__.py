@@ -34,8 +34,10 @@ decompression-bomb guard (``max_pixels``).
 from __future__ import annotations
 
 import os
+import time
 import warnings
 import zlib
+from collections import OrderedDict
 from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
                     Tuple, Union)
 
@@ -49,7 +51,8 @@ from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decod
 from recio.image.header import unpack
 from recio.image.imageiter import Augmenter
 from recio.optional import require
-from recio.records.cache import PREFETCH_THREADS, READ_AHEAD, Prefetch, ShardCache
+from recio.records.cache import (PREFETCH_THREADS, READ_AHEAD, RECHECK_SECONDS, Prefetch,
+                                 ShardCache)
 from recio.records.index import open_index
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
@@ -67,6 +70,9 @@ get_worker_info = torch.utils.data.get_worker_info
 
 PathLike = Union[str, "os.PathLike[str]"]
 _DECODES = ("tensor", "numpy", "pil", "raw")
+#: files a RecordDataset keeps open in a process (a reader holds two descriptors: its file
+#: and its map's): a set of more shards reopens the least recently used
+_MOST_OPEN = 256
 
 
 class _Decoder:
@@ -181,9 +187,21 @@ class RecordDataset(Dataset):
         else:
             self._init_shards(indexes, keys)
         self._decoder = _Decoder(decode, mode, transform, target_transform, decoder, max_pixels)
-        self._readers: dict = {}
+        self._readers: OrderedDict = OrderedDict()
         self._pid: Optional[int] = None
         self._prefetch: Optional[Prefetch] = None
+        self._recheck = self._recheck_start()
+
+    def _recheck_start(self) -> Optional[float]:
+        """When to look for evicted copies first: only a cache with a limit evicts."""
+        return None if self._cache is None or self._cache.limit is None else 0.0
+
+    def _drop_evicted(self) -> None:
+        """Close the readers whose cache copy was evicted (a later read downloads it again), so
+        that their disk space is freed: a worker would otherwise keep every shard it read."""
+        for n in [n for n, reader in self._readers.items() if reader.evicted()]:
+            self._readers.pop(n).close()
+        self._recheck = time.monotonic() + RECHECK_SECONDS
 
     def _init_one(self, index: Any, keys: Optional[Sequence[Any]]) -> None:
         self._shard: Optional[np.ndarray] = None  # one file: no shard numbers
@@ -218,14 +236,22 @@ class RecordDataset(Dataset):
         self._shard, self.offsets = shard[chosen], offsets[chosen]
 
     def _open(self, n: int = 0) -> Any:
+        """The reader of file ``n`` in this process: at most ``_MOST_OPEN`` stay open (each
+        holds two file descriptors), the least recently used is closed for another."""
         if self._pid != os.getpid():
-            self._readers, self._pid = {}, os.getpid()  # a new fd and mmap in this process
+            self._readers, self._pid = OrderedDict(), os.getpid()  # new fds and maps here
+        if self._recheck is not None and time.monotonic() >= self._recheck:
+            self._drop_evicted()
         reader = self._readers.get(n)
         if reader is None:
+            if len(self._readers) >= _MOST_OPEN:
+                self._readers.popitem(last=False)[1].close()
             reader = self._readers[n] = RecordReader(self._files[n],
                                                      storage_options=self.storage_options,
                                                      shard_cache=self._cache)
             reader.set_index(self._indexes[n])  # a remote file: one GET a record
+        elif len(self._readers) > 1:
+            self._readers.move_to_end(n)
         return reader
 
     def _locate(self, i: int) -> Tuple[int, int]:
@@ -251,8 +277,8 @@ class RecordDataset(Dataset):
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_readers"], state["_pid"] = {}, None  # reopened by each worker
-        state["_prefetch"] = None
+        state["_readers"], state["_pid"] = OrderedDict(), None  # reopened by each worker
+        state["_prefetch"], state["_recheck"] = None, self._recheck_start()
         return state
 
     def prefetch(self, positions: Iterable[np.ndarray]) -> Optional[Prefetch]:
