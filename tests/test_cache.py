@@ -349,6 +349,20 @@ def test_a_keyed_reader_under_a_limit_lets_evicted_copies_go(dataset, tmp_path, 
     assert 1 <= held <= 2
 
 
+@pytest.mark.needs("torch")
+def test_a_keyed_reader_keeps_few_files_open(dataset, tmp_path, monkeypatch):
+    """A set of more shards than a RecordDataset keeps open (two descriptors each): the least
+    recently used reader is closed, and reopened from the cache when needed again."""
+    import recio.torch as rt
+
+    monkeypatch.setattr(rt, "_MOST_OPEN", 2)
+    ds = rt.RecordDataset(dataset.url, decode="raw", cache_dir=tmp_path)
+    for i in list(rt.RecordSampler(N, seed=4))[:80]:
+        assert bytes(ds[i][0]) == dataset.images[i]
+        assert len(ds._readers) <= 2
+    assert ShardCache(tmp_path).totals()["downloads"] == 2 * SHARDS  # reopened, not fetched
+
+
 def _target(fd: str) -> str:
     try:
         return os.readlink(f"/proc/self/fd/{fd}")
