@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from typing import Optional
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -45,12 +46,15 @@ from recio.records.reader import RecordReader
 BUCKET = "bench"
 
 
-def start_server() -> tuple:
+def start_server(log: Optional[str] = None) -> tuple:
+    """moto's S3 server on 127.0.0.1 and this process's environment pointed at it:
+    ``(process, endpoint)``. ``log``: a file for the server's request log."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(log or os.devnull, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                                 str(port)], stdout=subprocess.DEVNULL, stderr=out)
     endpoint = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:

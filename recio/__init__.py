@@ -54,6 +54,7 @@ _LAZY = {
     "load_manifest": "recio.records.shards",
     "verify_manifest": "recio.records.shards",
     "combined_index": "recio.records.shards",
+    "ShardCache": "recio.records.cache",
     "ThreadedIter": "recio.records.threaded",
     "ImageRecordIter": "recio.image.imageiter",
     "DataBatch": "recio.image.imageiter",

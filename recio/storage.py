@@ -14,8 +14,9 @@ This module is the one owner of how bytes cross the network:
   ``stream_end`` given), filled ahead by a thread in blocks of :data:`STREAM_BLOCK`, so a scan
   costs one request; any other read is one ranged GET (``prefetch(start, end)`` first makes a
   keyed read exactly one GET of the record's bytes); ``prefetch_many`` coalesces neighbouring
-  ranges and runs the GETs concurrently. It reopens its connection after ``fork`` and pickles
-  as its URL.
+  ranges and runs the GETs concurrently; ``stream_into(buffer)`` reads the whole object in
+  one streaming GET through a small buffer the caller reuses (to copy it into a file). It
+  reopens its connection after ``fork`` and pickles as its URL.
 * :func:`upload` puts a finished local file at a URL in one object write: an object store shows
   an object only once its upload completed, so the writers' promise (complete or absent) holds.
 * Errors become one-line exceptions naming the URL: ``FileNotFoundError``, ``PermissionError``,
@@ -56,6 +57,28 @@ CACHE_BYTES = 64 << 20
 _URL_FRESH = 3600.0
 
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+# dd's convention: KB/MB/GB are powers of 1000, K/M/G and KiB/MiB/GiB powers of 1024
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "K": 2**10,
+               "M": 2**20, "G": 2**30, "T": 2**40, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
+               "TIB": 2**40}
+
+
+def parse_size(text: Union[str, int]) -> int:
+    """A byte count written for people: ``"32MB"`` -> 32000000, ``"32M"``/``"32MiB"`` ->
+    33554432, ``"600"`` (or 600) -> 600. ``ValueError`` saying how to write one otherwise."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+        unit = match.group(2).upper() if match else None
+        if match is None or unit not in _SIZE_UNITS:
+            raise ValueError(f"{text!r} is not a size: use e.g. 600, 64K, 32MB, 32MiB, 50GB")
+        value = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if value < 1:
+        raise ValueError(f"{text!r}: a size needs at least 1 byte")
+    return value
 
 
 def url_scheme(path: Any) -> Optional[str]:
@@ -283,9 +306,8 @@ def _http_url(fs: Any, path: str, url: str) -> Optional[str]:
     return None
 
 
-def _http_stream(http_url: str, start: int, end: int, block: int) -> Iterator[bytearray]:
-    """Blocks of ``[start, end)`` from one streaming GET: the socket is read straight into each
-    block (``readinto``, without the GIL), the cheapest way a Python client can take bytes."""
+def _http_open(http_url: str, start: int, end: int) -> Any:
+    """The response of one streaming GET of ``[start, end)``."""
     import urllib.error
     import urllib.request
 
@@ -298,18 +320,32 @@ def _http_stream(http_url: str, start: int, end: int, block: int) -> Iterator[by
         if exc.code in (401, 403):
             raise PermissionError(errno.EACCES, f"HTTP {exc.code} {exc.reason}") from exc
         raise
-    with response:
-        if response.status != 206 and start > 0:
-            raise OSError(f"the server ignored the byte range (HTTP {response.status})")
+    if response.status != 206 and start > 0:
+        response.close()
+        raise OSError(f"the server ignored the byte range (HTTP {response.status})")
+    return response
+
+
+def _read_into(response: Any, view: memoryview) -> int:
+    """Fill ``view`` from ``response``: the socket is read straight into it (``readinto``,
+    without the GIL), the cheapest way a Python client can take bytes. Fewer bytes only at
+    the end of the response."""
+    got = 0
+    while got < len(view):
+        n = response.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
+def _http_stream(http_url: str, start: int, end: int, block: int) -> Iterator[bytearray]:
+    """Blocks of ``[start, end)`` from one streaming GET, each read straight from the socket."""
+    with _http_open(http_url, start, end) as response:
         pos = start
         while pos < end:
             buf = bytearray(min(block, end - pos))
-            view, got = memoryview(buf), 0
-            while got < len(buf):
-                n = response.readinto(view[got:])
-                if not n:
-                    break
-                got += n
+            got = _read_into(response, memoryview(buf))
             if got:
                 yield buf if got == len(buf) else buf[:got]
             if got < len(buf):
@@ -491,14 +527,58 @@ class RemoteFile:
                                "the object changed or the connection dropped", self.url, start)
         return data
 
-    def _open_stream(self, start: int, end: int) -> Iterator[Any]:
+    def _stream_url(self, start: int) -> str:
+        """The plain URL streams GET ("": none, they use ranged GETs)."""
         if self._http_url is None or time.monotonic() - self._http_url_made > _URL_FRESH:
             with translated(self.url, "reading", start):  # presigned URLs expire: renewed
                 self._http_url = _http_url(self._fs, self._path, self.url) or ""
             self._http_url_made = time.monotonic()
-        if self._http_url:
+        return self._http_url
+
+    def _open_stream(self, start: int, end: int) -> Iterator[Any]:
+        if self._stream_url(start):
             return _http_stream(self._http_url, start, end, STREAM_BLOCK)
         return _ranged_stream(self._fs, self._path, start, end, STREAM_BLOCK)
+
+    def stream_into(self, buffer: Any) -> Iterator[int]:
+        """Read the whole object with one streaming GET into ``buffer`` (a bytearray), again
+        and again: each step yields how many bytes the buffer now holds (its whole length but
+        at the end), which the caller uses before the next step. The socket is read straight
+        into the buffer; a small buffer that is reused stays in the CPU's cache for what the
+        caller does with it. ``StorageError`` (with the offset) when the connection ends
+        early."""
+        self._check_fork()
+        view = memoryview(buffer).cast("B")
+        pos = 0
+        self.requests += 1
+        if self._stream_url(0) and self.size:
+            with translated(self.url, "reading", 0):
+                response = _http_open(self._http_url, 0, self.size)
+            with response:
+                while pos < self.size:
+                    want = min(len(view), self.size - pos)
+                    with translated(self.url, "reading", pos):
+                        got = _read_into(response, view[:want])
+                    pos += got
+                    if got:
+                        yield got
+                    if got < want:
+                        break
+        elif self.size:
+            blocks = _ranged_stream(self._fs, self._path, 0, self.size, STREAM_BLOCK)
+            while pos < self.size:
+                with translated(self.url, "reading", pos):
+                    block = next(blocks, b"")
+                if not block:
+                    break
+                for at in range(0, len(block), len(view)):
+                    piece = block[at:at + len(view)]
+                    view[:len(piece)] = piece
+                    pos += len(piece)
+                    yield len(piece)
+        if pos < self.size:
+            raise StorageError(f"the connection ended after {pos} of {self.size} bytes; retry "
+                               f"the read", self.url, pos)
 
     # -- the block cache ---------------------------------------------------------------------
     def _cache(self, start: int, data: bytes) -> None:
@@ -740,6 +820,7 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
 
 __all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname",
            "basename", "filesystem", "translated", "info", "size", "exists", "isfile", "isdir",
-           "listdir", "glob", "read_bytes", "remove", "remove_tree", "move", "upload", "download", "open_input",
+           "listdir", "glob", "read_bytes", "remove", "remove_tree", "move", "upload", "download",
+           "open_input", "parse_size",
            "local_copy", "local_copies", "coalesce", "STREAM_BLOCK",
            "RANDOM_BLOCK"]

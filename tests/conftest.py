@@ -14,11 +14,12 @@ import importlib
 import inspect
 import os
 import pathlib
+import re
 import shutil
 import signal
 import sys
 from types import ModuleType
-from typing import Callable, List
+from typing import Callable, List, Tuple
 
 import click.testing
 import pytest
@@ -172,11 +173,13 @@ def split_files(golden, tmp_path):
 class S3Server:
     """A real S3 API (moto's server mode) on 127.0.0.1, in its own process, for the remote
     tests: ``endpoint`` is its URL, ``env`` the environment a client (or a command run as a
-    subprocess) needs, ``bucket(name)`` makes a bucket and returns ``s3://name``."""
+    subprocess) needs, ``bucket(name)`` makes a bucket and returns ``s3://name``.
+    ``requests(since)`` lists the requests the server logged (from every client process)."""
 
     def __init__(self) -> None:
         import socket
         import subprocess
+        import tempfile
         import time
         import urllib.request
 
@@ -184,9 +187,10 @@ class S3Server:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=self.log)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -227,12 +231,37 @@ class S3Server:
         found = self.client().list_objects_v2(Bucket=bucket).get("Contents", [])
         return sorted(o["Key"] for o in found)
 
+    def mark(self) -> int:
+        """Where the request log ends now (for ``requests``)."""
+        self._settle()
+        return os.path.getsize(self.log.name)
+
+    def requests(self, since: int = 0) -> List[Tuple[str, str]]:
+        """``(method, path)`` of every request the server logged after ``since`` (a ``mark``),
+        in order."""
+        self._settle()
+        with open(self.log.name, "rb") as f:
+            f.seek(since)
+            text = f.read().decode("utf-8", "replace")
+        text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # the server colours some lines
+        return re.findall(r'"(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/', text)
+
+    def _settle(self) -> None:
+        """Wait until the log stops growing: the server logs a request after answering it."""
+        import time
+
+        size = -1
+        while size != os.path.getsize(self.log.name):
+            size = os.path.getsize(self.log.name)
+            time.sleep(0.3)
+
     def stop(self) -> None:
         self.process.terminate()
         try:
             self.process.wait(10)
         except Exception:
             self.process.kill()
+        self.log.close()
 
 
 @pytest.fixture(scope="session")

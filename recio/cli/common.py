@@ -5,13 +5,13 @@ import functools
 import json
 import math
 import os
-import re
 import sys
 import time
 from typing import Any, Callable, Optional
 
 import click
 
+from recio import storage
 from recio.errors import OutputExistsError, RecordIOError
 from recio.storage import is_url, local_path
 from recio.storage import size as storage_size
@@ -22,6 +22,7 @@ EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_STATUS_HELP = ("Exit status: 0 success; 1 damage found or items skipped (verify, --strict, "
                     "a list or pack that found nothing); 2 usage error, unreadable input or a "
                     "refused output; 130 interrupted (Ctrl-C).")
+
 
 class PathOrURL(click.Path):
     """``click.Path`` that passes URLs (``s3://...``) through unchecked: they are opened by
@@ -34,21 +35,12 @@ class PathOrURL(click.Path):
                                param, ctx)
 
 
-# dd's convention: KB/MB/GB are powers of 1000, K/M/G and KiB/MiB/GiB powers of 1024
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "K": 2**10, "M": 2**20,
-          "G": 2**30, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
-
-
 def parse_size(text: str) -> int:
-    """``"32MB"`` -> 32000000, ``"32M"``/``"32MiB"`` -> 33554432, ``"600"`` -> 600."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", text)
-    unit = match.group(2).upper() if match else None
-    if match is None or unit not in _UNITS:
-        raise click.BadParameter(f"{text!r} is not a size: use e.g. 600, 64K, 32MB, 32MiB")
-    value = int(float(match.group(1)) * _UNITS[unit])
-    if value < 1:
-        raise click.BadParameter(f"{text!r}: a size needs at least 1 byte")
-    return value
+    """``storage.parse_size`` for an option: a bad size is click's usage error."""
+    try:
+        return storage.parse_size(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:

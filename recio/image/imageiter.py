@@ -45,9 +45,10 @@ from PIL import Image
 from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode
 from recio.image.header import unpack
+from recio.records.cache import ShardCache
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
-from recio.records.split import InputSplit, record_range
+from recio.records.split import InputSplit, SourceLayout, record_range
 from recio.records.threaded import ThreadedIter
 from recio.storage import StorageOptions
 
@@ -233,11 +234,14 @@ class _Engine:
         self.keys: Optional[List[Any]] = None
         self.offsets: Optional[List[int]] = None
         self.storage_options = it.storage_options
+        cache = ShardCache.configured(it.cache_dir, it.cache_limit, self.storage_options)
+        self.layout: Optional[SourceLayout] = None
         if it.path_imgidx is not None:
-            self.reader = RecordReader(self.path, storage_options=self.storage_options)
+            self.reader = RecordReader(self.path, storage_options=self.storage_options,
+                                       shard_cache=cache)
             try:
                 index = open_index(it.path_imgidx, rec_size=self.reader.size,
-                                   storage_options=self.storage_options)
+                                   storage_options=self.storage_options, shard_cache=cache)
             except BaseException:
                 self.reader.close()
                 raise
@@ -245,6 +249,8 @@ class _Engine:
             keys, offsets = index.key_list(), index.offsets.tolist()
             lo, hi = record_range(len(keys), self.part_index, self.num_parts)
             self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
+        elif cache is not None:  # found once, so a later epoch asks the store for nothing
+            self.layout = SourceLayout(self.path, self.storage_options, cache)
         self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
         self.pool = ThreadPoolExecutor(max_workers=it.preprocess_threads,
                                        thread_name_prefix="recio-decode")
@@ -268,7 +274,7 @@ class _Engine:
             return
 
         split = InputSplit(self.path, self.part_index, self.num_parts,
-                           storage_options=self.storage_options)
+                           storage_options=self.storage_options, _layout=self.layout)
         part = "" if self.num_parts == 1 else f" of part {self.part_index}/{self.num_parts}"
         stream = ((f"record #{n}{part}", payload) for n, payload in enumerate(split))
         if self.shuffle:
@@ -476,7 +482,9 @@ class RecordBatchIter:
                  part_index: int = 0, round_batch: bool = True, shuffle_buffer: int = 1024,
                  labels: Optional[Dict[int, np.ndarray]] = None, strict_labels: bool = False,
                  carry_over: bool = False, carry_lookahead: int = 0,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None) -> None:
         _check_positive(batch_size=batch_size, label_width=label_width,
                         preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
                         num_parts=num_parts, shuffle_buffer=shuffle_buffer)
@@ -490,6 +498,7 @@ class RecordBatchIter:
             self.path_imgrec = os.fspath(path_imgrec)
         self.path_imgidx = None if path_imgidx is None else os.fspath(path_imgidx)
         self.storage_options = storage_options
+        self.cache_dir, self.cache_limit = cache_dir, cache_limit
         self.augmenter = augmenter
         self.batch_size, self.label_width = int(batch_size), int(label_width)
         self.shuffle, self.seed, self.shuffle_buffer = bool(shuffle), int(seed), int(shuffle_buffer)
@@ -616,7 +625,10 @@ class ImageRecordIter(RecordBatchIter):
 
     Without ``path_imgidx`` the file is streamed (``path_imgrec`` may then list several files,
     as ``InputSplit`` accepts, or be a shard set's manifest) and ``shuffle`` uses a buffer of
-    ``shuffle_buffer`` records. Paths may be URLs (``s3://...``, with ``storage_options``).
+    ``shuffle_buffer`` records. Paths may be URLs (``s3://...``, with ``storage_options``);
+    with ``cache_dir`` (or ``RECIO_CACHE_DIR``) their whole files are kept in that local
+    folder, at most ``cache_limit`` bytes, and later epochs read local disk
+    (``recio.records.cache``).
     ``num_parts``/``part_index`` read one part (by record count with an ``.idx``, by bytes as
     MXNet's InputSplit without). ``mean_img`` is an array of shape ``data_shape`` or a ``.npy``
     path (MXNet's ``.nd`` mean files are not read). Call ``close()`` (or use ``with``) to stop
@@ -642,7 +654,9 @@ class ImageRecordIter(RecordBatchIter):
                  label_name: str = "softmax_label", dtype: str = "float32",
                  layout: str = "NCHW", shuffle_buffer: int = 1024,
                  decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] not in (1, 3) or min(shape) < 1:
             raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 channels, "
@@ -672,7 +686,8 @@ class ImageRecordIter(RecordBatchIter):
                          label_width=label_width, shuffle=shuffle, seed=seed,
                          preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
                          num_parts=num_parts, part_index=part_index, round_batch=round_batch,
-                         shuffle_buffer=shuffle_buffer, storage_options=storage_options)
+                         shuffle_buffer=shuffle_buffer, storage_options=storage_options,
+                         cache_dir=cache_dir, cache_limit=cache_limit)
 
 
 def _check_positive(**values: int) -> None:

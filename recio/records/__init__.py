@@ -10,6 +10,8 @@ Reading from the bottom up:
 * ``indexed``  ``IndexedRecordReader`` and the load-the-index-or-scan decision.
 * ``reindex``  rebuild an ``.idx`` by scanning the ``.rec`` (MXNet's ``rec2idx``).
 * ``split``    ``InputSplit``: record boundaries for N partitions of one or more files.
+* ``cache``    ``ShardCache``: checked local copies of remote objects, bounded, shared by
+               the processes of a node (readers' ``cache_dir=``).
 * ``shards``   shard sets: ``ShardWriter``, the manifest (written last), checksums, the
                combined ``.idx`` for DALI.
 * ``reshard``  write the parts of a split as files of their own (``recio split --write``).
@@ -28,13 +30,13 @@ _LAZY = {
     "read_index": "index", "write_index": "index", "sibling_index_path": "index",
     "InputSplit": "split", "ThreadedIter": "threaded", "ShardWriter": "shards",
     "ShardReader": "shards", "load_manifest": "shards", "verify_manifest": "shards",
-    "combined_index": "shards",
+    "combined_index": "shards", "ShardCache": "cache",
 }
 
 __all__ = ["RecordReader", "RecordWriter", "IndexedRecordWriter", "IndexedRecordReader", "Index",
            "open_index", "read_index", "write_index", "sibling_index_path", "InputSplit",
            "ThreadedIter", "ShardWriter", "ShardReader", "load_manifest", "verify_manifest",
-           "combined_index"]
+           "combined_index", "ShardCache"]
 
 
 def __getattr__(name: str) -> Any:

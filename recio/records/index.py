@@ -916,7 +916,8 @@ class IndexOffsets(Mapping):
 
 # -- opening -----------------------------------------------------------------------------------
 def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[int] = None,
-               cache: Optional[bool] = None, storage_options: StorageOptions = None) -> Index:
+               cache: Optional[bool] = None, storage_options: StorageOptions = None, *,
+               shard_cache: Any = None) -> Index:
     """Parse an ``.idx`` (or map its valid cache) into an ``Index``; bad lines raise
     ``IndexFileError`` naming the file and line.
 
@@ -925,13 +926,16 @@ def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[i
     keys are kept and cached). With ``rec_size`` every offset must leave room for a record
     header in the ``.rec``. ``cache``: ``None`` follows ``RECIO_INDEX_CACHE`` and the size
     threshold, ``True``/``False`` force it on/off. A URL is read through fsspec
-    (``storage_options``), never cached.
+    (``storage_options``), or from ``shard_cache``'s local copy (a
+    ``recio.records.cache.ShardCache``), and has no sidecar cache.
     """
     path = os.fspath(idx_path)
     cacheable = key_type is int or key_type is None
     if is_url(path):  # read once, streamed; a remote index has no sidecar cache
-        with RemoteFile(path, storage_options) as f:
-            collected = _parse_file(f, path, key_type, rec_size, f.size)
+        with (RemoteFile(path, storage_options) if shard_cache is None
+              else shard_cache.open(path)) as f:
+            size = os.fstat(f.fileno()).st_size if shard_cache is not None else f.size
+            collected = _parse_file(f, path, key_type, rec_size, size)
         offsets, base, keys = collected.finish()
         return Index(offsets, keys=keys, base=base, path=path, key_type=key_type,
                      rec_size=rec_size)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Uni
 import numpy as np
 
 from recio import storage
+from recio.records.cache import ShardCache
 from recio.records.index import Index, IndexOffsets, open_index, sibling_index_path
 from recio.records.reader import RecordReader
 from recio.storage import StorageOptions
@@ -18,26 +19,31 @@ PathLike = Union[str, "os.PathLike[str]"]
 KeyType = Optional[Callable[[str], Any]]
 
 
-def build_index(rec_path: PathLike, storage_options: StorageOptions = None) -> List[int]:
+def build_index(rec_path: PathLike, storage_options: StorageOptions = None,
+                shard_cache: Any = None) -> List[int]:
     """Offsets of every record in a ``.rec`` by scanning its headers (MXNet's ``rec2idx``)."""
-    with RecordReader(rec_path, storage_options=storage_options) as reader:
+    with RecordReader(rec_path, storage_options=storage_options,
+                      shard_cache=shard_cache) as reader:
         return list(reader.iter_offsets())
 
 
 def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
               key_type: KeyType = int, rec_size: Optional[int] = None,
               cache: Optional[bool] = None, warn_on_scan: bool = False,
-              storage_options: StorageOptions = None) -> Index:
+              storage_options: StorageOptions = None, *, shard_cache: Any = None) -> Index:
     """The ``Index`` of a ``.rec``: from ``idx_path``, else the ``.idx`` beside it when there
     is one, else by scanning the file (keys ``0..n-1``, like ``rec2idx``; ``path`` is None).
 
     This is the one place that decides between loading an index and scanning for one. With
     ``warn_on_scan`` a missing ``.idx`` is reported (a ``UserWarning`` saying how to write it)
-    before the scan starts, for callers whose users expect an index to exist.
+    before the scan starts, for callers whose users expect an index to exist. URLs are read
+    through ``shard_cache`` when one is given (``recio.records.cache.ShardCache``; an index a
+    manifest names needs no lookup).
     """
     if idx_path is None:
         candidate = sibling_index_path(rec_path)
-        if storage.exists(candidate, storage_options):
+        if (shard_cache is not None and shard_cache.knows(candidate)) or \
+                storage.exists(candidate, storage_options):
             idx_path = candidate
         else:
             if warn_on_scan:
@@ -45,12 +51,14 @@ def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
                               f"records (write it once with `recio index {os.fspath(rec_path)}`)",
                               stacklevel=3)
             # keys 0..n-1 whatever key_type says, as rec2idx writes them
-            return Index(np.asarray(build_index(rec_path, storage_options), np.int64), base=0,
-                         key_type=key_type, rec_size=rec_size)
+            return Index(np.asarray(build_index(rec_path, storage_options, shard_cache),
+                                    np.int64), base=0, key_type=key_type, rec_size=rec_size)
     if rec_size is None:
-        rec_size = storage.size(rec_path, storage_options)
+        rec_size = (shard_cache.size(os.fspath(rec_path))
+                    if shard_cache is not None and storage.is_url(rec_path)
+                    else storage.size(rec_path, storage_options))
     return open_index(idx_path, key_type, rec_size=rec_size, cache=cache,
-                      storage_options=storage_options)
+                      storage_options=storage_options, shard_cache=shard_cache)
 
 
 def load_index(rec_path: PathLike, idx_path: Optional[PathLike] = None,
@@ -68,16 +76,25 @@ class IndexedRecordReader(Mapping):
     is built by scanning the file, with keys ``0..n-1`` as MXNet's ``rec2idx`` does. The index is
     held as arrays (``index``, see ``recio.records.index``), memory-mapped from its sidecar cache when
     there is one, so forked workers share it; ``cache`` is passed to ``recio.records.index.open_index``.
+    A URL is read by ranged GETs, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``), from a
+    local copy of the whole ``.rec`` and ``.idx`` kept in that folder (at most
+    ``cache_limit`` bytes; see ``recio.records.cache``).
     """
 
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Optional[Union[str, "os.PathLike[str]"]] = None,
                  key_type: Callable[[str], Any] = int, cache: Optional[bool] = None, *,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None) -> None:
         self.path = os.fspath(rec_path)
-        self.reader = RecordReader(self.path, storage_options=storage_options)
+        shard_cache = (ShardCache.configured(cache_dir, cache_limit, storage_options)
+                       if storage.is_url(self.path) else None)
+        self.reader = RecordReader(self.path, storage_options=storage_options,
+                                   shard_cache=shard_cache)
         self.index: Index = index_for(self.path, idx_path, key_type, rec_size=self.reader.size,
-                                      cache=cache, storage_options=storage_options)
+                                      cache=cache, storage_options=storage_options,
+                                      shard_cache=shard_cache)
         self.idx_path = self.index.path
         self.key_type = key_type
         self._bind()

@@ -71,11 +71,14 @@ class RecordReader:
     10,000) and calling ``on_damage(start, end, error)`` for each region passed over.
     ``trust_lengths=True`` is the fast mode: it does not look inside record data for swallowed
     records (as MXNet reads); header checks stay.
+    ``shard_cache`` (a ``recio.records.cache.ShardCache``): a URL is read from the cache's
+    checked local copy of the whole object (mapped like a local file; errors still name the
+    URL), downloaded first when the cache has none.
     """
 
     def __init__(self, source: PathOrFile, on_error: str = "raise", *,
                  trust_lengths: bool = False, on_damage: Optional[DamageHandler] = None,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None, shard_cache: Any = None) -> None:
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
         self.on_error = on_error
@@ -83,10 +86,15 @@ class RecordReader:
         self.on_damage = on_damage
         self._file: Optional[BinaryIO] = None
         self._owns_file = False
+        self.shard_cache = shard_cache
         if isinstance(source, (str, os.PathLike)):
             self.path: Optional[str] = os.fspath(source)
-            self._file = (RemoteFile(self.path, storage_options) if is_url(self.path)
-                          else open(local_path(self.path), "rb"))
+            if not is_url(self.path):
+                self._file = open(local_path(self.path), "rb")
+            elif shard_cache is not None:
+                self._file = shard_cache.open(self.path)
+            else:
+                self._file = RemoteFile(self.path, storage_options)
             self._owns_file = True
         else:
             self.path = getattr(source, "name", None)
@@ -637,6 +645,13 @@ class RecordReader:
             self.fetch([(o, self._index.record_end(o) or self.size) for o in offsets])
         return [self.read_at(offset) for offset in offsets]
 
+    def evicted(self) -> bool:
+        """Whether the local copy a ``shard_cache`` gave this reader has left the cache since
+        (a limit evicted it): the reader still reads it, and frees its disk space when closed.
+        False for any other reader."""
+        check = getattr(self._file, "evicted", None)
+        return bool(check is not None and check())
+
     @property
     def remote(self) -> bool:
         """True when the file is a remote object (read by ranged requests, not mapped)."""
@@ -722,12 +737,14 @@ class RecordReader:
             raise TypeError("a RecordReader over a caller's file object cannot be pickled; "
                             "open it from a path instead")
         return {"path": self.path, "pos": self._pos, "on_error": self.on_error,
-                "trust_lengths": self.trust_lengths, "storage_options": self.storage_options}
+                "trust_lengths": self.trust_lengths, "storage_options": self.storage_options,
+                "shard_cache": self.shard_cache}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["path"], on_error=state["on_error"],
                       trust_lengths=state.get("trust_lengths", False),
-                      storage_options=state.get("storage_options"))
+                      storage_options=state.get("storage_options"),
+                      shard_cache=state.get("shard_cache"))
         self._pos = state["pos"]
 
 

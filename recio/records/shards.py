@@ -58,6 +58,7 @@ from recio.records.atomic import (
     atomic_open,
     check_outputs,
 )
+from recio.records.cache import READ_AHEAD, ShardCache
 from recio.records.framing import HEADER_SIZE
 from recio.records.index import iter_index_lines, open_index
 from recio.records.reader import RecordReader
@@ -432,36 +433,57 @@ class ShardReader:
 
     ``verify=True`` checks every record read against its shard's per-record CRC-32 and raises
     :class:`~recio.errors.ChecksumError` naming the shard, the record's key and byte offset.
+    A set at URLs is read by ranged GETs, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``),
+    from local copies of its whole shards kept in that folder, at most ``cache_limit`` bytes
+    (``recio.records.cache``): a shard is downloaded when first read, and iterating the set
+    downloads the next shard while one is read.
     """
 
     def __init__(self, manifest: Union[PathLike, Manifest], *, verify: bool = False,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None) -> None:
         self.manifest = (manifest if isinstance(manifest, Manifest)
                          else load_manifest(manifest, storage_options))
         options = self.manifest.storage_options
         self.verify = verify
-        self._readers = [RecordReader(s.rec, storage_options=options)
-                         for s in self.manifest.shards]
+        self._cache = (ShardCache.configured(cache_dir, cache_limit, options)
+                       if storage.is_url(self.manifest.path) else None)
+        if self._cache is not None:
+            self._cache.expect_manifest(self.manifest)
+        shards = self.manifest.shards
+        # with a cache a shard is opened (downloaded) when first read
+        self._readers: List[Optional[RecordReader]] = [None] * len(shards)
         self._indexes = [open_index(s.idx, key_type=None, rec_size=s.rec_bytes,
-                                    storage_options=options) for s in self.manifest.shards]
-        for shard, index, reader in zip(self.manifest.shards, self._indexes, self._readers):
-            reader.set_index(index)  # a remote shard: one GET a record
+                                    storage_options=options, shard_cache=self._cache)
+                         for s in shards]
+        for n, (shard, index) in enumerate(zip(shards, self._indexes)):
             if len(index) != shard.records:
                 raise ManifestError(f"has {len(index)} index lines; the manifest says "
                                     f"{shard.records} records", path=shard.idx)
-        self._crcs = ([record_checksums(s, options) for s in self.manifest.shards]
-                      if verify else None)
+            if self._cache is None:
+                self._reader(n)
+        self._crcs = ([record_checksums(s, options) for s in shards] if verify else None)
         self._starts = np.cumsum([0] + [len(i) for i in self._indexes])
         self._by_key: Optional[Dict[Any, Tuple[int, int]]] = None
 
     def __len__(self) -> int:
         return int(self._starts[-1])
 
+    def _reader(self, n: int) -> RecordReader:
+        reader = self._readers[n]
+        if reader is None:
+            reader = self._readers[n] = RecordReader(
+                self.manifest.shards[n].rec, storage_options=self.manifest.storage_options,
+                shard_cache=self._cache)
+            reader.set_index(self._indexes[n])  # a remote shard: one GET a record
+        return reader
+
     def read(self, shard_number: int, i: int) -> bytes:
         """Record ``i`` (in ``.idx`` order) of shard ``shard_number``."""
         index = self._indexes[shard_number]
         offset = int(index.offsets[i])
-        data = self._readers[shard_number].read_at(offset)
+        data = self._reader(shard_number).read_at(offset)
         if self._crcs is not None:
             mismatch = _checksum_mismatch(data, int(self._crcs[shard_number][i]), i,
                                           index.key_at(i) if index.has_keys else i)
@@ -491,13 +513,23 @@ class ShardReader:
         return self.read(*self._by_key[key])
 
     def __iter__(self) -> Iterator[bytes]:
-        for n, index in enumerate(self._indexes):
-            for i in range(len(index)):
-                yield self.read(n, i)
+        ahead = None
+        if self._cache is not None:
+            ahead = self._cache.prefetch(self.manifest.rec_paths(), ahead=READ_AHEAD)
+        try:
+            for n, index in enumerate(self._indexes):
+                if ahead is not None:
+                    ahead.reached(n)
+                for i in range(len(index)):
+                    yield self.read(n, i)
+        finally:
+            if ahead is not None:
+                ahead.stop()
 
     def close(self) -> None:
         for reader in self._readers:
-            reader.close()
+            if reader is not None:
+                reader.close()
 
     def __enter__(self) -> "ShardReader":
         return self
@@ -721,13 +753,17 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
     return manifest
 
 
-def expand_manifests(entries: Sequence[str],
-                     storage_options: StorageOptions = None) -> List[str]:
-    """``entries`` with every manifest replaced by its shards' ``.rec`` files, in order."""
+def expand_manifests(entries: Sequence[str], storage_options: StorageOptions = None,
+                     shard_cache: Optional[ShardCache] = None) -> List[str]:
+    """``entries`` with every manifest replaced by its shards' ``.rec`` files, in order (and
+    what each file must be told to ``shard_cache``)."""
     out: List[str] = []
     for entry in entries:
         if is_manifest(entry):
-            out.extend(load_manifest(entry, storage_options).rec_paths())
+            manifest = load_manifest(entry, storage_options)
+            if shard_cache is not None:
+                shard_cache.expect_manifest(manifest)
+            out.extend(manifest.rec_paths())
         else:
             out.append(entry)
     return out

@@ -31,6 +31,7 @@ from recio import storage
 from recio.deprecation import renamed_keywords
 from recio.errors import IndexFileError
 from recio.records import framing
+from recio.records.cache import READ_AHEAD, ShardCache
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import expand_manifests
@@ -54,23 +55,28 @@ class FileSpan(NamedTuple):
     end: int
 
 
-def expand_source(source: Source, storage_options: StorageOptions = None) -> List[str]:
+def expand_source(source: Source, storage_options: StorageOptions = None,
+                  shard_cache: Optional[ShardCache] = None) -> List[str]:
     """The files an InputSplit reads, in order (``;``-joined strings, directories, globs and
     shard-set manifests expanded; a manifest gives its shards in manifest order).
 
     A directory contributes its ``*.rec`` files in name order; a glob its matches in name order.
     Entries may be URLs (``s3://bucket/train/``, ``s3://bucket/part-*.rec``), read with
     ``storage_options``. Raises ``FileNotFoundError`` for a named path (or a pattern) that
-    matches nothing.
+    matches nothing. A manifest's files are described to ``shard_cache`` (their sizes and
+    checksums), which then needs no lookup of them.
     """
     if isinstance(source, (str, os.PathLike)):
         entries = [e for e in os.fspath(source).split(";") if e]
     else:
         entries = [os.fspath(e) for e in source]
-    entries = expand_manifests(entries, storage_options)
+    known = set(entries)
+    entries = expand_manifests(entries, storage_options, shard_cache)
     files: List[str] = []
     for entry in entries:
-        if storage.isdir(entry, storage_options):
+        if entry not in known and shard_cache is not None and shard_cache.knows(entry):
+            files.append(entry)  # a manifest's shard: no lookup
+        elif storage.isdir(entry, storage_options):
             found = storage.listdir(entry, storage_options)
             files.extend(p for p in found if p.endswith(".rec") and
                          (storage.is_url(p) or os.path.isfile(p)))
@@ -137,12 +143,19 @@ def seek_record_head(fd: Any, file_size: int, pos: int,
 
 
 class SourceLayout:
-    """The files of a source as one stream: paths, sizes and start offsets (empty files dropped)."""
+    """The files of a source as one stream: paths, sizes and start offsets (empty files dropped).
 
-    def __init__(self, source: Source, storage_options: StorageOptions = None) -> None:
+    ``shard_cache`` (a ``recio.records.cache.ShardCache``): the sizes of a manifest's URLs
+    come from the manifest, and record heads are looked for in the cache's local copies
+    (downloaded for it, where the cache's limit holds the whole source)."""
+
+    def __init__(self, source: Source, storage_options: StorageOptions = None,
+                 shard_cache: Optional[ShardCache] = None) -> None:
         self.storage_options = storage_options
-        paths = expand_source(source, storage_options)
-        sizes = [storage.size(p, storage_options) for p in paths]
+        self.shard_cache = shard_cache
+        paths = expand_source(source, storage_options, shard_cache)
+        sizes = [shard_cache.size(p) if shard_cache is not None and storage.is_url(p)
+                 else storage.size(p, storage_options) for p in paths]
         self.paths = [p for p, s in zip(paths, sizes) if s > 0]
         self.sizes = [s for s in sizes if s > 0]
         self.starts = [0]
@@ -159,14 +172,21 @@ class SourceLayout:
         i = self.file_of(pos)
         if i >= len(self.paths) or pos == self.starts[i]:
             return pos
-        if storage.is_url(self.paths[i]):
-            with RemoteFile(self.paths[i], self.storage_options, size=self.sizes[i]) as remote:
-                return self.starts[i] + seek_record_head(remote, self.sizes[i],
-                                                         pos - self.starts[i], max_window)
-        fd = os.open(storage.local_path(self.paths[i]), os.O_RDONLY)
+        path, size, at = self.paths[i], self.sizes[i], pos - self.starts[i]
+        if storage.is_url(path):
+            copy = None
+            if self.shard_cache is not None:  # the parts on both sides read the file anyway:
+                cache = self.shard_cache      # download it, where the cache holds the source
+                whole = cache.limit is None or cache.limit >= self.total
+                copy = cache.open(path, cached_only=not whole)
+            if copy is None:  # a ranged GET or two
+                with RemoteFile(path, self.storage_options, size=size) as remote:
+                    return self.starts[i] + seek_record_head(remote, size, at, max_window)
+            with copy:
+                return self.starts[i] + seek_record_head(copy.fileno(), size, at, max_window)
+        fd = os.open(storage.local_path(path), os.O_RDONLY)
         try:
-            return self.starts[i] + seek_record_head(fd, self.sizes[i], pos - self.starts[i],
-                                                     max_window)
+            return self.starts[i] + seek_record_head(fd, size, at, max_window)
         finally:
             os.close(fd)
 
@@ -192,7 +212,8 @@ def load_record_offsets(layout: SourceLayout,
     records: List[Tuple[int, int]] = []
     for i, (rec, idx) in enumerate(zip(layout.paths, idx_paths)):
         index = index_for(rec, idx, None, rec_size=layout.sizes[i], warn_on_scan=True,
-                          storage_options=layout.storage_options)
+                          storage_options=layout.storage_options,
+                          shard_cache=layout.shard_cache)
         if index.path is not None:
             in_order = index.offsets
             order = np.argsort(in_order, kind="stable")
@@ -222,6 +243,10 @@ class InputSplit:
     ``idx_paths``, one per file); ``shuffle=True`` reads a part in a permutation of its records
     that depends on ``(seed, epoch, part_index)``: ``reset()`` moves to the next epoch,
     ``set_epoch(e)`` picks one.
+
+    URLs are streamed, or with ``cache_dir`` (or ``RECIO_CACHE_DIR``) read from local copies
+    of the whole files kept there, at most ``cache_limit`` bytes (``recio.records.cache``):
+    the next file is downloaded while one is read.
     """
 
     @renamed_keywords(index_paths="idx_paths")
@@ -229,6 +254,8 @@ class InputSplit:
                  chunk_size: int = DEFAULT_CHUNK_SIZE, balance: str = "bytes",
                  idx_paths: Optional[Sequence[Optional[PathLike]]] = None, shuffle: bool = False,
                  seed: int = 0, epoch: int = 0, storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None,
                  _layout: Optional[SourceLayout] = None,
                  _bounds: Optional[Tuple[int, int]] = None,
                  _records: Optional[List[Tuple[int, int]]] = None) -> None:
@@ -242,8 +269,11 @@ class InputSplit:
         self.chunk_size, self.balance = chunk_size, balance
         self.shuffle, self.seed, self.epoch = shuffle, seed, epoch
         #: the source's files as one byte stream (what ``spans`` and the part bounds refer to)
-        self.layout = _layout if _layout is not None else SourceLayout(source, storage_options)
+        self.layout = _layout if _layout is not None else SourceLayout(
+            source, storage_options, ShardCache.configured(cache_dir, cache_limit,
+                                                           storage_options))
         self.storage_options = storage_options
+        self.shard_cache = self.layout.shard_cache
         self._records: Optional[List[Tuple[int, int]]] = None  # (file number, offset) in this part
         if balance == "records":
             everything = _records if _records is not None else load_record_offsets(self.layout,
@@ -283,7 +313,8 @@ class InputSplit:
         """Number of records in this part (from the index, or by hopping over record headers)."""
         if self._records is not None:
             return len(self._records)
-        return sum(sum(1 for _ in record_heads(s.path, s.start, s.end, self.storage_options))
+        return sum(sum(1 for _ in record_heads(s.path, s.start, s.end, self.storage_options,
+                                               self.shard_cache))
                    for s in self.spans)
 
     def record_offsets(self) -> List[Tuple[str, int]]:
@@ -291,7 +322,8 @@ class InputSplit:
         if self._records is not None:
             return [(self.layout.paths[i], off) for i, off in self._ordered_records()]
         out = [(s.path, off) for s in self.spans
-               for off in record_heads(s.path, s.start, s.end, self.storage_options)]
+               for off in record_heads(s.path, s.start, s.end, self.storage_options,
+                                       self.shard_cache)]
         if self.shuffle:
             out = [out[j] for j in self._permutation(len(out))]
         return out
@@ -299,12 +331,6 @@ class InputSplit:
     # -- reading -----------------------------------------------------------------------------
     def __iter__(self) -> Iterator[bytes]:
         """All records of the part, from its start (in this epoch's order when shuffling)."""
-        if not self.shuffle:
-            for span in self.spans:
-                for _, record in iter_span_with_offsets(span.path, span.start, span.end,
-                                                        self.storage_options):
-                    yield record
-            return
         for _, _, record in self.records_with_offsets():
             yield record
 
@@ -312,10 +338,20 @@ class InputSplit:
         """``(path, offset, payload)`` of every record of the part, in the order ``iter`` gives
         (for messages that name where a record is)."""
         if not self.shuffle:
-            for span in self.spans:
-                for offset, record in iter_span_with_offsets(span.path, span.start, span.end,
-                                                             self.storage_options):
-                    yield span.path, offset, record
+            spans = self.spans
+            ahead = None if self.shard_cache is None else \
+                self.shard_cache.prefetch([s.path for s in spans], ahead=READ_AHEAD)
+            try:
+                for n, span in enumerate(spans):
+                    if ahead is not None:
+                        ahead.reached(n)
+                    for offset, record in iter_span_with_offsets(
+                            span.path, span.start, span.end, self.storage_options,
+                            self.shard_cache):
+                        yield span.path, offset, record
+            finally:
+                if ahead is not None:
+                    ahead.stop()
             return
         readers: dict = {}
         try:
@@ -323,7 +359,7 @@ class InputSplit:
                 reader = readers.get(path)
                 if reader is None:
                     reader = readers[path] = RecordReader(
-                        path, storage_options=self.storage_options)
+                        path, storage_options=self.storage_options, shard_cache=self.shard_cache)
                 yield path, off, reader.read_at(off)
         finally:
             for reader in readers.values():
@@ -377,7 +413,9 @@ class InputSplit:
         ``kwargs`` are those of ``InputSplit`` (``balance``, ``idx_paths``, ``chunk_size``, ...).
         """
         chunk_size = kwargs.get("chunk_size", DEFAULT_CHUNK_SIZE)
-        layout = SourceLayout(source, kwargs.get("storage_options"))
+        options = kwargs.get("storage_options")
+        layout = SourceLayout(source, options, ShardCache.configured(
+            kwargs.pop("cache_dir", None), kwargs.pop("cache_limit", None), options))
         if kwargs.get("balance", "bytes") == "records":
             records = load_record_offsets(layout, kwargs.pop("idx_paths", None))
             return [cls(source, k, num_parts, _layout=layout, _records=records, **kwargs)
@@ -494,12 +532,13 @@ def plan_split(source: Source, num_parts: int, part_index: Optional[int] = None,
 
 # -- record-level reading ----------------------------------------------------------------------
 def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None,
-                 storage_options: StorageOptions = None) -> Iterator[int]:
+                 storage_options: StorageOptions = None,
+                 shard_cache: Optional[ShardCache] = None) -> Iterator[int]:
     """Offsets of the record heads in ``[start, end)`` of a file, hopping over headers only.
 
     Raises ``RecordIOError`` (with the offset) on anything that is not a well-formed record.
     """
-    with RecordReader(path, storage_options=storage_options) as reader:
+    with RecordReader(path, storage_options=storage_options, shard_cache=shard_cache) as reader:
         end = reader.size if end is None else min(end, reader.size)
         if start >= end:
             return
@@ -512,13 +551,15 @@ def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None,
 
 
 def iter_span_with_offsets(path: PathLike, start: int, end: int,
-                           storage_options: StorageOptions = None
+                           storage_options: StorageOptions = None,
+                           shard_cache: Optional[ShardCache] = None
                            ) -> Iterator[Tuple[int, bytes]]:
     """``(offset, payload)`` of the records whose heads lie in ``[start, end)`` of ``path``
-    (see ``iter_span``); a remote object is streamed from ``start`` to ``end`` in one GET."""
+    (see ``iter_span``); a remote object is streamed from ``start`` to ``end`` in one GET, or
+    read from ``shard_cache``'s local copy."""
     if start >= end:
         return
-    with RecordReader(path, storage_options=storage_options) as reader:
+    with RecordReader(path, storage_options=storage_options, shard_cache=shard_cache) as reader:
         reader.limit_streaming(end)
         reader.seek(start)
         for offset, record in reader.records_with_offsets():

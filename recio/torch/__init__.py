@@ -34,19 +34,25 @@ decompression-bomb guard (``max_pixels``).
 from __future__ import annotations
 
 import os
+import time
 import warnings
 import zlib
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from collections import OrderedDict
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 import numpy as np
 from PIL import Image
 
+from recio import storage
 from recio.deprecation import renamed_keywords
 from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decode_image
 from recio.image.header import unpack
 from recio.image.imageiter import Augmenter
 from recio.optional import require
+from recio.records.cache import (PREFETCH_THREADS, READ_AHEAD, RECHECK_SECONDS, Prefetch,
+                                 ShardCache)
 from recio.records.index import open_index
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
@@ -64,6 +70,9 @@ get_worker_info = torch.utils.data.get_worker_info
 
 PathLike = Union[str, "os.PathLike[str]"]
 _DECODES = ("tensor", "numpy", "pil", "raw")
+#: files a RecordDataset keeps open in a process (a reader holds two descriptors: its file
+#: and its map's): a set of more shards reopens the least recently used
+_MOST_OPEN = 256
 
 
 class _Decoder:
@@ -126,9 +135,12 @@ class RecordDataset(Dataset):
     manifest (``PREFIX.manifest.json``): the records of every file, in order (each file's keys
     from the ``.idx`` beside it). ``keys`` restricts and orders the records
     (e.g. ``range(1, n + 1)`` to leave out the header records of a face-recognition dataset).
-    Paths may be URLs (``s3://...``, read through fsspec with ``storage_options``; each record
-    is one ranged GET). Undecodable images raise ``ImageError`` naming the key. Safe in
-    ``DataLoader(num_workers > 0)``: files reopen in each process.
+    Paths may be URLs (``s3://...``, read through fsspec with ``storage_options``): each record
+    is one ranged GET, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``), whole files are kept
+    in that local folder, at most ``cache_limit`` bytes (``recio.records.cache``), so a record
+    is read from local disk; a ``RecordSampler`` over the dataset downloads the files in the
+    order its records come first. Undecodable images raise ``ImageError`` naming the key. Safe
+    in ``DataLoader(num_workers > 0)``: files reopen in each process, which share the cache.
     (``path_imgrec``/``path_imgidx`` are the deprecated names of ``rec_path``/``idx_path``.)
     To resume exactly mid-epoch, sample it with ``RecordSampler``, which holds the position
     (``StatefulDataLoader(ds, sampler=RecordSampler(ds), ...)``).
@@ -141,27 +153,33 @@ class RecordDataset(Dataset):
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
                  mode: str = "RGB", key_type: Callable[[str], Any] = int,
                  decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None) -> None:
         several = isinstance(rec_path, (list, tuple))
         self.rec_path = ";".join(map(os.fspath, rec_path)) if several else os.fspath(rec_path)
         self.storage_options = storage_options
+        cache = self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
         if is_manifest(self.rec_path):  # its shards' indexes, which must exist
             if idx_path is not None:
                 raise ValueError("idx_path goes with one .rec; a manifest names its shards' "
                                  "indexes")
             manifest = load_manifest(self.rec_path, storage_options)
+            if cache is not None:
+                cache.expect_manifest(manifest)
             self._files = manifest.rec_paths()
             indexes = [open_index(s.idx, key_type, rec_size=s.rec_bytes,
-                                  storage_options=storage_options) for s in manifest.shards]
+                                  storage_options=storage_options, shard_cache=cache)
+                       for s in manifest.shards]
         else:  # a path, a list, a glob or a folder, as InputSplit takes them
-            self._files = expand_source(rec_path, storage_options)
+            self._files = expand_source(rec_path, storage_options, cache)
             if idx_path is not None and (several or self._files != [self.rec_path]):
                 raise ValueError("idx_path goes with one .rec; several files use the .idx "
                                  "beside each")
             # arrays (or the memory-mapped index cache), so forked DataLoader workers share
             # them instead of touching millions of Python objects
-            indexes = [index_for(f, idx_path, key_type, storage_options=storage_options)
-                       for f in self._files]
+            indexes = [index_for(f, idx_path, key_type, storage_options=storage_options,
+                                 shard_cache=cache) for f in self._files]
         self._indexes = indexes
         self.idx_path = indexes[0].path if len(indexes) == 1 else None
         if len(indexes) == 1:
@@ -169,8 +187,21 @@ class RecordDataset(Dataset):
         else:
             self._init_shards(indexes, keys)
         self._decoder = _Decoder(decode, mode, transform, target_transform, decoder, max_pixels)
-        self._readers: dict = {}
+        self._readers: OrderedDict = OrderedDict()
         self._pid: Optional[int] = None
+        self._prefetch: Optional[Prefetch] = None
+        self._recheck = self._recheck_start()
+
+    def _recheck_start(self) -> Optional[float]:
+        """When to look for evicted copies first: only a cache with a limit evicts."""
+        return None if self._cache is None or self._cache.limit is None else 0.0
+
+    def _drop_evicted(self) -> None:
+        """Close the readers whose cache copy was evicted (a later read downloads it again), so
+        that their disk space is freed: a worker would otherwise keep every shard it read."""
+        for n in [n for n, reader in self._readers.items() if reader.evicted()]:
+            self._readers.pop(n).close()
+        self._recheck = time.monotonic() + RECHECK_SECONDS
 
     def _init_one(self, index: Any, keys: Optional[Sequence[Any]]) -> None:
         self._shard: Optional[np.ndarray] = None  # one file: no shard numbers
@@ -205,13 +236,22 @@ class RecordDataset(Dataset):
         self._shard, self.offsets = shard[chosen], offsets[chosen]
 
     def _open(self, n: int = 0) -> Any:
+        """The reader of file ``n`` in this process: at most ``_MOST_OPEN`` stay open (each
+        holds two file descriptors), the least recently used is closed for another."""
         if self._pid != os.getpid():
-            self._readers, self._pid = {}, os.getpid()  # a new fd and mmap in this process
+            self._readers, self._pid = OrderedDict(), os.getpid()  # new fds and maps here
+        if self._recheck is not None and time.monotonic() >= self._recheck:
+            self._drop_evicted()
         reader = self._readers.get(n)
         if reader is None:
+            if len(self._readers) >= _MOST_OPEN:
+                self._readers.popitem(last=False)[1].close()
             reader = self._readers[n] = RecordReader(self._files[n],
-                                                     storage_options=self.storage_options)
+                                                     storage_options=self.storage_options,
+                                                     shard_cache=self._cache)
             reader.set_index(self._indexes[n])  # a remote file: one GET a record
+        elif len(self._readers) > 1:
+            self._readers.move_to_end(n)
         return reader
 
     def _locate(self, i: int) -> Tuple[int, int]:
@@ -237,8 +277,34 @@ class RecordDataset(Dataset):
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_readers"], state["_pid"] = {}, None  # reopened by each worker
+        state["_readers"], state["_pid"] = OrderedDict(), None  # reopened by each worker
+        state["_prefetch"], state["_recheck"] = None, self._recheck_start()
         return state
+
+    def prefetch(self, positions: Iterable[np.ndarray]) -> Optional[Prefetch]:
+        """With a cache, start downloading the files of the records at ``positions`` (chunks of
+        ``ds[i]`` indices, in the order they will be read), each file in the order its first
+        record comes, in the background, as far as the cache's limit allows; a prefetch this
+        dataset started before is stopped. ``RecordSampler`` calls it at the start of each
+        pass. Returns the running ``recio.records.cache.Prefetch`` (None without a cache)."""
+        if self._cache is None or not any(storage.is_url(f) for f in self._files):
+            return None
+        seen = np.zeros(len(self._files), dtype=bool)
+        order: List[int] = []
+        for chunk in positions:
+            files = (np.zeros(len(chunk), np.int64) if self._shard is None
+                     else self._shard[np.asarray(chunk, dtype=np.int64)])
+            found, first = np.unique(files, return_index=True)
+            new = ~seen[found]
+            order += found[new][np.argsort(first[new], kind="stable")].tolist()
+            seen[found] = True
+            if seen.all():
+                break
+        if self._prefetch is not None:
+            self._prefetch.stop()
+        self._prefetch = self._cache.prefetch([self._files[n] for n in order],
+                                              threads=PREFETCH_THREADS)
+        return self._prefetch
 
     def fingerprint(self) -> str:
         """A short digest of which records ``ds[0..n-1]`` are (the files' names, the record
@@ -290,7 +356,9 @@ class RecordSampler(Sampler):
     ``torch.distributed`` rank and world size when initialised, else 0 of 1) gets every
     ``num_replicas``-th index of the epoch's order, a permutation that depends only on
     ``(seed, epoch)`` (NumPy PCG64; call ``set_epoch`` each epoch). ``data_source`` is the
-    dataset (its length is used; a ``RecordDataset`` is also fingerprinted) or a record count.
+    dataset (its length is used; a ``RecordDataset`` is also fingerprinted, and one reading
+    URLs through a cache is told each pass's order, so it downloads the shards in the order
+    their records come) or a record count.
 
     End of the epoch: by default (``pad=False``) every record is handed out exactly once, also
     across a resume into another number of ranks, and ranks may get one index fewer (DDP then
@@ -329,6 +397,8 @@ class RecordSampler(Sampler):
         self.shuffle, self.seed = bool(shuffle), int(seed)
         self.drop_last, self.pad = bool(drop_last), bool(pad)
         self.epoch = 0
+        # a RecordDataset with a cache: told the order of each pass (it downloads ahead)
+        self._dataset = data_source if isinstance(data_source, RecordDataset) else None
         self._pending: Optional[_Run] = None  # a loaded state, used by the next __iter__
         self._run: Optional[_Run] = None  # the pass in progress (or the last one)
         self._order: Optional[Tuple[Tuple[int, int, int], np.ndarray]] = None
@@ -372,19 +442,27 @@ class RecordSampler(Sampler):
         self._pending = None
         run.active = True
         self._run = run
+        if self._dataset is not None:
+            self._dataset.prefetch(self._chunks(run, 1 << 16, 1 << 20))
+        for indices in self._chunks(run, 256, 1 << 16):  # small first: the first comes at once
+            for index in indices.tolist():
+                run.yielded += 1  # before the yield: the loader reads the state between batches
+                yield index
+        run.active = False
+
+    def _chunks(self, run: _Run, first: int, most: int) -> Iterator[np.ndarray]:
+        """The indices ``run`` hands out from its start, in chunks of ``first`` growing to
+        ``most``."""
         m, count = self._counts(run)
         order = self._epoch_order(run.epoch) if self.shuffle else None
         skip = np.asarray(run.skip, dtype=np.int64)
-        lo, chunk = run.start, 256  # small first: the first index comes out at once
+        lo, chunk = run.start, first
         while lo < count:
             hi = min(count, lo + chunk)
             t = _rs.dealt_indices(self.rank, self.num_replicas, lo, hi, m)
             pos = _rs.positions(run.cursor, skip, t)
-            for index in (order[pos] if order is not None else pos).tolist():
-                run.yielded += 1  # before the yield: the loader reads the state between batches
-                yield index
-            lo, chunk = hi, min(chunk * 2, 1 << 16)
-        run.active = False
+            yield order[pos] if order is not None else pos
+            lo, chunk = hi, min(chunk * 2, most)
 
     # -- state ----------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
@@ -525,6 +603,20 @@ class _Live:
             yielded=self.yielded, ranks=int(p.get("ranks", 1)))
 
 
+def _files_in_order(layout: Any, live: _Live) -> List[int]:
+    """The numbers of the files a reader's pass reads, in the order it first reads them: the
+    files of its restored shuffle buffer and queued records, then of its byte ranges."""
+    order: Dict[int, None] = {}
+    for g in live.buf_off + live.queued:
+        order.setdefault(layout.file_of(g), None)
+    for a, b in live.intervals:
+        i = layout.file_of(a)
+        while i < len(layout.paths) and layout.starts[i] < b:
+            order.setdefault(i, None)
+            i += 1
+    return list(order)
+
+
 def _source_id(layout: Any) -> Dict[str, Any]:
     """What a RecordIterableDataset state was saved for: the number of (non-empty) files, their
     bytes, and a digest of their names and sizes (names without folders: the data may move)."""
@@ -553,7 +645,10 @@ class RecordIterableDataset(IterableDataset):
     that again: worker ``w`` of ``W`` reads part ``part_index * W + w`` of ``num_parts * W``. So
     the parts together are the whole input, each record read once. ``source`` is anything
     ``InputSplit`` takes (a path, a list, ``a.rec;b.rec``, a directory, a glob, a shard set's
-    manifest; URLs too, read through fsspec with ``storage_options``).
+    manifest; URLs too, streamed through fsspec with ``storage_options``, or with ``cache_dir``
+    (or ``RECIO_CACHE_DIR``) read from local copies of the whole files kept in that folder, at
+    most ``cache_limit`` bytes, each reader downloading its next files while it reads one:
+    see ``recio.records.cache``). The files are found when the dataset is made.
     ``shuffle_buffer > 0`` shuffles within a bounded buffer, seeded by ``(seed, epoch, part)``;
     call ``set_epoch`` each epoch. ``balance="records"`` splits by record count from the
     ``.idx`` files so that ranks get equal shares (needed by DDP, which expects the same number
@@ -591,7 +686,9 @@ class RecordIterableDataset(IterableDataset):
                  part_index: Optional[int] = None, num_parts: Optional[int] = None,
                  balance: str = "bytes", decoder: str = "auto",
                  max_pixels: int = DEFAULT_MAX_PIXELS, *,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None,
+                 cache_dir: Union[PathLike, bool, None] = None,
+                 cache_limit: Union[int, str, None] = None) -> None:
         super().__init__()
         self.storage_options = storage_options
         if isinstance(source, (list, tuple)):
@@ -608,6 +705,10 @@ class RecordIterableDataset(IterableDataset):
         self.shuffle_buffer, self.seed, self.epoch = int(shuffle_buffer), int(seed), 0
         self.part_index, self.num_parts, self.balance = part_index, num_parts, balance
         self._decoder = _Decoder(decode, mode, transform, target_transform, decoder, max_pixels)
+        self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
+        # the files, their sizes (and with a cache what each must be), found once: every
+        # reader and pass uses these
+        self._layout = SourceLayout(self.source, storage_options, self._cache)
         self._resume: Optional[_Resume] = None
         # a state loaded in the main process is for one pass: the first pass of DataLoader
         # workers to start writes its base seed here (shared memory), later passes skip it
@@ -645,7 +746,7 @@ class RecordIterableDataset(IterableDataset):
             return self._planned[1]
         ranks = _process_part(self.part_index, self.num_parts)[1]
         if r is not None:
-            layout = SourceLayout(self.source, self.storage_options)
+            layout = self._layout
             _check_source(next(iter(r.by_slot.values()))["source"], _source_id(layout))
             mine = r.by_slot.get(slot) if r.slots == slots else None
             if mine is not None and int(mine.get("ranks", ranks)) == ranks:
@@ -657,7 +758,7 @@ class RecordIterableDataset(IterableDataset):
                 raise ValueError(self._misfit(r, slot, slots))
         else:
             split = InputSplit(self.source, slot, slots, balance=self.balance,
-                               storage_options=self.storage_options)
+                               storage_options=self.storage_options, _layout=self._layout)
             layout = split.layout
             plan = _rs.stream_state(
                 epoch=self.epoch, seed=self.seed, source=_source_id(layout), slot=slot,
@@ -729,7 +830,8 @@ class RecordIterableDataset(IterableDataset):
             path, off = layout.paths[i], g - layout.starts[i]
             reader = readers.get(path)
             if reader is None:
-                reader = readers[path] = RecordReader(path, storage_options=self.storage_options)
+                reader = readers[path] = RecordReader(path, storage_options=self.storage_options,
+                                                      shard_cache=self._cache)
             return None, g, path, off, reader.read_at(off)
 
         def records() -> Iterator[Tuple[Optional[int], int, str, int, bytes]]:
@@ -746,7 +848,10 @@ class RecordIterableDataset(IterableDataset):
                     first, path = layout.starts[i], layout.paths[i]
                     lo, hi = max(live.pos, first) - first, min(end, layout.starts[i + 1]) - first
                     if lo < hi:
-                        with RecordReader(path, storage_options=self.storage_options) as rd:
+                        if ahead is not None:
+                            ahead.reached(step[i])
+                        with RecordReader(path, storage_options=self.storage_options,
+                                          shard_cache=self._cache) as rd:
                             rd.limit_streaming(hi)
                             rd.seek(lo)
                             for off, payload in rd.records_with_offsets():
@@ -767,6 +872,10 @@ class RecordIterableDataset(IterableDataset):
             name = f"record #{n} {where}" if n is not None else f"record at byte {off} {where}"
             return decode(payload, path, name, off)
 
+        files = _files_in_order(layout, live)
+        step = {f: k for k, f in enumerate(files)}
+        ahead = None if self._cache is None else self._cache.prefetch(
+            [layout.paths[i] for i in files], ahead=READ_AHEAD)
         try:
             if rng is None:
                 for rec in records():
@@ -798,6 +907,8 @@ class RecordIterableDataset(IterableDataset):
                 live.yielded += 1
                 yield item
         finally:
+            if ahead is not None:
+                ahead.stop()
             for reader in readers.values():
                 reader.close()
 
@@ -819,7 +930,7 @@ class RecordIterableDataset(IterableDataset):
         ``ValueError`` for a state of other files or another seed, states that do not fit
         together, or a reader's state in a reader of another shape."""
         states = _rs.states_of(state_dict, _rs.STREAM_FORMAT, "RecordIterableDataset")
-        here = _source_id(SourceLayout(self.source, self.storage_options))
+        here = _source_id(self._layout)
         for s in states:
             _check_source(s.get("source"), here)
             _rs.mismatch(s, {"seed": self.seed}, "RecordIterableDataset")
