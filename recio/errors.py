@@ -47,6 +47,17 @@ class OutputExistsError(RecordIOError):
     file (refused unless the caller passes ``force=True``, the CLI's ``--force``)."""
 
 
+class OutputBusyError(OutputExistsError):
+    """Outputs another live process is writing: it holds their lock (``PREFIX.pack.lock``),
+    which the message names (pid, host, command). The lock dies with that process."""
+
+
+class InterruptedPackError(OutputExistsError):
+    """An interrupted pack's progress where a new pack would write: continue it
+    (``resume=True``, ``--resume``) or discard it and start over (``force=True``,
+    ``--force``); it is never discarded unasked."""
+
+
 class ManifestError(RecordIOError):
     """A shard set's manifest that is malformed, or a shard that does not match it."""
 
@@ -76,5 +87,5 @@ class CTFError(SequenceError):
 
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError",
-           "OutputExistsError", "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError",
-           "CTFError"]
+           "OutputExistsError", "OutputBusyError", "InterruptedPackError", "ManifestError",
+           "ChecksumError", "StorageError", "CBFError", "SequenceError", "CTFError"]

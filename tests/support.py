@@ -55,3 +55,23 @@ def records_of(manifest):
             out.extend((k, reader.read_at(o)) for k, o in
                        zip(index.key_array().tolist(), index.offsets.tolist()))
     return out
+
+
+def output_files(folder, stem):
+    """The names of ``stem``'s pack outputs in ``folder`` (``stem.*`` and ``stem-*``, the list
+    excluded): what a pack wrote, and anything it left behind under those names."""
+    return sorted(n for n in os.listdir(folder) if n.startswith((stem + ".", stem + "-"))
+                  and n != stem + ".lst")
+
+
+def assert_same_files(folder, clean, stem):
+    """``stem``'s outputs in ``folder`` are byte for byte those of an uninterrupted pack in
+    ``clean`` (every shard, index, sidecar, error report and the manifest), with nothing else
+    left beside them (no staging folder, lock, partial or temporary file)."""
+    names = output_files(folder, stem)
+    assert names == output_files(clean, stem)
+    for name in names:
+        with open(os.path.join(folder, name), "rb") as a, \
+                open(os.path.join(clean, name), "rb") as b:
+            assert a.read() == b.read(), name
+    assert not [n for n in os.listdir(folder) if n.startswith(".")]

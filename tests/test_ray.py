@@ -31,7 +31,8 @@ def ray_cluster(s3_server):
 
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR",
+             log_to_driver=False)
     context = ray.data.DataContext.get_current()
     saved, context.execution_options.preserve_order = \
         context.execution_options.preserve_order, True
@@ -154,7 +155,17 @@ def test_a_shard_that_cannot_be_written_fails_the_job_in_one_line(ray_cluster, c
     assert len(error) == 1 and "shard 2 (list lines " in error[0] and "no manifest" in error[0]
     assert "Traceback" not in result.output
     assert not [n for n in os.listdir(corpus) if n.startswith(("ray-", "ray.manifest",
-                                                              "ray.combined", ".recio-"))]
+                                                              "ray.combined"))]
+    # the other shards are kept: with the cause gone, --resume packs shard 2 and publishes
+    staged = corpus / ".recio-pack-ray"
+    assert {n for n in os.listdir(staged) if n.endswith(".json")} == \
+        {"job.json", "part-00000.json", "part-00001.json", "part-00003.json"}
+    _, resumed = pack("ray", corpus, "ray", corpus / "img", "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert "3 of 4 parts kept" in resumed.output
+    _, local = pack("local", corpus, "local", corpus / "img")
+    assert_same_sets(corpus, "local", corpus, "ray")
+    assert not [n for n in os.listdir(corpus) if n.startswith(".recio-")]
 
 
 def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing(
@@ -162,7 +173,8 @@ def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing
     """A real write failure: the tasks' local staging folder (RECIO_STAGING_DIR, handed to
     the workers through ray_remote_args' runtime_env) does not exist, so no task can stage
     its shard for the bucket; after the retries the job fails naming a shard, and nothing
-    appears under the prefix."""
+    appears under the final names (the bucket's staging prefix keeps the job for a
+    resume)."""
     from recio.image.codec import ImageOptions
     from recio.image.shard_pack import PartFailedError, pack_shards
     from recio.ray import RayEngine
@@ -178,7 +190,7 @@ def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing
     assert "\n" not in message and " failed: " in message and "no manifest" in message
     assert message.startswith(f"{bucket}/sets/job.lst: shard ")
     assert "no-such-folder" in message
-    assert server.keys(bucket) == ["sets/job.lst"]
+    assert server.keys(bucket) == ["sets/.recio-pack-job/job.json", "sets/job.lst"]
 
 
 def test_images_and_shards_in_a_bucket(ray_cluster, corpus, s3):
