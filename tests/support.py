@@ -75,3 +75,59 @@ def assert_same_files(folder, clean, stem):
                 open(os.path.join(clean, name), "rb") as b:
             assert a.read() == b.read(), name
     assert not [n for n in os.listdir(folder) if n.startswith(".")]
+
+
+#: a ``sitecustomize`` for commands a test interrupts at chosen moments (see ``hook_env``)
+HOOK = '''
+import os
+if os.environ.get("RECIO_TEST_SLOW") or os.environ.get("RECIO_TEST_KILL_AT"):
+    import importlib, signal, threading, time
+
+    def _wrap(spec, before):
+        module_name, _, attr = spec.partition(":")
+        owner = importlib.import_module(module_name)
+        names = attr.split(".")
+        for name in names[:-1]:
+            owner = getattr(owner, name)
+        original = getattr(owner, names[-1])
+
+        def wrapped(*args, **kwargs):
+            before()
+            return original(*args, **kwargs)
+        setattr(owner, names[-1], wrapped)
+
+    if os.environ.get("RECIO_TEST_SLOW"):
+        _delay = float(os.environ["RECIO_TEST_SLOW"])
+        _wrap("recio.image.packing:_read_image_file", lambda: time.sleep(_delay))
+    if os.environ.get("RECIO_TEST_KILL_AT"):
+        _target, _count, _signal = os.environ["RECIO_TEST_KILL_AT"].rsplit(":", 2)
+        _calls = [0]
+        _lock = threading.Lock()
+
+        def _maybe_die():
+            with _lock:
+                _calls[0] += 1
+                due = _calls[0] == int(_count)
+            if due:
+                os.kill(os.getpid(), getattr(signal, "SIG" + _signal))
+                time.sleep(0.5)  # SIGTERM: the handler runs in the main thread meanwhile
+        _wrap(_target, _maybe_die)
+'''
+
+
+def hook_env(folder, slow=None, kill_at=None, base=None):
+    """The environment of a command that ``slow``s each image read by that many seconds
+    and/or kills itself at ``kill_at`` = ``"module:function:N:SIGNAL"`` (just before the N-th
+    call of that function, e.g. ``"recio.storage:move:3:KILL"``), through a ``sitecustomize``
+    written to ``folder/hook``."""
+    hook = folder / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(HOOK)
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join([str(hook)] + [p for p in [env.get("PYTHONPATH")] if p])
+    for name, value in (("RECIO_TEST_SLOW", slow), ("RECIO_TEST_KILL_AT", kill_at)):
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = str(value)
+    return env

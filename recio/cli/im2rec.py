@@ -402,9 +402,10 @@ def _kept(lst: str) -> str:
 
 def _print_result(name: str, result: PackResult, quiet: bool) -> None:
     """One line per packed list, and warnings on stderr for what was skipped or dropped."""
+    outputs = _rel(result.rec_path) if result.idx_path is None \
+        else f"{_rel(result.rec_path)}, {_rel(result.idx_path)}"
     if result.already_done:
-        click.echo(f"{name}: already packed ({_rel(result.rec_path)}, "
-                   f"{_rel(result.idx_path)}); nothing to resume")
+        click.echo(f"{name}: already packed ({outputs}); nothing to resume")
         return
     rate = (result.packed + result.skipped - result.resumed) / result.seconds \
         if result.seconds > 0 else 0.0
@@ -412,8 +413,6 @@ def _print_result(name: str, result: PackResult, quiet: bool) -> None:
     if result.parts_kept:
         resumed += f"; {result.parts_kept} of {result.parts} parts kept"
     causes = ", ".join(f"{n} {cause.replace('_', ' ')}" for cause, n in result.skips.items())
-    outputs = _rel(result.rec_path) if result.idx_path is None \
-        else f"{_rel(result.rec_path)}, {_rel(result.idx_path)}"
     click.echo(f"{name}: packed {result.packed} images, skipped {result.skipped}"
                + (f" ({causes})" if causes else "")
                + f", {result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"

@@ -16,9 +16,11 @@ another process, working directory or machine that sees the same outputs:
   retries are counted and the time they cost measured.
 * anything else is an unfinished attempt's files.
 
-:meth:`PackProgress.kept_parts` is the resume rule: a part is kept when its done record names
-this job and its files have the sizes and CRC-32s the record gives; everything else in the
-folder is deleted and the parts not kept are packed again.
+The resume rule (:meth:`PackProgress.done_records`, :meth:`~PackProgress.verify`,
+:meth:`~PackProgress.clean`): a part is kept when its done record names this job and its files
+have the sizes and CRC-32s the record gives (in the folder, or where an interrupted commit
+moved them); everything else in the folder is deleted and the parts not kept are packed
+again.
 """
 from __future__ import annotations
 
@@ -144,37 +146,53 @@ class PackProgress:
         self._write_json(f"{base}{len(earlier) + 1}", mine)
         return len(earlier) + 1, earlier
 
-    def kept_parts(self, job_id: str) -> Tuple[Dict[int, Dict[str, Any]], List[int]]:
-        """``(kept, rejected)``: the done records of job ``job_id`` whose files verify (by
-        part number), and the numbers of done records whose files are missing or differ.
-        Every other file but ``job.json`` is deleted."""
-        names = self._names()
+    def done_records(self, job_id: str) -> Dict[int, Dict[str, Any]]:
+        """The done records of job ``job_id``, by part number (their files not checked)."""
         records: Dict[int, Dict[str, Any]] = {}
-        for name in names:
+        for name in self._names():
             match = _DONE.match(name)
             if match:
                 doc = self._read_json(name)
                 if doc is not None and doc.get("job") == job_id \
                         and isinstance(doc.get("files"), list):
                     records[int(match.group(1))] = doc
+        return records
+
+    def verify(self, records: Dict[int, Dict[str, Any]], moved: Optional[Dict[str, str]] = None
+               ) -> Tuple[Dict[int, Dict[str, Any]], List[int]]:
+        """``(kept, rejected)``: the ``records`` whose files have the sizes and CRC-32s they
+        give, and the numbers of the others. A file missing from the folder verifies at the
+        path ``moved`` gives for its name, if any (where an interrupted commit put it)."""
         checks = [(number, entry) for number, doc in records.items() for entry in doc["files"]]
         with ThreadPoolExecutor(max(1, min(_VERIFY_THREADS, len(checks)))) as pool:
-            verdicts = list(pool.map(lambda check: self._verifies(check[1]), checks))
+            verdicts = list(pool.map(lambda check: self._verifies(check[1], moved or {}),
+                                     checks))
         rejected = sorted({number for (number, _), ok in zip(checks, verdicts) if not ok})
-        kept = {n: doc for n, doc in records.items() if n not in rejected}
+        return {n: doc for n, doc in records.items() if n not in rejected}, rejected
+
+    def clean(self, kept: Dict[int, Dict[str, Any]]) -> None:
+        """Delete every file but ``job.json`` and the ``kept`` parts' records and files."""
         keep = {JOB_FILE} | {part_name(n) + ".json" for n in kept} \
             | {entry[0] for doc in kept.values() for entry in doc["files"]}
-        for name in names:
+        for name in self._names():
             if name not in keep:
                 storage.remove(self.path(name), self.storage_options)
-        return kept, rejected
 
-    def _verifies(self, entry: Any) -> bool:
+    def _verifies(self, entry: Any, moved: Dict[str, str]) -> bool:
         try:
             name, size, crc = entry
-            return file_crc32(self.path(name), self.storage_options) == (size, crc)
-        except (OSError, ValueError, TypeError):
+        except (ValueError, TypeError):
             return False
+        for path in (self.path(str(name)), moved.get(str(name))):
+            if path is None:
+                continue
+            try:
+                return file_crc32(path, self.storage_options) == (size, crc)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError):
+                return False
+        return False
 
 
 __all__ = ["PackProgress", "staging_folder", "part_name", "STAGING_PREFIX", "JOB_FILE"]

@@ -146,8 +146,12 @@ def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
 
 
 def has_partial(lst_path: PathLike) -> bool:
-    """True when an interrupted pack of this list left progress that ``resume`` can use."""
-    return all(os.path.exists(p) for p in partial_paths(lst_path))
+    """True when an interrupted pack of this list left progress that ``resume`` can use: its
+    ``.rec.partial`` and journal, or its journal beside the ``.rec`` it was publishing when it
+    stopped (the journal goes last)."""
+    rec_partial, journal = partial_paths(lst_path)
+    return os.path.exists(journal) and (os.path.exists(rec_partial)
+                                        or os.path.exists(output_paths(lst_path)[0]))
 
 
 def count_items(lst_path: PathLike) -> int:
@@ -614,11 +618,11 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
         started = time.perf_counter()
         total = count_items(lst_path)
         result = PackResult(lst_path, *output_paths(lst_path)[:2], None)
+        if resume:
+            remove_orphaned_temps(os.path.splitext(lst_path)[0])  # a killed run's .idx temps
         state = _resume_state(lst_path, settings, resume, result)
         if state is None:
             return result  # resume found the outputs complete
-        if resume:
-            remove_orphaned_temps(os.path.splitext(lst_path)[0])  # a killed run's .idx temps
         tasks = list_tasks(lst_path, ListTally(result, pack_label))
         tasks = (task for task in tasks if task[0] >= state.next_pos)
         checks = FoundChecks(total, max_missing, early=True)
@@ -746,6 +750,8 @@ def _resume_state(lst_path: str, settings: dict, resume: bool,
     rec_partial, journal = partial_paths(lst_path)
     state = _Progress()
     if resume and has_partial(lst_path):
+        if not os.path.exists(rec_partial):  # publishing was cut short after the .rec: the
+            os.replace(rec_path, rec_partial)  # journal writes the .idx and report again
         state = _recover(rec_partial, journal, settings)
     elif resume and os.path.exists(rec_path) and os.path.exists(idx_path) \
             and not os.path.exists(rec_partial):

@@ -93,6 +93,7 @@ from recio.records.shards import (
     load_manifest,
     manifest_path,
     set_outputs,
+    shard_stem,
 )
 from recio.storage import StorageOptions
 
@@ -515,12 +516,18 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
         if resumed:
             _check_same(saved, settings, store)
             per_part = int(saved["layout"]["per_part"])
-            kept_docs, _ = store.kept_parts(saved["job"])
+            records = store.done_records(saved["job"])
+            moved = _committed_names(records, -(-total // per_part), stem) \
+                if layout == "shards" else {}
+            kept_docs, _ = store.verify(records, moved)
+            store.clean(kept_docs)
             kept = _kept_results(kept_docs, store.folder)
         else:
             outputs = (set_outputs(stem, storage_options) if layout != "joined"
                        else [rec_path, idx_path])
             if resume and _complete(layout, stem, rec_path, idx_path, storage_options):
+                if store.leftovers():  # a run killed while deleting it at the very end
+                    store.discard()
                 return _already_done(result, layout, stem, errors_path, storage_options)
             check_outputs(outputs, [lst_path], force=force, storage_options=storage_options)
             per_part = part_size(total, num_shards if num_shards is not None else
@@ -619,6 +626,27 @@ def _check_plain_partial(lst_path: str, force: bool) -> None:
             "over with --force (which deletes them)", path=lst_path)
     for path in partial_paths(lst_path):
         storage.remove(path)
+
+
+def _committed_names(records: Dict[int, Dict[str, Any]], parts: int,
+                     stem: str) -> Dict[str, str]:
+    """Where ``commit_staged`` moves each part's files (staged name -> final path), once
+    every one of the ``parts`` is done (no commit starts earlier): a resume finds there the
+    files of a commit that was interrupted."""
+    if set(records) != set(range(parts)):
+        return {}
+    moved: Dict[str, str] = {}
+    number = 0
+    for _, doc in sorted(records.items()):
+        entry = doc.get("shard")
+        if not isinstance(entry, dict):
+            continue
+        final = shard_stem(stem, number)
+        for role, suffix in (("rec", ".rec"), ("idx", ".idx"), ("crc", RECORD_CHECKSUM_SUFFIX)):
+            if entry.get(role):
+                moved[str(entry[role])] = final + suffix
+        number += 1
+    return moved
 
 
 def _kept_results(docs: Dict[int, Dict[str, Any]], staging: str) -> Dict[int, PartResult]:
