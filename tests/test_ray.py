@@ -143,6 +143,8 @@ def test_the_cli_with_an_injected_crash_as_users_run_it(ray_cluster, corpus, scr
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stdout
+    assert "ray.lst: 1 part(s) ran again after a failure" in proc.stderr
+    assert " s of work lost" in proc.stderr
     assert_same_sets(corpus, "local", corpus, "ray")
 
 

@@ -9,9 +9,10 @@ another process, working directory or machine that sees the same outputs:
 * ``job.json``, written first: the settings the parts depend on (the list's size and CRC-32,
   ROOT, the image options, the layout of the parts) and a random job id. A staging folder
   without it holds nothing worth keeping and is deleted.
-* ``part-NNNNN.rec`` / ``.idx`` / ``.crc32``: part N's finished files.
-* ``part-NNNNN.json``, the *done record*, written by part N's task after its files: their sizes
-  and CRC-32s, the part's counts and skip rows, where and when it ran, and the job id.
+* ``part-NNNNN.ATTEMPT.rec`` / ``.idx`` / ``.crc32``: part N's files as one attempt wrote
+  them (each attempt has its own: overlapping attempts never share a file).
+* ``part-NNNNN.json``, the *done record*, written by part N's task after its files: their names,
+  sizes and CRC-32s, the part's counts and skip rows, where and when it ran, and the job id.
 * ``part-NNNNN.RUN.attemptK``: attempt K of part N in driver run RUN started (where, when): how
   retries are counted and the time they cost measured.
 * anything else is an unfinished attempt's files.

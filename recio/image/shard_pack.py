@@ -5,10 +5,10 @@ included): ``im2rec PREFIX ROOT --num-shards S`` into S ranges of ``ceil(N / S)`
 shard; the other packs in parts (``--shard-size``, ``--engine ray`` without shards, a URL
 PREFIX or ROOT) into ranges of at most :data:`PART_ITEMS` items, at least
 ``engine.parallelism()`` of them. Part k is one task, :func:`pack_part`: it packs its items with
-``pack_list``'s pipeline into files named after this attempt, renames (or uploads) them to
-``STAGING/part-0000k.rec``/``.idx``/``.crc32``, then writes the part's done record
-(``recio.image.pack_progress``), so a task that runs again (a retry after a crash, a resume)
-rewrites exactly the same bytes. The engine decides where tasks run: :class:`LocalEngine` runs
+``pack_list``'s pipeline into files of this attempt's own, ``STAGING/part-0000k.ATTEMPT.rec``/
+``.idx``/``.crc32`` (uploaded when the staging folder is in a bucket), then writes the part's
+done record (``recio.image.pack_progress``) naming them; a task that runs again (a retry
+after a crash, a resume) writes exactly the same bytes. The engine decides where tasks run: :class:`LocalEngine` runs
 them one after another in this process, each on ``workers`` threads or processes;
 ``recio.ray.RayEngine`` runs them on a Ray cluster. Records, keys, headers and shard
 boundaries do not depend on the engine.
@@ -327,15 +327,16 @@ def _fault_hook(job: PartJob, part: ListPart, attempt: int,
 
 def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback] = None,
               where: str = "") -> PartResult:
-    """Pack one part into its staged files ``STAGING/part-NNNNN.*``, then write its done
-    record; returns their description. Runs wherever the engine puts it (``where`` says
-    where, for reports).
+    """Pack one part into staged files ``STAGING/part-NNNNN.ATTEMPT.rec``/``.idx``/
+    ``.crc32``, then write its done record ``STAGING/part-NNNNN.json`` naming them; returns
+    their description. Runs wherever the engine puts it (``where`` says where, for reports).
 
-    The files are written under names of this attempt's own, then renamed (or uploaded) to
-    the part's names, replacing what an earlier attempt left: two attempts that overlap (a
-    worker thought lost that is still running) write the same bytes and never into the same
-    file. An attempt that fails deletes its own files; one that is killed leaves them for the
-    next run of the driver to delete."""
+    Every attempt writes files of its own (uploaded to a URL staging folder once complete)
+    and only the done record is shared: two attempts that overlap (a task Ray thought lost
+    that still runs, a task of a killed driver that Ray has not stopped yet) never write into
+    or delete a file the other's record names, and both records describe the same bytes. An
+    attempt that fails deletes its own files; one that is killed leaves them for the next run
+    of the driver to delete."""
     started, wall = time.perf_counter(), time.time()
     progress_store = PackProgress(job.staging, job.storage_options)
     attempt, earlier = progress_store.attempt(part.number, job.run or "run", where)
@@ -343,9 +344,8 @@ def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback]
     remote = storage.is_url(job.staging)
     folder = tempfile.mkdtemp(prefix=".recio-part-", dir=os.environ.get("RECIO_STAGING_DIR")
                               or None) if remote else storage.local_path(job.staging)
-    name = part_name(part.number)
     # names this attempt's outputs; never written itself
-    lst_name = os.path.join(folder, f"{name}.{uuid.uuid4().hex[:12]}.lst")
+    lst_name = os.path.join(folder, f"{part_name(part.number)}.{uuid.uuid4().hex[:12]}.lst")
     try:
         result = PackResult(lst_name, *output_paths(lst_name)[:2], None)
         settings = {"part": part.number, "first": part.tasks[0][0] if part.tasks else 0}
@@ -365,8 +365,8 @@ def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback]
         if shard is None:
             for path in (rec, idx):
                 os.unlink(path)
-        else:
-            _publish_part(shard, job, name)
+        elif remote:
+            _upload_part(shard, job)
         done = PartResult(part.number, len(part.tasks), shard, result, error_rows,
                           sink.first_missing, wall, time.perf_counter() - started,
                           socket.gethostname(), os.getpid(), attempt, where,
@@ -407,10 +407,10 @@ def describe_shard(rec: str, idx: str, checksums: bool) -> Shard:
     return shard
 
 
-def _publish_part(shard: Shard, job: PartJob, name: str) -> None:
-    """Give a finished part's files their staged names ``STAGING/NAME.rec``/``.idx``/
-    ``.crc32``: a rename in a local staging folder, an upload to a URL one."""
-    moves = [(role, path, storage.join(job.staging, name + os.path.splitext(path)[1]))
+def _upload_part(shard: Shard, job: PartJob) -> None:
+    """Upload a finished part's files to the URL staging folder under their names (this
+    attempt's own), the ``.rec`` first."""
+    moves = [(role, path, storage.join(job.staging, os.path.basename(path)))
              for role, path, _, _ in shard.files()]
     publish_staged([(path, target) for _, path, target in moves], job.storage_options)
     for role, _, target in moves:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 from typing import Any, Dict, Iterator, Optional
 
 from recio.errors import StorageError
@@ -45,8 +47,33 @@ def connect(address: Optional[str] = None, **init_options: Any) -> Any:
     if not ray.is_initialized():
         options = dict(_LOCAL_INIT)
         options.update(init_options)
+        on_term = signal.getsignal(signal.SIGTERM)
         ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", **options)
+        if callable(on_term) and threading.current_thread() is threading.main_thread():
+            # Ray's driver installs a crash reporter for SIGTERM in C, over the Python
+            # handler the caller had (im2rec's: stop and keep the progress); put it back
+            signal.signal(signal.SIGTERM, on_term)
     return ray
+
+
+def messages_to_stderr() -> None:
+    """Send the messages a Ray driver prints about the cluster (a task retried because its
+    node died, a worker killed for memory) to stderr instead of stdout, for a command whose
+    stdout is its result (``im2rec --json``). Ray prints them from a thread of its own, through
+    ``ray._private.worker.print_to_stdstream``; without that function (another Ray) nothing
+    changes."""
+    try:
+        from ray._private import worker
+        original = worker.print_to_stdstream
+    except (ImportError, AttributeError):
+        return
+    if getattr(original, "recio_to_stderr", False):
+        return
+
+    def to_stderr(data: Dict[str, Any], ignore_prefix: bool) -> None:
+        original(dict(data, is_err=True), ignore_prefix)
+    to_stderr.recio_to_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
 
 
 def _pack_part_task(part: ListPart, job: PartJob) -> PartResult:
@@ -149,4 +176,4 @@ def _ray_reason(exc: BaseException) -> BaseException:
     return RuntimeError(f"{kind}: {text[:200]}")
 
 
-__all__ = ["RayEngine", "connect"]
+__all__ = ["RayEngine", "connect", "messages_to_stderr"]
