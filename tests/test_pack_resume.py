@@ -28,7 +28,7 @@ from recio.image.shard_pack import Fault, pack_shards
 from recio.records import lock as lock_module
 from recio.records.lock import OutputLock
 from recio.records.shards import load_manifest, verify_manifest
-from support import assert_same_files, hook_env, make_corpus, output_files
+from support import assert_same_files, hook_env, make_corpus
 
 HOST = socket.gethostname()
 #: the packs the random kills interrupt: (id, options)

@@ -1,5 +1,6 @@
-"""im2rec --engine ray on a real multi-node Ray cluster on this machine: a worker node lost mid-pack,
-the driver killed (SIGTERM, SIGKILL) and --resume, each against the local engine byte for byte.
+"""im2rec --engine ray on a real multi-node Ray cluster on this machine: a worker node lost
+mid-pack, the driver killed (SIGTERM, SIGKILL) and --resume, each against the local engine byte
+for byte.
 
 The cluster is made as an administrator makes one: ``ray start --head`` (0 CPUs, so every task
 runs on a worker node) and two worker nodes ``ray start --address ... --num-cpus 1``, each in its

@@ -23,9 +23,9 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.errors import RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, normalize_exts
-from recio.errors import RecordIOError
 from recio.image.pack_progress import PackProgress, staging_folder
 from recio.image.packing import NothingFoundError, PackResult, has_partial
 from recio.image.staging import pack_prefix_to

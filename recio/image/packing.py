@@ -599,7 +599,11 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     :class:`NothingFoundError` and leaves no output: when no item could be packed, when more
     than ``max_missing`` of the items are missing, or when the first ``EARLY_MISSING`` items
     tried are all missing. An existing ``.rec``/``.idx`` is replaced only with ``force`` (or
-    continued with ``resume``); :class:`OutputExistsError` otherwise, before any work.
+    continued with ``resume``); :class:`OutputExistsError` otherwise, before any work. The
+    progress of an interrupted pack of the list is never discarded unasked: without
+    ``resume`` it is refused (:class:`~recio.errors.InterruptedPackError`) unless ``force``.
+    The pack holds ``STEM.pack.lock`` (``recio.records.lock``) while it runs: a second pack of
+    the same list meanwhile gets :class:`~recio.errors.OutputBusyError` at once.
 
     ``fsync=True`` fsyncs the finished files before they are renamed into place (and their
     folder after), so a returned result survives an OS crash; resuming after an OS crash is

@@ -8,10 +8,10 @@ PREFIX or ROOT) into ranges of at most :data:`PART_ITEMS` items, at least
 ``pack_list``'s pipeline into files of this attempt's own, ``STAGING/part-0000k.ATTEMPT.rec``/
 ``.idx``/``.crc32`` (uploaded when the staging folder is in a bucket), then writes the part's
 done record (``recio.image.pack_progress``) naming them; a task that runs again (a retry
-after a crash, a resume) writes exactly the same bytes. The engine decides where tasks run: :class:`LocalEngine` runs
-them one after another in this process, each on ``workers`` threads or processes;
-``recio.ray.RayEngine`` runs them on a Ray cluster. Records, keys, headers and shard
-boundaries do not depend on the engine.
+after a crash, a resume) writes exactly the same bytes. The engine decides where tasks run:
+:class:`LocalEngine` runs them one after another in this process, each on ``workers`` threads
+or processes; ``recio.ray.RayEngine`` runs them on a Ray cluster. Records, keys, headers and
+shard boundaries do not depend on the engine.
 
 The driver, :func:`pack_shards`, holds the outputs' lock (``STEM.pack.lock``,
 ``recio.records.lock``) throughout, and publishes only when every part is done:
@@ -36,7 +36,6 @@ resuming.
 """
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import socket
@@ -108,8 +107,6 @@ FAULT_VARIABLE = "RECIO_FAULT_INJECTION"
 #: a pack in parts without ``num_shards`` cuts its list into parts of at most this many items
 #: (what a resume may have to pack again of each part that was running)
 PART_ITEMS = 10_000
-#: how the parts become the outputs: one shard each, shards by size, or one joined .rec/.idx
-LAYOUTS = ("shards", "sized", "joined")
 
 
 class PartFailedError(RecordIOError):

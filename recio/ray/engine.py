@@ -3,8 +3,8 @@
 Each part (one shard's range of the list, ``recio.image.shard_pack``) is one Ray task running
 ``pack_part``, the same function the local engine runs. A task that dies (its worker process
 killed, its node lost) or fails with an ``OSError`` (an I/O or network error) is run again, up to
-``max_retries`` times, elsewhere if its node is gone; it then rewrites the same staged files, so
-a retry cannot change the output. Each attempt records where and when it started, so the
+``max_retries`` times, elsewhere if its node is gone; every attempt writes files of its own
+with the same bytes, so a retry cannot change the output. Each attempt records where and when it started, so the
 driver reports the retries and the time they cost (``PackResult.retried``,
 ``seconds_lost``). Any other error, or retries exhausted, fails the job: no more tasks are
 submitted, the ones in flight run to their end (their parts are kept for a resume) and
@@ -160,10 +160,10 @@ def _drain(ray: Any, refs: list) -> None:
     ``max_in_flight`` tasks): their parts are kept for a resume, and none writes into the
     staging folder after the driver returned. No cancel: a cancel racing a task's completion
     can abort the driver in Ray 2.60 (a failed check, "it != submissible_tasks_.end()",
-    ray-project/ray#54738). A Ctrl-C while waiting stops waiting."""
+    ray-project/ray#54738). Ctrl-C or SIGTERM while waiting stops the driver at once."""
     try:
         ray.wait(refs, num_returns=len(refs), timeout=None)
-    except BaseException:
+    except Exception:  # the cluster is gone: nothing left to wait for
         pass
 
 
