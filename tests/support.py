@@ -131,3 +131,44 @@ def hook_env(folder, slow=None, kill_at=None, base=None):
         else:
             env[name] = str(value)
     return env
+
+
+def assert_bucket_set(server, prefix_url, clean, out):
+    """The objects under ``prefix_url`` (``s3://bucket/r0``: a folder of the bucket),
+    downloaded into the new folder ``out``, are the files of the local pack in ``clean``:
+    ``assert_same_files``, and the same names besides (the list)."""
+    bucket, _, under = prefix_url[len("s3://"):].partition("/")
+    out.mkdir()
+    for key in server.keys(f"s3://{bucket}"):
+        if key.startswith(under + "/"):
+            (out / key[len(under) + 1:]).write_bytes(server.get(f"s3://{bucket}/{key}"))
+    assert_same_files(out, clean, "job")
+    assert sorted(os.listdir(out)) == sorted(os.listdir(clean))
+
+
+def finish(proc, timeout=120):
+    """Wait for ``proc`` (``Popen`` with pipes) to end; returns ``(out, err)``. Kills it if
+    the wait fails, so no test leaves a command running."""
+    try:
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def clean_pack(corpus, name, args):
+    """``corpus/name/``: ``corpus/job.lst`` packed there without interruption by
+    ``im2rec name/job ROOT`` + ``args`` (``args(prefix)`` gives the whole command line), the
+    pack an interrupted one must end equal to; made once."""
+    import shutil
+    import subprocess
+
+    folder = corpus / name
+    if not folder.exists():
+        folder.mkdir()
+        shutil.copy(corpus / "job.lst", folder / "job.lst")
+        proc = subprocess.run(args(folder / "job"), capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    return folder

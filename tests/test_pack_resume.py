@@ -28,7 +28,14 @@ from recio.image.shard_pack import Fault, pack_shards
 from recio.records import lock as lock_module
 from recio.records.lock import OutputLock
 from recio.records.shards import load_manifest, verify_manifest
-from support import assert_same_files, hook_env, make_corpus
+from support import (
+    assert_bucket_set,
+    assert_same_files,
+    clean_pack,
+    finish,
+    hook_env,
+    make_corpus,
+)
 
 HOST = socket.gethostname()
 #: the packs the random kills interrupt: (id, options)
@@ -58,7 +65,7 @@ POINTS = {
 @pytest.fixture
 def corpus(tmp_path):
     """40 images (2 missing, 1 malformed line) and ``clean/``: the list packed without
-    interruption by each kind of pack (made on demand by ``clean_pack``)."""
+    interruption by each kind of pack (made on demand by ``_clean``)."""
     make_corpus(tmp_path, n=40, missing=(3, 17), bad_lines=(9,))
     return tmp_path
 
@@ -68,15 +75,8 @@ def _cmd(script, prefix, root, options):
             *options]
 
 
-def clean_pack(script, corpus, options, name="clean"):
-    folder = corpus / name
-    if not folder.exists():
-        folder.mkdir()
-        shutil.copy(corpus / "job.lst", folder / "job.lst")
-        proc = subprocess.run(_cmd(script, folder / "job", corpus / "img", options),
-                              capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-    return folder
+def _clean(script, corpus, options, name="clean"):
+    return clean_pack(corpus, name, lambda prefix: _cmd(script, prefix, corpus / "img", options))
 
 
 def _run_killed(cmd, env, sig, delay, cwd=None):
@@ -90,11 +90,8 @@ def _run_killed(cmd, env, sig, delay, cwd=None):
                 proc.wait(delay)
             except subprocess.TimeoutExpired:
                 proc.send_signal(sig)
-        proc.out, proc.err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.out, proc.err = proc.communicate()
+        proc.out, proc.err = finish(proc)
     return proc
 
 
@@ -138,7 +135,7 @@ def test_packs_killed_at_random_moments_resume_to_the_uninterrupted_pack(script,
     """Seeded: each round kills a pack once or twice (its resumes too), then --resume, from
     another working directory and temporary folder, finishes it; the files are those of a
     pack that was never interrupted."""
-    clean = clean_pack(script, corpus, options, f"clean-{kind}")
+    clean = _clean(script, corpus, options, f"clean-{kind}")
     rng = random.Random(f"resume-{kind}")
     for round_ in range(6):
         folder = corpus / f"{kind}-{round_}"
@@ -168,7 +165,7 @@ def test_an_unsharded_pack_in_parts_resumes_to_pack_lists_bytes(script, corpus, 
     server, bucket = s3
     for name in os.listdir(corpus / "img"):
         server.put(f"{bucket}/img/{name}", (corpus / "img" / name).read_bytes())
-    clean = clean_pack(script, corpus, [])
+    clean = _clean(script, corpus, [])
     cmd = _cmd(script, corpus / "job", f"{bucket}/img", [])
     for at in ("recio.image.shard_pack:_join:1:KILL",
                "recio.records.atomic:AtomicFile.publish:2:TERM"):
@@ -192,7 +189,7 @@ def test_bucket_packs_killed_at_random_resume_from_another_machine(script, corpu
     temporary folder finishes the set; the objects equal a local uninterrupted pack's."""
     server, bucket = s3
     options = ["--num-shards", "4", "--checksums"]
-    clean = clean_pack(script, corpus, options)
+    clean = _clean(script, corpus, options)
     rng = random.Random("bucket")
     for round_ in range(4):
         prefix = f"{bucket}/r{round_}/job"
@@ -211,13 +208,7 @@ def test_bucket_packs_killed_at_random_resume_from_another_machine(script, corpu
         done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120,
                               cwd=second, env=env)
         assert done.returncode == 0, (history, done.stderr)
-        out = corpus / f"downloaded-{round_}"
-        out.mkdir()
-        for key in server.keys(bucket):
-            if key.startswith(f"r{round_}/"):
-                (out / key.split("/", 1)[1]).write_bytes(server.get(f"{bucket}/{key}"))
-        assert_same_files(out, clean, "job")
-        assert sorted(os.listdir(out)) == sorted(os.listdir(clean)), history
+        assert_bucket_set(server, f"{bucket}/r{round_}", clean, corpus / f"got-{round_}")
         assert not os.listdir(second / "tmp")
 
 
@@ -346,13 +337,10 @@ def test_a_second_pack_of_the_same_prefix_is_refused_at_once_naming_the_first(
                                             f"{HOST}, since ")
             assert "im2rec" in second.stderr and second.stderr.count("\n") == 1
         assert time.monotonic() - started < 30  # no waiting for the first to end
-        out, err = first.communicate(timeout=120)
-        assert first.returncode == 0, err
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
-    clean = clean_pack(script, corpus, options)
+        out, err = finish(first)
+    assert first.returncode == 0, err
+    clean = _clean(script, corpus, options)
     assert_same_files(corpus, clean, "job")
 
 
@@ -458,12 +446,9 @@ def test_a_second_pack_into_a_bucket_is_refused_while_the_first_runs(script, cor
         assert second.returncode == 2, second.stderr
         assert f"{prefix}.pack.lock: another pack is writing these outputs (pid {first.pid}" \
             in second.stderr
-        out, err = first.communicate(timeout=120)
-        assert first.returncode == 0, err
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
+        out, err = finish(first)
+    assert first.returncode == 0, err
     assert sorted(k for k in server.keys(bucket) if not k.startswith("sets/job-")) == \
         ["sets/job.combined.idx", "sets/job.errors.tsv", "sets/job.lst",
          "sets/job.manifest.json"]

@@ -28,7 +28,14 @@ import time
 import pytest
 from conftest import as_in_a_terminal
 
-from support import assert_same_files, hook_env, make_corpus
+from support import (
+    assert_bucket_set,
+    assert_same_files,
+    clean_pack,
+    finish,
+    hook_env,
+    make_corpus,
+)
 
 pytestmark = [pytest.mark.needs("ray"),
               pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -191,13 +198,8 @@ def _im2rec(script, prefix, root, shards, *extra):
 
 
 def _local_pack(script, corpus, shards):
-    clean = corpus / "clean"
-    clean.mkdir()
-    shutil.copy(corpus / "job.lst", clean / "job.lst")
-    proc = subprocess.run(_im2rec(script, clean / "job", corpus / "img", shards),
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return clean
+    return clean_pack(corpus, "clean",
+                      lambda prefix: _im2rec(script, prefix, corpus / "img", shards))
 
 
 def _driver(script, cluster, prefix, root, shards, *extra, cwd=None):
@@ -257,11 +259,8 @@ def test_a_worker_node_lost_mid_pack_is_retried_and_the_time_lost_reported(scrip
                               if node in where and n not in _done(staging)], proc,
                      what="a part running on the victim node")
         cluster.kill(victim)
-        out, err = proc.communicate(timeout=300)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        out, err = finish(proc, timeout=300)
     assert proc.returncode == 0, err
     report = json.loads(out)["lists"][0]  # stdout is only the JSON (Ray's notes: stderr)
     assert report["retried"] >= len(lost) >= 1 and report["seconds_lost"] > 0, report
@@ -282,11 +281,8 @@ def test_a_killed_driver_resumes_on_the_cluster(script, two_workers, corpus, sig
     try:
         _wait(lambda: _done(staging), proc, what="a part done")
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        out, err = finish(proc)
     if sig == signal.SIGTERM:
         assert proc.returncode == 143 and "Traceback" not in err, err
         assert "rerun with --resume" in err
@@ -323,16 +319,10 @@ def test_drivers_killed_at_random_moments_then_resumed(script, two_workers, corp
                 proc.wait(delay)
             except subprocess.TimeoutExpired:
                 proc.send_signal(sig)
-            out, err = proc.communicate(timeout=120)
+            out, err = finish(proc)
             history.append((sig, round(delay, 2), proc.returncode))
             assert "Traceback" not in err, (history, err)
         done = _driver(script, cluster, prefix, corpus / "img", 5, "--resume")
         out, err = done.communicate(timeout=300)
         assert done.returncode == 0, (history, err)
-        got = corpus / f"bucket-{round_}"
-        got.mkdir()
-        for key in server.keys(bucket):
-            if key.startswith(f"r{round_}/"):
-                (got / key.split("/", 1)[1]).write_bytes(server.get(f"{bucket}/{key}"))
-        assert_same_files(got, clean, "job")
-        assert sorted(os.listdir(got)) == sorted(os.listdir(clean)), history
+        assert_bucket_set(server, f"{bucket}/r{round_}", clean, corpus / f"got-{round_}")
