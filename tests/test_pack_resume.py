@@ -378,6 +378,36 @@ def test_the_file_lock_and_its_fallback(tmp_path, monkeypatch):
         OutputLock(path).acquire()
 
 
+def test_a_file_system_that_refuses_flock_gets_the_fallback(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    path = tmp_path / "x.pack.lock"
+    with OutputLock(path) as held:
+        assert held._exclusive and json.loads(path.read_text())["pid"] == os.getpid()
+        with pytest.raises(OutputBusyError, match=f"pid {os.getpid()} on "):
+            OutputLock(path).acquire()
+    assert not path.exists()
+
+
+def test_only_the_temporary_files_of_dead_writers_are_removed(tmp_path):
+    from recio.records.atomic import remove_orphaned_temps
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    names = [f".job.idx.{gone.pid}.0123abcd.tmp", f".job-00003.rec.{gone.pid}.89abcdef.tmp",
+             f".job.idx.{os.getpid()}.0123abcd.tmp", f".jobs.idx.{gone.pid}.0123abcd.tmp",
+             "job.rec", f"job.idx.{gone.pid}.0123abcd.tmp"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    removed = remove_orphaned_temps(tmp_path / "job")
+    assert sorted(os.path.basename(p) for p in removed) == sorted(names[:2])
+    assert sorted(os.listdir(tmp_path)) == sorted(names[2:])
+
+
 def test_the_lease_in_a_bucket(s3, monkeypatch):
     server, bucket = s3
     url = f"{bucket}/sets/job.pack.lock"

@@ -249,8 +249,7 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
 
 def _ray_engine(address: Optional[str]) -> Any:
     try:
-        from recio.ray import RayEngine
-        from recio.ray.engine import messages_to_stderr
+        from recio.ray import RayEngine, messages_to_stderr
     except ImportError as exc:
         fail(f"--engine ray: {exc}")
     messages_to_stderr()  # stdout is the summary or --json

@@ -107,7 +107,7 @@ class PackProgress:
         """A fresh staging folder (whatever was there is deleted) holding only ``job.json``."""
         self.discard()
         if not self.remote:
-            os.makedirs(self.folder)
+            os.makedirs(self.folder, exist_ok=True)
         doc = {"format": PROGRESS_FORMAT, "version": PROGRESS_VERSION, "job": uuid.uuid4().hex,
                "settings": settings, "layout": layout}
         self._write_json(JOB_FILE, doc)

@@ -162,8 +162,15 @@ class OutputLock:
     # -- a local file ----------------------------------------------------------------------
     def _take_flock(self) -> bool:
         """flock the file; False when this file system cannot (use the fallback)."""
+        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            try:
+                fd, created = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o666), True
+            except FileExistsError:
+                try:
+                    fd, created = os.open(self.path, flags), False
+                except FileNotFoundError:
+                    continue  # deleted meanwhile by the holder releasing it
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -173,6 +180,8 @@ class OutputLock:
             except OSError as exc:
                 os.close(fd)
                 if exc.errno in _NO_FLOCK:
+                    if created:  # the fallback creates it itself
+                        os.unlink(self.path)
                     return False
                 raise
             try:
