@@ -99,6 +99,25 @@ def test_ray_engine_output_is_byte_identical_to_the_local_engine(ray_cluster, co
     assert not [n for n in os.listdir(corpus) if n.startswith(".recio-")]
 
 
+def test_shards_by_size_on_ray_are_the_local_engines(ray_cluster, corpus):
+    """--shard-size on Ray: the parts packed as tasks, the records cut into shards of at most
+    that size by the driver; the same set as the local engine writes."""
+    run = CliRunner().invoke
+    args = ["--resize", "24", "--pack-label", "--shard-size", "20KB", "--checksums"]
+    local = run(im2rec_cmd, [str(corpus / "local"), str(corpus / "img"), *args])
+    remote = run(im2rec_cmd, [str(corpus / "ray"), str(corpus / "img"), *args, "--engine", "ray"])
+    assert local.exit_code == 0 and remote.exit_code == 0, (local.output, remote.output)
+    names = set_files(corpus, "ray")
+    assert names == set_files(corpus, "local") and "-00002.rec" in names
+    for suffix in names:
+        if suffix == ".manifest.json":
+            assert (corpus / "ray.manifest.json").read_text().replace("ray", "STEM") == \
+                (corpus / "local.manifest.json").read_text().replace("local", "STEM")
+        elif suffix != ".lst":
+            assert filecmp.cmp(corpus / f"ray{suffix}", corpus / f"local{suffix}",
+                               shallow=False), suffix
+
+
 def test_without_shards_the_ray_engine_writes_the_local_rec_and_idx(ray_cluster, corpus):
     """No --num-shards: Ray packs parts side by side and joins them into PREFIX.rec/.idx, the
     bytes im2rec writes on its own."""

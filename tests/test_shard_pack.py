@@ -136,7 +136,6 @@ def test_the_cli_packs_shards_and_refuses_what_it_cannot_do(tmp_path):
     assert json.loads(ok.stdout)["lists"][0]["packed"] == 8
     assert load_manifest(tmp_path / "job.manifest.json").made_by["list"] == "job.lst"
     for args, message in [
-        (["--engine", "ray", "--shard-size", "1MB"], "pack list ranges: use --num-shards N"),
         (["--ray-address", "auto", "--num-shards", "2"], "--ray-address goes with --engine ray"),
     ]:
         refused = run(im2rec_cmd, [prefix, str(tmp_path / "img"), *args])

@@ -174,7 +174,9 @@ the way or one that is running; 130 interrupted (Ctrl-C); 143 terminated (SIGTER
                    "... and PREFIX.manifest.json, written last (see recio verify).")
 @click.option("--shard-size", type=str, default=None, metavar="SIZE",
               help="Write shard sets whose .rec files hold at most SIZE bytes each "
-                   "(e.g. 1GB, 512MiB).")
+                   "(e.g. 1GB, 512MiB): the list is packed in parts and the records cut "
+                   "into shards in list order (with --engine ray, by the driver: one copy "
+                   "of the records; --num-shards avoids it).")
 @click.option("--checksums", is_flag=True,
               help="With shards: also write per-record CRC-32 sidecars (recio verify --deep).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
@@ -233,9 +235,6 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         fail("--checksums goes with --num-shards or --shard-size (a shard set's sidecars)")
     if num_shards is not None and shard_size is not None:
         fail("give --num-shards or --shard-size, not both")
-    if (engine == "ray" or is_url(root)) and shard_size is not None:
-        fail("--shard-size cuts a list packed whole; --engine ray and a URL ROOT pack list "
-             "ranges: use --num-shards N")
     if ray_address is not None and engine != "ray":
         fail("--ray-address goes with --engine ray")
     sharding = {"num_shards": num_shards, "checksums": checksums,

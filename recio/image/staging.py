@@ -54,9 +54,6 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
     if shard_size is not None and shard_size < 1:
         raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
-    if (engine is not None or storage.is_url(root)) and shard_size is not None:
-        raise ValueError("shard_size cuts a list packed whole; an engine or a URL ROOT packs "
-                         "list ranges: give num_shards (--num-shards N) instead")
     fault = Fault.parse(os.environ.get(FAULT_VARIABLE))
     in_parts = {"num_shards": num_shards, "shard_size": shard_size, "checksums": checksums,
                 "engine": engine, "fault": fault}
