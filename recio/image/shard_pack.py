@@ -513,12 +513,8 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
         if resumed:
             _check_same(saved, settings, store)
             per_part = int(saved["layout"]["per_part"])
-            records = store.done_records(saved["job"])
-            moved = _committed_names(records, -(-total // per_part), stem) \
-                if layout == "shards" else {}
-            kept_docs, _ = store.verify(records, moved)
-            store.clean(kept_docs)
-            kept = _kept_results(kept_docs, store.folder)
+            kept = _kept_parts(store, saved["job"], -(-total // per_part),
+                               stem if layout == "shards" else None)
         else:
             outputs = (set_outputs(stem, storage_options) if layout != "joined"
                        else [rec_path, idx_path])
@@ -625,6 +621,24 @@ def _check_plain_partial(lst_path: str, force: bool) -> None:
         storage.remove(path)
 
 
+def _kept_parts(store: PackProgress, job_id: str, parts: int,
+                set_stem: Optional[str]) -> Dict[int, PartResult]:
+    """The parts a resume keeps: done records of this job whose files verify (for a set
+    published part by part, at ``set_stem``, also where an interrupted commit moved them);
+    everything else in the staging folder is deleted."""
+    records = store.done_records(job_id)
+    moved = _committed_names(records, parts, set_stem) if set_stem is not None else {}
+    kept_docs, _ = store.verify(records, moved)
+    store.clean(kept_docs)
+    kept = {}
+    for number, doc in kept_docs.items():
+        try:
+            kept[number] = PartResult.from_doc(doc, store.folder)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # a record this version cannot read: the part is packed again
+    return kept
+
+
 def _committed_names(records: Dict[int, Dict[str, Any]], parts: int,
                      stem: str) -> Dict[str, str]:
     """Where ``commit_staged`` moves each part's files (staged name -> final path), once
@@ -644,16 +658,6 @@ def _committed_names(records: Dict[int, Dict[str, Any]], parts: int,
                 moved[str(entry[role])] = final + suffix
         number += 1
     return moved
-
-
-def _kept_results(docs: Dict[int, Dict[str, Any]], staging: str) -> Dict[int, PartResult]:
-    kept = {}
-    for number, doc in docs.items():
-        try:
-            kept[number] = PartResult.from_doc(doc, staging)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            continue  # a record this version cannot read: the part is packed again
-    return kept
 
 
 def _complete(layout: str, stem: str, rec_path: str, idx_path: str,
