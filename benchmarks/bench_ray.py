@@ -124,7 +124,7 @@ def driver_rates(items: int = 1_000_000) -> None:
     import numpy as np
 
     from recio.image.packing import PackResult
-    from recio.image.shard_pack import split_list
+    from recio.image.shard_pack import part_size, split_list
     from recio.records.index import write_index
     from recio.records.shards import Shard, combined_lines
 
@@ -136,7 +136,8 @@ def driver_rates(items: int = 1_000_000) -> None:
                 f.write("".join(f"{i}\t{i % 1000}.000000\tclass_{i % 1000}/img_{i}.jpg\n"
                                 for i in range(start, min(items, start + 100_000))))
         t = time.perf_counter()
-        _, parts = split_list(lst, 64, False, PackResult(lst, "", "", None))
+        _, parts = split_list(lst, part_size(items, 64), False, PackResult(lst, "", "", None),
+                              items)
         count = sum(len(p.tasks) for p in parts)
         split_s = time.perf_counter() - t
         shards = []

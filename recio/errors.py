@@ -82,6 +82,17 @@ class NothingFoundError(RecordIOError):
     or whose lists hold no image line. Nothing was written."""
 
 
+class OutputBusyError(OutputExistsError):
+    """Outputs another live process is writing: it holds their lock (``PREFIX.pack.lock``),
+    which the message names (pid, host, command). The lock dies with that process."""
+
+
+class InterruptedPackError(OutputExistsError):
+    """An interrupted pack's progress where a new pack would write: continue it
+    (``resume=True``, ``--resume``) or discard it and start over (``force=True``,
+    ``--force``); it is never discarded unasked."""
+
+
 class ManifestError(RecordIOError):
     """A shard set's manifest that is malformed, or a shard that does not match it."""
 
@@ -111,5 +122,6 @@ class CTFError(SequenceError):
 
 
 __all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError",
-           "OutputExistsError", "NothingFoundError", "ManifestError", "ChecksumError",
-           "StorageError", "CBFError", "SequenceError", "CTFError", "plural"]
+           "OutputExistsError", "OutputBusyError", "InterruptedPackError", "NothingFoundError",
+           "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError",
+           "CTFError", "plural"]

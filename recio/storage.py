@@ -133,8 +133,12 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> Tuple[Any, s
     """``(fsspec file system, path inside it)`` for ``url``; ``ImportError`` saying what to
     install when fsspec or the scheme's backend is missing."""
     fsspec = require("fsspec", feature=f"reading {url_scheme(url)}:// URLs")
+    # no listings cache: other processes (Ray tasks, a second machine) write the same bucket,
+    # and a listing cached before their writes makes fsspec call their objects missing, or
+    # folders (s3fs's info answers from a parent's cached listing)
+    options = {"use_listings_cache": False, **(storage_options or {})}
     try:
-        return fsspec.core.url_to_fs(url, **(storage_options or {}))
+        return fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
         raise ImportError(f"{url_scheme(url)}:// URLs need a backend for fsspec: "
                           f"pip install 'recio[remote]' (s3fs), or gcsfs for gs:// "

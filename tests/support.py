@@ -55,3 +55,120 @@ def records_of(manifest):
             out.extend((k, reader.read_at(o)) for k, o in
                        zip(index.key_array().tolist(), index.offsets.tolist()))
     return out
+
+
+def output_files(folder, stem):
+    """The names of ``stem``'s pack outputs in ``folder`` (``stem.*`` and ``stem-*``, the list
+    excluded): what a pack wrote, and anything it left behind under those names."""
+    return sorted(n for n in os.listdir(folder) if n.startswith((stem + ".", stem + "-"))
+                  and n != stem + ".lst")
+
+
+def assert_same_files(folder, clean, stem):
+    """``stem``'s outputs in ``folder`` are byte for byte those of an uninterrupted pack in
+    ``clean`` (every shard, index, sidecar, error report and the manifest), with nothing else
+    left beside them (no staging folder, lock, partial or temporary file)."""
+    names = output_files(folder, stem)
+    assert names == output_files(clean, stem)
+    for name in names:
+        with open(os.path.join(folder, name), "rb") as a, \
+                open(os.path.join(clean, name), "rb") as b:
+            assert a.read() == b.read(), name
+    assert not [n for n in os.listdir(folder) if n.startswith(".")]
+
+
+#: a ``sitecustomize`` for commands a test interrupts at chosen moments (see ``hook_env``)
+HOOK = '''
+import os
+if os.environ.get("RECIO_TEST_SLOW") or os.environ.get("RECIO_TEST_KILL_AT"):
+    import importlib, signal, threading, time
+
+    def _wrap(spec, before):
+        module_name, _, attr = spec.partition(":")
+        owner = importlib.import_module(module_name)
+        names = attr.split(".")
+        for name in names[:-1]:
+            owner = getattr(owner, name)
+        original = getattr(owner, names[-1])
+
+        def wrapped(*args, **kwargs):
+            before()
+            return original(*args, **kwargs)
+        setattr(owner, names[-1], wrapped)
+
+    if os.environ.get("RECIO_TEST_SLOW"):
+        _delay = float(os.environ["RECIO_TEST_SLOW"])
+        _wrap("recio.image.packing:_read_image_file", lambda: time.sleep(_delay))
+    if os.environ.get("RECIO_TEST_KILL_AT"):
+        _target, _count, _signal = os.environ["RECIO_TEST_KILL_AT"].rsplit(":", 2)
+        _calls = [0]
+        _lock = threading.Lock()
+
+        def _maybe_die():
+            with _lock:
+                _calls[0] += 1
+                due = _calls[0] == int(_count)
+            if due:
+                os.kill(os.getpid(), getattr(signal, "SIG" + _signal))
+                time.sleep(0.5)  # SIGTERM: the handler runs in the main thread meanwhile
+        _wrap(_target, _maybe_die)
+'''
+
+
+def hook_env(folder, slow=None, kill_at=None, base=None):
+    """The environment of a command that ``slow``s each image read by that many seconds
+    and/or kills itself at ``kill_at`` = ``"module:function:N:SIGNAL"`` (just before the N-th
+    call of that function, e.g. ``"recio.storage:move:3:KILL"``), through a ``sitecustomize``
+    written to ``folder/hook``."""
+    hook = folder / "hook"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text(HOOK)
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join([str(hook)] + [p for p in [env.get("PYTHONPATH")] if p])
+    for name, value in (("RECIO_TEST_SLOW", slow), ("RECIO_TEST_KILL_AT", kill_at)):
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = str(value)
+    return env
+
+
+def assert_bucket_set(server, prefix_url, clean, out):
+    """The objects under ``prefix_url`` (``s3://bucket/r0``: a folder of the bucket),
+    downloaded into the new folder ``out``, are the files of the local pack in ``clean``:
+    ``assert_same_files``, and the same names besides (the list)."""
+    bucket, _, under = prefix_url[len("s3://"):].partition("/")
+    out.mkdir()
+    for key in server.keys(f"s3://{bucket}"):
+        if key.startswith(under + "/"):
+            (out / key[len(under) + 1:]).write_bytes(server.get(f"s3://{bucket}/{key}"))
+    assert_same_files(out, clean, "job")
+    assert sorted(os.listdir(out)) == sorted(os.listdir(clean))
+
+
+def finish(proc, timeout=120):
+    """Wait for ``proc`` (``Popen`` with pipes) to end; returns ``(out, err)``. Kills it if
+    the wait fails, so no test leaves a command running."""
+    try:
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def clean_pack(corpus, name, args):
+    """``corpus/name/``: ``corpus/job.lst`` packed there without interruption by
+    ``im2rec name/job ROOT`` + ``args`` (``args(prefix)`` gives the whole command line), the
+    pack an interrupted one must end equal to; made once."""
+    import shutil
+    import subprocess
+
+    folder = corpus / name
+    if not folder.exists():
+        folder.mkdir()
+        shutil.copy(corpus / "job.lst", folder / "job.lst")
+        proc = subprocess.run(args(folder / "job"), capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    return folder

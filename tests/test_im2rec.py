@@ -663,11 +663,15 @@ def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill"])
-def test_an_interrupted_sharded_pack_leaves_no_manifest_and_no_shard(script, tmp_path, sig):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=["ctrl-c", "sigterm", "kill"])
+def test_an_interrupted_sharded_pack_publishes_nothing_and_resume_finishes(script, tmp_path,
+                                                                          sig):
     """--num-shards packs in a staging folder: stopped half way, no shard and no manifest
-    appears (Ctrl-C also deletes the staging folder and says to run the command again)."""
+    appears; the finished shard is kept and --resume finishes the set byte for byte."""
     import glob
+
+    from support import assert_same_files
 
     root, lst, env = _blocking_folder(tmp_path)
     prefix = str(tmp_path / "job")
@@ -691,9 +695,27 @@ def test_an_interrupted_sharded_pack_leaves_no_manifest_and_no_shard(script, tmp
             proc.communicate()
     names = set(os.listdir(tmp_path))
     assert not any(n.startswith("job-") or n.endswith(".manifest.json") for n in names)
-    if sig == signal.SIGINT:
-        assert proc.returncode == 130 and "Traceback" not in err
-        assert "nothing of" in err and "--resume" not in err and err.count("Interrupted") == 1
-        assert not glob.glob(str(tmp_path / ".recio-pack-*"))
-    else:
+    staged = tmp_path / ".recio-pack-job"
+    assert (staged / "part-00000.json").exists() and (staged / "job.json").exists()
+    if sig == signal.SIGKILL:
         assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == (130 if sig == signal.SIGINT else 143), err
+        assert "Traceback" not in err
+        assert "finished parts of" in err and "rerun with --resume" in err
+        assert err.count("Interrupted") + err.count("Terminated") == 1, err  # said once
+        # the stopped part deleted its files (only its attempt's record is left)
+        assert [os.path.basename(p).split(".")[-1] for p in
+                glob.glob(str(staged / "part-00001.*"))] == ["attempt1"]
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "--resume, or start over with --force" in again.stderr
+    done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "1 of 3 parts kept" in done.stdout
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    shutil.copy(lst, clean / "job.lst")
+    fresh = subprocess.run([*script("im2rec"), str(clean / "job"), str(root), "--resize", "16",
+                            "--num-shards", "3"], capture_output=True, text=True, timeout=120)
+    assert fresh.returncode == 0, fresh.stderr
+    assert_same_files(tmp_path, clean, "job")

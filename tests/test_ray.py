@@ -31,7 +31,8 @@ def ray_cluster(s3_server):
 
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR",
+             log_to_driver=False)
     context = ray.data.DataContext.get_current()
     saved, context.execution_options.preserve_order = \
         context.execution_options.preserve_order, True
@@ -98,6 +99,25 @@ def test_ray_engine_output_is_byte_identical_to_the_local_engine(ray_cluster, co
     assert not [n for n in os.listdir(corpus) if n.startswith(".recio-")]
 
 
+def test_shards_by_size_on_ray_are_the_local_engines(ray_cluster, corpus):
+    """--shard-size on Ray: the parts packed as tasks, the records cut into shards of at most
+    that size by the driver; the same set as the local engine writes."""
+    run = CliRunner().invoke
+    args = ["--resize", "24", "--pack-label", "--shard-size", "20KB", "--checksums"]
+    local = run(im2rec_cmd, [str(corpus / "local"), str(corpus / "img"), *args])
+    remote = run(im2rec_cmd, [str(corpus / "ray"), str(corpus / "img"), *args, "--engine", "ray"])
+    assert local.exit_code == 0 and remote.exit_code == 0, (local.output, remote.output)
+    names = set_files(corpus, "ray")
+    assert names == set_files(corpus, "local") and "-00002.rec" in names
+    for suffix in names:
+        if suffix == ".manifest.json":
+            assert (corpus / "ray.manifest.json").read_text().replace("ray", "STEM") == \
+                (corpus / "local.manifest.json").read_text().replace("local", "STEM")
+        elif suffix != ".lst":
+            assert filecmp.cmp(corpus / f"ray{suffix}", corpus / f"local{suffix}",
+                               shallow=False), suffix
+
+
 def test_without_shards_the_ray_engine_writes_the_local_rec_and_idx(ray_cluster, corpus):
     """No --num-shards: Ray packs parts side by side and joins them into PREFIX.rec/.idx, the
     bytes im2rec writes on its own."""
@@ -142,6 +162,8 @@ def test_the_cli_with_an_injected_crash_as_users_run_it(ray_cluster, corpus, scr
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stdout
+    assert "ray.lst: 1 part(s) ran again after a failure" in proc.stderr
+    assert " s of work lost" in proc.stderr
     assert_same_sets(corpus, "local", corpus, "ray")
 
 
@@ -154,7 +176,17 @@ def test_a_shard_that_cannot_be_written_fails_the_job_in_one_line(ray_cluster, c
     assert len(error) == 1 and "shard 2 (list lines " in error[0] and "no manifest" in error[0]
     assert "Traceback" not in result.output
     assert not [n for n in os.listdir(corpus) if n.startswith(("ray-", "ray.manifest",
-                                                              "ray.combined", ".recio-"))]
+                                                              "ray.combined"))]
+    # the other shards are kept: with the cause gone, --resume packs shard 2 and publishes
+    staged = corpus / ".recio-pack-ray"
+    assert {n for n in os.listdir(staged) if n.endswith(".json")} == \
+        {"job.json", "part-00000.json", "part-00001.json", "part-00003.json"}
+    _, resumed = pack("ray", corpus, "ray", corpus / "img", "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert "3 of 4 parts kept" in resumed.output
+    _, local = pack("local", corpus, "local", corpus / "img")
+    assert_same_sets(corpus, "local", corpus, "ray")
+    assert not [n for n in os.listdir(corpus) if n.startswith(".recio-")]
 
 
 def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing(
@@ -162,7 +194,8 @@ def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing
     """A real write failure: the tasks' local staging folder (RECIO_STAGING_DIR, handed to
     the workers through ray_remote_args' runtime_env) does not exist, so no task can stage
     its shard for the bucket; after the retries the job fails naming a shard, and nothing
-    appears under the prefix."""
+    appears under the final names (the bucket's staging prefix keeps the job for a
+    resume)."""
     from recio.image.codec import ImageOptions
     from recio.image.shard_pack import PartFailedError, pack_shards
     from recio.ray import RayEngine
@@ -178,7 +211,7 @@ def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing
     assert "\n" not in message and " failed: " in message and "no manifest" in message
     assert message.startswith(f"{bucket}/sets/job.lst: shard ")
     assert "no-such-folder" in message
-    assert server.keys(bucket) == ["sets/job.lst"]
+    assert server.keys(bucket) == ["sets/.recio-pack-job/job.json", "sets/job.lst"]
 
 
 def test_images_and_shards_in_a_bucket(ray_cluster, corpus, s3):

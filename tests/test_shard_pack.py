@@ -2,6 +2,7 @@
 byte ranges parallel readers take (read_index_range). Ray's engine: tests/test_ray.py."""
 import json
 import os
+import re
 import zlib
 
 import numpy as np
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recio.cli.im2rec import im2rec_cmd
-from recio.errors import OutputExistsError
+from recio.errors import InterruptedPackError, OutputExistsError
 from recio.image.codec import ImageOptions
 from recio.image.packing import NothingFoundError, pack_list
 from recio.image.shard_pack import (
@@ -19,13 +20,14 @@ from recio.image.shard_pack import (
     PartFailedError,
     ShardPackReport,
     pack_shards,
+    part_size,
     split_list,
 )
 from recio.image.packing import PackResult
 from recio.records.index import open_index, read_index_range, write_index
 from recio.records.reader import RecordReader
 from recio.records.shards import load_manifest, record_checksums, verify_manifest
-from support import make_corpus, records_of
+from support import assert_same_files, make_corpus, records_of
 
 
 def test_shards_are_list_ranges_with_the_records_of_an_unsharded_pack(tmp_path):
@@ -98,13 +100,30 @@ def test_existing_outputs_are_refused_and_force_replaces_the_whole_set(tmp_path)
     assert load_manifest(tmp_path / "job.manifest.json").records == 10
 
 
-def test_a_failed_part_names_its_shard_and_leaves_nothing(tmp_path):
+def test_a_failed_part_names_its_shard_publishes_nothing_and_resume_finishes(tmp_path):
     lst = make_corpus(tmp_path, n=12, missing=(), bad_lines=())
     with pytest.raises(PartFailedError) as err:
         pack_shards(lst, tmp_path / "img", num_shards=3, fault=Fault("error", 1, always=True))
     assert str(err.value).startswith(f"{lst}: shard 1 (list lines ")
-    assert "no manifest" in str(err.value) and "\n" not in str(err.value)
-    assert sorted(os.listdir(tmp_path)) == ["img", "job.lst"]
+    assert "no manifest" in str(err.value) and "--resume" in str(err.value)
+    assert "\n" not in str(err.value)
+    # nothing published; part 0 is kept (the failed part's files are gone) for a resume
+    assert sorted(os.listdir(tmp_path)) == [".recio-pack-job", "img", "job.lst"]
+    staged = [re.sub(r"\.[0-9a-f]{12}\.", ".ATTEMPT.", n)
+              for n in os.listdir(tmp_path / ".recio-pack-job") if ".attempt" not in n]
+    assert sorted(staged) == ["job.json", "part-00000.ATTEMPT.idx", "part-00000.ATTEMPT.rec",
+                              "part-00000.json"]
+    with pytest.raises(InterruptedPackError, match="--resume, or start over with --force"):
+        pack_shards(lst, tmp_path / "img", num_shards=3)
+    report = ShardPackReport("local")
+    result = pack_shards(lst, tmp_path / "img", num_shards=3, resume=True, report=report)
+    assert (result.parts, result.parts_kept, result.resumed) == (3, 1, 4)
+    assert [t["kept"] for t in report.timings()] == [True, False, False]
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    (clean / "job.lst").write_bytes(lst.read_bytes())
+    pack_shards(clean / "job.lst", tmp_path / "img", num_shards=3)
+    assert_same_files(tmp_path, clean, "job")
 
 
 def test_the_cli_packs_shards_and_refuses_what_it_cannot_do(tmp_path):
@@ -117,8 +136,6 @@ def test_the_cli_packs_shards_and_refuses_what_it_cannot_do(tmp_path):
     assert json.loads(ok.stdout)["lists"][0]["packed"] == 8
     assert load_manifest(tmp_path / "job.manifest.json").made_by["list"] == "job.lst"
     for args, message in [
-        (["--engine", "ray", "--shard-size", "1MB"], "pack list ranges: use --num-shards N"),
-        (["--engine", "ray", "--resume"], "--resume continues a local, unsharded pack"),
         (["--ray-address", "auto", "--num-shards", "2"], "--ray-address goes with --engine ray"),
     ]:
         refused = run(im2rec_cmd, [prefix, str(tmp_path / "img"), *args])
@@ -140,7 +157,7 @@ def test_fault_injection_settings_are_checked():
 def test_split_list_cuts_in_list_order_without_holding_the_list(tmp_path):
     lst = make_corpus(tmp_path, n=10, missing=(), bad_lines=(3,))
     result = PackResult(str(lst), "", "", None)
-    total, parts = split_list(str(lst), 4, False, result)
+    total, parts = split_list(str(lst), part_size(11, 4), False, result)
     parts = list(parts)
     assert total == 11 and [len(p.tasks) for p in parts] == [3, 3, 3, 2]
     assert [t[0] for p in parts for t in p.tasks] == list(range(11))

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any, Iterator, List, Optional, Sequence
 
 import click
 
@@ -22,9 +24,10 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
-from recio.errors import NothingFoundError, plural
+from recio.errors import NothingFoundError, RecordIOError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS, ENCODERS, RESIZE_MODES, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
+from recio.image.pack_progress import PackProgress, staging_folder
 from recio.image.packing import PackResult, PrefixLists, describe_skips, has_partial
 from recio.image.staging import pack_prefix_to
 from recio.storage import is_url
@@ -128,8 +131,18 @@ MXNet's older spellings work too: --list=1, --recursive True, --shuffle=0 (the b
 options of MXNet <= 1.1; 0/false means off) and --exts .jpg .png.
 
 \b
+Interrupted (Ctrl-C, SIGTERM, a kill, a lost Ray driver) or failed, a pack keeps its
+progress beside its outputs: .rec.partial and .pack.journal, or for shards, URLs and Ray a
+staging folder .recio-pack-NAME holding the finished parts (in the bucket for a URL PREFIX).
+--resume continues it, from any process or machine that sees the outputs, and ends byte for
+byte as an uninterrupted pack; finished parts are kept when their checksums verify. Running
+the pack again without --resume is refused (--force starts over, deleting the progress), as
+is a second pack of the same PREFIX while one runs (PREFIX.pack.lock names it).
+
+\b
 Also available as `recio im2rec`. Exit status: 0 done; 1 images skipped with --strict, or a
-list or pack that found (nearly) nothing; 2 usage error or a refused output; 130 interrupted.
+list or pack that found (nearly) nothing; 2 usage error, a refused output, an interrupted
+pack in the way or one that is running; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
 """
 
 
@@ -182,7 +195,9 @@ list or pack that found (nearly) nothing; 2 usage error or a refused output; 130
                    "under ROOT.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 if any image was skipped.")
 @click.option("--resume", is_flag=True,
-              help="Continue an interrupted pack from its last complete record.")
+              help="Continue an interrupted pack: from its last complete record, or for "
+                   "shards, URLs and Ray from its finished parts (any engine, process or "
+                   "machine); a finished one is left as it is.")
 @click.option("--exif-transpose/--no-exif-transpose", default=None,
               help="Apply the EXIF orientation, or not. Default: as MXNet's im2rec (OpenCV's "
                    "imread), for --color 1 and 0, not for -1.")
@@ -194,7 +209,9 @@ list or pack that found (nearly) nothing; 2 usage error or a refused output; 130
                    "... and PREFIX.manifest.json, written last (see recio verify).")
 @click.option("--shard-size", type=str, default=None, metavar="SIZE",
               help="Write shard sets whose .rec files hold at most SIZE bytes each "
-                   "(e.g. 1GB, 512MiB).")
+                   "(e.g. 1GB, 512MiB): the list is packed in parts and the records cut "
+                   "into shards in list order (with --engine ray, by the driver: one copy "
+                   "of the records; --num-shards avoids it).")
 @click.option("--checksums", is_flag=True,
               help="With shards: also write per-record CRC-32 sidecars (recio verify --deep).")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
@@ -278,13 +295,6 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         fail("--checksums goes with --num-shards or --shard-size (a shard set's sidecars)")
     if num_shards is not None and shard_size is not None:
         fail("give --num-shards or --shard-size, not both")
-    if resume and (is_url(prefix) or is_url(root) or num_shards is not None
-                   or shard_size is not None or engine == "ray"):
-        fail("--resume continues a local, unsharded pack on this machine; a pack to or from a "
-             "URL, into shards or on Ray starts over (run it again without --resume)")
-    if (engine == "ray" or is_url(root)) and shard_size is not None:
-        fail("--shard-size cuts a list packed whole; --engine ray and a URL ROOT pack list "
-             "ranges: use --num-shards N")
     if ray_address is not None and engine != "ray":
         fail("--ray-address goes with --engine ray")
     sharding = {"num_shards": num_shards, "checksums": checksums,
@@ -298,9 +308,10 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
 
 def _ray_engine(address: Optional[str]) -> Any:
     try:
-        from recio.ray import RayEngine
+        from recio.ray import RayEngine, messages_to_stderr
     except ImportError as exc:
         fail(f"--engine ray: {exc}")
+    messages_to_stderr()  # stdout is the summary or --json
     return RayEngine(address)
 
 
@@ -364,10 +375,6 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
     bars: list = []
 
     def progress_for(lst: str):
-        if not settings.resume and not is_url(lst) and has_partial(lst) and not quiet \
-                and not as_json:
-            click.echo(f"note: discarding the interrupted pack of {_rel(lst)} "
-                       "(use --resume to continue it instead)", err=True)
         bar = progress(desc=os.path.basename(lst), unit="img", quiet=quiet or as_json)
         bars.append((lst, bar))
 
@@ -387,22 +394,20 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
                              **{k: v for k, v in asdict(settings).items()})
     done: List[PackResult] = []
     try:
-        for result in results:
-            bars[-1][1].close()
-            done.append(result)
-            if not as_json:
-                _print_result(_rel(result.lst_path), result, quiet)
-    except KeyboardInterrupt:
+        with _sigterm_interrupts():
+            for result in results:
+                bars[-1][1].close()
+                done.append(result)
+                if not as_json:
+                    _print_result(_rel(result.lst_path), result, quiet)
+    except KeyboardInterrupt as exc:
         if bars:
             bars[-1][1].close()
-            if is_url(prefix) or is_url(root) or sharding["num_shards"] \
-                    or sharding["shard_size"] or sharding["engine"] is not None:
-                click.echo(f"Interrupted: nothing of {_rel(bars[-1][0])} was written (its "
-                           "staging folder was deleted); run the command again.", err=True)
-            else:
-                click.echo(f"Interrupted: the partial output of {_rel(bars[-1][0])} is kept; "
-                           "rerun with --resume to continue.", err=True)
-            sys.exit(EXIT_INTERRUPTED)  # said what happened: not handle_errors' "Interrupted."
+            click.echo(f"{_interrupted(exc)}: {_kept(bars[-1][0])}", err=True)
+            # said what happened: not handle_errors' "Interrupted." as well
+            sys.exit(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
+        if isinstance(exc, Terminated):
+            sys.exit(EXIT_TERMINATED)
         raise
     except NothingFoundError as exc:
         fail(str(exc), code=EXIT_DAMAGE)
@@ -442,22 +447,72 @@ def _lists_lines(found: PrefixLists) -> List[str]:
     return lines
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a preempted node, a scheduler's time limit): stops a pack as Ctrl-C does."""
+
+
+#: im2rec's exit status after SIGTERM (128 + 15, what a shell reports for a process it killed)
+EXIT_TERMINATED = 143
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` in the main thread while packing, so the pack stops
+    as on Ctrl-C (the progress kept for --resume) instead of vanishing mid-write."""
+    def on_term(signum: int, frame: Any) -> None:
+        raise Terminated()
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (an embedding application): leave it alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(exc: BaseException) -> str:
+    return "Terminated (SIGTERM)" if isinstance(exc, Terminated) else "Interrupted"
+
+
+def _kept(lst: str) -> str:
+    """What an interrupted pack of ``lst`` kept, and how to go on."""
+    stem = os.path.splitext(lst)[0]
+    parts = PackProgress(staging_folder(stem))
+    try:
+        saved = parts.job()
+    except (OSError, RecordIOError):
+        saved = None
+    if saved is not None:
+        return (f"the finished parts of {_rel(lst)} are kept ({parts.done_count()} in "
+                f"{_rel(parts.folder)}); rerun with --resume to continue")
+    if not is_url(lst) and has_partial(lst):
+        return f"the partial output of {_rel(lst)} is kept; rerun with --resume to continue"
+    return f"nothing of {_rel(lst)} was written; run the command again"
+
+
 def _print_result(name: str, result: PackResult, quiet: bool) -> None:
     """One line per packed list, and warnings on stderr for what was skipped or dropped."""
+    outputs = _rel(result.rec_path) if result.idx_path is None \
+        else f"{_rel(result.rec_path)}, {_rel(result.idx_path)}"
     if result.already_done:
-        click.echo(f"{name}: already packed ({_rel(result.rec_path)}, "
-                   f"{_rel(result.idx_path)}); nothing to resume")
+        click.echo(f"{name}: already packed ({outputs}); nothing to resume")
         return
     rate = (result.packed + result.skipped - result.resumed) / result.seconds \
         if result.seconds > 0 else 0.0
     resumed = f", resumed after {result.resumed}" if result.resumed else ""
+    if result.parts_kept:
+        resumed += f"; {result.parts_kept} of {result.parts} parts kept"
     causes = describe_skips(result.skips)
-    outputs = _rel(result.rec_path) if result.idx_path is None \
-        else f"{_rel(result.rec_path)}, {_rel(result.idx_path)}"
     click.echo(f"{name}: packed {plural(result.packed, 'image')}, skipped {result.skipped}"
                + (f" ({causes})" if causes else "")
                + f", {result.bytes:,} bytes, {result.seconds:.2f} s ({rate:.0f} images/s"
                f"{resumed}) -> {outputs}")
+    if result.retried:
+        click.echo(f"{name}: {result.retried} part(s) ran again after a failure (a worker or "
+                   f"node lost, an I/O error): {result.seconds_lost:.1f} s of work lost",
+                   err=True)
     if result.skipped:
         first = ""
         if result.first_skip is not None:

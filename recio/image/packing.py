@@ -36,13 +36,28 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 from PIL import Image
 
 from recio import storage
-from recio.errors import ImageError, ListFileError, NothingFoundError, RecordIOError, plural
+from recio.errors import (
+    ImageError,
+    InterruptedPackError,
+    ListFileError,
+    NothingFoundError,
+    RecordIOError,
+    plural,
+)
 from recio.image.codec import ImageOptions, has_alpha, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
 from recio.image.lists import ListItem, near_folders, read_list_entries
-from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet, check_outputs
+from recio.image.pack_progress import PackProgress, staging_folder
+from recio.records.atomic import (
+    AtomicFile,
+    ManagedWriter,
+    OutputSet,
+    check_outputs,
+    remove_orphaned_temps,
+)
 from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
 from recio.records.index import format_index, sibling_index_path
+from recio.records.lock import OutputLock, lock_path
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -86,6 +101,13 @@ class PackResult:
     #: the first item skipped: ``(list line, reason)`` (for messages; the rest are in
     #: ``.errors.tsv``)
     first_skip: Optional[Tuple[int, str]] = None
+    #: a pack in parts: its parts, those an earlier run had done (kept by ``resume``), the
+    #: tasks run again after a failure (a worker or node lost) and the time those failures
+    #: cost (from the start of each failed attempt to the start of its retry)
+    parts: int = 0
+    parts_kept: int = 0
+    retried: int = 0
+    seconds_lost: float = 0.0
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready summary."""
@@ -95,7 +117,9 @@ class PackResult:
                 "seconds": round(self.seconds, 3), "resumed": self.resumed,
                 "already_done": self.already_done, "labels_ignored": self.labels_ignored,
                 "repeated_indices": self.repeated_indices,
-                "alpha_dropped": self.alpha_dropped}
+                "alpha_dropped": self.alpha_dropped, "parts": self.parts,
+                "parts_kept": self.parts_kept, "retried": self.retried,
+                "seconds_lost": round(self.seconds_lost, 3)}
 
 
 #: why an item was skipped (the key of ``PackResult.skips``)
@@ -150,8 +174,12 @@ def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
 
 
 def has_partial(lst_path: PathLike) -> bool:
-    """True when an interrupted pack of this list left progress that ``resume`` can use."""
-    return all(os.path.exists(p) for p in partial_paths(lst_path))
+    """True when an interrupted pack of this list left progress that ``resume`` can use: its
+    ``.rec.partial`` and journal, or its journal beside the ``.rec`` it was publishing when it
+    stopped (the journal goes last)."""
+    rec_partial, journal = partial_paths(lst_path)
+    return os.path.exists(journal) and (os.path.exists(rec_partial)
+                                        or os.path.exists(output_paths(lst_path)[0]))
 
 
 def count_items(lst_path: PathLike) -> int:
@@ -357,8 +385,10 @@ def _encode_batch(job: _Job, batch: List[Task]) -> List[Outcome]:
 
 
 def _init_process_worker() -> None:
-    """Worker processes leave Ctrl-C to the parent, which stops them cleanly."""
+    """Worker processes leave Ctrl-C to the parent, which stops them cleanly; SIGTERM (how
+    the parent stops them) ends them, whatever handler they inherited."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
     set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
 
@@ -414,16 +444,18 @@ def _recover(rec_partial: str, journal: str, settings: dict) -> _Progress:
             magic, version, blob = first.decode("utf-8").rstrip("\n").split(" ", 2)
             saved = json.loads(blob)
         except ValueError:
-            raise RecordIOError("not a recio pack journal; delete it and the .rec.partial "
-                                "beside it, or rerun without --resume", path=journal) from None
+            raise RecordIOError("not a recio pack journal; start over with --force (which "
+                                "deletes it and the .rec.partial beside it)",
+                                path=journal) from None
         if magic != JOURNAL_MAGIC or int(version) != JOURNAL_VERSION:
-            raise RecordIOError(f"journal version {version} is not {JOURNAL_VERSION}; rerun "
-                                "without --resume to start over", path=journal)
+            raise RecordIOError(f"journal version {version} is not {JOURNAL_VERSION}; start "
+                                "over with --force (which deletes it)", path=journal)
         changed = sorted(k for k in settings if saved.get(k) != settings[k])
         if changed:
             raise RecordIOError(f"the interrupted pack used different settings "
-                                f"({', '.join(changed)} changed); rerun without --resume to "
-                                "start over", path=journal)
+                                f"({', '.join(changed)} changed); resume it with its own "
+                                "settings, or start over with --force (which deletes it)",
+                                path=journal)
         state.journal_end = len(first)
         last_offset = 0
         for raw in f:
@@ -455,8 +487,8 @@ def _recover(rec_partial: str, journal: str, settings: dict) -> _Progress:
             f.seek(last_offset)
             head = f.read(PART_HEADER.size)
         if len(head) < PART_HEADER.size or PART_HEADER.unpack(head)[0] != MAGIC:
-            raise RecordIOError("the partial record file does not match its journal; rerun "
-                                "without --resume to start over", path=rec_partial)
+            raise RecordIOError("the partial record file does not match its journal; start "
+                                "over with --force (which deletes it)", path=rec_partial)
     return state
 
 
@@ -595,7 +627,11 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     :class:`NothingFoundError` and leaves no output: when no item could be packed, when more
     than ``max_missing`` of the items are missing, or when the first ``EARLY_MISSING`` items
     tried are all missing. An existing ``.rec``/``.idx`` is replaced only with ``force`` (or
-    continued with ``resume``); :class:`OutputExistsError` otherwise, before any work.
+    continued with ``resume``); :class:`OutputExistsError` otherwise, before any work. The
+    progress of an interrupted pack of the list is never discarded unasked: without
+    ``resume`` it is refused (:class:`~recio.errors.InterruptedPackError`) unless ``force``.
+    The pack holds ``STEM.pack.lock`` (``recio.records.lock``) while it runs: a second pack of
+    the same list meanwhile gets :class:`~recio.errors.OutputBusyError` at once.
 
     ``fsync=True`` fsyncs the finished files before they are renamed into place (and their
     folder after), so a returned result survives an OS crash; resuming after an OS crash is
@@ -605,23 +641,47 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     root = os.path.abspath(os.fspath(root))
     options = options or ImageOptions()
     check_workers(workers, executor)
-    if not resume:
-        check_outputs(output_paths(lst_path)[:2], [lst_path], force=force)
-    job = make_job(root, options, pass_through, pack_label, allow_outside_root)
-    settings = _settings(lst_path, root, job)
-    started = time.perf_counter()
-    total = count_items(lst_path)
-    result = PackResult(lst_path, *output_paths(lst_path)[:2], None)
-    state = _resume_state(lst_path, settings, resume, result)
-    if state is None:
-        return result  # resume found the outputs complete
-    tasks = list_tasks(lst_path, ListTally(result, pack_label))
-    tasks = (task for task in tasks if task[0] >= state.next_pos)
-    checks = FoundChecks(total, max_missing, early=True)
-    pack_tasks(job, tasks, lst_path, settings, state, result, checks, workers, executor,
-                progress, batch_size, window, fsync)
+    with OutputLock(lock_path(os.path.splitext(lst_path)[0])):
+        _check_interrupted(lst_path, resume, force)
+        if not resume:
+            check_outputs(output_paths(lst_path)[:2], [lst_path], force=force)
+        job = make_job(root, options, pass_through, pack_label, allow_outside_root)
+        settings = _settings(lst_path, root, job)
+        started = time.perf_counter()
+        total = count_items(lst_path)
+        result = PackResult(lst_path, *output_paths(lst_path)[:2], None)
+        if resume:
+            remove_orphaned_temps(os.path.splitext(lst_path)[0])  # a killed run's .idx temps
+        state = _resume_state(lst_path, settings, resume, result)
+        if state is None:
+            return result  # resume found the outputs complete
+        tasks = list_tasks(lst_path, ListTally(result, pack_label))
+        tasks = (task for task in tasks if task[0] >= state.next_pos)
+        checks = FoundChecks(total, max_missing, early=True)
+        pack_tasks(job, tasks, lst_path, settings, state, result, checks, workers, executor,
+                   progress, batch_size, window, fsync)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _check_interrupted(lst_path: str, resume: bool, force: bool) -> None:
+    """What an interrupted pack of ``lst_path`` left is never discarded unasked: without
+    ``resume`` its partial files are refused (:class:`InterruptedPackError`) unless ``force``
+    (then they are written over); an interrupted pack in parts (``recio.image.shard_pack``)
+    is refused unless ``force`` deletes it (``pack_shards(resume=True)`` continues it)."""
+    parts = PackProgress(staging_folder(os.path.splitext(lst_path)[0]))
+    if parts.job() is not None:
+        if not force:
+            raise InterruptedPackError(
+                f"an interrupted pack of this list in parts is kept in {parts.folder}; continue "
+                "it with --resume (as it was started: --num-shards, --shard-size, --engine "
+                "ray), or start over with --force (which deletes it)", path=lst_path)
+        parts.discard()
+    if not resume and not force and has_partial(lst_path):
+        names = " and ".join(os.path.basename(p) for p in partial_paths(lst_path))
+        raise InterruptedPackError(f"an interrupted pack of this list left {names}; continue "
+                                   "it with --resume, or start over with --force (which "
+                                   "deletes them)", path=lst_path)
 
 
 def check_workers(workers: int, executor: str) -> None:
@@ -722,6 +782,8 @@ def _resume_state(lst_path: str, settings: dict, resume: bool,
     rec_partial, journal = partial_paths(lst_path)
     state = _Progress()
     if resume and has_partial(lst_path):
+        if not os.path.exists(rec_partial):  # publishing was cut short after the .rec: the
+            os.replace(rec_path, rec_partial)  # journal writes the .idx and report again
         state = _recover(rec_partial, journal, settings)
     elif resume and os.path.exists(rec_path) and os.path.exists(idx_path) \
             and not os.path.exists(rec_partial):
@@ -952,6 +1014,7 @@ class _ThreadPipeline:
 def pack_prefix(prefix: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
                 progress_for: Optional[Callable[[str], Optional[ProgressCallback]]] = None,
                 on_lists: Optional[Callable[["PrefixLists"], None]] = None,
+                pack_one: Optional[Callable[..., PackResult]] = None,
                 **pack_options: Any) -> Iterator[PackResult]:
     """Pack every ``.lst`` im2rec finds for ``prefix`` (:func:`prefix_lists`), one after
     another, yielding each list's ``PackResult`` as it completes: what ``im2rec PREFIX ROOT``
@@ -960,15 +1023,16 @@ def pack_prefix(prefix: PathLike, root: PathLike, options: Optional[ImageOptions
     ``on_lists(found)`` is called once before anything is packed, with the lists that will be
     packed and those left out (so a command can name them); ``progress_for(lst_path)`` gives
     the progress callback for one list (or None); ``pack_options`` are ``pack_list``'s
-    keywords. No list at all raises ``ListFileError`` saying how to make one (and naming near
-    prefixes); lists that hold no line at all, ``NothingFoundError``.
+    keywords; ``pack_one`` packs one list instead of ``pack_list`` (same arguments). No list at
+    all raises ``ListFileError`` saying how to make one (and naming near prefixes); lists that
+    hold no line at all, ``NothingFoundError``.
     """
     found = prefix_lists(prefix, root)
     if on_lists is not None:
         on_lists(found)
     for lst in found.lists:
         progress = progress_for(lst) if progress_for is not None else None
-        yield pack_list(lst, root, options, progress=progress, **pack_options)
+        yield (pack_one or pack_list)(lst, root, options, progress=progress, **pack_options)
 
 
 @dataclass

@@ -1,21 +1,38 @@
-"""Pack a list as a shard set, one list range per task: the same work on every engine.
+"""Pack a list in parts, one list range per task: the same work on every engine, resumable.
 
-``im2rec PREFIX ROOT --num-shards S`` cuts each list, in list order, into parts of
-``ceil(N / S)`` items (N: the list's items, malformed lines included). Part k is one task,
-:func:`pack_part`: it packs its items with ``pack_list``'s pipeline into staged files named by
-k alone (``STAGING/part-0000k.rec``/``.idx``/``.crc32``), so a task that is run again (a retry
-after a crash) rewrites exactly the same files. The engine decides where tasks run:
-:class:`LocalEngine` runs them one after another in this process, each on ``workers``
-threads or processes; ``recio.ray.RayEngine`` runs them on a Ray cluster. Records, keys,
-headers and shard boundaries do not depend on the engine.
+A pack in parts cuts the list, in list order, into ranges of list items (malformed lines
+included): ``im2rec PREFIX ROOT --num-shards S`` into S ranges of ``ceil(N / S)`` items, one per
+shard; the other packs in parts (``--shard-size``, ``--engine ray`` without shards, a URL
+PREFIX or ROOT) into ranges of at most :data:`PART_ITEMS` items, at least
+``engine.parallelism()`` of them. Part k is one task, :func:`pack_part`: it packs its items with
+``pack_list``'s pipeline into files of this attempt's own, ``STAGING/part-0000k.ATTEMPT.rec``/
+``.idx``/``.crc32`` (uploaded when the staging folder is in a bucket), then writes the part's
+done record (``recio.image.pack_progress``) naming them; a task that runs again (a retry
+after a crash, a resume) writes exactly the same bytes. The engine decides where tasks run:
+:class:`LocalEngine` runs them one after another in this process, each on ``workers`` threads
+or processes; ``recio.ray.RayEngine`` runs them on a Ray cluster. Records, keys, headers and
+shard boundaries do not depend on the engine.
 
-The driver, :func:`pack_shards`, commits only when every part has succeeded: each staged shard
-is renamed to its final name (parts left empty by skipped images get no shard, so the shards
-are numbered without gaps), then come ``PREFIX.errors.tsv`` (in list order), the combined
-index ``PREFIX.combined.idx`` and, last, ``PREFIX.manifest.json``. The staging folder
-(``.recio-pack-<id>`` beside the outputs: a folder, or objects under that name in the bucket)
-is deleted whatever happens. A failed part fails the job with one line naming the shard and
-its list lines; no manifest is written.
+The driver, :func:`pack_shards`, holds the outputs' lock (``STEM.pack.lock``,
+``recio.records.lock``) throughout, and publishes only when every part is done:
+``STEM.errors.tsv`` (the skips in list order), then
+
+* shards (``num_shards``): each part's staged files renamed to ``STEM-NNNNN.*`` (a part whose
+  images were all skipped gets no shard, so the shards are numbered without gaps), the
+  combined index ``STEM.combined.idx`` and, last, ``STEM.manifest.json``;
+* shards by size (``shard_size``): the parts' records copied in list order into shards of at
+  most that many bytes (``ShardWriter``, manifest last);
+* neither: the parts joined into ``STEM.rec`` + ``STEM.idx``, byte for byte what ``pack_list``
+  writes.
+
+The staging folder (``.recio-pack-NAME`` beside the outputs: a folder, or objects under that
+prefix in a bucket) is deleted once that is done. An interrupted (Ctrl-C, SIGTERM, SIGKILL, a
+lost driver) or failed pack keeps it: ``resume=True`` keeps the parts that are done and
+verify, packs the rest and publishes (every publishing step can be done again), and the result
+is byte for byte an uninterrupted pack's. A new pack over it is refused
+(:class:`~recio.errors.InterruptedPackError`) unless ``force`` deletes it; so is one whose
+settings differ. A pack that finds (nearly) nothing deletes it: nothing in it is worth
+resuming.
 """
 from __future__ import annotations
 
@@ -26,14 +43,15 @@ import tempfile
 import time
 import uuid
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
 import numpy as np
 
 from recio import storage
-from recio.errors import RecordIOError
+from recio.errors import InterruptedPackError, RecordIOError
 from recio.image.codec import ImageOptions
+from recio.image.pack_progress import PackProgress, part_name, staging_folder
 from recio.image.packing import (
     MAX_MISSING,
     FoundChecks,
@@ -45,10 +63,12 @@ from recio.image.packing import (
     check_found,
     check_workers,
     count_items,
+    has_partial,
     list_tasks,
     make_job,
     output_paths,
     pack_tasks,
+    partial_paths,
 )
 from recio.records.atomic import (
     AtomicFile,
@@ -56,17 +76,23 @@ from recio.records.atomic import (
     atomic_open,
     check_outputs,
     publish_staged,
+    remove_orphaned_temps,
 )
 from recio.records.index import open_index
+from recio.records.lock import OutputLock, lock_path
 from recio.records.reader import RecordReader
 from recio.records.shards import (
+    COMBINED_INDEX_SUFFIX,
     RECORD_CHECKSUM_SUFFIX,
     Shard,
+    ShardWriter,
     combined_lines,
     commit_staged,
     file_crc32,
+    load_manifest,
     manifest_path,
     set_outputs,
+    shard_stem,
 )
 from recio.storage import StorageOptions
 
@@ -78,11 +104,15 @@ ERRORS_HEADER = b"line\tindex\tpath\treason\n"
 _COPY_BLOCK = 8 << 20
 #: ``RECIO_FAULT_INJECTION``: a test hook (see :class:`Fault`)
 FAULT_VARIABLE = "RECIO_FAULT_INJECTION"
+#: a pack in parts without ``num_shards`` cuts its list into parts of at most this many items
+#: (what a resume may have to pack again of each part that was running)
+PART_ITEMS = 10_000
 
 
 class PartFailedError(RecordIOError):
-    """One part of a shard set could not be packed (after any retries): the job wrote no
-    manifest. The message names the shard and its list lines."""
+    """One part of a pack could not be packed (after any retries): nothing was published. The
+    message names the shard and its list lines; the parts that are done are kept for
+    ``resume``."""
 
 
 class InjectedFault(OSError):
@@ -117,7 +147,7 @@ class Fault:
 
 @dataclass(frozen=True)
 class ListPart:
-    """The items of one shard: ``tasks`` are ``pack_list``'s ``(position, line number, item or
+    """The items of one part: ``tasks`` are ``pack_list``'s ``(position, line number, item or
     None, why a malformed line was refused)``, in list order."""
 
     number: int
@@ -151,6 +181,10 @@ class PartJob:
     fault: Optional[Fault] = None
     #: the list being packed (named by errors)
     list_path: str = ""
+    #: the staging folder's job id, stamped on every done record
+    job_id: str = ""
+    #: this run of the driver (attempts at a part are counted per run)
+    run: str = ""
 
 
 @dataclass
@@ -170,7 +204,54 @@ class PartResult:
     seconds: float = 0.0
     host: str = ""
     pid: int = 0
+    #: this attempt's number in this run of the driver (1: the first)
     attempt: int = 1
+    #: where the engine ran it (Ray: the node)
+    where: str = ""
+    #: seconds from the start of this run's first attempt at the part to the start of this
+    #: one: the time the failed attempts cost (0 for a first attempt)
+    lost: float = 0.0
+    #: where the failed attempts ran
+    lost_on: List[str] = field(default_factory=list)
+    #: done by an earlier run and kept by a resume
+    kept: bool = False
+
+    def to_doc(self, job_id: str) -> Dict[str, Any]:
+        """The part's done record (``recio.image.pack_progress``); file names relative to the
+        staging folder."""
+        shard = None if self.shard is None else self.shard.to_dict(
+            storage.dirname(self.shard.rec))
+        files = [] if self.shard is None else [[storage.basename(path), size, crc]
+                                               for _, path, size, crc in self.shard.files()]
+        r = self.result
+        return {"job": job_id, "number": self.number, "items": self.items, "shard": shard,
+                "files": files, "packed": r.packed, "skipped": r.skipped, "skips": r.skips,
+                "alpha_dropped": r.alpha_dropped,
+                "error_rows": self.error_rows.decode("latin-1"),
+                "first_missing": self.first_missing, "started": self.started,
+                "seconds": self.seconds, "host": self.host, "pid": self.pid,
+                "attempt": self.attempt, "where": self.where}
+
+    @classmethod
+    def from_doc(cls, doc: Dict[str, Any], staging: str) -> "PartResult":
+        """A done record read back by a resume (its files are in ``staging``)."""
+        entry = doc["shard"]
+        shard = None
+        if entry is not None:
+            crc = entry.get("crc")
+            shard = Shard(storage.join(staging, entry["rec"]), storage.join(staging, entry["idx"]),
+                          None if crc is None else storage.join(staging, crc),
+                          int(entry["records"]), int(entry["rec_bytes"]),
+                          int(entry["idx_bytes"]), str(entry["rec_crc32"]),
+                          str(entry["idx_crc32"]), entry.get("crc_bytes"),
+                          entry.get("crc_crc32"), entry.get("min_key"), entry.get("max_key"))
+        result = PackResult("", "", "", None, packed=int(doc["packed"]),
+                            skipped=int(doc["skipped"]), skips=dict(doc["skips"]),
+                            alpha_dropped=int(doc["alpha_dropped"]))
+        return cls(int(doc["number"]), int(doc["items"]), shard, result,
+                   str(doc["error_rows"]).encode("latin-1"), doc.get("first_missing"),
+                   float(doc["started"]), float(doc["seconds"]), str(doc["host"]),
+                   int(doc["pid"]), int(doc["attempt"]), str(doc.get("where", "")), kept=True)
 
 
 class Engine(Protocol):
@@ -180,7 +261,7 @@ class Engine(Protocol):
     name: str
 
     def parallelism(self) -> int:
-        """How many parts to cut a list into when the caller asked for no shards."""
+        """How many parts at least to cut a list into when the caller asked for no shards."""
         ...
 
     def run(self, parts: Iterator[ListPart], job: PartJob,
@@ -191,7 +272,8 @@ def part_failed(part: ListPart, job: PartJob, exc: BaseException) -> PartFailedE
     """The one-line error for a part that failed: the list, the shard, its lines and why."""
     reason = " ".join(str(exc).split()) or type(exc).__name__
     return PartFailedError(f"shard {part.number} ({part.lines}) failed: {reason}; nothing was "
-                           "written (no manifest)", path=job.list_path or None)
+                           "published (no manifest); the finished parts are kept: fix the cause "
+                           "and rerun with --resume", path=job.list_path or None)
 
 
 class LocalEngine:
@@ -201,7 +283,7 @@ class LocalEngine:
     name = "local"
 
     def parallelism(self) -> int:
-        return 1  # one part: the pipeline already keeps every worker busy
+        return 1  # the pipeline already keeps every worker busy
 
     def run(self, parts: Iterator[ListPart], job: PartJob,
             progress: Optional[ProgressCallback]) -> Iterator[PartResult]:
@@ -223,18 +305,6 @@ class LocalEngine:
 
 
 # -- the task ------------------------------------------------------------------------------------
-def _attempt(job: PartJob, number: int) -> int:
-    """Which attempt at part ``number`` this is (1, 2, ...), counted by marker files in the
-    staging folder; only kept when a fault is injected (the tests' retry check)."""
-    base = storage.join(job.staging, f"part-{number:05d}.attempt")
-    attempt = 1
-    while storage.exists(f"{base}{attempt}", job.storage_options):
-        attempt += 1
-    with atomic_open(f"{base}{attempt}", "wb", storage_options=job.storage_options):
-        pass  # an empty marker: this attempt has started
-    return attempt
-
-
 def _fault_hook(job: PartJob, part: ListPart, attempt: int,
                 progress: Optional[ProgressCallback]) -> Optional[ProgressCallback]:
     fault = job.fault
@@ -252,33 +322,36 @@ def _fault_hook(job: PartJob, part: ListPart, attempt: int,
     return report
 
 
-def pack_part(part: ListPart, job: PartJob,
-              progress: Optional[ProgressCallback] = None) -> PartResult:
-    """Pack one part into its staged files ``STAGING/part-NNNNN.*``; returns their
-    description. Runs wherever the engine puts it.
+def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback] = None,
+              where: str = "") -> PartResult:
+    """Pack one part into staged files ``STAGING/part-NNNNN.ATTEMPT.rec``/``.idx``/
+    ``.crc32``, then write its done record ``STAGING/part-NNNNN.json`` naming them; returns
+    their description. Runs wherever the engine puts it (``where`` says where, for reports).
 
-    The files are written under names of this attempt's own, then renamed (or uploaded) to
-    the part's names, replacing what an earlier attempt left: two attempts that overlap (a
-    worker thought lost that is still running) write the same bytes and never into the same
-    file."""
+    Every attempt writes files of its own (uploaded to a URL staging folder once complete)
+    and only the done record is shared: two attempts that overlap (a task Ray thought lost
+    that still runs, a task of a killed driver that Ray has not stopped yet) never write into
+    or delete a file the other's record names, and both records describe the same bytes. An
+    attempt that fails deletes its own files; one that is killed leaves them for the next run
+    of the driver to delete."""
     started, wall = time.perf_counter(), time.time()
-    attempt = _attempt(job, part.number) if job.fault is not None else 1
+    progress_store = PackProgress(job.staging, job.storage_options)
+    attempt, earlier = progress_store.attempt(part.number, job.run or "run", where)
     progress = _fault_hook(job, part, attempt, progress)
     remote = storage.is_url(job.staging)
     folder = tempfile.mkdtemp(prefix=".recio-part-", dir=os.environ.get("RECIO_STAGING_DIR")
                               or None) if remote else storage.local_path(job.staging)
+    # names this attempt's outputs; never written itself
+    lst_name = os.path.join(folder, f"{part_name(part.number)}.{uuid.uuid4().hex[:12]}.lst")
     try:
-        name = f"part-{part.number:05d}"
-        # names this attempt's outputs; never written itself
-        lst_name = os.path.join(folder, f"{name}.{uuid.uuid4().hex[:12]}.lst")
         result = PackResult(lst_name, *output_paths(lst_name)[:2], None)
         settings = {"part": part.number, "first": part.tasks[0][0] if part.tasks else 0}
         checks = FoundChecks(part.list_total, None, early=bool(part.tasks)
-                              and part.tasks[0][0] == 0)
+                             and part.tasks[0][0] == 0)
         image_job = make_job(job.root, job.options, job.pass_through, job.pack_label,
                              job.allow_outside_root, job.storage_options)
         sink = pack_tasks(image_job, iter(part.tasks), lst_name, settings, None, result,
-                           checks, job.workers, job.executor, progress, 0, 0, False)
+                          checks, job.workers, job.executor, progress, 0, 0, False)
         rec, idx, errors = output_paths(lst_name)
         error_rows = b""
         if result.errors_path is not None:
@@ -289,11 +362,22 @@ def pack_part(part: ListPart, job: PartJob,
         if shard is None:
             for path in (rec, idx):
                 os.unlink(path)
-        else:
-            _publish_part(shard, job, name)
-        return PartResult(part.number, len(part.tasks), shard, result, error_rows,
+        elif remote:
+            _upload_part(shard, job)
+        done = PartResult(part.number, len(part.tasks), shard, result, error_rows,
                           sink.first_missing, wall, time.perf_counter() - started,
-                          socket.gethostname(), os.getpid(), attempt)
+                          socket.gethostname(), os.getpid(), attempt, where,
+                          wall - earlier[0]["started"] if earlier else 0.0,
+                          [str(e.get("where") or e.get("host")) for e in earlier])
+        progress_store.write_done(part.number, done.to_doc(job.job_id))
+        return done
+    except BaseException:
+        if not remote:  # this attempt's own files (a pack's partial files survive its abort)
+            stem = os.path.splitext(lst_name)[0]
+            for leftover in os.listdir(folder):
+                if os.path.join(folder, leftover).startswith(stem + "."):
+                    os.unlink(os.path.join(folder, leftover))
+        raise
     finally:
         if remote:
             storage.remove_tree(folder)
@@ -320,10 +404,10 @@ def describe_shard(rec: str, idx: str, checksums: bool) -> Shard:
     return shard
 
 
-def _publish_part(shard: Shard, job: PartJob, name: str) -> None:
-    """Give a finished part's files their staged names ``STAGING/NAME.rec``/``.idx``/
-    ``.crc32``: a rename in a local staging folder, an upload to a URL one."""
-    moves = [(role, path, storage.join(job.staging, name + os.path.splitext(path)[1]))
+def _upload_part(shard: Shard, job: PartJob) -> None:
+    """Upload a finished part's files to the URL staging folder under their names (this
+    attempt's own), the ``.rec`` first."""
+    moves = [(role, path, storage.join(job.staging, os.path.basename(path)))
              for role, path, _, _ in shard.files()]
     publish_staged([(path, target) for _, path, target in moves], job.storage_options)
     for role, _, target in moves:
@@ -331,14 +415,19 @@ def _publish_part(shard: Shard, job: PartJob, name: str) -> None:
 
 
 # -- the driver ----------------------------------------------------------------------------------
-def split_list(lst_path: str, num_shards: int, pack_label: bool,
-               result: PackResult) -> Tuple[int, Iterator[ListPart]]:
-    """``(items, parts)``: the list cut in list order into at most ``num_shards`` parts of
-    ``ceil(items / num_shards)`` items, read as the parts are taken (a list larger than
-    memory is never held whole). ``result`` gets the list's own counts (labels beyond the
-    first, repeated indices)."""
-    total = count_items(lst_path)
-    per_part = max(1, -(-total // num_shards))
+def part_size(items: int, parts: int) -> int:
+    """Items per part when ``items`` are cut into at most ``parts`` parts: ``ceil(items /
+    parts)`` (at least 1)."""
+    return max(1, -(-items // max(1, parts)))
+
+
+def split_list(lst_path: str, per_part: int, pack_label: bool, result: PackResult,
+               total: Optional[int] = None) -> Tuple[int, Iterator[ListPart]]:
+    """``(items, parts)``: the list cut in list order into parts of ``per_part`` items (the
+    last may have fewer), read as the parts are taken (a list larger than memory is never
+    held whole). ``result`` gets the list's own counts (labels beyond the first, repeated
+    indices); ``total``: the list's items, when already counted."""
+    total = count_items(lst_path) if total is None else total
 
     def parts() -> Iterator[ListPart]:
         tally = ListTally(result, pack_label)
@@ -356,93 +445,255 @@ def split_list(lst_path: str, num_shards: int, pack_label: bool,
 
 @dataclass
 class ShardPackReport:
-    """What :func:`pack_shards` did besides the ``PackResult``: each part's timing."""
+    """What :func:`pack_shards` did besides the ``PackResult``: each part's timing (the parts
+    a resume kept included)."""
 
     engine: str
     parts: List[PartResult] = field(default_factory=list)
 
     def timings(self) -> List[Dict[str, Any]]:
         return [{"shard": p.number, "items": p.items, "started": p.started,
-                 "seconds": round(p.seconds, 3),
-                 "host": p.host, "pid": p.pid, "attempt": p.attempt}
+                 "seconds": round(p.seconds, 3), "host": p.host, "pid": p.pid,
+                 "attempt": p.attempt, "where": p.where, "lost": round(p.lost, 3),
+                 "lost_on": p.lost_on, "kept": p.kept}
                 for p in sorted(self.parts, key=lambda p: p.number)]
 
 
 def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
-                num_shards: Optional[int], engine: Optional[Engine] = None,
-                checksums: bool = False, pass_through: bool = False, pack_label: bool = False,
-                workers: int = 1, executor: str = "auto", force: bool = False,
+                num_shards: Optional[int], shard_size: Optional[int] = None,
+                engine: Optional[Engine] = None, checksums: bool = False,
+                pass_through: bool = False, pack_label: bool = False, workers: int = 1,
+                executor: str = "auto", resume: bool = False, force: bool = False,
                 allow_outside_root: bool = False, max_missing: float = MAX_MISSING,
                 progress: Optional[ProgressCallback] = None,
                 storage_options: StorageOptions = None, fault: Optional[Fault] = None,
                 report: Optional[ShardPackReport] = None) -> PackResult:
-    """Pack ``lst_path`` into the shard set ``STEM-NNNNN.rec``/``.idx`` (STEM: the list's path
-    without ``.lst``; local or a URL), ``STEM.combined.idx`` and ``STEM.manifest.json``, with
-    one task per shard on ``engine`` (default :class:`LocalEngine`). ``root``: the images, a
-    folder or a URL. Returns the ``PackResult`` (``rec_path`` is the manifest); ``report``
-    collects each part's timing. See the module docstring for what appears when.
+    """Pack ``lst_path`` in parts on ``engine`` (default :class:`LocalEngine`) into the shard
+    set ``STEM-NNNNN.rec``/``.idx`` (STEM: the list's path without ``.lst``; local or a URL),
+    ``STEM.combined.idx`` and ``STEM.manifest.json``, one shard per part; with ``shard_size``
+    instead into shards of at most that many bytes; with neither into one ``STEM.rec`` +
+    ``STEM.idx``, byte for byte what ``pack_list`` writes (the driver joins the parts: one
+    sequential copy of the records, which shards avoid). ``root``: the images, a folder or a
+    URL. Returns the ``PackResult`` (for a set, ``rec_path`` is the manifest and ``idx_path``
+    None); ``report`` collects each part's timing.
 
-    ``num_shards=None`` packs into one ``STEM.rec`` + ``STEM.idx`` instead, byte for byte what
-    ``pack_list`` writes: the list is packed in ``engine.parallelism()`` parts side by side,
-    which the driver then joins (one sequential copy of the records: shards avoid it)."""
+    ``resume`` continues an interrupted or failed pack of the list (the same settings; any
+    engine, process or machine that sees the outputs) or returns at once when its outputs are
+    complete; ``force`` replaces existing outputs and discards an interrupted pack. See the
+    module docstring for what appears when."""
     lst_path = storage.absolute(lst_path)
     root = storage.absolute(root)
     check_workers(workers, executor)
     if num_shards is not None and num_shards < 1:
         raise ValueError(f"num_shards must be at least 1, got {num_shards}")
+    if shard_size is not None and shard_size < 1:
+        raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
+    if num_shards is not None and shard_size is not None:
+        raise ValueError("give num_shards or shard_size, not both")
     engine = engine or LocalEngine()
+    options = options or ImageOptions()
+    layout = "shards" if num_shards is not None else "sized" if shard_size is not None \
+        else "joined"
     stem = os.path.splitext(lst_path)[0]
     rec_path, idx_path, errors_path = output_paths(lst_path)
-    outputs = (set_outputs(stem, storage_options) if num_shards is not None
-               else [rec_path, idx_path])
-    if not force:
-        check_outputs(outputs, [lst_path], force=False, storage_options=storage_options)
     started = time.perf_counter()
-    result = PackResult(lst_path, manifest_path(stem) if num_shards is not None else rec_path,
-                        None if num_shards is not None else idx_path, None)  # type: ignore
-    staging = storage.join(storage.dirname(stem), f".recio-pack-{uuid.uuid4().hex[:12]}")
-    if not storage.is_url(staging):
-        os.mkdir(staging)
-    try:
-        with storage.local_copy(lst_path, storage_options) as local_lst:
-            total, parts = split_list(local_lst, num_shards or engine.parallelism(), pack_label,
-                                      result)
-            job = PartJob(root, options or ImageOptions(), staging, pass_through, pack_label,
-                          allow_outside_root, checksums, workers, executor, storage_options,
-                          fault, lst_path)
-            finished = _run(engine, parts, job, progress, total, report)
-        first_missing = next((p.first_missing for p in finished if p.first_missing), None)
-        for part in finished:
-            _add_counts(result, part.result)
-        check_found(result, total, max_missing, first_missing, root, lst_path)
+    result = PackResult(lst_path, rec_path if layout == "joined" else manifest_path(stem),
+                        idx_path if layout == "joined" else None, None)  # type: ignore[arg-type]
+    store = PackProgress(staging_folder(stem), storage_options)
+    with OutputLock(lock_path(stem), storage_options) as lock, \
+            storage.local_copy(lst_path, storage_options) as local_lst:
+        total = count_items(local_lst)
+        settings = _settings(local_lst, root, options, pass_through, pack_label,
+                             allow_outside_root, checksums, layout, num_shards, shard_size)
+        _check_plain_partial(lst_path, force)
+        saved = store.job()
+        if saved is not None and not resume and not force:
+            raise interrupted_error(store, saved, lst_path)
+        resumed = saved is not None and resume
+        if resumed:
+            _check_same(saved, settings, store)
+            per_part = int(saved["layout"]["per_part"])
+            kept = _kept_parts(store, saved["job"], -(-total // per_part),
+                               stem if layout == "shards" else None)
+        else:
+            outputs = (set_outputs(stem, storage_options) if layout != "joined"
+                       else [rec_path, idx_path])
+            if resume and _complete(layout, stem, rec_path, idx_path, storage_options):
+                if store.leftovers():  # a run killed while deleting it at the very end
+                    store.discard()
+                return _already_done(result, layout, stem, errors_path, storage_options)
+            check_outputs(outputs, [lst_path], force=force, storage_options=storage_options)
+            per_part = part_size(total, num_shards if num_shards is not None else
+                                 max(engine.parallelism(), -(-total // PART_ITEMS)))
+            saved = store.start(settings, {"items": total, "per_part": per_part})
+            kept = {}
+        if not storage.is_url(stem):
+            remove_orphaned_temps(stem)  # writers of an earlier run killed mid-publish
+        result.resumed = sum(p.items for p in kept.values())
+        _, parts = split_list(local_lst, per_part, pack_label, result, total)
+        job = PartJob(root, options, store.folder, pass_through, pack_label,
+                      allow_outside_root, checksums, workers, executor, storage_options, fault,
+                      lst_path, saved["job"], uuid.uuid4().hex[:8])
+        if report is not None:
+            report.parts.extend(kept.values())
+        try:
+            new = _run(engine, (p for p in parts if p.number not in kept), job, progress,
+                       total, result.resumed, report)
+            finished = sorted([*kept.values(), *new], key=lambda p: p.number)
+            for part in finished:
+                _add_counts(result, part.result)
+            first_missing = next((p.first_missing for p in finished if p.first_missing), None)
+            check_found(result, total, max_missing, first_missing, root, lst_path)
+        except NothingFoundError:
+            store.discard()  # nothing in it is worth resuming
+            raise
+        lock.check()
         _write_errors(finished, errors_path, storage_options)
-        if num_shards is not None:
-            made_by = {"tool": "im2rec", "list": os.path.basename(lst_path),
-                       "images": result.packed}
-            staged = [p.shard for p in finished if p.shard is not None]
-            commit_staged(stem, staged, made_by, checksums=checksums, force=force,
-                          storage_options=storage_options)
+        if layout == "shards":
+            commit_staged(stem, [p.shard for p in finished if p.shard is not None],
+                          _made_by(lst_path, result), checksums=checksums,
+                          force=force or resumed, storage_options=storage_options)
+        elif layout == "sized":
+            _reshard(finished, stem, shard_size, checksums, force or resumed,  # type: ignore
+                     _made_by(lst_path, result), storage_options)
         else:
             _join(finished, rec_path, idx_path, storage_options)
-    finally:
-        storage.remove_tree(staging, storage_options)
+        store.finish()
     result.bytes = sum(p.shard.rec_bytes for p in finished if p.shard is not None)
     result.errors_path = errors_path if result.skipped else None
+    result.parts, result.parts_kept = len(finished), len(kept)
+    result.retried = sum(1 for p in new if p.attempt > 1)
+    result.seconds_lost = sum(p.lost for p in new)
     result.seconds = time.perf_counter() - started
     return result
 
 
+def _settings(local_lst: str, root: str, options: ImageOptions, pass_through: bool,
+              pack_label: bool, allow_outside_root: bool, checksums: bool, layout: str,
+              num_shards: Optional[int], shard_size: Optional[int]) -> Dict[str, Any]:
+    """What the parts' bytes and their layout depend on (a resume needs the same)."""
+    size, crc = file_crc32(local_lst)
+    return {"list": {"bytes": size, "crc32": crc}, "root": root, "options": asdict(options),
+            "pass_through": pass_through, "pack_label": pack_label,
+            "allow_outside_root": allow_outside_root, "checksums": checksums,
+            "layout": layout, "num_shards": num_shards, "shard_size": shard_size}
+
+
+def _check_same(saved: Dict[str, Any], settings: Dict[str, Any], store: PackProgress) -> None:
+    old = saved.get("settings") or {}
+    changed = []
+    for key, value in settings.items():
+        if key == "options" and isinstance(old.get(key), dict):
+            changed += [f"--{k.replace('_', '-')}" for k in value if old[key].get(k) != value[k]]
+        elif old.get(key) != value:
+            changed.append("the list" if key == "list" else
+                           "ROOT" if key == "root" else f"--{key.replace('_', '-')}")
+    if changed:
+        raise InterruptedPackError(
+            f"the interrupted pack here used other settings ({', '.join(changed)} differ); "
+            "resume it with its own settings, or start over with --force (which deletes it)",
+            path=store.folder)
+
+
+def interrupted_error(store: PackProgress, saved: Dict[str, Any],
+                      lst_path: str) -> InterruptedPackError:
+    """The refusal of a new pack over an interrupted one: how far it got, what to do."""
+    layout = saved.get("layout") or {}
+    parts = -(-int(layout.get("items", 0)) // max(1, int(layout.get("per_part", 1))))
+    return InterruptedPackError(
+        f"an interrupted pack of this list is kept in {store.folder} ({store.done_count()} of "
+        f"{parts} part(s) done); continue it with --resume, or start over with --force (which "
+        "deletes it)", path=lst_path)
+
+
+def _check_plain_partial(lst_path: str, force: bool) -> None:
+    """A pack in parts of a list whose plain pack (``pack_list``) was interrupted: refused,
+    or with ``force`` the plain pack's partial files are deleted."""
+    if storage.is_url(lst_path) or not has_partial(lst_path):
+        return
+    if not force:
+        names = " and ".join(os.path.basename(p) for p in partial_paths(lst_path))
+        raise InterruptedPackError(
+            f"an interrupted pack of this list left {names}; continue it the way it was started "
+            "(--resume without --num-shards, --shard-size, --engine ray or URLs), or start "
+            "over with --force (which deletes them)", path=lst_path)
+    for path in partial_paths(lst_path):
+        storage.remove(path)
+
+
+def _kept_parts(store: PackProgress, job_id: str, parts: int,
+                set_stem: Optional[str]) -> Dict[int, PartResult]:
+    """The parts a resume keeps: done records of this job whose files verify (for a set
+    published part by part, at ``set_stem``, also where an interrupted commit moved them);
+    everything else in the staging folder is deleted."""
+    records = store.done_records(job_id)
+    moved = _committed_names(records, parts, set_stem) if set_stem is not None else {}
+    kept_docs, _ = store.verify(records, moved)
+    store.clean(kept_docs)
+    kept = {}
+    for number, doc in kept_docs.items():
+        try:
+            kept[number] = PartResult.from_doc(doc, store.folder)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue  # a record this version cannot read: the part is packed again
+    return kept
+
+
+def _committed_names(records: Dict[int, Dict[str, Any]], parts: int,
+                     stem: str) -> Dict[str, str]:
+    """Where ``commit_staged`` moves each part's files (staged name -> final path), once
+    every one of the ``parts`` is done (no commit starts earlier): a resume finds there the
+    files of a commit that was interrupted."""
+    if set(records) != set(range(parts)):
+        return {}
+    moved: Dict[str, str] = {}
+    number = 0
+    for _, doc in sorted(records.items()):
+        entry = doc.get("shard")
+        if not isinstance(entry, dict):
+            continue
+        final = shard_stem(stem, number)
+        for role, suffix in (("rec", ".rec"), ("idx", ".idx"), ("crc", RECORD_CHECKSUM_SUFFIX)):
+            if entry.get(role):
+                moved[str(entry[role])] = final + suffix
+        number += 1
+    return moved
+
+
+def _complete(layout: str, stem: str, rec_path: str, idx_path: str,
+              storage_options: StorageOptions) -> bool:
+    paths = [rec_path, idx_path] if layout == "joined" else [manifest_path(stem)]
+    return all(storage.exists(p, storage_options) for p in paths)
+
+
+def _already_done(result: PackResult, layout: str, stem: str, errors_path: str,
+                  storage_options: StorageOptions) -> PackResult:
+    result.already_done = True
+    result.errors_path = errors_path if storage.exists(errors_path, storage_options) else None
+    result.bytes = (storage.size(result.rec_path, storage_options) if layout == "joined"
+                    else load_manifest(manifest_path(stem), storage_options).nbytes)
+    return result
+
+
+def _made_by(lst_path: str, result: PackResult) -> Dict[str, Any]:
+    return {"tool": "im2rec", "list": storage.basename(lst_path), "images": result.packed}
+
+
 def _run(engine: Engine, parts: Iterator[ListPart], job: PartJob,
-         progress: Optional[ProgressCallback], total: int,
+         progress: Optional[ProgressCallback], total: int, base: int,
          report: Optional[ShardPackReport]) -> List[PartResult]:
+    """Run ``parts`` on ``engine``; ``base`` items were done before (a resume)."""
+    counted = None
     if progress is not None:
-        progress(0, total)
+        progress(base, total)
+
+        def counted(done: int, _total: int) -> None:
+            progress(base + done, total)
     finished: List[PartResult] = []
-    for part in engine.run(parts, job, progress):
+    for part in engine.run(parts, job, counted):
         finished.append(part)
         if report is not None:
             report.parts.append(part)
-    finished.sort(key=lambda p: p.number)
     return finished
 
 
@@ -456,7 +707,7 @@ def _add_counts(total: PackResult, part: PackResult) -> None:
 
 
 def _write_errors(finished: Sequence[PartResult], errors_path: str,
-                 storage_options: StorageOptions) -> None:
+                  storage_options: StorageOptions) -> None:
     """``PREFIX.errors.tsv``: the parts' rows in list order (an old report is deleted when
     nothing was skipped)."""
     rows = b"".join(p.error_rows for p in finished)
@@ -488,6 +739,23 @@ def _join(finished: Sequence[PartResult], rec_path: str, idx_path: str,
     outputs.commit()
 
 
-__all__ = ["pack_shards", "pack_part", "split_list", "LocalEngine", "Engine", "ListPart",
-           "PartJob", "PartResult", "PartFailedError", "ShardPackReport", "Fault",
-           "InjectedFault", "describe_shard", "FAULT_VARIABLE"]
+def _reshard(finished: Sequence[PartResult], stem: str, shard_size: int, checksums: bool,
+             force: bool, made_by: Dict[str, Any], storage_options: StorageOptions) -> None:
+    """Copy the staged parts' records, in list order with their keys, into a shard set at
+    ``stem`` of shards of at most ``shard_size`` bytes (``ShardWriter``: the manifest last).
+    A set made this way has no combined index: an old one is deleted."""
+    storage.remove(stem + COMBINED_INDEX_SUFFIX, storage_options)
+    with ShardWriter(stem, max_bytes=shard_size, checksums=checksums, force=force,
+                     made_by=made_by, storage_options=storage_options) as writer:
+        for shard in (p.shard for p in finished if p.shard is not None):
+            index = open_index(shard.idx, key_type=int, rec_size=shard.rec_bytes, cache=False,
+                               storage_options=storage_options)
+            with RecordReader(shard.rec, storage_options=storage_options) as reader:
+                for key, record in zip(index.key_array().tolist(), reader):
+                    writer.write(key, record)
+
+
+__all__ = ["pack_shards", "pack_part", "split_list", "part_size", "LocalEngine", "Engine",
+           "ListPart", "PartJob", "PartResult", "PartFailedError", "ShardPackReport", "Fault",
+           "InjectedFault", "describe_shard", "interrupted_error", "FAULT_VARIABLE",
+           "PART_ITEMS"]

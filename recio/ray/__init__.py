@@ -22,7 +22,7 @@ require("ray", feature="recio.ray (the Ray engine and Ray Data)")
 from recio.image.codec import ImageOptions  # noqa: E402
 from recio.image.packing import PackResult  # noqa: E402
 from recio.image.shard_pack import ShardPackReport, pack_shards  # noqa: E402
-from recio.ray.engine import RayEngine, connect  # noqa: E402
+from recio.ray.engine import RayEngine, connect, messages_to_stderr  # noqa: E402
 
 #: names from recio.ray.data, imported on first use (Ray Data and pandas take ~0.5 s to import,
 #: which im2rec --engine ray does not need)
@@ -48,5 +48,5 @@ def pack(lst_path: Union[str, "os.PathLike[str]"], root: Union[str, "os.PathLike
                        engine=RayEngine(address), report=report, **pack_options)
 
 
-__all__ = ["RayEngine", "connect", "pack", "read_records", "RecordDatasource",
-           "RecordDatasink"]
+__all__ = ["RayEngine", "connect", "messages_to_stderr", "pack", "read_records",
+           "RecordDatasource", "RecordDatasink"]

@@ -1,12 +1,18 @@
-"""``im2rec --engine ray``: the parts of a shard set packed as Ray tasks.
+"""``im2rec --engine ray``: the parts of a pack packed as Ray tasks.
 
 Each part (one shard's range of the list, ``recio.image.shard_pack``) is one Ray task running
 ``pack_part``, the same function the local engine runs. A task that dies (its worker process
 killed, its node lost) or fails with an ``OSError`` (an I/O or network error) is run again, up to
-``max_retries`` times; it then rewrites the same staged files, so a retry cannot change the
-output. Any other error, or retries exhausted, fails the job: no more tasks are submitted, the
-ones in flight end (Ctrl-C cancels them), the staging folder is deleted and no manifest is
-written.
+``max_retries`` times, elsewhere if its node is gone; every attempt writes files of its own
+with the same bytes, so a retry cannot change the output. Each attempt records where and when it started, so the
+driver reports the retries and the time they cost (``PackResult.retried``,
+``seconds_lost``). Any other error, or retries exhausted, fails the job: no more tasks are
+submitted, the ones in flight run to their end (their parts are kept for a resume) and
+nothing is published.
+
+Ctrl-C or SIGTERM stops the driver at once: its tasks end with it (Ray stops the tasks of a
+driver that is gone). The parts done so far are in the staging folder, so ``--resume`` (on any
+cluster, local or not) continues; so it does after the driver was killed outright.
 
 The driver keeps at most ``max_in_flight`` parts submitted (twice the cluster's CPUs by
 default), so the list's items reach the object store a few parts at a time, and reports
@@ -17,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 from typing import Any, Dict, Iterator, Optional
 
 from recio.errors import StorageError
@@ -31,18 +39,48 @@ _LOCAL_INIT: Dict[str, Any] = {"include_dashboard": False, "logging_level": logg
 
 def connect(address: Optional[str] = None, **init_options: Any) -> Any:
     """The ``ray`` module, connected: to the running Ray instance if this process already
-    is, else to ``address`` (``auto``, ``ray://host:10001``, or ``RAY_ADDRESS``), else to a new
-    local instance on this machine (no dashboard). ``init_options`` go to ``ray.init``."""
+    is, else to ``address`` (``auto``, ``HOST:PORT``, ``ray://host:10001``, or
+    ``RAY_ADDRESS``), else to a new local instance on this machine (no dashboard; never a
+    cluster some ``ray start`` left running: ask for that one with ``auto``).
+    ``init_options`` go to ``ray.init``."""
     ray = require("ray", feature="recio.ray (Ray engine and Ray Data)")
     if not ray.is_initialized():
         options = dict(_LOCAL_INIT)
         options.update(init_options)
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or None, **options)
+        on_term = signal.getsignal(signal.SIGTERM)
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", **options)
+        if callable(on_term) and threading.current_thread() is threading.main_thread():
+            # Ray's driver installs a crash reporter for SIGTERM in C, over the Python
+            # handler the caller had (im2rec's: stop and keep the progress); put it back
+            signal.signal(signal.SIGTERM, on_term)
     return ray
 
 
+def messages_to_stderr() -> None:
+    """Send the messages a Ray driver prints about the cluster (a task retried because its
+    node died, a worker killed for memory) to stderr instead of stdout, for a command whose
+    stdout is its result (``im2rec --json``). Ray prints them from a thread of its own, through
+    ``ray._private.worker.print_to_stdstream``; without that function (another Ray) nothing
+    changes."""
+    try:
+        from ray._private import worker
+        original = worker.print_to_stdstream
+    except (ImportError, AttributeError):
+        return
+    if getattr(original, "recio_to_stderr", False):
+        return
+
+    def to_stderr(data: Dict[str, Any], ignore_prefix: bool) -> None:
+        original(dict(data, is_err=True), ignore_prefix)
+    to_stderr.recio_to_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = to_stderr
+
+
 def _pack_part_task(part: ListPart, job: PartJob) -> PartResult:
-    return pack_part(part, job)
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    return pack_part(part, job, where=f"node {node[:12]}")
 
 
 class RayEngine:
@@ -98,9 +136,9 @@ class RayEngine:
                 if progress is not None:
                     progress(done, total)
                 yield result
-        except BaseException as exc:  # an error, Ctrl-C or the caller stopped early
+        except Exception:  # an error, or the caller stopped early: let the tasks end
             if pending:
-                _stop(ray, list(pending), cancel=isinstance(exc, KeyboardInterrupt))
+                _drain(ray, list(pending))
             raise
 
     @staticmethod
@@ -117,26 +155,15 @@ class RayEngine:
                               else _ray_reason(exc)) from None
 
 
-#: how long Ctrl-C waits for the cancelled tasks to end
-_DRAIN_SECONDS = 30.0
-
-
-def _stop(ray: Any, refs: list, cancel: bool) -> None:
-    """Let the tasks still in flight end before the driver deletes the staging folder, so
-    none writes into it afterwards: after a failure they run to their end (at most one wave,
-    ``max_in_flight`` tasks); on Ctrl-C they are cancelled (cooperatively: the task gets a
-    KeyboardInterrupt) and waited for at most ``_DRAIN_SECONDS``. Cancelling is kept to
-    Ctrl-C because a cancel racing a task's completion can abort the driver in Ray 2.60 (a
-    failed check, "it != submissible_tasks_.end()", ray-project/ray#54738)."""
-    if cancel:
-        for ref in refs:
-            try:
-                ray.cancel(ref, force=False)
-            except Exception:  # already finished, or the cluster is gone
-                pass
+def _drain(ray: Any, refs: list) -> None:
+    """Let the tasks still in flight after a failure run to their end (at most one wave,
+    ``max_in_flight`` tasks): their parts are kept for a resume, and none writes into the
+    staging folder after the driver returned. No cancel: a cancel racing a task's completion
+    can abort the driver in Ray 2.60 (a failed check, "it != submissible_tasks_.end()",
+    ray-project/ray#54738). Ctrl-C or SIGTERM while waiting stops the driver at once."""
     try:
-        ray.wait(refs, num_returns=len(refs), timeout=_DRAIN_SECONDS if cancel else None)
-    except BaseException:  # a second Ctrl-C: stop waiting
+        ray.wait(refs, num_returns=len(refs), timeout=None)
+    except Exception:  # the cluster is gone: nothing left to wait for
         pass
 
 
@@ -149,4 +176,4 @@ def _ray_reason(exc: BaseException) -> BaseException:
     return RuntimeError(f"{kind}: {text[:200]}")
 
 
-__all__ = ["RayEngine", "connect"]
+__all__ = ["RayEngine", "connect", "messages_to_stderr"]

@@ -46,6 +46,41 @@ def _temp_name(path: str) -> str:
                         f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
+def process_alive(pid: Any) -> bool:
+    """Whether process ``pid`` of this host still runs (True when that cannot be told)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process, or no way to ask
+        return True
+    return True
+
+
+def remove_orphaned_temps(stem: PathLike) -> List[str]:
+    """Delete the temporary files (``_temp_name``) that writers of outputs named ``STEM.*`` or
+    ``STEM-*`` left beside them when their process was killed mid-write (the process named in
+    the temporary name is gone); returns their paths. For a pack that publishes again what a
+    killed run was publishing."""
+    import re
+
+    folder, base = os.path.split(os.path.abspath(os.fspath(stem)))
+    pattern = re.compile(r"\." + re.escape(base) + r"[-.].*\.(\d+)\.[0-9a-f]{8}\.tmp\Z")
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        match = pattern.match(name)
+        if match and not process_alive(int(match.group(1))):
+            _unlink_quietly(os.path.join(folder, name))
+            removed.append(os.path.join(folder, name))
+    return removed
+
+
 def _create_exclusive(path: str) -> tuple:
     """``(fd, temp path)`` of a new file beside ``path``; like mkstemp, but with the umask's
     permissions rather than 0600. For a URL the file is staged in the local temporary folder
@@ -525,6 +560,6 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
     target.commit()
 
 
-__all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open", "check_outputs",
-           "publish_staged",
+__all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
+           "check_outputs", "publish_staged", "remove_orphaned_temps", "process_alive",
            "fsync_folder", "preallocate"]

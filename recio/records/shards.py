@@ -720,26 +720,42 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
     ``PREFIX-NNNNN.*`` (numbered from 0 without gaps; on a URL a copy on the server), then
     ``PREFIX.combined.idx``, then the manifest, last. With ``force`` an old manifest is
     deleted first (so no manifest ever describes a mix) and the old set's other shards last.
-    The caller checked, before any work, that nothing was in the way (``check_outputs``)."""
+    The caller checked, before any work, that nothing was in the way (``check_outputs``).
+
+    It can be done again after it was interrupted: a staged file that is gone was moved by
+    the interrupted commit, so its final file must have the staged size and CRC-32
+    (:class:`~recio.errors.ManifestError` otherwise)."""
     prefix = storage.absolute(prefix)
     stale = existing_shard_files(prefix, storage_options) if force else []
     storage.remove(manifest_path(prefix), storage_options)
     suffixes = {"rec": ".rec", "idx": ".idx", "crc": RECORD_CHECKSUM_SUFFIX}
-    moves: List[Tuple[str, str]] = []
+    moves: List[Tuple[str, str, int, str]] = []
     shards: List[Shard] = []
     for shard in staged:
         final = shard_stem(prefix, len(shards))
-        for role, path, _, _ in shard.files():
-            moves.append((path, final + suffixes[role]))
+        for role, path, size, crc in shard.files():
+            moves.append((path, final + suffixes[role], size, crc))
             setattr(shard, role, final + suffixes[role])
         shards.append(shard)
+
+    def move(source: str, target: str, size: int, crc: str) -> None:
+        try:
+            storage.move(source, target, storage_options)
+        except FileNotFoundError:
+            try:
+                moved = file_crc32(target, storage_options) == (size, crc)
+            except FileNotFoundError:
+                moved = False
+            if not moved:
+                raise ManifestError(f"is gone from the staging folder and {target} is not "
+                                    "that file; start the pack over", path=source) from None
     if storage.is_url(prefix):  # copies on the server: run them side by side
         with ThreadPoolExecutor(min(_COMMIT_THREADS, max(len(moves), 1))) as pool:
-            for done in [pool.submit(storage.move, a, b, storage_options) for a, b in moves]:
+            for done in [pool.submit(move, *m) for m in moves]:
                 done.result()
     else:
-        for source, target in moves:
-            storage.move(source, target, storage_options)
+        for m in moves:
+            move(*m)
     manifest = Manifest(manifest_path(prefix), shards, dict(made_by),
                         CHECKSUM if checksums else None, storage_options)
     combined_index(manifest, os.fspath(prefix) + COMBINED_INDEX_SUFFIX, force=True,
