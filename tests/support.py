@@ -98,7 +98,13 @@ if os.environ.get("RECIO_TEST_SLOW") or os.environ.get("RECIO_TEST_KILL_AT"):
 
     if os.environ.get("RECIO_TEST_SLOW"):
         _delay = float(os.environ["RECIO_TEST_SLOW"])
-        _wrap("recio.image.packing:_read_image_file", lambda: time.sleep(_delay))
+        _ready = os.environ.get("RECIO_TEST_READY")
+
+        def _slow():
+            if _ready and not os.path.exists(_ready):  # the pack has begun: tell the test
+                open(_ready, "w").close()
+            time.sleep(_delay)
+        _wrap("recio.image.packing:_read_image_file", _slow)
     if os.environ.get("RECIO_TEST_KILL_AT"):
         _target, _count, _signal = os.environ["RECIO_TEST_KILL_AT"].rsplit(":", 2)
         _calls = [0]
@@ -115,17 +121,20 @@ if os.environ.get("RECIO_TEST_SLOW") or os.environ.get("RECIO_TEST_KILL_AT"):
 '''
 
 
-def hook_env(folder, slow=None, kill_at=None, base=None):
+def hook_env(folder, slow=None, kill_at=None, base=None, ready=None):
     """The environment of a command that ``slow``s each image read by that many seconds
     and/or kills itself at ``kill_at`` = ``"module:function:N:SIGNAL"`` (just before the N-th
     call of that function, e.g. ``"recio.storage:move:3:KILL"``), through a ``sitecustomize``
-    written to ``folder/hook``."""
+    written to ``folder/hook``. With ``slow``, the first image read creates the file
+    ``ready`` (if given): the command is past its start-up, where a signal is the
+    interpreter's business, not recio's."""
     hook = folder / "hook"
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(HOOK)
     env = dict(os.environ if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join([str(hook)] + [p for p in [env.get("PYTHONPATH")] if p])
-    for name, value in (("RECIO_TEST_SLOW", slow), ("RECIO_TEST_KILL_AT", kill_at)):
+    for name, value in (("RECIO_TEST_SLOW", slow), ("RECIO_TEST_KILL_AT", kill_at),
+                        ("RECIO_TEST_READY", ready)):
         if value is None:
             env.pop(name, None)
         else:

@@ -80,12 +80,18 @@ def _clean(script, corpus, options, name="clean"):
 
 
 def _run_killed(cmd, env, sig, delay, cwd=None):
-    """Run ``cmd``; after ``delay`` seconds (None: let it end by itself, e.g. its hook kills
-    it) send ``sig``. Returns the finished process, its output in ``out`` and ``err``."""
+    """Run ``cmd``; ``delay`` seconds after its pack began (its first image read: the
+    ``RECIO_TEST_READY`` file of ``hook_env``; None: let it end by itself, e.g. its hook
+    kills it) send ``sig``. Returns the finished process, its output in ``out`` and
+    ``err``."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=cwd, preexec_fn=as_in_a_terminal)
     try:
         if delay is not None:
+            ready, deadline = env["RECIO_TEST_READY"], time.monotonic() + 120
+            while not os.path.exists(ready) and proc.poll() is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.01)
             try:
                 proc.wait(delay)
             except subprocess.TimeoutExpired:
@@ -113,8 +119,9 @@ def _interrupt(rng, cmd, env_folder, kind, cwd=None, base_env=None):
     kills at a random point. Returns a description for failure messages."""
     sig = rng.choice(["TERM", "KILL", "INT"])
     if rng.random() < 0.5:
-        delay = rng.uniform(0.2, 3.0)
-        env = hook_env(env_folder, slow=0.04, base=base_env)
+        delay = rng.uniform(0.0, 2.0)
+        ready = env_folder / f"ready-{rng.random()}"
+        env = hook_env(env_folder, slow=0.04, base=base_env, ready=ready)
         proc = _run_killed(cmd, env, getattr(signal, "SIG" + sig), delay, cwd)
         what = f"SIG{sig} after {delay:.2f} s"
     else:
