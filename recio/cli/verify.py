@@ -100,12 +100,24 @@ def _print_report(report: VerifyReport) -> None:
         click.echo(f"{rec}: bad image at byte {d.start}: {d.reason}")
     for problem in report.index_problems:
         click.echo(f"{report.idx_path}: {problem}")
-    verdict = "OK" if report.clean else "DAMAGED"
+    verdict = report.verdict
     extra = f", {len(report.bad_images):,} bad images" if report.images_checked else ""
     if report.index_problems:
-        extra += f", index problems: {len(report.index_problems)}"
-    click.echo(f"{verdict}: {rec}: {st.records:,} records, {st.size:,} bytes, "
-               f"{len(st.damage):,} damaged region(s) ({st.damaged_bytes:,} bytes){extra}")
+        extra += f"; its index {report.idx_path}: {len(report.index_problems)} problem(s)"
+    if verdict == "TRUNCATED":
+        cut = report.truncated_at
+        click.echo(f"{verdict}: {rec}: the file ends inside the record at byte {cut:,} (its "
+                   f"last {st.size - cut:,} bytes); the {st.records:,} records before it are "
+                   f"intact{extra}")
+    elif verdict == "BAD INDEX":
+        click.echo(f"{verdict}: {report.idx_path} does not match {rec}; the .rec itself is "
+                   f"intact: {st.records:,} records, {st.size:,} bytes, no damage")
+    else:
+        click.echo(f"{verdict}: {rec}: {st.records:,} records, {st.size:,} bytes, "
+                   f"{len(st.damage):,} damaged region(s) ({st.damaged_bytes:,} bytes){extra}")
+    step = report.next_step()
+    if step:
+        click.echo(f"next: {step}")
 
 
 def _print_manifest_report(report: ManifestReport) -> None:

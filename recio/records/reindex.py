@@ -34,6 +34,7 @@ class RebuiltIndex:
     rec_path: str
     idx_path: str
     records: int
+    keys: str = "position"  # "position" (0..n-1), "id" (image ids) or "custom"
 
 
 def scan_record_offsets(rec_path: PathLike, progress: Progress = None) -> np.ndarray:
@@ -76,7 +77,7 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
             os.remove(index_cache_path(idx_path))
         except OSError:
             pass
-    return RebuiltIndex(rec_path, idx_path, len(offsets))
+    return RebuiltIndex(rec_path, idx_path, len(offsets), "position" if keys is None else "custom")
 
 
 __all__ = ["rebuild_index", "scan_record_offsets", "RebuiltIndex", "KeyFunction"]

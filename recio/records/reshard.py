@@ -22,7 +22,8 @@ from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequ
 from recio import storage
 from recio.errors import RecordIOError
 from recio.records.atomic import OutputSet, check_outputs
-from recio.records.index import format_index, open_index, sibling_index_path
+from recio.records.diagnose import open_checked_index
+from recio.records.index import format_index, sibling_index_path
 from recio.records.split import (
     DEFAULT_CHUNK_SIZE,
     FileSpan,
@@ -155,7 +156,7 @@ def _input_keys(files: List[str], idx_paths: Optional[Sequence[Optional[PathLike
         given = idx_paths[i] if idx_paths is not None and i < len(idx_paths) else None
         idx = os.fspath(given) if given is not None else sibling_index_path(path)
         if given is not None or storage.exists(idx):
-            index = open_index(idx, key_type=str, rec_size=storage.size(path))
+            index = open_checked_index(path, idx, key_type=str)
             out[path] = dict(zip(index.offsets.tolist(), index.key_list()))
     return out
 

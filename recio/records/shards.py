@@ -59,6 +59,7 @@ from recio.records.atomic import (
     check_outputs,
 )
 from recio.records.framing import HEADER_SIZE
+from recio.records.diagnose import open_checked_index
 from recio.records.index import iter_index_lines, open_index
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
@@ -442,8 +443,9 @@ class ShardReader:
         self.verify = verify
         self._readers = [RecordReader(s.rec, storage_options=options)
                          for s in self.manifest.shards]
-        self._indexes = [open_index(s.idx, key_type=None, rec_size=s.rec_bytes,
-                                    storage_options=options) for s in self.manifest.shards]
+        self._indexes = [open_checked_index(s.rec, s.idx, key_type=None, rec_size=s.rec_bytes,
+                                            storage_options=options)
+                         for s in self.manifest.shards]
         for shard, index, reader in zip(self.manifest.shards, self._indexes, self._readers):
             reader.set_index(index)  # a remote shard: one GET a record
             if len(index) != shard.records:
@@ -662,8 +664,8 @@ def combined_lines(shards: Sequence[Shard], storage_options: StorageOptions = No
         if size != shard.rec_bytes:
             raise ManifestError(f"has {size} bytes; the manifest says {shard.rec_bytes} "
                                 f"(run recio verify on the manifest)", path=shard.rec)
-        index = open_index(shard.idx, key_type=int, rec_size=size,
-                           storage_options=storage_options)
+        index = open_checked_index(shard.rec, shard.idx, key_type=int, rec_size=size,
+                                   storage_options=storage_options)
         yield from iter_index_lines(index.key_array(), index.offsets + base)
         base += size
 

@@ -1,0 +1,329 @@
+"""Rescuing the intact records of a damaged ``.rec`` into a new ``.rec`` + ``.idx``.
+
+``repair`` is what ``recio repair`` runs. It scans the file once the way ``recio verify`` does
+(``scan_file``: every reader's framing rule, damage passed over to the next record head) and
+copies every intact record, in file order and byte for byte, into ``PREFIX.rec`` +
+``PREFIX.idx``, written atomically (nothing appears unless the whole copy succeeds; the input is
+never written over, an existing output only with ``force``).
+
+**Which records are intact.** A record whose framing checks out and whose end is confirmed:
+its end is the end of the file, or a record head (even a damaged one) starts there. A record
+right before a damaged region is not confirmed by its framing alone: a length field that shrank,
+or bytes inserted or zeroed inside the record, leave a well-formed header in front of wrong
+bytes, followed by what looks like damage. Such a record is kept only when its own bytes show
+it is whole: the bytes after it read as the header of the next record (only its magic was
+damaged), or it is an image record whose image ends as a complete image does (JPEG's EOI
+marker, PNG's IEND chunk, GIF's trailer, the size BMP and WebP declare). Otherwise it is
+dropped and reported with the damage. (A change *inside* a payload that leaves the framing
+intact cannot be seen without a checksum.)
+
+**Keys.** Each record keeps its key from the old ``.idx`` where the index is consistent there
+(one line points at that record and no other line has its key); otherwise it gets its image
+header's id (as im2rec keys records) when that key is free, else a new number after the
+largest key. ``keys="id"`` or ``keys="position"`` key every record that way instead.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+
+import numpy as np
+
+from recio import storage
+from recio.errors import ImageError, RecordIOError
+from recio.image.header import IR_SIZE, IR_STRUCT, unpack_header
+from recio.image.repack import output_paths
+from recio.image.stats import DamageRegion, image_format, scan_file
+from recio.records.atomic import check_outputs
+from recio.records.diagnose import index_fit
+from recio.records.framing import HEADER_SIZE, LENGTH_MASK, MAGIC, MAGIC_BYTES, PART_HEADER
+from recio.records.index import open_index, sibling_index_path
+from recio.records.reader import RecordReader
+from recio.records.writer import IndexedRecordWriter
+
+PathLike = Union[str, "os.PathLike[str]"]
+Progress = Optional[Callable[[int], Any]]
+
+#: how each record may be keyed (``repair(keys=...)``, ``recio repair --key``)
+KEY_MODES = ("auto", "id", "position")
+#: keys of lost records a result names
+_SHOWN = 5
+_PNG_END = b"IEND\xaeB`\x82"
+
+
+@dataclass
+class RepairResult:
+    """What ``repair`` read, dropped and wrote."""
+
+    rec_path: str
+    out_rec: str
+    out_idx: str
+    size: int = 0
+    records: int = 0  # written to out_rec
+    bytes_out: int = 0
+    damage: List[DamageRegion] = field(default_factory=list)  # byte ranges dropped
+    unconfirmed: List[DamageRegion] = field(default_factory=list)  # records dropped with them
+    idx_path: Optional[str] = None  # the old index that keyed the records, if any
+    index_entries: Optional[int] = None
+    index_error: Optional[str] = None  # why the old index could not be used
+    keys_from_index: int = 0
+    keys_from_ids: int = 0
+    keys_new: int = 0
+    key_mode: str = "auto"
+    lost_keys: int = 0  # old index entries whose record was not rescued
+    lost_examples: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def dropped_bytes(self) -> int:
+        """Bytes of the input that are in no rescued record."""
+        return sum(d.end - d.start for d in self.damage + self.unconfirmed)
+
+    @property
+    def dropped_regions(self) -> List[DamageRegion]:
+        """Every dropped byte range in file order: damage and unconfirmed records."""
+        return sorted(self.damage + self.unconfirmed, key=lambda d: d.start)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready summary."""
+        return {"rec_path": self.rec_path, "out_rec": self.out_rec, "out_idx": self.out_idx,
+                "size": self.size, "records": self.records, "bytes_out": self.bytes_out,
+                "dropped": [vars(d) for d in self.dropped_regions],
+                "dropped_bytes": self.dropped_bytes, "unconfirmed_records": len(self.unconfirmed),
+                "idx_path": self.idx_path, "index_entries": self.index_entries,
+                "index_error": self.index_error, "key_mode": self.key_mode,
+                "keys": {"index": self.keys_from_index, "id": self.keys_from_ids,
+                         "new": self.keys_new},
+                "lost_keys": self.lost_keys, "lost_examples": self.lost_examples,
+                "seconds": round(self.seconds, 3)}
+
+
+def repair(rec_path: PathLike, prefix: PathLike, *, idx_path: Optional[PathLike] = None,
+           keys: str = "auto", force: bool = False, progress: Progress = None) -> RepairResult:
+    """Copy every intact record of ``rec_path`` into ``PREFIX.rec`` + ``PREFIX.idx``.
+
+    ``idx_path``: the old index whose keys to keep (default: the ``.idx`` beside the ``.rec``,
+    if any; an index that cannot be read is reported and not used). ``keys``: ``"auto"`` (the
+    old index's key where it is consistent, else the image id, else a new number), ``"id"``
+    (every record's image id; they must be unique) or ``"position"`` (``0..n-1``).
+    ``progress(n)``: bytes handled since the last call (they add up to twice the file's size:
+    the scan, then the copy). Raises ``OutputExistsError`` (before anything is written) for an
+    output that is an input or exists without ``force``, ``NotRecordFileError`` for a file
+    that holds no record at all, and ``RecordIOError`` when no intact record is left.
+    """
+    start = time.monotonic()
+    rec_path = os.fspath(rec_path)
+    if keys not in KEY_MODES:
+        raise ValueError(f"keys must be one of {KEY_MODES}, not {keys!r}")
+    out_rec, out_idx = output_paths(prefix)
+    old_idx = os.fspath(idx_path) if idx_path is not None else sibling_index_path(rec_path)
+    check_outputs([out_rec, out_idx], [rec_path, old_idx], force=force)
+    if idx_path is not None and not storage.exists(old_idx):
+        raise FileNotFoundError(2, "No such file", old_idx)
+    result = RepairResult(rec_path, out_rec, out_idx, key_mode=keys)
+    stats, found = scan_file(rec_path, sample=0, check_index=False, collect_heads=True,
+                             progress=progress)
+    result.size = stats.size
+    heads = np.frombuffer(found, np.uint64).astype(np.int64) if found else \
+        np.zeros(0, np.int64)
+    with RecordReader(rec_path) as reader:
+        keep = np.ones(len(heads), dtype=bool)
+        for region in stats.damage:
+            before = int(np.searchsorted(heads, region.start)) - 1
+            if before >= 0 and keep[before]:
+                dropped = _unconfirmed(reader, int(heads[before]), region)
+                if dropped is not None:
+                    keep[before] = False
+                    result.unconfirmed.append(dropped)
+        result.damage = list(stats.damage)
+        heads = heads[keep]
+        if not len(heads):
+            raise RecordIOError(f"no intact record found in its {stats.size:,} bytes; nothing "
+                                f"was written", path=rec_path)
+        record_keys = _assign_keys(reader, heads, keys, old_idx if storage.exists(old_idx)
+                                   else None, result)
+        with IndexedRecordWriter(out_rec, out_idx, key_type=str) as writer:
+            reported = 0
+            for key, offset in zip(record_keys, heads.tolist()):
+                writer.write(key, reader.read_at(offset))
+                if progress is not None and offset - reported >= 1 << 26:
+                    progress(offset - reported)
+                    reported = offset
+            result.bytes_out = writer.tell()
+        if progress is not None and stats.size > reported:
+            progress(stats.size - reported)
+    result.records = len(heads)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+# -- which records are intact ------------------------------------------------------------------
+def _unconfirmed(reader: RecordReader, head: int, region: DamageRegion
+                 ) -> Optional[DamageRegion]:
+    """The record at ``head`` as a dropped region when it ends where the damaged ``region``
+    starts and nothing confirms that end (see the module's docstring); None when it is kept
+    (or ends elsewhere: then it was not next to the damage)."""
+    size = reader.size
+    end = _record_end(reader, head)
+    if end != region.start:
+        return None
+    if _bytes(reader, end, min(size, end + 4)) == MAGIC_BYTES[:min(4, size - end)]:
+        return None  # a record head starts there (the damage is in that record)
+    if end + HEADER_SIZE <= size:  # only the next record's magic was damaged?
+        _, lrec = PART_HEADER.unpack(_bytes(reader, end, end + HEADER_SIZE))
+        length = lrec & LENGTH_MASK
+        after = end + HEADER_SIZE + length + (-length & 3)
+        if lrec >> 29 == 0 and min(after, size) == region.end:
+            return None
+    record = reader.read_at(head)
+    if image_complete(record):
+        return None
+    return DamageRegion(head, end, "a well-formed record whose end is followed by damage: its "
+                                   "length may be corrupt, and nothing in its bytes confirms "
+                                   "them (not a complete image)")
+
+
+def _bytes(reader: RecordReader, start: int, end: int) -> bytes:
+    return bytes(reader.span_bytes([(start, end)])) if end > start else b""
+
+
+def _record_end(reader: RecordReader, head: int) -> int:
+    """Where the well-formed record at ``head`` ends, padding included (parts hopped)."""
+    pos, size = head, reader.size
+    while True:
+        magic, lrec = PART_HEADER.unpack(_bytes(reader, pos, pos + HEADER_SIZE))
+        length = lrec & LENGTH_MASK
+        pos = min(size, pos + HEADER_SIZE + length + (-length & 3))
+        if magic != MAGIC or lrec >> 29 in (0, 3) or pos >= size:
+            return pos
+
+
+def image_complete(record: Any) -> bool:
+    """True when ``record`` holds an image header and an image whose last bytes are the end
+    of a complete image: JPEG's EOI marker, PNG's IEND chunk, GIF's trailer, or exactly the
+    file size a BMP or WebP header declares. False otherwise (not an image, a format without
+    such an end, or an image cut short)."""
+    try:
+        _, body = unpack_header(record)
+    except ImageError:
+        return False
+    data = memoryview(record)[body:]
+    fmt = image_format(data)
+    n = len(data)
+    if fmt == "jpeg":
+        return bytes(data[-2:]) == b"\xff\xd9"
+    if fmt == "png":
+        return bytes(data[-len(_PNG_END):]) == _PNG_END
+    if fmt == "gif":
+        return bytes(data[-1:]) == b";"
+    if fmt == "bmp" and n >= 6:
+        return struct.unpack_from("<I", data, 2)[0] == n
+    if fmt == "webp" and n >= 8:
+        return struct.unpack_from("<I", data, 4)[0] + 8 == n
+    return False
+
+
+# -- keys ---------------------------------------------------------------------------------------
+def _assign_keys(reader: RecordReader, heads: np.ndarray, mode: str, old_idx: Optional[str],
+                 result: RepairResult) -> List[str]:
+    """The key (as text) of each record at ``heads``, by ``mode``; fills the key counts and
+    the lost entries of ``result``."""
+    n = len(heads)
+    if mode == "position":
+        result.keys_new = n
+        return [str(i) for i in range(n)]
+    by_offset: Dict[int, str] = {}
+    index_keys: List[str] = []
+    if mode == "auto" and old_idx is not None:
+        by_offset, index_keys = _consistent_keys(reader, old_idx, result)
+    keys: List[Optional[str]] = [by_offset.get(o) for o in heads.tolist()]
+    used: Set[str] = {k for k in keys if k is not None}
+    result.keys_from_index = len(used)
+    ids = [_image_id(reader, o) if k is None else None for k, o in zip(keys, heads.tolist())]
+    if mode == "id":
+        missing = [i for i, rid in enumerate(ids) if rid is None]
+        if missing:
+            raise RecordIOError(f"the record at byte {int(heads[missing[0]])} has no image "
+                                f"header to take an id from ({len(missing)} such records); "
+                                f"use --key auto or --key position", path=result.rec_path)
+        text = [str(rid) for rid in ids]
+        if len(set(text)) != n:
+            seen: Set[str] = set()
+            repeat = next(i for i, t in enumerate(text) if t in seen or seen.add(t))
+            raise RecordIOError(f"record id {text[repeat]} repeats (the record at byte "
+                                f"{int(heads[repeat])}); an index needs unique keys: use "
+                                f"--key auto or --key position", path=result.rec_path)
+        result.keys_from_ids = n
+        return text
+    numbers = [int(k) for k in used if k.lstrip("-").isdigit()]
+    following = max(numbers, default=-1) + 1
+    for i, rid in enumerate(ids):
+        if keys[i] is not None:
+            continue
+        if rid is not None and str(rid) not in used:
+            keys[i] = str(rid)
+            result.keys_from_ids += 1
+            if rid >= following:
+                following = rid + 1
+        else:
+            while str(following) in used:
+                following += 1
+            keys[i] = str(following)
+            result.keys_new += 1
+        used.add(keys[i])
+    if index_keys:
+        lost = [k for k in index_keys if k not in used]
+        result.lost_keys = len(lost)
+        result.lost_examples = lost[:_SHOWN]
+    return [k for k in keys if k is not None]
+
+
+def _consistent_keys(reader: RecordReader, idx_path: str, result: RepairResult
+                     ) -> Tuple[Dict[int, str], List[str]]:
+    """``{offset: key}`` of the old index's lines whose key and offset are each on no other
+    line, and every key of the index in order; ``({}, [])`` when it cannot be read or
+    belongs to another file (``recio.records.diagnose.IndexFit.foreign``)."""
+    try:
+        index = open_index(idx_path, key_type=str, cache=False)
+    except RecordIOError as exc:
+        where = "" if exc.line is None else f"line {exc.line}: "
+        result.index_error = f"{idx_path}: {where}{exc.message}"
+        return {}, []
+    fit = index_fit(reader, index)
+    if fit.foreign:
+        result.index_error = (f"{idx_path} does not belong to this .rec: {fit.misses + fit.past_end:,} "
+                              f"of its {fit.entries:,} offsets land on no record head")
+        return {}, []
+    result.idx_path = idx_path
+    keys = index.key_list()
+    offsets = index.offsets.tolist()
+    result.index_entries = len(keys)
+    key_count: Dict[str, int] = {}
+    offset_count: Dict[int, int] = {}
+    for key, offset in zip(keys, offsets):
+        key_count[key] = key_count.get(key, 0) + 1
+        offset_count[offset] = offset_count.get(offset, 0) + 1
+    return ({o: k for k, o in zip(keys, offsets) if key_count[k] == 1 and offset_count[o] == 1},
+            keys)
+
+
+def _image_id(reader: RecordReader, offset: int) -> Optional[int]:
+    """The id of the image header the record at ``offset`` starts with, or None when it has
+    none (shorter than a header, or a label count that does not fit)."""
+    _, lrec = PART_HEADER.unpack(_bytes(reader, offset, offset + HEADER_SIZE))
+    if lrec >> 29 == 0:  # a whole record: its length and first bytes, read in place
+        length = lrec & LENGTH_MASK
+        head = _bytes(reader, offset + HEADER_SIZE, offset + HEADER_SIZE + min(IR_SIZE, length))
+    else:
+        record = reader.read_at(offset)
+        length, head = len(record), bytes(record[:IR_SIZE])
+    if len(head) < IR_SIZE:
+        return None
+    flag, _, rid, _ = IR_STRUCT.unpack_from(head)
+    return rid if IR_SIZE + 4 * flag <= length else None
+
+
+__all__ = ["repair", "RepairResult", "image_complete", "KEY_MODES"]
