@@ -24,19 +24,19 @@ largest key. ``keys="id"`` or ``keys="position"`` key every record that way inst
 """
 from __future__ import annotations
 
+import bisect
+import io
 import os
 import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
-import numpy as np
-
 from recio import storage
 from recio.errors import ImageError, RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT, unpack_header
 from recio.image.repack import output_paths
-from recio.image.stats import DamageRegion, image_format, scan_file
+from recio.image.stats import DamageRegion, image_format
 from recio.records.atomic import check_outputs
 from recio.records.diagnose import index_fit
 from recio.records.framing import HEADER_SIZE, LENGTH_MASK, MAGIC, MAGIC_BYTES, PART_HEADER
@@ -124,40 +124,225 @@ def repair(rec_path: PathLike, prefix: PathLike, *, idx_path: Optional[PathLike]
     if idx_path is not None and not storage.exists(old_idx):
         raise FileNotFoundError(2, "No such file", old_idx)
     result = RepairResult(rec_path, out_rec, out_idx, key_mode=keys)
-    stats, found = scan_file(rec_path, sample=0, check_index=False, collect_heads=True,
-                             progress=progress)
-    result.size = stats.size
-    heads = np.frombuffer(found, np.uint64).astype(np.int64) if found else \
-        np.zeros(0, np.int64)
-    with RecordReader(rec_path) as reader:
-        keep = np.ones(len(heads), dtype=bool)
-        for region in stats.damage:
-            before = int(np.searchsorted(heads, region.start)) - 1
-            if before >= 0 and keep[before]:
-                dropped = _unconfirmed(reader, int(heads[before]), region)
-                if dropped is not None:
-                    keep[before] = False
-                    result.unconfirmed.append(dropped)
-        result.damage = list(stats.damage)
-        heads = heads[keep]
-        if not len(heads):
-            raise RecordIOError(f"no intact record found in its {stats.size:,} bytes; nothing "
-                                f"was written", path=rec_path)
-        record_keys = _assign_keys(reader, heads, keys, old_idx if storage.exists(old_idx)
-                                   else None, result)
+    segments = _scan_segments(rec_path, result, progress)
+    try:
+        found = [(segment, int(head)) for segment in segments for head in segment.heads]
+        if not found:
+            raise RecordIOError(f"no intact record found in its {result.size:,} bytes; "
+                                f"nothing was written", path=rec_path)
+        record_keys, index_keys = _assign_keys(
+            found, keys, old_idx if storage.exists(old_idx) else None, result)
+        written: Set[str] = set()
         with IndexedRecordWriter(out_rec, out_idx, key_type=str) as writer:
             reported = 0
-            for key, offset in zip(record_keys, heads.tolist()):
-                writer.write(key, reader.read_at(offset))
-                if progress is not None and offset - reported >= 1 << 26:
-                    progress(offset - reported)
-                    reported = offset
+            for key, (segment, head) in zip(record_keys, found):
+                record = segment.reader.read_at(head)
+                problem = _length_problem(segment.reader, head, record)
+                done = segment.base + head
+                if problem is not None:
+                    end = segment.base + _record_end(segment.reader, head)
+                    result.unconfirmed.append(DamageRegion(done, end, problem))
+                    continue
+                writer.write(key, record)
+                written.add(key)
+                if progress is not None and done - reported >= 1 << 26:
+                    progress(done - reported)
+                    reported = done
+            if not written:
+                writer.abort()
+                raise RecordIOError(f"no intact record found in its {result.size:,} bytes; "
+                                    f"nothing was written", path=rec_path)
             result.bytes_out = writer.tell()
-        if progress is not None and stats.size > reported:
-            progress(stats.size - reported)
-    result.records = len(heads)
+        lost = [k for k in index_keys if k not in written]
+        result.lost_keys, result.lost_examples = len(lost), lost[:_SHOWN]
+        if progress is not None and result.size > reported:
+            progress(result.size - reported)
+    finally:
+        for segment in segments:
+            segment.close()
+    result.records = len(written)
     result.seconds = time.monotonic() - start
     return result
+
+
+# -- the scan: records found at 4-aligned offsets, and after bytes inserted or deleted ----------
+class _Segment:
+    """The part of the file from byte ``base`` on, read as a record file of its own: where
+    bytes were inserted or deleted, the records after them sit off the 4-byte grid of the
+    start of the file, on a grid of their own. ``heads``: its kept records (offsets from
+    ``base``)."""
+
+    def __init__(self, rec_path: str, base: int) -> None:
+        self.path, self.base = rec_path, base
+        self._file = None if base == 0 else _FileFrom(rec_path, base)
+        self.reader = RecordReader(self._file or rec_path, on_error="skip",
+                                   on_damage=self._damaged)
+        self.regions: List[DamageRegion] = []
+        self.heads: List[int] = []
+
+    def _damaged(self, start: int, end: int, error: RecordIOError) -> None:
+        regions = self.regions
+        if regions and regions[-1].end == start:
+            regions[-1].end = end
+            regions[-1].problems += 1
+            if regions[-1].problems <= 3:
+                regions[-1].reason += "; " + error.message
+        else:
+            regions.append(DamageRegion(start, end, error.message))
+
+    def close(self) -> None:
+        self.reader.close()
+        if self._file is not None:
+            self._file.close()
+
+    def scan(self, progress: Progress) -> None:
+        reported = 0
+        for head, _ in self.reader.iter_spans():
+            self.heads.append(head)
+            if progress is not None and head - reported >= 1 << 26:
+                progress(head - reported)
+                reported = head
+        if progress is not None and self.reader.size > reported:
+            progress(self.reader.size - reported)
+
+
+class _FileFrom(io.RawIOBase):
+    """The bytes of a file from ``base`` on, as a seekable binary file (a segment's reader)."""
+
+    def __init__(self, path: str, base: int) -> None:
+        super().__init__()
+        self.name = path
+        self._file = open(path, "rb")
+        self._base = base
+        self._size = os.fstat(self._file.fileno()).st_size - base
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self._pos = offset + (self._pos if whence == io.SEEK_CUR else
+                              self._size if whence == io.SEEK_END else 0)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        data = os.pread(self._file.fileno(), min(len(buffer), max(0, self._size - self._pos)),
+                        self._base + self._pos)
+        buffer[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _scan_segments(rec_path: str, result: RepairResult, progress: Progress) -> List[_Segment]:
+    """Scan ``rec_path`` in segments: from the start, then from each record head found off the
+    4-byte grid inside damage (``_shifted_head``). Fills ``result.size``, ``result.damage`` and
+    ``result.unconfirmed`` (absolute offsets); drops the unconfirmed records from the heads."""
+    segments: List[_Segment] = []
+    base = 0
+    while True:
+        segment = _Segment(rec_path, base)
+        segments.append(segment)
+        if base == 0:
+            result.size = segment.reader.size
+        segment.scan(progress if base == 0 else None)
+        heads, shift = segment.heads, None
+        for region in segment.regions:
+            before = bisect.bisect_left(heads, region.start) - 1
+            dropped = _unconfirmed(segment.reader, heads[before], region) if before >= 0 \
+                else None
+            if dropped is not None:
+                del heads[before]
+            # records moved off the grid start anywhere after the last head that checks out
+            shift = _shifted_head(segment, dropped.start + 1 if dropped else region.start,
+                                  region.end)
+            if shift is not None:
+                del heads[bisect.bisect_left(heads, shift):]
+                region.end = shift
+                if dropped is not None:
+                    dropped.end = min(dropped.end, shift)
+            if dropped is not None:
+                result.unconfirmed.append(_moved(dropped, base))
+            after = bisect.bisect_left(heads, region.end)
+            if after < len(heads) and heads[after] == region.end:
+                tail = _continuation(segment.reader, region, heads[after])
+                if tail is not None:
+                    del heads[after]
+                    result.unconfirmed.append(_moved(tail, base))
+            if region.start < region.end:
+                result.damage.append(_moved(region, base))
+            if shift is not None:
+                break
+        if shift is None:
+            return segments
+        base += shift
+
+
+def _continuation(reader: RecordReader, region: DamageRegion, head: int
+                  ) -> Optional[DamageRegion]:
+    """The record at ``head``, right after the damaged ``region``, as a dropped region when it
+    is the rest of a multi-part record whose first part lies in ``region`` (the parts there
+    chain to ``head``: its continuation flag was damaged into a record start), unless it is an
+    image record whose image is complete; else None."""
+    pos, size = region.start, reader.size
+    while pos < head and pos + HEADER_SIZE <= size:
+        magic, lrec = PART_HEADER.unpack(_bytes(reader, pos, pos + HEADER_SIZE))
+        if magic != MAGIC or lrec >> 29 not in (1, 2):
+            return None
+        length = lrec & LENGTH_MASK
+        pos += HEADER_SIZE + length + (-length & 3)
+    if pos != head or image_complete(reader.read_at(head)):
+        return None
+    return DamageRegion(head, _record_end(reader, head),
+                        "a record that continues the damaged multi-part record at byte "
+                        f"{region.start} (its parts lead here), not a record of its own")
+
+
+def _moved(region: DamageRegion, base: int) -> DamageRegion:
+    return DamageRegion(region.start + base, region.end + base, region.reason, region.problems)
+
+
+def _shifted_head(segment: _Segment, start: int, end: int) -> Optional[int]:
+    """The first record head in bytes ``[start, end)`` of ``segment`` that lies off its
+    4-byte grid (bytes inserted or deleted before it moved the records after it) and checks
+    out: its record reads in full from there and is followed by another head or the end of
+    the file."""
+    reader = segment.reader
+    size = reader.size
+    pos = start
+    while pos < end:
+        chunk = _bytes(reader, pos, min(end + 3, size))
+        at = chunk.find(MAGIC_BYTES)
+        if at < 0:
+            return None
+        pos += at
+        if pos % 4 and pos + HEADER_SIZE <= size and \
+                _whole_record_at(segment.path, segment.base + pos):
+            return pos
+        pos += 1
+    return None
+
+
+def _whole_record_at(rec_path: str, pos: int) -> bool:
+    """Whether a record that checks out starts at byte ``pos`` of the file (off the grid) and
+    ends at the end of the file or where another head starts."""
+    with _FileFrom(rec_path, pos) as view, RecordReader(view) as there:
+        try:
+            there.read_at(0)
+        except RecordIOError:
+            return False
+        end = _record_end(there, 0)
+        return end >= there.size or \
+            _bytes(there, end, min(there.size, end + 4)) == MAGIC_BYTES[:there.size - end]
 
 
 # -- which records are intact ------------------------------------------------------------------
@@ -170,13 +355,16 @@ def _unconfirmed(reader: RecordReader, head: int, region: DamageRegion
     end = _record_end(reader, head)
     if end != region.start:
         return None
-    if _bytes(reader, end, min(size, end + 4)) == MAGIC_BYTES[:min(4, size - end)]:
+    after = _bytes(reader, end, min(size, end + HEADER_SIZE))
+    if after[:4] == MAGIC_BYTES[:min(4, size - end)] and \
+            (len(after) < HEADER_SIZE or after[7] >> 5 <= 1):
         return None  # a record head starts there (the damage is in that record)
     if end + HEADER_SIZE <= size:  # only the next record's magic was damaged?
         _, lrec = PART_HEADER.unpack(_bytes(reader, end, end + HEADER_SIZE))
         length = lrec & LENGTH_MASK
         after = end + HEADER_SIZE + length + (-length & 3)
-        if lrec >> 29 == 0 and min(after, size) == region.end:
+        if lrec >> 29 == 0 and region.end in (after, end + HEADER_SIZE + length) and \
+                end + HEADER_SIZE + length <= size:
             return None
     record = reader.read_at(head)
     if image_complete(record):
@@ -199,6 +387,23 @@ def _record_end(reader: RecordReader, head: int) -> int:
         pos = min(size, pos + HEADER_SIZE + length + (-length & 3))
         if magic != MAGIC or lrec >> 29 in (0, 3) or pos >= size:
             return pos
+
+
+def _length_problem(reader: RecordReader, head: int, record: bytes) -> Optional[str]:
+    """Why the record at ``head`` (its bytes: ``record``) has a length field that cannot be
+    right, though its framing checks out, or None: its padding holds data (the length shrank
+    by up to 3 bytes: a writer pads with zeros), or its image ends with up to 3 zero bytes
+    after the image's end (the length grew into the padding)."""
+    end = _record_end(reader, head)
+    pad = (-len(record)) & 3  # a last part's padding: the data of all parts is len(record) - 4k
+    if pad and end - pad >= head and any(_bytes(reader, end - pad, end)):
+        return "its padding holds data: its length field is corrupt (shrank)"
+    stripped = record.rstrip(b"\0")
+    if 0 < len(record) - len(stripped) <= 3 and not image_complete(record) and \
+            image_complete(stripped):
+        return ("its image ends before its last zero bytes: its length field is corrupt "
+                "(grew into the padding)")
+    return None
 
 
 def image_complete(record: Any) -> bool:
@@ -227,37 +432,41 @@ def image_complete(record: Any) -> bool:
 
 
 # -- keys ---------------------------------------------------------------------------------------
-def _assign_keys(reader: RecordReader, heads: np.ndarray, mode: str, old_idx: Optional[str],
-                 result: RepairResult) -> List[str]:
-    """The key (as text) of each record at ``heads``, by ``mode``; fills the key counts and
-    the lost entries of ``result``."""
-    n = len(heads)
+def _assign_keys(found: List[Tuple[_Segment, int]], mode: str, old_idx: Optional[str],
+                 result: RepairResult) -> Tuple[List[str], List[str]]:
+    """The key (as text) of each record ``found`` (its segment, its offset there), by
+    ``mode``, and the keys of the old index (when it was used); fills the key counts of
+    ``result``."""
+    n = len(found)
     if mode == "position":
         result.keys_new = n
-        return [str(i) for i in range(n)]
+        return [str(i) for i in range(n)], []
     by_offset: Dict[int, str] = {}
     index_keys: List[str] = []
     if mode == "auto" and old_idx is not None:
-        by_offset, index_keys = _consistent_keys(reader, old_idx, result)
-    keys: List[Optional[str]] = [by_offset.get(o) for o in heads.tolist()]
+        by_offset, index_keys = _consistent_keys(found[0][0].reader, old_idx, result)
+    keys: List[Optional[str]] = [by_offset.get(seg.base + head) for seg, head in found]
     used: Set[str] = {k for k in keys if k is not None}
     result.keys_from_index = len(used)
-    ids = [_image_id(reader, o) if k is None else None for k, o in zip(keys, heads.tolist())]
+    ids = [_image_id(seg.reader, head) if k is None else None
+           for k, (seg, head) in zip(keys, found)]
     if mode == "id":
         missing = [i for i, rid in enumerate(ids) if rid is None]
         if missing:
-            raise RecordIOError(f"the record at byte {int(heads[missing[0]])} has no image "
-                                f"header to take an id from ({len(missing)} such records); "
-                                f"use --key auto or --key position", path=result.rec_path)
+            seg, head = found[missing[0]]
+            raise RecordIOError(f"the record at byte {seg.base + head} has no image header to "
+                                f"take an id from ({len(missing)} such records); use --key "
+                                f"auto or --key position", path=result.rec_path)
         text = [str(rid) for rid in ids]
         if len(set(text)) != n:
             seen: Set[str] = set()
             repeat = next(i for i, t in enumerate(text) if t in seen or seen.add(t))
+            seg, head = found[repeat]
             raise RecordIOError(f"record id {text[repeat]} repeats (the record at byte "
-                                f"{int(heads[repeat])}); an index needs unique keys: use "
-                                f"--key auto or --key position", path=result.rec_path)
+                                f"{seg.base + head}); an index needs unique keys: use --key "
+                                f"auto or --key position", path=result.rec_path)
         result.keys_from_ids = n
-        return text
+        return text, []
     numbers = [int(k) for k in used if k.lstrip("-").isdigit()]
     following = max(numbers, default=-1) + 1
     for i, rid in enumerate(ids):
@@ -274,11 +483,7 @@ def _assign_keys(reader: RecordReader, heads: np.ndarray, mode: str, old_idx: Op
             keys[i] = str(following)
             result.keys_new += 1
         used.add(keys[i])
-    if index_keys:
-        lost = [k for k in index_keys if k not in used]
-        result.lost_keys = len(lost)
-        result.lost_examples = lost[:_SHOWN]
-    return [k for k in keys if k is not None]
+    return [k for k in keys if k is not None], index_keys
 
 
 def _consistent_keys(reader: RecordReader, idx_path: str, result: RepairResult

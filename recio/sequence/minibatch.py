@@ -133,12 +133,7 @@ class RecordCorpus:
             self.counts = np.ones((len(self.offsets), 2), dtype=np.uint32)
         self._side = side
         if self.kind == "sequence" and len(self.offsets):
-            first = int(self.offsets[0])
-            try:
-                self.layouts = sequence.sequence_layouts(self._reader.read_at(first))
-            except RecordIOError as exc:
-                raise type(exc)(f"record 0: {exc.message}", path=self.rec_path,
-                                offset=first) from None
+            self.layouts = self._reference_layouts()
         # the layout check of decode_at, per stream in stream_names order: (sparse?, dtype,
         # dim for sparse or the shape after N for dense)
         self._expected = [] if self.layouts is None else [
@@ -155,6 +150,36 @@ class RecordCorpus:
         _, starts = np.unique(before // chunk_samples, return_index=True)
         self.bounds = np.append(starts, len(size)).astype(np.int64)
         self.num_chunks = len(self.bounds) - 1
+
+    def _reference_layouts(self) -> Dict[str, sequence.Layout]:
+        """The stream layouts every record must have: record 0's, unless the next records
+        (up to 3) agree on others, which names record 0 as damaged (before a minibatch pads
+        what its damaged dimension claims)."""
+        def layouts(row: int) -> Dict[str, sequence.Layout]:
+            offset = int(self.offsets[row])
+            try:
+                return sequence.sequence_layouts(self._reader.read_at(offset))
+            except RecordIOError as exc:
+                raise type(exc)(f"record {row}: {exc.message}", path=self.rec_path,
+                                offset=offset) from None
+
+        first = layouts(0)
+        others = []
+        for row in range(1, min(4, len(self.offsets))):
+            try:
+                others.append(layouts(row))
+            except RecordIOError:  # its own read will say so, in its turn
+                return first
+        differ = [n for n in first if others and n in others[0] and first[n] != others[0][n]]
+        if differ and all(o == others[0] for o in others):
+            name = differ[0]
+            rows = ", ".join(str(r) for r in range(1, len(others) + 1))
+            raise SequenceError(
+                f"record 0: stream {name!r} is {sequence.describe_layout(first[name])} where "
+                f"the records after it ({rows}) have "
+                f"{sequence.describe_layout(others[0][name])}; record 0 is damaged",
+                path=self.rec_path, offset=int(self.offsets[0]))
+        return first
 
     def _count_samples(self) -> Tuple[List[str], np.ndarray]:
         """Stream names and ``counts[records, streams]`` from every record's stream table."""
