@@ -6,7 +6,14 @@ from typing import Optional
 
 import click
 
-from recio.cli.common import echo_json, file_progress, force_option, handle_errors, json_option
+from recio.cli.common import (
+    echo_json,
+    fail,
+    file_progress,
+    force_option,
+    handle_errors,
+    json_option,
+)
 from recio.image.id_index import index_by_id, index_keeping_keys
 from recio.records.reindex import rebuild_index
 from recio.records.shards import combined_index, is_manifest
@@ -61,9 +68,8 @@ def index_cmd(rec: str, output: Optional[str], key: str, combined: bool, force: 
             click.echo(f"wrote {output}: {lines:,} records across the shards of {rec}")
         return
     if is_manifest(rec):
-        raise click.UsageError(f"{rec} is a shard set's manifest: each shard has its own .idx; "
-                               f"`recio index --combined {rec} -o all.idx` writes one index "
-                               f"across them")
+        fail(f"{rec} is a shard set's manifest: each shard has its own .idx; `recio index "
+             f"--combined {rec} -o all.idx` writes one index across them")
     build = {"id": index_by_id, "position": rebuild_index, "auto": index_keeping_keys}[key]
     start = time.monotonic()
     with file_progress(rec, "index", quiet or as_json) as bar:

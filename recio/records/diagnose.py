@@ -102,7 +102,7 @@ class IndexFit:
     entries: int
     past_end: int = 0  # entries whose record header would not fit in the file
     misses: int = 0  # entries inside the file that land on no record head
-    examples: List[Tuple[str, int]] = field(default_factory=list)  # (key, offset) of misses
+    examples: List[Tuple[str, int]] = field(default_factory=list)  # (key, offset) not on heads
     heads: Optional[np.ndarray] = None  # per entry: lands on a record head
     sampled: bool = False  # a remote file: only a sample of the entries was checked
 
@@ -137,7 +137,7 @@ def index_fit(reader: Any, index: Any) -> IndexFit:
     fit.past_end = int(round(past.sum() * scale))
     fit.misses = int(round(miss.sum() * scale))
     fit.heads = None if fit.sampled else landed
-    for i in positions[np.flatnonzero(miss)[:_EXAMPLES]].tolist():
+    for i in positions[np.flatnonzero(~landed)[:_EXAMPLES]].tolist():
         fit.examples.append((_key_at(index, i), int(offsets[i])))
     return fit
 
