@@ -296,9 +296,9 @@ def _continuation(reader: RecordReader, region: DamageRegion, head: int
     pos, size = region.start, reader.size
     while pos < head and pos + HEADER_SIZE <= size:
         magic, lrec = PART_HEADER.unpack(_bytes(reader, pos, pos + HEADER_SIZE))
-        if magic != MAGIC or lrec >> 29 not in (1, 2):
-            return None
         length = lrec & LENGTH_MASK
+        if magic != MAGIC or lrec >> 29 not in (1, 2) or length & 3:
+            return None  # not a first or middle part (those end at a 4-aligned cut)
         pos += HEADER_SIZE + length + (-length & 3)
     if pos != head or image_complete(reader.read_at(head)):
         return None
@@ -355,6 +355,13 @@ def _unconfirmed(reader: RecordReader, head: int, region: DamageRegion
     end = _record_end(reader, head)
     if end != region.start:
         return None
+    complete = image_verdict(reader.read_at(head))
+    if complete is not None:  # an image record: its own end says whether it is whole
+        return None if complete else DamageRegion(
+            head, end, "a well-formed record whose end is followed by damage and whose image "
+                       "is not complete: its length or its last bytes are damaged")
+    if size - end < 4:
+        return None  # 1-3 bytes of junk at the end: a length that shrank leaves 4 or more
     after = _bytes(reader, end, min(size, end + HEADER_SIZE))
     if after[:4] == MAGIC_BYTES[:min(4, size - end)] and \
             (len(after) < HEADER_SIZE or after[7] >> 5 <= 1):
@@ -362,16 +369,12 @@ def _unconfirmed(reader: RecordReader, head: int, region: DamageRegion
     if end + HEADER_SIZE <= size:  # only the next record's magic was damaged?
         _, lrec = PART_HEADER.unpack(_bytes(reader, end, end + HEADER_SIZE))
         length = lrec & LENGTH_MASK
-        after = end + HEADER_SIZE + length + (-length & 3)
-        if lrec >> 29 == 0 and region.end in (after, end + HEADER_SIZE + length) and \
+        after_next = end + HEADER_SIZE + length + (-length & 3)
+        if lrec >> 29 == 0 and region.end in (after_next, end + HEADER_SIZE + length) and \
                 end + HEADER_SIZE + length <= size:
             return None
-    record = reader.read_at(head)
-    if image_complete(record):
-        return None
     return DamageRegion(head, end, "a well-formed record whose end is followed by damage: its "
-                                   "length may be corrupt, and nothing in its bytes confirms "
-                                   "them (not a complete image)")
+                                   "length may be corrupt, and nothing confirms it")
 
 
 def _bytes(reader: RecordReader, start: int, end: int) -> bytes:
@@ -411,10 +414,16 @@ def image_complete(record: Any) -> bool:
     of a complete image: JPEG's EOI marker, PNG's IEND chunk, GIF's trailer, or exactly the
     file size a BMP or WebP header declares. False otherwise (not an image, a format without
     such an end, or an image cut short)."""
+    return bool(image_verdict(record))
+
+
+def image_verdict(record: Any) -> Optional[bool]:
+    """``image_complete`` for an image record of a format whose end can be checked (JPEG, PNG,
+    GIF, BMP, WebP); None for any other record."""
     try:
         _, body = unpack_header(record)
     except ImageError:
-        return False
+        return None
     data = memoryview(record)[body:]
     fmt = image_format(data)
     n = len(data)
@@ -424,11 +433,11 @@ def image_complete(record: Any) -> bool:
         return bytes(data[-len(_PNG_END):]) == _PNG_END
     if fmt == "gif":
         return bytes(data[-1:]) == b";"
-    if fmt == "bmp" and n >= 6:
-        return struct.unpack_from("<I", data, 2)[0] == n
-    if fmt == "webp" and n >= 8:
-        return struct.unpack_from("<I", data, 4)[0] + 8 == n
-    return False
+    if fmt == "bmp":
+        return n >= 6 and struct.unpack_from("<I", data, 2)[0] == n
+    if fmt == "webp":
+        return n >= 8 and struct.unpack_from("<I", data, 4)[0] + 8 == n
+    return None
 
 
 # -- keys ---------------------------------------------------------------------------------------
@@ -441,11 +450,11 @@ def _assign_keys(found: List[Tuple[_Segment, int]], mode: str, old_idx: Optional
     if mode == "position":
         result.keys_new = n
         return [str(i) for i in range(n)], []
-    by_offset: Dict[int, str] = {}
+    by_offset: Dict[int, Tuple[str, Optional[int]]] = {}
     index_keys: List[str] = []
     if mode == "auto" and old_idx is not None:
         by_offset, index_keys = _consistent_keys(found[0][0].reader, old_idx, result)
-    keys: List[Optional[str]] = [by_offset.get(seg.base + head) for seg, head in found]
+    keys: List[Optional[str]] = [_indexed_key(by_offset, seg, head) for seg, head in found]
     used: Set[str] = {k for k in keys if k is not None}
     result.keys_from_index = len(used)
     ids = [_image_id(seg.reader, head) if k is None else None
@@ -486,11 +495,27 @@ def _assign_keys(found: List[Tuple[_Segment, int]], mode: str, old_idx: Optional
     return [k for k in keys if k is not None], index_keys
 
 
+def _indexed_key(by_offset: Dict[int, Tuple[str, Optional[int]]], segment: _Segment,
+                 head: int) -> Optional[str]:
+    """The old index's key of the record at ``head`` of ``segment`` when the index says a
+    record starts there and ends where this one ends (the next entry's offset; the end of the
+    file for the last entry): bytes inserted or deleted before it can move another record
+    onto an indexed offset."""
+    offset = segment.base + head
+    entry = by_offset.get(offset)
+    if entry is None:
+        return None
+    key, end = entry
+    record_end = segment.base + _record_end(segment.reader, head)
+    size = segment.base + segment.reader.size
+    return key if record_end == (size if end is None else end) else None
+
+
 def _consistent_keys(reader: RecordReader, idx_path: str, result: RepairResult
-                     ) -> Tuple[Dict[int, str], List[str]]:
-    """``{offset: key}`` of the old index's lines whose key and offset are each on no other
-    line, and every key of the index in order; ``({}, [])`` when it cannot be read or
-    belongs to another file (``recio.records.diagnose.IndexFit.foreign``)."""
+                     ) -> Tuple[Dict[int, Tuple[str, Optional[int]]], List[str]]:
+    """``{offset: (key, offset of the next entry)}`` of the old index's lines whose key and
+    offset are each on no other line, and every key of the index in order; ``({}, [])`` when
+    it cannot be read or belongs to another file (``recio.records.diagnose.IndexFit.foreign``)."""
     try:
         index = open_index(idx_path, key_type=str, cache=False)
     except RecordIOError as exc:
@@ -511,8 +536,10 @@ def _consistent_keys(reader: RecordReader, idx_path: str, result: RepairResult
     for key, offset in zip(keys, offsets):
         key_count[key] = key_count.get(key, 0) + 1
         offset_count[offset] = offset_count.get(offset, 0) + 1
-    return ({o: k for k, o in zip(keys, offsets) if key_count[k] == 1 and offset_count[o] == 1},
-            keys)
+    ends = sorted(offset_count) + [None]  # where the index says each record ends: the next one
+    after = {o: ends[i + 1] for i, o in enumerate(ends[:-1])}
+    return ({o: (k, after[o]) for k, o in zip(keys, offsets)
+             if key_count[k] == 1 and offset_count[o] == 1}, keys)
 
 
 def _image_id(reader: RecordReader, offset: int) -> Optional[int]:
