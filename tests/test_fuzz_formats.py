@@ -34,7 +34,8 @@ from recio.sequence import (Sparse, SequenceWriter, pack_sequence, read_sidecar,
                             unpack_sequence, write_sidecar)
 from recio.records.writer import IndexedRecordWriter
 
-DOCUMENTED = (RecordIOError, IndexFileError, ListFileError, ImageError, CBFError, SequenceError)
+DOCUMENTED = (RecordIOError, IndexFileError, ListFileError, ImageError, CBFError, SequenceError,
+              recio.TruncatedFileError, recio.IndexMismatchError, recio.NotRecordFileError)
 RECIO_DIR = os.path.dirname(os.path.abspath(recio.__file__))
 #: watchdog budgets: Python lines run inside recio, and traced bytes, per byte of input
 LINES_PER_BYTE, LINES_BASE = 50, 20_000
@@ -429,6 +430,59 @@ def test_damaged_image_record(image_records, data):
         assert error is None or isinstance(error, ImageError)
     else:
         assert isinstance(error, ImageError)
+
+
+# ---------------------------------------------------------------------------- .idx beside a .rec
+
+INDEX_TOKENS = [b"\t", b"\n", b"-", b"0", b"4", b"16", b"99", b"18446744073709551615", b" ",
+                b"\r\n", b"x"]
+
+
+@pytest.fixture(scope="module")
+def indexed_images(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("idx")
+    rec = str(folder / "i.rec")
+    pixels = (np.arange(6 * 5 * 3) % 251).astype(np.uint8).reshape(6, 5, 3)
+    with IndexedRecordWriter(rec, str(folder / "i.idx")) as w:
+        for key in (7, 3, 12, 5, 9):
+            w.write(key, pack_img(IRHeader(0, float(key % 2), key, 0), pixels,
+                                  img_fmt=".png" if key % 2 else ".jpg"))
+    return rec, open(str(folder / "i.idx"), "rb").read()
+
+
+def read_by_every_key(rec, idx):
+    """What the readers of an .rec with its .idx produce: every record by key (recio's reader,
+    recio.mx), every batch of ImageRecordIter, and verify's report."""
+    import warnings
+
+    from recio.image.verify import verify_file
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", recio.DuplicateKeyWarning)
+        reader = recio.IndexedRecordReader(rec, idx)
+        got = [reader[k] for k in reader.keys()]
+        mx = recio.mx.MXIndexedRecordIO(idx, rec, "r")
+        assert [mx.read_idx(k) for k in dict.fromkeys(mx.keys)] == got
+        batches = list(recio.ImageRecordIter(path_imgrec=rec, path_imgidx=idx,
+                                             data_shape=(3, 4, 4), batch_size=2))
+    verify_file(rec, idx_path=idx).to_dict()
+    return got, batches
+
+
+@FUZZ
+@given(data=st.data())
+def test_damaged_index_through_every_reader(indexed_images, tmp_path_factory, data):
+    """A damaged .idx beside a healthy .rec: every reader by key gives records or a documented
+    error naming the index or the .rec (an index of another file, a bad line, a record the
+    index points into the middle of); nothing else escapes."""
+    rec, original = indexed_images
+    damaged = data.draw(mutated(original, INDEX_TOKENS))
+    idx = str(tmp_path_factory.mktemp("bad") / "i.idx")
+    with open(idx, "wb") as f:
+        f.write(damaged)
+    result, error = bounded(lambda: read_by_every_key(rec, idx), len(damaged) + 4096)
+    if error is not None:
+        assert error.path in (rec, idx), error
 
 
 # ---------------------------------------------------------------------------- regressions

@@ -77,6 +77,22 @@ def heads_at(reader: Any, offsets: np.ndarray) -> np.ndarray:
     return found
 
 
+def _walk_heads(reader: Any, stop: int) -> np.ndarray:
+    """The record heads found by hopping from header to header from the start of the file,
+    up to ``stop`` (-1: the end) or the first damage (an error path's look at the file)."""
+    size = reader.size if stop < 0 else stop
+    heads, pos = [], 0
+    while pos + HEADER_SIZE <= size:
+        magic, lrec = PART_HEADER.unpack(reader.span_bytes([(pos, pos + HEADER_SIZE)]))
+        if magic != MAGIC:
+            break
+        if lrec >> 29 <= CFLAG_FIRST:
+            heads.append(pos)
+        length = lrec & LENGTH_MASK
+        pos += HEADER_SIZE + length + (-length & 3)
+    return np.asarray(heads, dtype=np.int64)
+
+
 def _runs_past_end(reader: Any, offset: int, max_parts: int = 1 << 16) -> bool:
     """Whether the record whose head is at ``offset`` claims bytes past the end of the file."""
     size, pos = reader.size, offset
@@ -210,6 +226,13 @@ def diagnose_index(reader: Any, index: Any,
     if cut < 0 or not _runs_past_end(reader, cut):
         cut = -1
     size, idx = reader.size, index.path
+    unlisted = np.setdiff1d(_walk_heads(reader, cut), landed) if not fit.sampled else []
+    if len(unlisted):  # the file holds records the index does not list: the index is wrong
+        return IndexFileError(
+            f"{fit.past_end:,} of its entries point past the end of {rec} (a {size:,}-byte "
+            f"file) while {len(unlisted):,} of that file's records are in no entry (e.g. the "
+            f"record at byte {int(unlisted[0])}): the index is damaged or was made for another "
+            f"version of the file; {reindex_hint(rec)}", path=idx)
     misses = (f"; {fit.misses:,} other entries land on no record head (`recio verify {rec}` "
               f"lists the damage)") if fit.misses else ""
     if cut >= 0:
