@@ -30,16 +30,17 @@ import os
 import struct
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from recio import storage
 from recio.errors import ImageError, RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT, unpack_header
 from recio.image.repack import output_paths
-from recio.image.stats import DamageRegion, image_format
+from recio.image.stats import DamageRegion, add_damage, image_format
 from recio.records.atomic import check_outputs
-from recio.records.diagnose import index_fit
-from recio.records.framing import HEADER_SIZE, LENGTH_MASK, MAGIC, MAGIC_BYTES, PART_HEADER
+from recio.records.diagnose import index_fit, part_at
+from recio.records.framing import HEADER_SIZE, MAGIC_BYTES
 from recio.records.index import open_index, sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
@@ -175,20 +176,10 @@ class _Segment:
     def __init__(self, rec_path: str, base: int) -> None:
         self.path, self.base = rec_path, base
         self._file = None if base == 0 else _FileFrom(rec_path, base)
-        self.reader = RecordReader(self._file or rec_path, on_error="skip",
-                                   on_damage=self._damaged)
         self.regions: List[DamageRegion] = []
+        self.reader = RecordReader(self._file or rec_path, on_error="skip",
+                                   on_damage=partial(add_damage, self.regions))
         self.heads: List[int] = []
-
-    def _damaged(self, start: int, end: int, error: RecordIOError) -> None:
-        regions = self.regions
-        if regions and regions[-1].end == start:
-            regions[-1].end = end
-            regions[-1].problems += 1
-            if regions[-1].problems <= 3:
-                regions[-1].reason += "; " + error.message
-        else:
-            regions.append(DamageRegion(start, end, error.message))
 
     def close(self) -> None:
         self.reader.close()
@@ -295,11 +286,9 @@ def _continuation(reader: RecordReader, region: DamageRegion, head: int
     image record whose image is complete; else None."""
     pos, size = region.start, reader.size
     while pos < head and pos + HEADER_SIZE <= size:
-        magic, lrec = PART_HEADER.unpack(_bytes(reader, pos, pos + HEADER_SIZE))
-        length = lrec & LENGTH_MASK
-        if magic != MAGIC or lrec >> 29 not in (1, 2) or length & 3:
+        magic_ok, cflag, length, pos = part_at(reader, pos)
+        if not magic_ok or cflag not in (1, 2) or length & 3:
             return None  # not a first or middle part (those end at a 4-aligned cut)
-        pos += HEADER_SIZE + length + (-length & 3)
     if pos != head or image_complete(reader.read_at(head)):
         return None
     return DamageRegion(head, _record_end(reader, head),
@@ -367,10 +356,8 @@ def _unconfirmed(reader: RecordReader, head: int, region: DamageRegion
             (len(after) < HEADER_SIZE or after[7] >> 5 <= 1):
         return None  # a record head starts there (the damage is in that record)
     if end + HEADER_SIZE <= size:  # only the next record's magic was damaged?
-        _, lrec = PART_HEADER.unpack(_bytes(reader, end, end + HEADER_SIZE))
-        length = lrec & LENGTH_MASK
-        after_next = end + HEADER_SIZE + length + (-length & 3)
-        if lrec >> 29 == 0 and region.end in (after_next, end + HEADER_SIZE + length) and \
+        _, cflag, length, after_next = part_at(reader, end)
+        if cflag == 0 and region.end in (after_next, end + HEADER_SIZE + length) and \
                 end + HEADER_SIZE + length <= size:
             return None
     return DamageRegion(head, end, "a well-formed record whose end is followed by damage: its "
@@ -385,10 +372,9 @@ def _record_end(reader: RecordReader, head: int) -> int:
     """Where the well-formed record at ``head`` ends, padding included (parts hopped)."""
     pos, size = head, reader.size
     while True:
-        magic, lrec = PART_HEADER.unpack(_bytes(reader, pos, pos + HEADER_SIZE))
-        length = lrec & LENGTH_MASK
-        pos = min(size, pos + HEADER_SIZE + length + (-length & 3))
-        if magic != MAGIC or lrec >> 29 in (0, 3) or pos >= size:
+        magic_ok, cflag, _, pos = part_at(reader, pos)
+        pos = min(size, pos)
+        if not magic_ok or cflag in (0, 3) or pos >= size:
             return pos
 
 
@@ -545,9 +531,8 @@ def _consistent_keys(reader: RecordReader, idx_path: str, result: RepairResult
 def _image_id(reader: RecordReader, offset: int) -> Optional[int]:
     """The id of the image header the record at ``offset`` starts with, or None when it has
     none (shorter than a header, or a label count that does not fit)."""
-    _, lrec = PART_HEADER.unpack(_bytes(reader, offset, offset + HEADER_SIZE))
-    if lrec >> 29 == 0:  # a whole record: its length and first bytes, read in place
-        length = lrec & LENGTH_MASK
+    _, cflag, length, _ = part_at(reader, offset)
+    if cflag == 0:  # a whole record: its length and first bytes, read in place
         head = _bytes(reader, offset + HEADER_SIZE, offset + HEADER_SIZE + min(IR_SIZE, length))
     else:
         record = reader.read_at(offset)

@@ -72,6 +72,24 @@ class DamageRegion:
 REASONS_KEPT = 3
 
 
+def add_damage(damage: List[DamageRegion], start: int, end: int, error: RecordIOError) -> None:
+    """Record the damaged bytes ``[start, end)`` (a reader's ``on_damage``) in ``damage``:
+    adjacent places make one region, which spells out its first ``REASONS_KEPT`` reasons."""
+    reason = error.message
+    if damage and damage[-1].end == start:
+        region = damage[-1]
+        region.end = end
+        region.problems += 1
+        if region.problems <= REASONS_KEPT:
+            region.reason += "; " + reason
+        elif region.problems == REASONS_KEPT + 1:
+            region.reason += "; ..."
+    else:
+        damage.append(DamageRegion(start, end, reason))
+    if isinstance(error, TruncatedFileError):
+        damage[-1].truncated = True
+
+
 @dataclass
 class IndexCheck:
     """How the ``.idx`` beside a ``.rec`` agrees with the records actually in it."""
@@ -307,24 +325,12 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     st = FileStats(path=path)
     damage = st.damage
 
-    def add_damage(start: int, end: int, error: RecordIOError) -> None:
-        reason = error.message
-        if damage and damage[-1].end == start:
-            region = damage[-1]
-            region.end = end
-            region.problems += 1
-            if region.problems <= REASONS_KEPT:
-                region.reason += "; " + reason
-            elif region.problems == REASONS_KEPT + 1:
-                region.reason += "; ..."
-        else:
-            damage.append(DamageRegion(start, end, reason))
-        if isinstance(error, TruncatedFileError):
-            damage[-1].truncated = True
-        if "swallows" in reason:
+    def damaged(start: int, end: int, error: RecordIOError) -> None:
+        add_damage(damage, start, end, error)
+        if "swallows" in error.message:
             st.stray_heads += 1
 
-    with RecordReader(path, on_error="skip", on_damage=add_damage) as reader:
+    with RecordReader(path, on_error="skip", on_damage=damaged) as reader:
         st.size = reader.size
         mm = reader.buffer
         if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
@@ -580,5 +586,5 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int,
     return chk
 
 
-__all__ = ["sniff_format", "DamageRegion", "IndexCheck", "ImageStats", "FileStats", "scan_file",
+__all__ = ["sniff_format", "DamageRegion", "add_damage", "IndexCheck", "ImageStats", "FileStats", "scan_file",
            "check_index_file", "image_format", "image_size"]

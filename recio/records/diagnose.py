@@ -56,6 +56,16 @@ def reindex_hint(rec_path: Any) -> str:
 
 
 # -- where an index's offsets land ------------------------------------------------------------
+def part_at(reader: Any, pos: int) -> Tuple[bool, int, int, int]:
+    """``(magic ok, cflag, length, where the next part starts)`` of the part header at ``pos``
+    of ``reader``'s file (which must hold 8 bytes there): one hop of the error paths' header
+    walks, which look at headers without the reader's checks."""
+    magic, lrec = PART_HEADER.unpack(reader.span_bytes([(pos, pos + HEADER_SIZE)]))
+    length = lrec & LENGTH_MASK
+    return magic == MAGIC, lrec >> 29, length, pos + HEADER_SIZE + length + (-length & 3)
+
+
+
 def heads_at(reader: Any, offsets: np.ndarray) -> np.ndarray:
     """For each offset, whether a record head (the magic, then cflag 0 or 1) starts there in
     ``reader``'s file; False for offsets whose header would not fit in the file."""
@@ -83,13 +93,12 @@ def _walk_heads(reader: Any, stop: int) -> np.ndarray:
     size = reader.size if stop < 0 else stop
     heads, pos = [], 0
     while pos + HEADER_SIZE <= size:
-        magic, lrec = PART_HEADER.unpack(reader.span_bytes([(pos, pos + HEADER_SIZE)]))
-        if magic != MAGIC:
+        magic_ok, cflag, _, after = part_at(reader, pos)
+        if not magic_ok:
             break
-        if lrec >> 29 <= CFLAG_FIRST:
+        if cflag <= CFLAG_FIRST:
             heads.append(pos)
-        length = lrec & LENGTH_MASK
-        pos += HEADER_SIZE + length + (-length & 3)
+        pos = after
     return np.asarray(heads, dtype=np.int64)
 
 
@@ -99,15 +108,14 @@ def _runs_past_end(reader: Any, offset: int, max_parts: int = 1 << 16) -> bool:
     for _ in range(max_parts):
         if pos + HEADER_SIZE > size:
             return True
-        magic, lrec = PART_HEADER.unpack(reader.span_bytes([(pos, pos + HEADER_SIZE)]))
-        length = lrec & LENGTH_MASK
-        if magic != MAGIC:
+        magic_ok, cflag, length, after = part_at(reader, pos)
+        if not magic_ok:
             return False
         if pos + HEADER_SIZE + length > size:
             return True
-        if lrec >> 29 in (0, 3):
+        if cflag in (0, 3):
             return False
-        pos += HEADER_SIZE + length + (-length & 3)
+        pos = after
     return False
 
 
@@ -307,13 +315,11 @@ def _record_around(reader: Any, index: Any, offset: int) -> Optional[int]:
     pos, head = start, start
     size = reader.size
     while pos <= offset and pos + HEADER_SIZE <= size:
-        magic, lrec = PART_HEADER.unpack(reader.span_bytes([(pos, pos + HEADER_SIZE)]))
-        if magic != MAGIC:
+        magic_ok, cflag, _, nxt = part_at(reader, pos)
+        if not magic_ok:
             return None
-        if lrec >> 29 <= CFLAG_FIRST:
+        if cflag <= CFLAG_FIRST:
             head = pos
-        length = lrec & LENGTH_MASK
-        nxt = pos + HEADER_SIZE + length + (-length & 3)
         if nxt > size:
             return None
         if pos <= offset < nxt:
@@ -322,6 +328,6 @@ def _record_around(reader: Any, index: Any, offset: int) -> Optional[int]:
     return None
 
 
-__all__ = ["repair_hint", "reindex_hint", "heads_at",
+__all__ = ["repair_hint", "reindex_hint", "part_at", "heads_at",
            "index_fit", "IndexFit", "diagnose_index", "open_checked_index",
            "explain_indexed_read", "mismatch_error"]
