@@ -1,4 +1,4 @@
-"""``recio repair``: copy the intact records of a damaged ``.rec`` into a new ``.rec`` + ``.idx``."""
+"""``recio repair``: the intact records of a damaged ``.rec`` into a new ``.rec`` + ``.idx``."""
 from __future__ import annotations
 
 from typing import Optional

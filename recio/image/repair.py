@@ -510,8 +510,9 @@ def _consistent_keys(reader: RecordReader, idx_path: str, result: RepairResult
         return {}, []
     fit = index_fit(reader, index)
     if fit.foreign:
-        result.index_error = (f"{idx_path} does not belong to this .rec: {fit.misses + fit.past_end:,} "
-                              f"of its {fit.entries:,} offsets land on no record head")
+        wrong = fit.misses + fit.past_end
+        result.index_error = (f"{idx_path} does not belong to this .rec: {wrong:,} of its "
+                              f"{fit.entries:,} offsets land on no record head")
         return {}, []
     result.idx_path = idx_path
     keys = index.key_list()

@@ -108,8 +108,8 @@ def draw_grid(rec_path: PathLike, out_path: PathLike, *, count: int = 16,
         if keys is not None:
             missing = [k for k in keys if k not in records]
             if missing:
-                raise RecordIOError(f"key {key_text(missing[0])} is not in the index ({len(records)} "
-                                    "records)", path=records.idx_path or rec_path)
+                raise RecordIOError(f"key {key_text(missing[0])} is not in the index "
+                                    f"({len(records)} records)", path=records.idx_path or rec_path)
             chosen = ((k, index.offset_of(k)) for k in keys)
         else:
             chosen = ((index.key_at(i), int(index.offsets[i]))

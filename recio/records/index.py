@@ -1152,6 +1152,7 @@ def _format_lines(keys: np.ndarray, offsets: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-__all__ = ["key_text", "warn_repeated_keys", "BY_KEY", "EVERY_LINE", "read_index", "read_index_range", "write_index", "format_index", "iter_index_lines", "sibling_index_path",
-           "open_index", "index_cache_path", "Index", "IndexKeys", "IndexOffsets",
-           "CACHE_SUFFIX", "CACHE_ENV", "CACHE_MIN_BYTES"]
+__all__ = ["key_text", "warn_repeated_keys", "BY_KEY", "EVERY_LINE", "read_index",
+           "read_index_range", "write_index", "format_index", "iter_index_lines",
+           "sibling_index_path", "open_index", "index_cache_path", "Index", "IndexKeys",
+           "IndexOffsets", "CACHE_SUFFIX", "CACHE_ENV", "CACHE_MIN_BYTES"]

@@ -652,8 +652,8 @@ def sample_counts(rec_path: PathLike, stream: Optional[str] = None) -> np.ndarra
                             f"recio.sequence.rebuild_sidecar({rec_path!r})", path=rec_path)
     rec_size = storage.size(rec_path)
     idx = sibling_index_path(rec_path)
-    num_records = len(open_checked_index(rec_path, idx, None,
-                                                 rec_size=rec_size)) if storage.exists(idx) else None
+    num_records = len(open_checked_index(rec_path, idx, None, rec_size=rec_size)) \
+        if storage.exists(idx) else None
     with storage.local_copy(side) as local_side:  # a URL's sidecar: downloaded (it is small)
         names, counts = read_sidecar(local_side, rec_size, num_records)
     if stream is None:
