@@ -173,6 +173,18 @@ def test_an_index_of_another_file_is_named_not_the_healthy_rec(dataset, script):
         [mx.read_idx(k) for k in mx.keys]
 
 
+def test_split_write_never_renumbers_records_its_index_does_not_list(dataset):
+    folder, _ = dataset
+    shifted(folder)
+    shutil.copy(folder / "shifted.idx", folder / "train.idx")
+    res = run("split", folder / "train.rec", "-n", "2", "--write", folder / "out" / "x")
+    assert res.exit_code == 2 and "is in no entry of its index" in res.output
+    assert "--keys renumber" in res.output and not (folder / "out" / "x_0.rec").exists()
+    res = run("split", folder / "train.rec", "-n", "2", "--write", folder / "out" / "x",
+              "--keys", "renumber")
+    assert res.exit_code == 0
+
+
 def test_an_index_of_a_longer_file(dataset):
     folder, _ = dataset
     shutil.copy(folder / "other.idx", folder / "x.idx")
