@@ -351,3 +351,17 @@ def test_memory_corpus_and_padded_name_the_sequence():
     with pytest.raises(recio.SequenceError, match="sequence 9 of the corpus: .* dim 5 where "
                                                   "sequence 7 has .* dim 3"):
         mb.padded("s")
+
+
+def test_a_shard_sets_index_only_problem_is_not_damaged(tmp_path):
+    with recio.ShardWriter(str(tmp_path / "s"), max_records=2) as w:
+        for i in range(5):
+            w.write(i, b"record %d" % i)
+    with open(tmp_path / "s-00001.idx", "a") as f:
+        f.write("junk\n")
+    res = run("verify", tmp_path / "s.manifest.json")
+    assert res.exit_code == 1 and "BAD INDEX:" in res.output and "DAMAGED" not in res.output
+    with open(tmp_path / "s-00002.rec", "ab") as f:
+        f.write(b"\0\0\0\0")
+    res = run("verify", tmp_path / "s.manifest.json")
+    assert res.exit_code == 1 and "DAMAGED:" in res.output

@@ -123,7 +123,7 @@ def _print_report(report: VerifyReport) -> None:
 def _print_manifest_report(report: ManifestReport) -> None:
     for problem in report.problems:
         click.echo(str(problem))
-    verdict = "OK" if report.clean else "DAMAGED"
+    verdict = report.verdict
     checked = "every file and record" if report.deep else "every file"
     click.echo(f"{verdict}: {report.path}: {report.shards:,} shards, {report.records:,} records, "
                f"{report.nbytes:,} bytes; {checked} checked, {len(report.problems):,} "

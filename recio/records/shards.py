@@ -539,10 +539,20 @@ class ManifestReport:
     def clean(self) -> bool:
         return not self.problems
 
+    @property
+    def verdict(self) -> str:
+        """``OK``; ``BAD INDEX`` when only shards' ``.idx`` files differ (the records are
+        intact: rebuild those indexes); ``DAMAGED`` otherwise."""
+        if not self.problems:
+            return "OK"
+        if all(p.path.endswith(".idx") for p in self.problems):
+            return "BAD INDEX"
+        return "DAMAGED"
+
     def to_dict(self) -> Dict[str, Any]:
         return {"path": self.path, "shards": self.shards, "records": self.records,
                 "bytes": self.nbytes, "deep": self.deep, "clean": self.clean,
-                "problems": [vars(p) for p in self.problems]}
+                "verdict": self.verdict, "problems": [vars(p) for p in self.problems]}
 
 
 def verify_manifest(path: PathLike, *, deep: bool = False,
