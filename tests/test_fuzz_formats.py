@@ -9,6 +9,11 @@ hang or an allocation of what a damaged count claims fails the test. Decoding mu
 succeed (then the result is checked) or raise one of the documented ``recio.errors`` classes,
 naming the file and byte or line when the caller gave a file. Targeted regression tests for
 cases the fuzzer found come after the properties.
+
+The suite runs each property with a few examples from a random seed. For a long run on a fresh
+seed: ``python tests/fuzz/campaign.py --seed S --examples 5000`` (these properties, the framing
+agreement and recio repair's), and ``python tests/fuzz/atheris_readers.py`` (coverage-guided,
+every reader and the sequence entry points; ``pip install atheris``).
 """
 import os
 import struct
