@@ -1,24 +1,32 @@
 """Rescuing the intact records of a damaged ``.rec`` into a new ``.rec`` + ``.idx``.
 
-``repair`` is what ``recio repair`` runs. It scans the file once the way ``recio verify`` does
-(``scan_file``: every reader's framing rule, damage passed over to the next record head) and
-copies every intact record, in file order and byte for byte, into ``PREFIX.rec`` +
+``repair`` is what ``recio repair`` runs. It scans the file once with every reader's framing
+rule (``RecordReader`` in skip mode, as ``recio verify`` does: damage passed over to the next
+record head) and copies every intact record, in file order and byte for byte, into ``PREFIX.rec`` +
 ``PREFIX.idx``, written atomically (nothing appears unless the whole copy succeeds; the input is
 never written over, an existing output only with ``force``).
 
-**Which records are intact.** A record whose framing checks out and whose end is confirmed:
-its end is the end of the file, or a record head (even a damaged one) starts there. A record
-right before a damaged region is not confirmed by its framing alone: a length field that shrank,
-or bytes inserted or zeroed inside the record, leave a well-formed header in front of wrong
-bytes, followed by what looks like damage. Such a record is kept only when its own bytes show
-it is whole: the bytes after it read as the header of the next record (only its magic was
-damaged), or it is an image record whose image ends as a complete image does (JPEG's EOI
-marker, PNG's IEND chunk, GIF's trailer, the size BMP and WebP declare). Otherwise it is
-dropped and reported with the damage. (A change *inside* a payload that leaves the framing
-intact cannot be seen without a checksum.)
+**Which records are intact.** A record whose framing checks out and whose bytes nothing
+contradicts. Its padding must be zeros (a writer pads with zeros: data there means its length
+shrank). A record right before a damaged region is not vouched for by its framing alone: a
+length field that shrank, or bytes inserted or zeroed inside the record, leave a well-formed
+header in front of wrong bytes, followed by what looks like damage. Such a record is kept only
+when something confirms its end: for an image record, its image ending as a complete image
+does (JPEG's EOI marker, PNG's IEND chunk, GIF's trailer, the size BMP and WebP declare; an
+image that ends in 1-3 zero bytes past that end grew into its padding); for another record, a
+record head where it ends, or bytes there that read as the next record's header with only its
+magic damaged. Otherwise it is dropped and reported with the damage. A record right after
+damage that the damaged parts chain into (a first part of 4-aligned length leading exactly to
+it) is the rest of a damaged multi-part record, and is dropped unless its image is complete.
+Bytes inserted or deleted move the records after them off the 4-byte grid that record heads
+sit on; the scan finds the first of them inside the damage and reads the rest of the file as a
+segment of its own. (A change *inside* a payload that leaves the framing intact cannot be seen
+without a checksum.)
 
 **Keys.** Each record keeps its key from the old ``.idx`` where the index is consistent there
-(one line points at that record and no other line has its key); otherwise it gets its image
+(one line points at that record, no other line has its key, and the record ends where the next
+line's record begins: bytes inserted or deleted can move another record onto an indexed
+offset); otherwise it gets its image
 header's id (as im2rec keys records) when that key is free, else a new number after the
 largest key. ``keys="id"`` or ``keys="position"`` key every record that way instead.
 """
@@ -129,8 +137,7 @@ def repair(rec_path: PathLike, prefix: PathLike, *, idx_path: Optional[PathLike]
     try:
         found = [(segment, int(head)) for segment in segments for head in segment.heads]
         if not found:
-            raise RecordIOError(f"no intact record found in its {result.size:,} bytes; "
-                                f"nothing was written", path=rec_path)
+            raise _nothing_intact(result)
         record_keys, index_keys = _assign_keys(
             found, keys, old_idx if storage.exists(old_idx) else None, result)
         written: Set[str] = set()
@@ -150,9 +157,7 @@ def repair(rec_path: PathLike, prefix: PathLike, *, idx_path: Optional[PathLike]
                     progress(done - reported)
                     reported = done
             if not written:
-                writer.abort()
-                raise RecordIOError(f"no intact record found in its {result.size:,} bytes; "
-                                    f"nothing was written", path=rec_path)
+                raise _nothing_intact(result)  # inside the writer: it discards its files
             result.bytes_out = writer.tell()
         lost = [k for k in index_keys if k not in written]
         result.lost_keys, result.lost_examples = len(lost), lost[:_SHOWN]
@@ -164,6 +169,11 @@ def repair(rec_path: PathLike, prefix: PathLike, *, idx_path: Optional[PathLike]
     result.records = len(written)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _nothing_intact(result: RepairResult) -> RecordIOError:
+    return RecordIOError(f"no intact record found in its {result.size:,} bytes; nothing was "
+                         f"written", path=result.rec_path)
 
 
 # -- the scan: records found at 4-aligned offsets, and after bytes inserted or deleted ----------
