@@ -263,22 +263,24 @@ def _scan_segments(rec_path: str, result: RepairResult, progress: Progress) -> L
                 else None
             if dropped is not None:
                 del heads[before]
+            after = bisect.bisect_left(heads, region.end)
+            tail = _continuation(segment.reader, region, heads[after]) \
+                if after < len(heads) and heads[after] == region.end else None
+            if tail is not None:
+                del heads[after]
             # records moved off the grid start anywhere after the last head that checks out
+            # and before the next one that does
             shift = _shifted_head(segment, dropped.start + 1 if dropped else region.start,
-                                  region.end)
+                                  tail.end if tail else region.end)
             if shift is not None:
                 del heads[bisect.bisect_left(heads, shift):]
-                region.end = shift
-                if dropped is not None:
-                    dropped.end = min(dropped.end, shift)
-            if dropped is not None:
-                result.unconfirmed.append(_moved(dropped, base))
-            after = bisect.bisect_left(heads, region.end)
-            if after < len(heads) and heads[after] == region.end:
-                tail = _continuation(segment.reader, region, heads[after])
-                if tail is not None:
-                    del heads[after]
-                    result.unconfirmed.append(_moved(tail, base))
+                region.end = min(region.end, shift)
+                for kept in (dropped, tail):
+                    if kept is not None:
+                        kept.end = min(kept.end, shift)
+            for kept in (dropped, tail):
+                if kept is not None and kept.start < kept.end:
+                    result.unconfirmed.append(_moved(kept, base))
             if region.start < region.end:
                 result.damage.append(_moved(region, base))
             if shift is not None:
