@@ -21,15 +21,19 @@ from recio.errors import (
     CBFError,
     CTFError,
     ChecksumError,
+    DuplicateKeyWarning,
     ImageError,
     IndexFileError,
+    IndexMismatchError,
     ListFileError,
     ManifestError,
     NothingFoundError,
+    NotRecordFileError,
     OutputExistsError,
     RecordIOError,
     SequenceError,
     StorageError,
+    TruncatedFileError,
 )
 
 __version__ = "0.1.0"
@@ -77,15 +81,17 @@ _LAZY = {
     "DatasetStats": "recio.image.dataset_stats",
     "draw_grid": "recio.image.show",
     "repack": "recio.image.repack",
+    "repair": "recio.image.repair",
     "check_outputs": "recio.records.atomic",
 }
 # subpackages, loaded on first attribute access (``recio.records``, ``recio.mx``, ...)
 _SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "cli", "errors"}
 _moved.install()
 
-__all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError", "CBFError", "CTFError",
-           "SequenceError", "OutputExistsError", "NothingFoundError", "ManifestError",
-           "ChecksumError", "StorageError", *_LAZY]
+__all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError", "ImageError",
+           "CBFError", "CTFError", "SequenceError", "TruncatedFileError", "NotRecordFileError",
+           "OutputExistsError", "NothingFoundError", "ManifestError", "ChecksumError",
+           "StorageError", "DuplicateKeyWarning", *_LAZY]
 
 
 def __getattr__(name):

@@ -40,12 +40,29 @@ class IndexFileError(RecordIOError):
     """A malformed ``.idx`` file or one that does not match its ``.rec``."""
 
 
+class IndexMismatchError(IndexFileError):
+    """An ``.idx`` whose offsets do not land on the records of the ``.rec`` it is used with: it
+    belongs to another file (or the ``.rec`` was rewritten since). The ``.rec`` itself may be
+    healthy; ``path`` is the index."""
+
+
 class ListFileError(RecordIOError):
     """A malformed ``.lst`` image-list line."""
 
 
 class ImageError(RecordIOError):
     """An image that cannot be decoded, encoded or is too large."""
+
+
+class TruncatedFileError(RecordIOError):
+    """A ``.rec`` that ends inside a record: it was cut short (a copy or download that stopped,
+    a full disk). ``offset`` is the head of the record the end of the file cuts; the records
+    before it are intact, and ``recio repair`` copies them into a new file."""
+
+
+class NotRecordFileError(RecordIOError):
+    """A file given where a ``.rec`` was expected that is something else: a shard set's
+    manifest, an ``.idx``, a ``.lst``, an image, a CBF file... (the message says which)."""
 
 
 class OutputExistsError(RecordIOError):
@@ -121,7 +138,15 @@ class CTFError(SequenceError):
     where the problem was found."""
 
 
-__all__ = ["RecordIOError", "IndexFileError", "ListFileError", "ImageError",
-           "OutputExistsError", "OutputBusyError", "InterruptedPackError", "NothingFoundError",
-           "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError",
-           "CTFError", "plural"]
+class DuplicateKeyWarning(UserWarning):
+    """An ``.idx`` in which a key appears on several lines. Readers then do what MXNet does
+    (the last line of a key wins), so the records of the earlier lines cannot be read by key;
+    the warning names the key and how many lines hold it. Make it an error with
+    ``warnings.simplefilter("error", recio.DuplicateKeyWarning)``."""
+
+
+__all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError",
+           "ImageError", "TruncatedFileError", "NotRecordFileError", "OutputExistsError",
+           "OutputBusyError", "InterruptedPackError", "NothingFoundError", "ManifestError",
+           "ChecksumError", "StorageError", "CBFError", "SequenceError", "CTFError",
+           "DuplicateKeyWarning", "plural"]

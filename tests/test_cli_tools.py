@@ -123,7 +123,7 @@ def test_inspect_reports_damage_and_bad_index(split_files):
     with open(split_files[0][:-4] + ".idx", "a") as f:
         f.write("999\t8\n")
     res = run("inspect", split_files[0])
-    assert res.exit_code == 0 and "PROBLEMS" in res.output and "key 999 -> 8" in res.output
+    assert res.exit_code == 0 and "PROBLEMS" in res.output and "key 999 -> byte 8" in res.output
     res = run("inspect", "--index", "/nonexistent.idx", split_files[0])
     assert res.exit_code == 2 and "/nonexistent.idx" in res.output
 

@@ -54,12 +54,15 @@ def test_bad_magic(tmp_path):
 
 def test_truncated_header(tmp_path):
     data, offsets = build(PAYLOADS)
-    expect_error(data[:offsets[4] + 5], tmp_path, offsets[4], "truncated file.*8 bytes")
+    expect_error(data[:offsets[4] + 5], tmp_path, offsets[4],
+                 "truncated file: it ends 5 bytes into the header of the record at byte "
+                 f"{offsets[4]}; the records before it are not affected: `recio repair`")
 
 
 def test_truncated_payload(tmp_path):
     data, offsets = build(PAYLOADS)
-    expect_error(data[:offsets[4] + 10], tmp_path, offsets[4], "file ends 2 bytes after")
+    expect_error(data[:offsets[4] + 10], tmp_path, offsets[4],
+                 "truncated file: it ends 2 bytes into the data of the record.*claims 8 bytes")
 
 
 def test_length_past_end_is_not_allocated(tmp_path):
@@ -82,7 +85,9 @@ def test_first_part_followed_by_whole_record(tmp_path):
 
 def test_multipart_cut_off_at_end(tmp_path):
     data, offsets = build([b"a", MAGIC + b"tail"])
-    expect_error(data[:offsets[1] + 8], tmp_path, offsets[1] + 8, "is cut off")
+    expect_error(data[:offsets[1] + 8], tmp_path, offsets[1],
+                 "truncated file: it ends inside the record at byte %d, before that "
+                 "record's next part" % offsets[1])
 
 
 def test_read_at_outside_and_misaligned(golden):

@@ -147,11 +147,12 @@ def test_damage_truncated_and_overlong(tmp_path):
     open(path, "wb").write(bytes(data[:-50]))
     st, _ = scan_file(path)
     assert [(d.start, d.end) for d in st.damage] == [(324, 382)] and st.records == 3
-    assert "claims 100 bytes but the file ends" in st.damage[0].reason
+    assert "it ends 50 bytes into the data of the record at byte 324, which claims 100 bytes" \
+        in st.damage[0].reason and st.damage[0].truncated
     open(path, "wb").write(bytes(data[:-105]))
     st, _ = scan_file(path)
     assert [(d.start, d.end) for d in st.damage] == [(324, 327)]
-    assert "truncated file: a part header needs 8 bytes" in st.damage[0].reason
+    assert "it ends 3 bytes into the header of the record at byte 324" in st.damage[0].reason
 
 
 def test_damage_orphan_and_interrupted_parts(tmp_path):

@@ -165,7 +165,7 @@ def test_duplicate_keys_warn_on_read_and_last_wins(tmp_path):
         writer.write(2, b"y")
         writer.write(1, b"z")
     assert (tmp_path / "a.idx").read_text() == "1\t0\n2\t12\n1\t24\n"
-    with pytest.warns(UserWarning, match="1 duplicate keys"):
+    with pytest.warns(recio.DuplicateKeyWarning, match="key 1 appears on 2 lines.*last line"):
         reader = recio.IndexedRecordReader(tmp_path / "a.rec")
     assert reader.keys() == [1, 2] and reader[1] == b"z"
 

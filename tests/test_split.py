@@ -208,7 +208,8 @@ def test_corruption_raises_with_offset(tmp_path):
     data[48:52] = MAGIC
     with open(path, "wb") as f:
         f.write(bytes(data[:120]))  # truncated inside the third record
-    with pytest.raises(RecordIOError, match="claims 40 bytes but the file ends"):
+    with pytest.raises(recio.TruncatedFileError,
+                       match="it ends 16 bytes into the data of the record at byte 96"):
         list(iter_span(path, 0, 120, chunk_size=16))
 
 

@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "convert": ("convert", "convert_cmd"),
     "show": ("show", "show_cmd"),
     "repack": ("repack", "repack_cmd"),
+    "repair": ("repair", "repair_cmd"),
 }
 
 
@@ -63,6 +64,7 @@ def recio() -> None:
     Examples:
       recio inspect train.rec            # what is in a record file
       recio verify train.rec --images    # find corrupted records and images
+      recio repair train.rec -o fixed    # rescue the intact records of a damaged file
       recio split a.rec b.rec -n 8       # how 8 workers would partition the data
       recio im2rec data/train images/ --list --recursive
 

@@ -41,6 +41,11 @@ def verify_cmd(files: Tuple[str, ...], images: bool, deep: bool, index_path: Opt
     that no payload holds an unescaped aligned magic word, and that the .idx beside the file
     (if any) points at exactly the records.
 
+    The last line names the culprit: OK; TRUNCATED (the file ends inside a record: the records
+    before it are intact); DAMAGED (damaged bytes or images); BAD INDEX (the .rec is intact,
+    its .idx does not match it: another file's, or keys that repeat). A `next:` line then
+    gives the command that fixes it (`recio repair`, `recio index --force`).
+
     A REC may also be a glob ('shards/*.rec'), a URL (s3://...) or a shard set's manifest
     (PREFIX.manifest.json): then every shard's .rec, .idx and checksum file is checked for
     presence, size and CRC-32, and each .idx for its record count; --deep also names every
@@ -100,18 +105,30 @@ def _print_report(report: VerifyReport) -> None:
         click.echo(f"{rec}: bad image at byte {d.start}: {d.reason}")
     for problem in report.index_problems:
         click.echo(f"{report.idx_path}: {problem}")
-    verdict = "OK" if report.clean else "DAMAGED"
+    verdict = report.verdict
     extra = f", {len(report.bad_images):,} bad images" if report.images_checked else ""
     if report.index_problems:
-        extra += f", index problems: {len(report.index_problems)}"
-    click.echo(f"{verdict}: {rec}: {st.records:,} records, {st.size:,} bytes, "
-               f"{len(st.damage):,} damaged region(s) ({st.damaged_bytes:,} bytes){extra}")
+        extra += f"; its index {report.idx_path}: {len(report.index_problems)} problem(s)"
+    if verdict == "TRUNCATED":
+        cut = report.truncated_at
+        click.echo(f"{verdict}: {rec}: the file ends inside the record at byte {cut:,} (its "
+                   f"last {st.size - cut:,} bytes); the {st.records:,} records before it are "
+                   f"intact{extra}")
+    elif verdict == "BAD INDEX":
+        click.echo(f"{verdict}: {report.idx_path} does not match {rec}; the .rec itself is "
+                   f"intact: {st.records:,} records, {st.size:,} bytes, no damage")
+    else:
+        click.echo(f"{verdict}: {rec}: {st.records:,} records, {st.size:,} bytes, "
+                   f"{len(st.damage):,} damaged region(s) ({st.damaged_bytes:,} bytes){extra}")
+    step = report.next_step()
+    if step:
+        click.echo(f"next: {step}")
 
 
 def _print_manifest_report(report: ManifestReport) -> None:
     for problem in report.problems:
         click.echo(str(problem))
-    verdict = "OK" if report.clean else "DAMAGED"
+    verdict = report.verdict
     checked = "every file and record" if report.deep else "every file"
     click.echo(f"{verdict}: {report.path}: {report.shards:,} shards, {report.records:,} records, "
                f"{report.nbytes:,} bytes; {checked} checked, {len(report.problems):,} "

@@ -344,6 +344,8 @@ def dataset_stats(paths: Union[PathLike, Sequence[PathLike]], *, sample: int = D
                                   idx_path=None if index is None else os.fspath(index),
                                   collect_heads=True, progress=progress)
             st.path = path
+            if st.index is not None:  # the scan saw a local copy: name the file given
+                st.index.rec_path = path
             if st.size and not st.records:
                 raise RecordIOError(f"holds no RecordIO record: it looks like "
                                     f"{sniff_format(local)}", path=path)

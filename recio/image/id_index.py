@@ -8,12 +8,14 @@ records without an image (a face-recognition set's header and identity records) 
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
 
+from recio import storage
 from recio.errors import RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT
+from recio.records.index import key_text, open_index, sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.reindex import Progress, RebuiltIndex, rebuild_index
 
@@ -74,8 +76,84 @@ def index_by_id(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
     damaged ``.rec``, a record without an image header or a repeated id (nothing is written
     then). ``force`` and ``progress(n)`` as in ``rebuild_index``.
     """
-    return rebuild_index(rec_path, idx_path, keys=unique_record_ids, force=force,
-                         progress=progress)
+    written = rebuild_index(rec_path, idx_path, keys=unique_record_ids, force=force,
+                            progress=progress)
+    written.keys = "id"
+    return written
 
 
-__all__ = ["index_by_id", "record_ids", "unique_record_ids"]
+def index_keeping_keys(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
+                       force: bool = False, progress: Progress = None) -> RebuiltIndex:
+    """Write an ``.idx`` for ``rec_path`` with the kind of keys the index it replaces had.
+
+    The old index is ``idx_path`` when that file exists, else the ``.idx`` beside the
+    ``.rec``. Where its lines land on the records, its keys show what they were: ``0..n-1``
+    by position (``rec2idx``) or each record's image id (im2rec), and the new index is keyed
+    the same way (``RebuiltIndex.keys`` says which). Without an old index the keys are
+    positions, as ``rec2idx`` writes them. Keys of any other kind, or an old index that says
+    nothing (unreadable, or of another file) over records whose ids are not their positions,
+    raise ``RecordIOError`` asking for ``--key id`` or ``--key position``: the keys are never
+    renumbered silently. Damage in the ``.rec`` raises as in ``rebuild_index``.
+    """
+    rec_path = os.fspath(rec_path)
+    target = sibling_index_path(rec_path) if idx_path is None else os.fspath(idx_path)
+    old = target if storage.exists(target) else sibling_index_path(rec_path)
+    if not storage.exists(old):
+        return rebuild_index(rec_path, idx_path, force=force, progress=progress)
+    chosen = {}
+
+    def keys(path: str, offsets: np.ndarray) -> Sequence[Any]:
+        kind = _old_key_kind(path, offsets, old)
+        chosen["kind"] = kind
+        return range(len(offsets)) if kind == "position" else unique_record_ids(path, offsets)
+
+    written = rebuild_index(rec_path, idx_path, keys=keys, force=force, progress=progress)
+    written.keys = chosen.get("kind", "position")
+    return written
+
+
+def _old_key_kind(rec_path: str, offsets: np.ndarray, old: str) -> str:
+    """``"position"`` or ``"id"``: what the keys of the old index ``old`` were, judged on its
+    lines that land on the records at ``offsets``; ``RecordIOError`` when they were neither
+    or it cannot tell."""
+    ask = ("pass --key id (each record's image id, as im2rec writes them) or --key position "
+           "(0..n-1, as rec2idx writes them)")
+    why = None
+    try:
+        index = open_index(old, key_type=str, cache=False)
+    except RecordIOError as exc:
+        index, why = None, f"it cannot be read ({exc.message})"
+    landed = np.zeros(0, np.int64)
+    if index is not None:
+        old_offsets = np.asarray(index.offsets, np.int64)
+        landed = np.flatnonzero(np.isin(old_offsets, offsets))
+        if len(landed) * 2 <= len(old_offsets):
+            why = "its offsets do not land on this file's records (it belongs to another file)"
+    if why is None:
+        keys = [index.key_at(int(i)) for i in landed]
+        position = np.searchsorted(offsets, np.asarray(index.offsets)[landed])
+        if keys == [str(p) for p in position.tolist()]:
+            return "position"
+        ids = _ids_or_none(rec_path, np.asarray(index.offsets)[landed])
+        if ids is not None and keys == [str(i) for i in ids]:
+            return "id"
+        example = next((k for k, p in zip(keys, position.tolist()) if k != str(p)), keys[0])
+        raise RecordIOError(f"the index it replaces, {old}, has keys that are neither "
+                            f"positions nor image ids (e.g. key {key_text(example)}); "
+                            f"rebuilding would renumber them: {ask}", path=rec_path)
+    ids = _ids_or_none(rec_path, offsets)
+    if ids is None or ids == list(range(len(offsets))):
+        return "position"  # positions and ids agree, or there are no ids: nothing to choose
+    raise RecordIOError(f"cannot tell which keys the index it replaces ({old}) had: {why}; "
+                        f"{ask}", path=rec_path)
+
+
+def _ids_or_none(rec_path: str, offsets: Sequence[int]) -> Optional[List[int]]:
+    """``record_ids``, or None when a record has no image header."""
+    try:
+        return record_ids(rec_path, offsets)
+    except RecordIOError:
+        return None
+
+
+__all__ = ["index_by_id", "index_keeping_keys", "record_ids", "unique_record_ids"]

@@ -46,7 +46,8 @@ from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode
 from recio.image.header import unpack
 from recio.records.cache import ShardCache
-from recio.records.index import open_index
+from recio.records.diagnose import explain_indexed_read, open_checked_index
+from recio.records.index import EVERY_LINE, key_text, warn_repeated_keys
 from recio.records.reader import RecordReader
 from recio.records.split import InputSplit, SourceLayout, record_range
 from recio.records.threaded import ThreadedIter
@@ -240,12 +241,15 @@ class _Engine:
             self.reader = RecordReader(self.path, storage_options=self.storage_options,
                                        shard_cache=cache)
             try:
-                index = open_index(it.path_imgidx, rec_size=self.reader.size,
-                                   storage_options=self.storage_options, shard_cache=cache)
+                index = open_checked_index(self.path, it.path_imgidx, rec_size=self.reader.size,
+                                           storage_options=self.storage_options,
+                                           shard_cache=cache)
             except BaseException:
                 self.reader.close()
                 raise
             self.reader.set_index(index)  # a remote object: one GET a record
+            self.index = index
+            warn_repeated_keys(index, EVERY_LINE, self.path)
             keys, offsets = index.key_list(), index.offsets.tolist()
             lo, hi = record_range(len(keys), self.part_index, self.num_parts)
             self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
@@ -270,7 +274,12 @@ class _Engine:
             order = rng.permutation(len(self.keys)) if self.shuffle else range(len(self.keys))
             keys, offsets, read_at = self.keys, self.offsets, self.reader.read_at
             for i in order:
-                yield f"key {keys[i]!r}", read_at(offsets[i])
+                try:
+                    record = read_at(offsets[i])
+                except RecordIOError as exc:  # the index's fault or the .rec's: say which
+                    raise explain_indexed_read(self.reader, self.index, offsets[i],
+                                               exc) from None
+                yield f"key {key_text(keys[i])}", record
             return
 
         split = InputSplit(self.path, self.part_index, self.num_parts,

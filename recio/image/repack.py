@@ -24,6 +24,7 @@ from recio.errors import RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT, read_head
 from recio.image.stats import image_format
 from recio.records.atomic import check_outputs
+from recio.records.diagnose import explain_indexed_read
 from recio.records.index import sibling_index_path
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
@@ -104,13 +105,14 @@ def repack(rec_path: PathLike, out: PathLike, *, images_only: bool = True,
     inputs = [rec_path, given_idx or sibling_index_path(rec_path)]
     check_outputs([out_rec, out_idx], inputs, force=force)
     result = RepackResult(out_rec, out_idx, shuffled=shuffle, seed=seed)
-    offsets = index_for(rec_path, given_idx).offsets
+    index = index_for(rec_path, given_idx)
+    offsets = index.offsets
     result.records_in = len(offsets)
     with RecordReader(rec_path) as reader:
         keep = np.ones(len(offsets), dtype=bool)
         if images_only:
             for i, offset in enumerate(offsets.tolist()):
-                kind = record_kind(read_head(reader, offset), i)
+                kind = record_kind(_explained(read_head, reader, index, offset), i)
                 if kind != "image":
                     keep[i] = False
                     result.dropped[kind] += 1
@@ -122,13 +124,22 @@ def repack(rec_path: PathLike, out: PathLike, *, images_only: bool = True,
             order = order[np.random.default_rng(seed).permutation(len(order))]
         with IndexedRecordWriter(out_rec, out_idx) as writer:
             for key, offset in enumerate(order.tolist()):
-                writer.write(key, reader.read_at(offset))
+                writer.write(key, _explained(RecordReader.read_at, reader, index, offset))
                 if progress is not None:
                     progress(1)
             result.bytes_out = writer.tell()
     result.records_out = len(order)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _explained(read: Callable[[Any, int], bytes], reader: RecordReader, index: Any,
+               offset: int) -> bytes:
+    """``read(reader, offset)``; a failure names its culprit (``explain_indexed_read``)."""
+    try:
+        return read(reader, offset)
+    except RecordIOError as exc:
+        raise explain_indexed_read(reader, index, offset, exc) from None
 
 
 __all__ = ["repack", "RepackResult", "record_kind", "output_paths", "DROPPED_KINDS"]

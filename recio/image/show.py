@@ -21,7 +21,7 @@ from recio.image.header import read_head, unpack_header
 from recio.image.lists import find_classes, read_classes
 from recio.image.repack import record_kind
 from recio.records.atomic import atomic_open, check_outputs
-from recio.records.index import sibling_index_path
+from recio.records.index import key_text, sibling_index_path
 from recio.records.indexed import IndexedRecordReader
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -108,8 +108,8 @@ def draw_grid(rec_path: PathLike, out_path: PathLike, *, count: int = 16,
         if keys is not None:
             missing = [k for k in keys if k not in records]
             if missing:
-                raise RecordIOError(f"key {missing[0]!r} is not in the index ({len(records)} "
-                                    "records)", path=records.idx_path or rec_path)
+                raise RecordIOError(f"key {key_text(missing[0])} is not in the index "
+                                    f"({len(records)} records)", path=records.idx_path or rec_path)
             chosen = ((k, index.offset_of(k)) for k in keys)
         else:
             chosen = ((index.key_at(i), int(index.offsets[i]))
@@ -120,7 +120,7 @@ def draw_grid(rec_path: PathLike, out_path: PathLike, *, count: int = 16,
             result.looked_at += 1
             if progress is not None:
                 progress(1)
-            head = read_head(records.reader, offset)
+            head = read_head(records, offset)
             if record_kind(head, offset) != "image":
                 result.skipped_not_image += 1
                 continue
@@ -128,7 +128,7 @@ def draw_grid(rec_path: PathLike, out_path: PathLike, *, count: int = 16,
             labels = np.atleast_1d(np.asarray(header.label, dtype=np.float64)).tolist()
             if label is not None and (not labels or labels[0] != label):
                 continue
-            record = records.reader.read_at(offset)
+            record = records.read_at(offset)
             try:
                 pixels = decode(memoryview(record)[unpack_header(record)[1]:], 1,
                                 min_side=tile_size, name=f"{rec_path} key {key}")

@@ -25,12 +25,15 @@ import numpy as np
 
 from recio import storage
 from recio.deprecation import renamed_keywords
-from recio.errors import RecordIOError, StorageError
+from recio.errors import RecordIOError, StorageError, TruncatedFileError
 from recio.image.header import IR_SIZE as _IR_SIZE
 from recio.image.header import IR_STRUCT as _IR
 from recio.records import framing
-from recio.records.index import read_index, sibling_index_path
+from recio.records.diagnose import IndexFit, reindex_hint
+from recio.records.index import key_text, read_index, sibling_index_path
 from recio.records.reader import RecordReader
+from recio.records.sniff import IMAGE_SIGNATURES as _SIGNATURES
+from recio.records.sniff import describe, image_signature
 
 _F32 = struct.Struct("<f")
 _BE16 = struct.Struct(">H")
@@ -47,9 +50,6 @@ MEDIAN_EXACT_LIMIT = 1 << 20
 DISTINCT_LABEL_LIMIT = 1 << 20
 _PROGRESS_EVERY = 64 << 20
 
-#: the first two bytes of an image payload -> format name
-_SIGNATURES = {b"\xff\xd8": "jpeg", b"\x89P": "png", b"GI": "gif", b"BM": "bmp", b"RI": "webp",
-               b"II": "tiff", b"MM": "tiff"}
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
@@ -65,10 +65,29 @@ class DamageRegion:
     end: int
     reason: str
     problems: int = 1
+    truncated: bool = False  # the end of the file cuts the record at ``start`` (nothing after)
 
 
 #: how many reasons a merged damage region spells out (the rest are counted)
 REASONS_KEPT = 3
+
+
+def add_damage(damage: List[DamageRegion], start: int, end: int, error: RecordIOError) -> None:
+    """Record the damaged bytes ``[start, end)`` (a reader's ``on_damage``) in ``damage``:
+    adjacent places make one region, which spells out its first ``REASONS_KEPT`` reasons."""
+    reason = error.message
+    if damage and damage[-1].end == start:
+        region = damage[-1]
+        region.end = end
+        region.problems += 1
+        if region.problems <= REASONS_KEPT:
+            region.reason += "; " + reason
+        elif region.problems == REASONS_KEPT + 1:
+            region.reason += "; ..."
+    else:
+        damage.append(DamageRegion(start, end, reason))
+    if isinstance(error, TruncatedFileError):
+        damage[-1].truncated = True
 
 
 @dataclass
@@ -78,15 +97,19 @@ class IndexCheck:
     path: str
     entries: int = 0
     records: int = 0
-    bad_offsets: int = 0  # entries that do not point at a record head
+    bad_offsets: int = 0  # entries that do not point at a record head (inside the file or not)
+    past_end: int = 0  # of those, entries whose offsets lie past the end of the .rec
+    at_cut: int = 0  # of those, entries of the record the end of a truncated .rec cuts
     first_bad_offsets: List[Tuple[str, int]] = field(default_factory=list)
-    duplicate_keys: int = 0
+    duplicate_keys: int = 0  # lines that repeat an earlier line's key
+    repeated_keys: List[Tuple[str, int]] = field(default_factory=list)  # (key, lines), first few
     duplicate_offsets: int = 0
     unindexed_records: int = 0
     in_file_order: bool = True
     integer_keys: bool = True
     keys_are_positions: bool = False  # keys 0..n-1 in file order, as rec2idx writes them
     error: Optional[str] = None  # the index could not be read at all
+    rec_path: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -95,23 +118,48 @@ class IndexCheck:
                 and self.duplicate_offsets == 0 and self.unindexed_records == 0
                 and self.entries == self.records)
 
+    @property
+    def foreign(self) -> bool:
+        """Most entries land on no record head: the index belongs to another file
+        (``recio.records.diagnose.IndexFit.foreign`` is the rule)."""
+        return self.error is None and IndexFit(
+            self.entries, past_end=self.past_end,
+            misses=self.bad_offsets - self.past_end).foreign
+
     def problems(self) -> List[str]:
         """One sentence per disagreement between the index and the records."""
         if self.error is not None:
             return [f"unreadable index: {self.error}"]
+        rec = self.rec_path or "the .rec"
+        shown = ", ".join(f"key {key_text(k)} -> byte {o}" for k, o in self.first_bad_offsets)
+        if self.foreign:
+            past = f", {self.past_end:,} of them past its end" if self.past_end else ""
+            return [f"this index does not belong to this .rec ({rec}): {self.bad_offsets:,} of "
+                    f"its {self.entries:,} offsets land on no record head{past} ({shown}); "
+                    f"{reindex_hint(rec)}"]
         out = []
-        if self.entries != self.records:
-            out.append(f"{self.entries} index entries for {self.records} records")
-        if self.bad_offsets:
-            shown = ", ".join(f"key {k} -> {o}" for k, o in self.first_bad_offsets)
-            out.append(f"{self.bad_offsets} entries do not point at a record head ({shown})")
+        if self.past_end or self.at_cut:
+            out.append(f"{_entries(self.past_end + self.at_cut)} list records that {rec} no "
+                       f"longer holds whole ({self.past_end:,} past its end, {self.at_cut:,} at "
+                       f"the record its end cuts)")
+        if self.bad_offsets > self.past_end + self.at_cut:
+            out.append(f"{_entries(self.bad_offsets - self.past_end - self.at_cut)} do not "
+                       f"point at a record head ({shown})")
         if self.duplicate_keys:
-            out.append(f"{self.duplicate_keys} duplicate keys")
+            named = ", ".join(f"key {key_text(k)} on {n} lines" for k, n in self.repeated_keys)
+            out.append(f"{self.duplicate_keys:,} line(s) repeat an earlier key ({named}): "
+                       f"readers by key use the last line of a key")
         if self.duplicate_offsets:
             out.append(f"{self.duplicate_offsets} entries share a record with another key")
         if self.unindexed_records:
             out.append(f"{self.unindexed_records} records are not in the index")
+        if not out and self.entries != self.records:
+            out.append(f"{self.entries} index entries for {self.records} records")
         return out
+
+
+def _entries(n: int) -> str:
+    return f"{n:,} {'entry' if n == 1 else 'entries'}"
 
 
 @dataclass
@@ -184,12 +232,7 @@ def image_format(buf: Any, start: int = 0, end: Optional[int] = None) -> Optiona
     end = len(buf) if end is None else end
     if end - start < 4:
         return None
-    fmt = _SIGNATURES.get(bytes(buf[start:start + 2]))
-    if fmt == "webp" and bytes(buf[start + 8:start + 12]) != b"WEBP":
-        return None
-    if fmt == "jpeg" and buf[start + 2] != 0xFF:
-        return None
-    return fmt
+    return image_signature(bytes(buf[start:min(end, start + 12)]))
 
 
 def image_size(buf: Any, start: int = 0, end: Optional[int] = None
@@ -248,24 +291,13 @@ def image_size(buf: Any, start: int = 0, end: Optional[int] = None
 
 def sniff_format(path: "os.PathLike[str] | str") -> str:
     """What a file that holds no RecordIO record seems to be, from its first bytes: for
-    messages that tell the user which file to pass instead."""
+    messages that tell the user which file to pass instead (``recio.records.sniff`` is the
+    rule)."""
     with storage.open_input(path) as f:
         head = f.read(4096)
     if not head:
         return "an empty file"
-    fmt = image_format(head)
-    if fmt is not None:
-        return f"an image ({fmt}), not a record file"
-    try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError:
-        return "neither RecordIO nor text (no record magic 0xced7230a found)"
-    lines = [line.split("\t") for line in text.splitlines()[:5] if line.strip()]
-    if lines and all(len(f) == 2 and f[1].strip().isdigit() for f in lines):
-        return "an index (.idx): key<TAB>offset lines; inspect the .rec beside it"
-    if lines and all(len(f) >= 3 and f[0].strip().isdigit() for f in lines):
-        return "an image list (.lst); pack it with im2rec, then inspect the .rec"
-    return "a text file, not a record file"
+    return describe(path, head) or "neither RecordIO nor text (no record magic 0xced7230a found)"
 
 
 # -- the scan -----------------------------------------------------------------------------------
@@ -297,29 +329,20 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     st = FileStats(path=path)
     damage = st.damage
 
-    def add_damage(start: int, end: int, error: RecordIOError) -> None:
-        reason = error.message
-        if damage and damage[-1].end == start:
-            region = damage[-1]
-            region.end = end
-            region.problems += 1
-            if region.problems <= REASONS_KEPT:
-                region.reason += "; " + reason
-            elif region.problems == REASONS_KEPT + 1:
-                region.reason += "; ..."
-        else:
-            damage.append(DamageRegion(start, end, reason))
-        if "swallows" in reason:
+    def damaged(start: int, end: int, error: RecordIOError) -> None:
+        add_damage(damage, start, end, error)
+        if "swallows" in error.message:
             st.stray_heads += 1
 
-    with RecordReader(path, on_error="skip", on_damage=add_damage) as reader:
+    with RecordReader(path, on_error="skip", on_damage=damaged) as reader:
         st.size = reader.size
         mm = reader.buffer
         if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
             mm.madvise(mmap.MADV_SEQUENTIAL)
         _scan(reader, st, heads if want_heads else None, sample, show, progress)
     if idx_path is not None:
-        st.index = check_index_file(idx_path, heads, st.size)
+        cut = next((d.start for d in st.damage if d.truncated), None)
+        st.index = check_index_file(idx_path, heads, st.size, path, cut)
     return st, (heads if collect_heads else None)
 
 
@@ -531,11 +554,14 @@ class _ImageTally:
             self.st.layout = {"name": "face-recognition", **face}
 
 
-def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -> IndexCheck:
-    """Compare an ``.idx`` with the record heads found by a scan (``heads`` in file order)."""
-    chk = IndexCheck(path=idx_path, records=len(heads))
+def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int,
+                     rec_path: Optional[str] = None, cut: Optional[int] = None) -> IndexCheck:
+    """Compare an ``.idx`` with the record heads found by a scan (``heads`` in file order) of
+    the ``rec_size``-byte ``rec_path``; ``cut``: the head of the record the end of the file
+    cuts, when it was found truncated."""
+    chk = IndexCheck(path=idx_path, records=len(heads), rec_path=rec_path)
     try:
-        keys, offsets = read_index(idx_path, key_type=str, rec_size=rec_size)
+        keys, offsets = read_index(idx_path, key_type=str)
     except StorageError:
         raise
     except RecordIOError as exc:
@@ -547,8 +573,15 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -
         np.asarray(heads, dtype=np.uint64)
     at_head = np.isin(offs, head_arr)
     chk.bad_offsets = int((~at_head).sum())
-    chk.first_bad_offsets = [(keys[i], int(offs[i])) for i in np.flatnonzero(~at_head)[:5]]
-    chk.duplicate_keys = len(keys) - len(set(keys))
+    past = offs + 8 > rec_size
+    chk.past_end = int(past.sum())
+    chk.at_cut = 0 if cut is None else int((offs == cut).sum())
+    missed = ~at_head & ~past & (offs != (rec_size if cut is None else cut))
+    chk.first_bad_offsets = [(keys[i], int(offs[i])) for i in np.flatnonzero(missed)[:5]]
+    counts = Counter(keys)
+    chk.duplicate_keys = len(keys) - len(counts)
+    if chk.duplicate_keys:
+        chk.repeated_keys = [(k, n) for k, n in counts.items() if n > 1][:3]
     unique_offs = np.unique(offs)
     chk.duplicate_offsets = len(offs) - len(unique_offs)
     chk.unindexed_records = int((~np.isin(head_arr, unique_offs)).sum())
@@ -562,5 +595,5 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int) -
     return chk
 
 
-__all__ = ["sniff_format", "DamageRegion", "IndexCheck", "ImageStats", "FileStats", "scan_file",
-           "check_index_file", "image_format", "image_size"]
+__all__ = ["sniff_format", "DamageRegion", "add_damage", "IndexCheck", "ImageStats", "FileStats",
+           "scan_file", "check_index_file", "image_format", "image_size"]

@@ -15,6 +15,7 @@ from recio import storage
 from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
 from recio.image.header import unpack_header
+from recio.records.diagnose import reindex_hint, repair_hint
 from recio.records.reader import RecordReader
 from recio.image.stats import DamageRegion, FileStats, image_format, scan_file
 
@@ -43,13 +44,50 @@ class VerifyReport:
         """The index that was checked (None: there was none)."""
         return None if self.stats.index is None else self.stats.index.path
 
+    @property
+    def truncated_at(self) -> Optional[int]:
+        """The head of the record the end of the file cuts, when being cut short is the
+        ``.rec``'s only damage (None otherwise)."""
+        damage = self.stats.damage
+        if len(damage) == 1 and damage[0].truncated and damage[0].problems == 1:
+            return damage[0].start
+        return None
+
+    @property
+    def verdict(self) -> str:
+        """``OK``; ``TRUNCATED`` (cut short, every record before the cut intact); ``DAMAGED``
+        (the ``.rec`` holds damage or bad images); ``BAD INDEX`` (the ``.rec`` is intact, its
+        index does not match it)."""
+        if self.truncated_at is not None and not self.bad_images:
+            return "TRUNCATED"
+        if self.stats.damage or self.bad_images:
+            return "DAMAGED"
+        return "BAD INDEX" if self.index_problems else "OK"
+
+    def next_step(self) -> Optional[str]:
+        """The command that fixes what was found (None when clean)."""
+        verdict = self.verdict
+        if verdict in ("TRUNCATED", "DAMAGED") and self.stats.damage:
+            return f"rescue the intact records: {repair_hint(self.path)}"
+        if verdict == "DAMAGED":
+            return "the records whose images do not decode are listed above"
+        if verdict == "BAD INDEX":
+            chk = self.stats.index
+            if chk is not None and chk.error is None and chk.duplicate_keys and not (
+                    chk.bad_offsets or chk.duplicate_offsets or chk.unindexed_records):
+                return (f"give every record its own key: `recio index {self.path} --force "
+                        f"--key position`")
+            return f"the .rec is intact; {reindex_hint(self.path)}"
+        return None
+
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict of everything found."""
         st = self.stats
         return {"path": self.path, "size": st.size, "records": st.records, "clean": self.clean,
+                "verdict": self.verdict, "truncated_at": self.truncated_at,
                 "damage": [vars(d) for d in st.damage], "damaged_bytes": st.damaged_bytes,
                 "bad_images": [vars(d) for d in self.bad_images], "index": self.idx_path,
-                "index_problems": list(self.index_problems)}
+                "index_problems": list(self.index_problems), "next_step": self.next_step()}
 
 
 def verify_file(rec_path: PathLike, *, images: bool = False, idx_path: Optional[PathLike] = None,

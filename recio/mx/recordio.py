@@ -16,9 +16,10 @@ from typing import Any, Callable, List, Optional
 
 import numpy as np
 
+from recio.errors import RecordIOError
 from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode, encode
 from recio.image.header import IRHeader, pack, unpack as unpack_record
-from recio.records.index import format_index, open_index
+from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.framing import (
     MAGIC_BYTES,
     MAGIC_LAST_BYTE,
@@ -26,6 +27,7 @@ from recio.records.framing import (
     SMALL_PAYLOAD,
     WHOLE_HEADERS,
 )
+from recio.records.index import BY_KEY, format_index, warn_repeated_keys
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
 from recio.storage import is_url
@@ -299,7 +301,9 @@ class MXIndexedRecordIO(MXRecordIO):
         if index is None or stamp != getattr(self, "_idx_stamp", None):
             # arrays, mapped from the sidecar cache when there is one (see recio.records.index); a
             # worker reopening an unchanged index keeps the arrays it shares with the parent
-            index = open_index(self.idx_path, self.key_type, rec_size=self._reader.size)
+            index = open_checked_index(self.uri, self.idx_path, self.key_type,
+                                       rec_size=self._reader.size)
+            warn_repeated_keys(index, BY_KEY, self.uri)
             self._index, self._idx_stamp = index, stamp
         # list- and dict-like views computed from the arrays on demand (MXNet's list and dict)
         self.keys, self.idx = index.keys_view(), index.offsets_view()
@@ -366,7 +370,10 @@ class MXIndexedRecordIO(MXRecordIO):
         else:
             pos = self._offset_of(idx)
         self._resume = pos
-        return self._read_at(pos)
+        try:
+            return self._read_at(pos)
+        except RecordIOError as exc:  # the index's fault or the .rec's: say which
+            raise explain_indexed_read(self._reader, self._index, pos, exc) from None
 
     def write_idx(self, idx: Any, buf: bytes) -> None:
         """Append a record under key ``idx`` and its ``.idx`` line (written with its record)."""

@@ -31,7 +31,7 @@ from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
-from recio.errors import RecordIOError
+from recio.errors import RecordIOError, TruncatedFileError
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -211,6 +211,25 @@ def truncated_header_error(offset: int, size: int, record_offset: int,
                          f"{size - offset} bytes after this offset{cut}", path, offset)
 
 
+def truncation_error(path: Optional[str], size: int, pos: int, part_pos: int,
+                     claimed: Optional[int]) -> TruncatedFileError:
+    """The error for the record at ``pos`` that the end of a ``size``-byte file cuts: at the
+    header of its part at ``part_pos`` (``claimed`` None), or inside that part's data
+    (``claimed`` bytes). The message depends on the bytes only, not on where the file lives."""
+    where = "" if part_pos == pos else f" (its part at byte {part_pos})"
+    if claimed is None and part_pos < size:
+        cut = f"it ends {size - part_pos} bytes into the header of the record at byte {pos}" \
+              f"{where}"
+    elif claimed is None:
+        cut = f"it ends inside the record at byte {pos}, before that record's next part"
+    else:
+        cut = (f"it ends {size - part_pos - HEADER_SIZE:,} bytes into the data of the record "
+               f"at byte {pos}{where}, which claims {claimed:,} bytes")
+    return TruncatedFileError(f"truncated file: {cut}; the records before it are not "
+                              f"affected: `recio repair` copies them, with their keys, into a "
+                              f"new .rec + .idx", path, pos)
+
+
 def swallowed_head_error(record_offset: int, inner: int,
                          path: Optional[str] = None) -> RecordIOError:
     """The error for a record whose data holds a 4-aligned magic word at ``inner``.
@@ -274,5 +293,5 @@ __all__ = ["MAGIC", "MAGIC_BYTES", "PART_HEADER", "HEADER_SIZE", "MAX_RECORD_LEN
            "SMALL_PAYLOAD", "WHOLE_HEADERS", "MAGIC_LAST_BYTE",
            "encode_lrecord", "decode_cflag", "decode_length", "pad_size", "split_payload",
            "frame_parts", "encode_record", "find_record_head", "check_part_header",
-           "truncated_header_error", "swallowed_head_error", "first_aligned_magic",
-           "count_aligned_magic", "CFLAG_NAMES"]
+           "truncated_header_error", "truncation_error", "swallowed_head_error",
+           "first_aligned_magic", "count_aligned_magic", "CFLAG_NAMES"]

@@ -22,14 +22,15 @@ import mmap
 import operator
 import os
 import struct
+import warnings
 import zlib
 from collections.abc import Mapping, Sequence
 from itertools import chain, islice
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from recio.errors import IndexFileError
+from recio.errors import DuplicateKeyWarning, IndexFileError
 from recio.records.atomic import AtomicFile, atomic_open
 from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 
@@ -62,6 +63,42 @@ def index_cache_path(idx_path: PathLike) -> str:
     return os.fspath(idx_path) + CACHE_SUFFIX
 
 
+#: what a reader by key does with a repeated key (``warn_repeated_keys``)
+BY_KEY = "the last line of a key is used, as MXNet does"
+#: what a reader of every line does with one
+EVERY_LINE = "every line is read, so a repeated key names several records"
+
+
+def warn_repeated_keys(index: "Index", effect: str = BY_KEY,
+                       rec_path: Optional[PathLike] = None, stacklevel: int = 3) -> None:
+    """A ``DuplicateKeyWarning`` when keys of ``index`` repeat: the first repeated key and how
+    many lines hold it, how many keys repeat, what the reader does (``effect``) and the
+    command that gives every record its own key. Nothing when every key is unique."""
+    if not index.has_keys or not index.duplicates:
+        return
+    repeated = index.repeated_keys()
+    key, count = repeated[0]
+    shadowed = index.duplicates
+    total = f" ({shadowed:,} line(s) repeat an earlier key in all)" if shadowed != count - 1 \
+        else ""
+    lost = f", so {shadowed:,} record(s) cannot be read by key" if effect == BY_KEY else ""
+    rec = os.fspath(rec_path) if rec_path is not None else \
+        os.path.splitext(index.path or "x.idx")[0] + ".rec"
+    warnings.warn(DuplicateKeyWarning(
+        f"{index.path}: key {key_text(key)} appears on {count} lines{total}: {effect}{lost}; "
+        f"`recio index {rec} --force --key position` gives every record its own key"),
+        stacklevel=stacklevel)
+
+
+def key_text(key: Any) -> str:
+    """A key as messages spell it: as it stands in the ``.idx`` (``99``, never ``'99'``),
+    quoted only when it is empty or holds blanks or control characters."""
+    text = str(key.item() if isinstance(key, np.generic) else key)
+    if text and text.isprintable() and not any(c.isspace() for c in text):
+        return text
+    return repr(text)
+
+
 # -- one line: the rule ------------------------------------------------------------------------
 def _parse_line(raw: bytes, number: int, key_type: Callable[[str], Any],
                 rec_size: Optional[int], path: str) -> Optional[Tuple[Any, int]]:
@@ -88,10 +125,11 @@ def _parse_line(raw: bytes, number: int, key_type: Callable[[str], Any],
     if offset < 0 or offset & 3 or offset > _OFFSET_LIMIT or \
             (rec_size is not None and offset + 8 > rec_size):
         size = "" if rec_size is None else f" of the {rec_size}-byte .rec"
+        rec = os.path.splitext(path)[0] + ".rec"
         raise IndexFileError(
-            f"offset {offset} for key {key!r} is not a record head{size} (offsets are "
-            f"4-aligned and inside the file); rebuild the index with `recio index`",
-            path, line=number)
+            f"offset {offset} for key {key_text(key)} is not a record head{size} (offsets are "
+            f"4-aligned and inside the file); `recio verify {rec}` checks the .rec, "
+            f"`recio index {rec} --force` rebuilds the index", path, line=number)
     return key, offset
 
 
@@ -711,6 +749,21 @@ class Index:
             return len(self) - len(self._lookup_arrays()[0])
         return len(self) - len(self._mapping())
 
+    def repeated_keys(self, limit: int = 3) -> List[Tuple[Any, int]]:
+        """``(key, lines holding it)`` of the first ``limit`` keys that appear on several lines,
+        in the order they first appear (empty when every key is unique)."""
+        if not self.duplicates:
+            return []
+        if isinstance(self._keys, np.ndarray):
+            values, first, counts = np.unique(self._keys, return_index=True, return_counts=True)
+            many = np.flatnonzero(counts > 1)
+            many = many[np.argsort(first[many], kind="stable")][:limit]
+            return [(values[i].item(), int(counts[i])) for i in many]
+        counts: Dict[Any, int] = {}
+        for key in self._keys:
+            counts[key] = counts.get(key, 0) + 1
+        return [(key, n) for key, n in counts.items() if n > 1][:limit]
+
     def unique_count(self) -> int:
         """Number of distinct keys (``len`` of the dict MXNet builds)."""
         return len(self) - self.duplicates
@@ -924,9 +977,10 @@ def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[i
     ``key_type``: ``int`` (fast, cached), any other callable applied to each key string (slower,
     never cached), or ``None`` when only offsets are needed (any UTF-8 key is accepted; integer
     keys are kept and cached). With ``rec_size`` every offset must leave room for a record
-    header in the ``.rec``. ``cache``: ``None`` follows ``RECIO_INDEX_CACHE`` and the size
-    threshold, ``True``/``False`` force it on/off. A URL is read through fsspec
-    (``storage_options``), or from ``shard_cache``'s local copy (a
+    header in the ``.rec`` (``recio.records.diagnose.open_checked_index`` says instead whether
+    the ``.rec`` was cut short or the index belongs to another file). ``cache``: ``None``
+    follows ``RECIO_INDEX_CACHE`` and the size threshold, ``True``/``False`` force it on/off. A
+    URL is read through fsspec (``storage_options``), or from ``shard_cache``'s local copy (a
     ``recio.records.cache.ShardCache``), and has no sidecar cache.
     """
     path = os.fspath(idx_path)
@@ -1102,6 +1156,7 @@ def _format_lines(keys: np.ndarray, offsets: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-__all__ = ["read_index", "read_index_range", "write_index", "format_index", "iter_index_lines", "sibling_index_path",
-           "open_index", "index_cache_path", "Index", "IndexKeys", "IndexOffsets",
-           "CACHE_SUFFIX", "CACHE_ENV", "CACHE_MIN_BYTES"]
+__all__ = ["key_text", "warn_repeated_keys", "BY_KEY", "EVERY_LINE", "read_index",
+           "read_index_range", "write_index", "format_index", "iter_index_lines",
+           "sibling_index_path", "open_index", "index_cache_path", "Index", "IndexKeys",
+           "IndexOffsets", "CACHE_SUFFIX", "CACHE_ENV", "CACHE_MIN_BYTES"]

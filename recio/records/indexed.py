@@ -10,8 +10,10 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Uni
 import numpy as np
 
 from recio import storage
+from recio.errors import RecordIOError
 from recio.records.cache import ShardCache
-from recio.records.index import Index, IndexOffsets, open_index, sibling_index_path
+from recio.records.diagnose import explain_indexed_read, open_checked_index
+from recio.records.index import BY_KEY, Index, IndexOffsets, sibling_index_path, warn_repeated_keys
 from recio.records.reader import RecordReader
 from recio.storage import StorageOptions
 
@@ -38,7 +40,9 @@ def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
     ``warn_on_scan`` a missing ``.idx`` is reported (a ``UserWarning`` saying how to write it)
     before the scan starts, for callers whose users expect an index to exist. URLs are read
     through ``shard_cache`` when one is given (``recio.records.cache.ShardCache``; an index a
-    manifest names needs no lookup).
+    manifest names needs no lookup). An index whose offsets run past the end of the ``.rec``
+    raises ``TruncatedFileError`` (the ``.rec`` was cut short) or ``IndexMismatchError`` (the
+    index belongs to another file).
     """
     if idx_path is None:
         candidate = sibling_index_path(rec_path)
@@ -57,8 +61,8 @@ def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
         rec_size = (shard_cache.size(os.fspath(rec_path))
                     if shard_cache is not None and storage.is_url(rec_path)
                     else storage.size(rec_path, storage_options))
-    return open_index(idx_path, key_type, rec_size=rec_size, cache=cache,
-                      storage_options=storage_options, shard_cache=shard_cache)
+    return open_checked_index(rec_path, idx_path, key_type, rec_size=rec_size, cache=cache,
+                              storage_options=storage_options, shard_cache=shard_cache)
 
 
 def load_index(rec_path: PathLike, idx_path: Optional[PathLike] = None,
@@ -92,16 +96,18 @@ class IndexedRecordReader(Mapping):
                        if storage.is_url(self.path) else None)
         self.reader = RecordReader(self.path, storage_options=storage_options,
                                    shard_cache=shard_cache)
-        self.index: Index = index_for(self.path, idx_path, key_type, rec_size=self.reader.size,
-                                      cache=cache, storage_options=storage_options,
-                                      shard_cache=shard_cache)
+        try:
+            self.index: Index = index_for(self.path, idx_path, key_type,
+                                          rec_size=self.reader.size, cache=cache,
+                                          storage_options=storage_options,
+                                          shard_cache=shard_cache)
+        except BaseException:
+            self.reader.close()
+            raise
         self.idx_path = self.index.path
         self.key_type = key_type
         self._bind()
-        duplicates = self.index.duplicates
-        if duplicates:
-            warnings.warn(f"{self.idx_path}: {duplicates} duplicate keys; the last offset of "
-                          f"each is used (as MXNet does)", stacklevel=2)
+        warn_repeated_keys(self.index, BY_KEY, self.path)
 
     def _bind(self) -> None:
         """Hot-path shortcuts: the reader's ``read_at`` and, for keys ``0..n-1``, the offsets
@@ -120,13 +126,37 @@ class IndexedRecordReader(Mapping):
 
     def __getitem__(self, key: Any) -> bytes:
         dense = self._dense
-        if dense is not None and type(key) is int and 0 <= key < len(dense):  # hot path
-            return self._read_at(dense[key])
-        return self._read_at(self._offset(key))
+        offset = dense[key] if dense is not None and type(key) is int and \
+            0 <= key < len(dense) else self._offset(key)  # the hot path first
+        try:
+            return self._read_at(offset)
+        except RecordIOError as exc:
+            raise explain_indexed_read(self.reader, self.index, offset, exc) from None
+
+    def read_at(self, offset: int) -> bytes:
+        """The record at byte ``offset`` (one of the index's), a failure explained as
+        ``__getitem__`` explains it."""
+        try:
+            return self._read_at(offset)
+        except RecordIOError as exc:
+            raise explain_indexed_read(self.reader, self.index, offset, exc) from None
+
+    def peek_at(self, offset: int, n: int) -> bytes:
+        """The first ``n`` bytes of the record at ``offset`` (``RecordReader.peek_at``), a
+        failure explained as ``__getitem__`` explains it."""
+        try:
+            return self.reader.peek_at(offset, n)
+        except RecordIOError as exc:
+            raise explain_indexed_read(self.reader, self.index, offset, exc) from None
 
     def read_many(self, keys: Iterable[Any]) -> List[bytes]:
         """The records of ``keys`` as a list (a batch read: one call instead of many)."""
-        return self.reader.read_many_at(self.index.offsets_of(keys))
+        offsets = self.index.offsets_of(keys)
+        try:
+            return self.reader.read_many_at(offsets)
+        except RecordIOError as exc:
+            offset = exc.offset if exc.offset in offsets else offsets[0]
+            raise explain_indexed_read(self.reader, self.index, offset, exc) from None
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.index.unique_keys())

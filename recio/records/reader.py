@@ -14,10 +14,11 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, 
 
 import numpy as np
 
-from recio.errors import RecordIOError, StorageError
+from recio.errors import NotRecordFileError, RecordIOError, StorageError
 from recio.records.framing import (
     CFLAG_LAST,
     HEADER_SIZE,
+    LENGTH_MASK,
     MAGIC,
     MAGIC_BYTES,
     PART_HEADER,
@@ -27,7 +28,9 @@ from recio.records.framing import (
     first_aligned_magic,
     swallowed_head_error,
     truncated_header_error,
+    truncation_error,
 )
+from recio.records.sniff import SNIFF_BYTES, not_a_record_file
 from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
@@ -143,7 +146,11 @@ class RecordReader:
         return self._file.read(end - start)
 
     def _locate(self, pos: int) -> Tuple[List[Span], int]:
-        """Check the record whose first part is at ``pos``: its data spans and the next offset."""
+        """Check the record whose first part is at ``pos``: its data spans and the next offset.
+
+        A record the end of the file cuts raises ``TruncatedFileError``; a file that is plainly
+        something else (a manifest, an ``.idx``...) raises ``NotRecordFileError`` at byte 0.
+        """
         spans: List[Span] = []
         part_pos, size = pos, self.size
         if pos & 3 and 0 <= pos < size:
@@ -151,9 +158,21 @@ class RecordReader:
                                 self.path, pos)
         while True:
             if part_pos < 0 or part_pos + HEADER_SIZE > size:
+                if 0 <= pos < size and (part_pos > pos or self._bytes(
+                        pos, min(size, pos + 4)) == MAGIC_BYTES[:min(4, size - pos)]):
+                    raise self._truncated(pos, part_pos, None)
                 raise truncated_header_error(part_pos, size, pos, self.path)
             magic, lrec = PART_HEADER.unpack(self._bytes(part_pos, part_pos + HEADER_SIZE))
-            cflag, length = check_part_header(magic, lrec, part_pos, size, pos, self.path)
+            try:
+                cflag, length = check_part_header(magic, lrec, part_pos, size, pos, self.path)
+            except RecordIOError as exc:
+                if pos == 0 and magic != MAGIC and self.path is not None:
+                    raise not_a_record_file(self.path, self._bytes(0, min(size, SNIFF_BYTES)),
+                                            self.storage_options) or exc
+                if magic == MAGIC and part_pos + HEADER_SIZE + (lrec & LENGTH_MASK) > size \
+                        and self._find_head(part_pos + HEADER_SIZE) < 0:
+                    raise self._truncated(pos, part_pos, lrec & LENGTH_MASK) from None
+                raise
             start = part_pos + HEADER_SIZE
             part_end = start + length + (-length & 3)
             if not self.trust_lengths:
@@ -164,6 +183,11 @@ class RecordReader:
             part_pos = part_end
             if cflag == 0 or cflag == CFLAG_LAST:
                 return spans, min(part_pos, size)  # a last record may lack its padding
+
+    def _truncated(self, pos: int, part_pos: int, claimed: Optional[int]) -> RecordIOError:
+        """The error for the record at ``pos`` that the end of the file cuts (at its part at
+        ``part_pos``, which claims ``claimed`` bytes; None: the header itself is cut)."""
+        return truncation_error(self.path, self.size, pos, part_pos, claimed)
 
     def _stray_magic(self, start: int, end: int) -> int:
         """File offset of a 4-aligned magic word in ``[start, end)``, or -1."""
@@ -204,6 +228,8 @@ class RecordReader:
                 if self.on_error != "skip":
                     raise
                 head = self._find_head(pos + 4)
+                if isinstance(exc, NotRecordFileError) and head < 0:
+                    raise  # no record anywhere: not a damaged .rec but another kind of file
                 stop = self.size if head < 0 else head
                 self._skipped(pos, stop, exc)
                 if head < 0:

@@ -18,6 +18,7 @@ import numpy as np
 from recio import storage
 from recio.records.atomic import check_outputs
 from recio.records.index import PathLike, index_cache_path, sibling_index_path, write_index
+from recio.records.sniff import not_a_record_file
 from recio.records.split import record_heads
 
 Progress = Optional[Callable[[int], Any]]
@@ -34,6 +35,7 @@ class RebuiltIndex:
     rec_path: str
     idx_path: str
     records: int
+    keys: str = "position"  # "position" (0..n-1), "id" (image ids) or "custom"
 
 
 def scan_record_offsets(rec_path: PathLike, progress: Progress = None) -> np.ndarray:
@@ -67,6 +69,9 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
     """
     rec_path = os.fspath(rec_path)
     idx_path = sibling_index_path(rec_path) if idx_path is None else os.fspath(idx_path)
+    other = not_a_record_file(rec_path)  # an .idx given as REC is its own sibling: say so
+    if other is not None:
+        raise other
     check_outputs([idx_path], [rec_path], force=force)
     offsets = scan_record_offsets(rec_path, progress)
     key_list: Sequence[Any] = range(len(offsets)) if keys is None else keys(rec_path, offsets)
@@ -76,7 +81,7 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
             os.remove(index_cache_path(idx_path))
         except OSError:
             pass
-    return RebuiltIndex(rec_path, idx_path, len(offsets))
+    return RebuiltIndex(rec_path, idx_path, len(offsets), "position" if keys is None else "custom")
 
 
 __all__ = ["rebuild_index", "scan_record_offsets", "RebuiltIndex", "KeyFunction"]

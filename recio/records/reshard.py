@@ -20,9 +20,10 @@ import os
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from recio import storage
-from recio.errors import RecordIOError
+from recio.errors import IndexFileError, RecordIOError
 from recio.records.atomic import OutputSet, check_outputs
-from recio.records.index import format_index, open_index, sibling_index_path
+from recio.records.diagnose import open_checked_index
+from recio.records.index import format_index, sibling_index_path
 from recio.records.split import (
     DEFAULT_CHUNK_SIZE,
     FileSpan,
@@ -139,10 +140,18 @@ def _refuse_repeat(key: str, path: str, offset: int, seen: Dict[str, str]) -> No
 
 def _keyed_heads(span: FileSpan, keys: Optional[Dict[int, str]],
                  numbered: List[int]) -> Iterator[Tuple[str, int]]:
-    """``(key, offset)`` of each record head in the span: its key in the input's index, else
+    """``(key, offset)`` of each record head in the span: its key in the input's index (a
+    record the index does not list raises: the index does not match the file, and numbering
+    that record would mix kept keys with made-up ones), else, for an input without an index,
     the running number ``numbered[0]`` (advanced for every record)."""
     for offset in record_heads(span.path, span.start, span.end):
         key = keys.get(offset) if keys is not None else None
+        if key is None and keys is not None:
+            raise IndexFileError(
+                f"the record at byte {offset} of {span.path} is in no entry of its index: the "
+                f"index does not match the file (`recio verify {span.path}` says how); rebuild "
+                f"it with `recio index {span.path} --force`, or give --keys renumber",
+                path=span.path, offset=offset)
         yield (str(numbered[0]) if key is None else key), offset
         numbered[0] += 1
 
@@ -155,7 +164,7 @@ def _input_keys(files: List[str], idx_paths: Optional[Sequence[Optional[PathLike
         given = idx_paths[i] if idx_paths is not None and i < len(idx_paths) else None
         idx = os.fspath(given) if given is not None else sibling_index_path(path)
         if given is not None or storage.exists(idx):
-            index = open_index(idx, key_type=str, rec_size=storage.size(path))
+            index = open_checked_index(path, idx, key_type=str)
             out[path] = dict(zip(index.offsets.tolist(), index.key_list()))
     return out
 

@@ -60,6 +60,7 @@ from recio.records.atomic import (
 )
 from recio.records.cache import READ_AHEAD, ShardCache
 from recio.records.framing import HEADER_SIZE
+from recio.records.diagnose import open_checked_index
 from recio.records.index import iter_index_lines, open_index
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
@@ -454,8 +455,8 @@ class ShardReader:
         shards = self.manifest.shards
         # with a cache a shard is opened (downloaded) when first read
         self._readers: List[Optional[RecordReader]] = [None] * len(shards)
-        self._indexes = [open_index(s.idx, key_type=None, rec_size=s.rec_bytes,
-                                    storage_options=options, shard_cache=self._cache)
+        self._indexes = [open_checked_index(s.rec, s.idx, key_type=None, rec_size=s.rec_bytes,
+                                            storage_options=options, shard_cache=self._cache)
                          for s in shards]
         for n, (shard, index) in enumerate(zip(shards, self._indexes)):
             if len(index) != shard.records:
@@ -569,10 +570,20 @@ class ManifestReport:
     def clean(self) -> bool:
         return not self.problems
 
+    @property
+    def verdict(self) -> str:
+        """``OK``; ``BAD INDEX`` when only shards' ``.idx`` files differ (the records are
+        intact: rebuild those indexes); ``DAMAGED`` otherwise."""
+        if not self.problems:
+            return "OK"
+        if all(p.path.endswith(".idx") for p in self.problems):
+            return "BAD INDEX"
+        return "DAMAGED"
+
     def to_dict(self) -> Dict[str, Any]:
         return {"path": self.path, "shards": self.shards, "records": self.records,
                 "bytes": self.nbytes, "deep": self.deep, "clean": self.clean,
-                "problems": [vars(p) for p in self.problems]}
+                "verdict": self.verdict, "problems": [vars(p) for p in self.problems]}
 
 
 def verify_manifest(path: PathLike, *, deep: bool = False,
@@ -694,8 +705,8 @@ def combined_lines(shards: Sequence[Shard], storage_options: StorageOptions = No
         if size != shard.rec_bytes:
             raise ManifestError(f"has {size} bytes; the manifest says {shard.rec_bytes} "
                                 f"(run recio verify on the manifest)", path=shard.rec)
-        index = open_index(shard.idx, key_type=int, rec_size=size,
-                           storage_options=storage_options)
+        index = open_checked_index(shard.rec, shard.idx, key_type=int, rec_size=size,
+                                   storage_options=storage_options)
         yield from iter_index_lines(index.key_array(), index.offsets + base)
         base += size
 

@@ -111,6 +111,9 @@ class RecordCorpus:
         self._reader = RecordReader(self.rec_path)
         self._size = rec_size
         side = sequence.sidecar_path(self.rec_path)
+        #: each stream's layout (sparse?, dtype, dim, 1-D?) as record 0 gives it: every record
+        #: decoded must match (None: image records, whose image streams vary in size)
+        self.layouts: Optional[Dict[str, sequence.Layout]] = None
         if os.path.exists(side):
             self.kind = "sequence"
             names, counts = sequence.read_sidecar(side, rec_size, len(self.offsets))
@@ -129,6 +132,14 @@ class RecordCorpus:
             self.stream_names = list(IMAGE_STREAMS)
             self.counts = np.ones((len(self.offsets), 2), dtype=np.uint32)
         self._side = side
+        if self.kind == "sequence" and len(self.offsets):
+            self.layouts = self._reference_layouts()
+        # the layout check of decode_at, per stream in stream_names order: (sparse?, dtype,
+        # dim for sparse or the shape after N for dense)
+        self._expected = [] if self.layouts is None else [
+            None if lay is None else
+            (lay[0], lay[1], lay[2] if lay[0] else (() if lay[3] else (lay[2],)))
+            for lay in (self.layouts.get(name) for name in self.stream_names)]
         # the counts as a flat buffer of Python-int items, for the per-record check in decode_at
         self._flat_counts = memoryview(
             np.ascontiguousarray(self.counts, dtype=np.uint32).reshape(-1))
@@ -139,6 +150,36 @@ class RecordCorpus:
         _, starts = np.unique(before // chunk_samples, return_index=True)
         self.bounds = np.append(starts, len(size)).astype(np.int64)
         self.num_chunks = len(self.bounds) - 1
+
+    def _reference_layouts(self) -> Dict[str, sequence.Layout]:
+        """The stream layouts every record must have: record 0's, unless the next records
+        (up to 3) agree on others, which names record 0 as damaged (before a minibatch pads
+        what its damaged dimension claims)."""
+        def layouts(row: int) -> Dict[str, sequence.Layout]:
+            offset = int(self.offsets[row])
+            try:
+                return sequence.sequence_layouts(self._reader.read_at(offset))
+            except RecordIOError as exc:
+                raise type(exc)(f"record {row}: {exc.message}", path=self.rec_path,
+                                offset=offset) from None
+
+        first = layouts(0)
+        others = []
+        for row in range(1, min(4, len(self.offsets))):
+            try:
+                others.append(layouts(row))
+            except RecordIOError:  # its own read will say so, in its turn
+                return first
+        differ = [n for n in first if others and n in others[0] and first[n] != others[0][n]]
+        if differ and all(o == others[0] for o in others):
+            name = differ[0]
+            rows = ", ".join(str(r) for r in range(1, len(others) + 1))
+            raise SequenceError(
+                f"record 0: stream {name!r} is {sequence.describe_layout(first[name])} where "
+                f"the records after it ({rows}) have "
+                f"{sequence.describe_layout(others[0][name])}; record 0 is damaged",
+                path=self.rec_path, offset=int(self.offsets[0]))
+        return first
 
     def _count_samples(self) -> Tuple[List[str], np.ndarray]:
         """Stream names and ``counts[records, streams]`` from every record's stream table."""
@@ -198,18 +239,38 @@ class RecordCorpus:
             raise type(exc)(exc.message, path=self.rec_path, offset=offset) from None
 
     def _check_counts(self, seq: Dict[str, Any], row: int) -> None:
-        """A decoded record against its row of ``counts``: same streams, same sample counts."""
+        """A decoded record against its row of ``counts`` (same streams, same sample counts)
+        and against record 0's stream layouts (same kind, dtype and dimension: a damaged
+        dimension must not reach NumPy as a shape mismatch later)."""
         names, flat, width = self.stream_names, self._flat_counts, len(self.stream_names)
         base = row * width
         same = len(seq) == width
+        expected = self._expected
+        laid_out = True
         if same:
             for k, (name, data) in enumerate(seq.items()):
-                # a stream's samples as recio.sequence.records._samples_of counts them (inlined: this
-                # runs for every record decoded; decoded arrays are never 0-d)
-                n = data.num_samples if type(data) is Sparse else len(data)
+                # a stream's samples as recio.sequence.records._samples_of counts them and its
+                # layout as stream_layout gives it (inlined: this runs for every record
+                # decoded; decoded arrays are never 0-d)
+                want = expected[k] if expected else None
+                if type(data) is Sparse:
+                    n = data.num_samples
+                    if want is not None:
+                        laid_out = want[0] and data.dim == want[2] and \
+                            data.values.dtype == want[1]
+                else:
+                    n = len(data)
+                    if want is not None:
+                        laid_out = not want[0] and data.dtype == want[1] and \
+                            data.shape[1:] == want[2]
                 if name != names[k] or n != flat[base + k]:
                     same = False
                     break
+                if not laid_out:
+                    problem = sequence.layout_mismatch({name: data}, self.layouts, "record 0")
+                    raise SequenceError(
+                        f"record {row}: {problem}; every record of a file needs the same "
+                        f"stream layouts, so one of the two records is damaged")
         if not same:
             got = stream_sample_counts(seq)
             expected = self.counts[row].tolist()
@@ -280,10 +341,16 @@ class MemoryCorpus:
             raise ValueError(f"chunk_sequences must be >= 1, not {chunk_sequences}")
         self.sequences = [dict(s) for s in sequences]
         self.stream_names = list(self.sequences[0]) if self.sequences else []
+        self.layouts = {name: sequence.stream_layout(data)
+                        for name, data in self.sequences[0].items()} if self.sequences else {}
         for i, seq in enumerate(self.sequences):
             if list(seq) != self.stream_names:
                 raise SequenceError(f"sequence {i} has streams {list(seq)}, the first has "
                                     f"{self.stream_names}")
+            problem = sequence.layout_mismatch(seq, self.layouts, "sequence 0")
+            if problem is not None:
+                raise SequenceError(f"sequence {i}: {problem}; every sequence needs the same "
+                                    f"stream layouts")
         self.counts = np.array([list(stream_sample_counts(s).values()) for s in self.sequences],
                                dtype=np.int64).reshape(len(self.sequences), len(self.stream_names))
         self.chunk_sequences = chunk_sequences
@@ -308,10 +375,19 @@ class ConcatCorpus:
             raise ValueError("no input files given")
         self.corpora = list(corpora)
         self.stream_names = list(self.corpora[0].stream_names)
+        first = self.corpora[0]
         for c in self.corpora[1:]:
             if list(c.stream_names) != self.stream_names:
                 raise SequenceError(f"inputs have different streams: {self.stream_names} and "
                                     f"{list(c.stream_names)}")
+            theirs, ours = getattr(c, "layouts", None), getattr(first, "layouts", None)
+            if theirs and ours and theirs != ours:
+                name = next(n for n in ours if ours[n] != theirs.get(n, ours[n]))
+                raise SequenceError(
+                    f"inputs have different layouts of stream {name!r}: "
+                    f"{sequence.describe_layout(ours[name])} in {_source_name(first)} and "
+                    f"{sequence.describe_layout(theirs[name])} in {_source_name(c)}",
+                    path=_source_name(c))
         self._first = np.cumsum([0] + [c.num_chunks for c in self.corpora])
         self.num_chunks = int(self._first[-1])
 
@@ -421,9 +497,21 @@ class Minibatch:
                 f"end_of_epoch={self.end_of_epoch}, streams={list(self.streams)})")
 
     def padded(self, name: str, pad_value: float = 0) -> Tuple[np.ndarray, np.ndarray]:
-        """``(data B x T x dim, mask B x T)`` for a stream; sparse streams are densified."""
-        seqs = [s.to_dense() if hasattr(s, "to_dense") else np.asarray(s)
-                for s in self.streams[name]]
+        """``(data B x T x dim, mask B x T)`` for a stream; sparse streams are densified.
+
+        The stream's sequences must share one layout (dense or sparse, dtype, dimension);
+        ``SequenceError`` names the first sequence that differs (corpora check this when
+        they read a record, so it means sequences of different sources were mixed)."""
+        raw = self.streams[name]
+        if raw:
+            first = sequence.stream_layout(raw[0])
+            for i, s in enumerate(raw):
+                if sequence.stream_layout(s) != first:
+                    problem = sequence.layout_mismatch({name: s}, {name: first},
+                                                       f"sequence {int(self.ids[0])}")
+                    raise SequenceError(f"sequence {int(self.ids[i])} of the corpus: {problem}; "
+                                        f"padded() needs one layout")
+        seqs = [s.to_dense() if hasattr(s, "to_dense") else np.asarray(s) for s in raw]
         lengths = [len(s) for s in seqs]
         t = max(lengths, default=0)
         tail = seqs[0].shape[1:] if seqs else ()

@@ -51,7 +51,8 @@ from recio import storage
 from recio.deprecation import deprecated_alias
 from recio.errors import SequenceError
 from recio.records.atomic import ManagedWriter, OutputSet, atomic_open
-from recio.records.index import format_index, open_index, sibling_index_path
+from recio.records.diagnose import open_checked_index
+from recio.records.index import format_index, sibling_index_path
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
@@ -253,6 +254,50 @@ def _dtype_code(dtype: np.dtype, name: str) -> int:
 
 def _samples_of(data: Stream) -> int:
     return data.num_samples if isinstance(data, Sparse) else int(np.shape(data)[0])
+
+
+#: what a stream holds besides its samples: (sparse?, dtype, dim, 1-D?). Every sequence of a
+#: corpus must give each stream the same layout (CNTK's streams have one type and dimension)
+Layout = Tuple[bool, np.dtype, int, bool]
+
+
+def stream_layout(data: Stream) -> Layout:
+    """The layout of a decoded (or to be packed) stream."""
+    if isinstance(data, Sparse):
+        return True, np.dtype(data.values.dtype), int(data.dim), False
+    shape = np.shape(data)
+    return False, np.asarray(data).dtype, int(shape[1]) if len(shape) > 1 else 1, len(shape) == 1
+
+
+def sequence_layouts(buf: Buffer) -> Dict[str, Layout]:
+    """``{stream: layout}`` of a packed sequence, from its stream table only (no sections
+    decoded); ``SequenceError`` for a damaged table."""
+    descriptors, _ = _parse_descriptors(buf)
+    out = {name: (kind == KIND_SPARSE, dtype, int(dim), bool(flags & FLAG_1D))
+           for name, kind, dtype, flags, dim, _, _ in descriptors}
+    if len(out) != len(descriptors):
+        raise _duplicate_name(descriptors)
+    return out
+
+
+def describe_layout(layout: Layout) -> str:
+    """``"sparse float32 of dim 1000"``, ``"dense int64 (1-D)"``: a layout for messages."""
+    sparse, dtype, dim, one_d = layout
+    return (f"{'sparse' if sparse else 'dense'} {np.dtype(dtype).name}"
+            + (" (1-D)" if one_d else f" of dim {dim}"))
+
+
+def layout_mismatch(seq: Dict[str, Stream], expected: Dict[str, Layout],
+                    reference: str) -> Optional[str]:
+    """The first stream of ``seq`` whose layout differs from ``expected`` (the layouts of
+    ``reference``, e.g. ``"record 0"``), as a phrase; None when all agree."""
+    for name, data in seq.items():
+        want = expected.get(name)
+        got = stream_layout(data)
+        if want is not None and got != want:
+            return (f"stream {name!r} is {describe_layout(got)} where {reference} has "
+                    f"{describe_layout(want)}")
+    return None
 
 
 def stream_sample_counts(seq: Dict[str, Stream]) -> Dict[str, int]:
@@ -607,7 +652,8 @@ def sample_counts(rec_path: PathLike, stream: Optional[str] = None) -> np.ndarra
                             f"recio.sequence.rebuild_sidecar({rec_path!r})", path=rec_path)
     rec_size = storage.size(rec_path)
     idx = sibling_index_path(rec_path)
-    num_records = len(open_index(idx, None, rec_size=rec_size)) if storage.exists(idx) else None
+    num_records = len(open_checked_index(rec_path, idx, None, rec_size=rec_size)) \
+        if storage.exists(idx) else None
     with storage.local_copy(side) as local_side:  # a URL's sidecar: downloaded (it is small)
         names, counts = read_sidecar(local_side, rec_size, num_records)
     if stream is None:

@@ -53,7 +53,8 @@ from recio.image.imageiter import Augmenter
 from recio.optional import require
 from recio.records.cache import (PREFETCH_THREADS, READ_AHEAD, RECHECK_SECONDS, Prefetch,
                                  ShardCache)
-from recio.records.index import open_index
+from recio.records.diagnose import explain_indexed_read, open_checked_index
+from recio.records.index import BY_KEY, EVERY_LINE, key_text, warn_repeated_keys
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
@@ -139,8 +140,11 @@ class RecordDataset(Dataset):
     is one ranged GET, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``), whole files are kept
     in that local folder, at most ``cache_limit`` bytes (``recio.records.cache``), so a record
     is read from local disk; a ``RecordSampler`` over the dataset downloads the files in the
-    order its records come first. Undecodable images raise ``ImageError`` naming the key. Safe
-    in ``DataLoader(num_workers > 0)``: files reopen in each process, which share the cache.
+    order its records come first. ``ds[i]`` reads line i of the index: an index whose keys
+    repeat gives every line and a ``DuplicateKeyWarning`` naming the key (with ``keys``, a
+    repeated key reads its last line, as MXNet does). Undecodable images raise ``ImageError``
+    naming the key. Safe in ``DataLoader(num_workers > 0)``: files reopen in each process,
+    which share the cache.
     (``path_imgrec``/``path_imgidx`` are the deprecated names of ``rec_path``/``idx_path``.)
     To resume exactly mid-epoch, sample it with ``RecordSampler``, which holds the position
     (``StatefulDataLoader(ds, sampler=RecordSampler(ds), ...)``).
@@ -168,8 +172,8 @@ class RecordDataset(Dataset):
             if cache is not None:
                 cache.expect_manifest(manifest)
             self._files = manifest.rec_paths()
-            indexes = [open_index(s.idx, key_type, rec_size=s.rec_bytes,
-                                  storage_options=storage_options, shard_cache=cache)
+            indexes = [open_checked_index(s.rec, s.idx, key_type, rec_size=s.rec_bytes,
+                                          storage_options=storage_options, shard_cache=cache)
                        for s in manifest.shards]
         else:  # a path, a list, a glob or a folder, as InputSplit takes them
             self._files = expand_source(rec_path, storage_options, cache)
@@ -205,12 +209,12 @@ class RecordDataset(Dataset):
 
     def _init_one(self, index: Any, keys: Optional[Sequence[Any]]) -> None:
         self._shard: Optional[np.ndarray] = None  # one file: no shard numbers
-        if keys is None:
-            self.keys: Sequence[Any] = index.keys_view() if not index.duplicates else \
-                index.unique_keys()
-            self.offsets = index.offsets if not index.duplicates else \
-                np.asarray(index.offsets_of(self.keys), dtype=np.int64)
+        if keys is None:  # every line of the index, a repeated key too (said by a warning)
+            warn_repeated_keys(index, EVERY_LINE, self._files[0], stacklevel=5)
+            self.keys: Sequence[Any] = index.keys_view()
+            self.offsets = index.offsets
         else:
+            warn_repeated_keys(index, BY_KEY, self._files[0], stacklevel=5)
             self.keys = [k.item() if isinstance(k, np.generic) else k for k in keys]
             missing = [k for k in self.keys if k not in index]
             if missing:
@@ -220,6 +224,9 @@ class RecordDataset(Dataset):
 
     def _init_shards(self, indexes: Sequence[Any], keys: Optional[Sequence[Any]]) -> None:
         """Several shards: every record as (shard number, offset), keys across the set."""
+        for n, index in enumerate(indexes):
+            warn_repeated_keys(index, EVERY_LINE if keys is None else BY_KEY, self._files[n],
+                               stacklevel=5)
         shard = np.concatenate([np.full(len(ix), n, np.int32) for n, ix in enumerate(indexes)])
         offsets = np.concatenate([ix.offsets for ix in indexes]).astype(np.int64)
         all_keys = [k for ix in indexes for k in ix.key_list()]
@@ -263,7 +270,11 @@ class RecordDataset(Dataset):
     def read_record(self, i: int) -> bytes:
         """The raw payload of the i-th record (no decoding)."""
         n, offset = self._locate(i)
-        return self._open(n).read_at(offset)
+        reader = self._open(n)
+        try:
+            return reader.read_at(offset)
+        except RecordIOError as exc:  # the index's fault or the .rec's: say which
+            raise explain_indexed_read(reader, self._indexes[n], offset, exc) from None
 
     def __getitem__(self, i: int) -> Tuple[Any, Any]:
         i = int(i)  # NumPy / torch integer indices work too
@@ -272,7 +283,7 @@ class RecordDataset(Dataset):
         if not 0 <= i < len(self.keys):
             raise IndexError(f"index {i} out of range for {len(self.keys)} records")
         n, offset = self._locate(i)
-        return self._decoder(self.read_record(i), self._files[n], f"key {self.keys[i]!r}",
+        return self._decoder(self.read_record(i), self._files[n], f"key {key_text(self.keys[i])}",
                              offset)
 
     def __getstate__(self) -> dict:

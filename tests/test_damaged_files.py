@@ -1,0 +1,367 @@
+"""Every entry point names the real culprit of a damaged dataset, and its message leads to a fix.
+
+The scenarios of a newcomer's first hour, replayed on a small im2rec-style dataset: a ``.rec``
+cut short with its old ``.idx``, an ``.idx`` of another file, a manifest / ``.idx`` / ``.lst``
+given where a ``.rec`` belongs, an index whose keys repeat, and ``recio index --force`` over
+im2rec's keys. Commands run the way users run them (CliRunner, and a subprocess for the exit
+codes and the one-line message).
+"""
+import io
+import os
+import shutil
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+
+import recio
+from recio.cli.main import recio as recio_group
+from recio.records.index import open_index
+from recio.sequence.minibatch import MemoryCorpus, Minibatch
+
+
+def run(*args):
+    return CliRunner().invoke(recio_group, [str(a) for a in args])
+
+
+def jpeg(seed):
+    rng = np.random.default_rng(seed)
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 255, (9, 7, 3), dtype=np.uint8)).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    """``data/train.rec`` + ``.idx`` keyed as im2rec keys them (shuffled .lst indices = image
+    ids), and ``other.rec`` + ``.idx``, a different file."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    ids = [int(i) for i in np.random.default_rng(5).permutation(12) + 20]
+    with recio.IndexedRecordWriter(folder / "train.rec", folder / "train.idx") as w:
+        for n, i in enumerate(ids):
+            w.write(i, recio.pack(recio.IRHeader(0, float(n % 3), i, 0), jpeg(i)))
+    with recio.IndexedRecordWriter(folder / "other.rec", folder / "other.idx") as w:
+        for i in range(12):
+            w.write(i, recio.pack(recio.IRHeader(0, 0.0, i, 0), jpeg(100 + i) * 2))
+    return folder, ids
+
+
+def cut(folder, records=7, into=40):
+    """``short.rec``: train.rec cut ``into`` bytes into its record ``records``, with the old
+    train.idx as its index; returns the byte of the cut record."""
+    offsets = [int(o) for o in recio.IndexedRecordReader(folder / "train.rec").index.offsets]
+    data = (folder / "train.rec").read_bytes()
+    (folder / "short.rec").write_bytes(data[:offsets[records] + into])
+    shutil.copy(folder / "train.idx", folder / "short.idx")
+    return offsets[records]
+
+
+# -- a .rec cut short ----------------------------------------------------------------------
+def test_verify_says_truncated_counts_the_intact_records_and_points_to_repair(dataset):
+    folder, _ = dataset
+    head = cut(folder)
+    res = run("verify", folder / "short.rec")
+    assert res.exit_code == 1
+    last = res.output.strip().splitlines()
+    assert last[-2].startswith(f"TRUNCATED: {folder / 'short.rec'}: the file ends inside the "
+                               f"record at byte {head:,}") and "the 7 records before it are " \
+        "intact" in last[-2]
+    assert last[-1].startswith("next: rescue the intact records: `recio repair") and \
+        "DAMAGED" not in res.output
+    # the command it names works and gives the 7 records back, keys kept
+    res = run("repair", folder / "short.rec", "-o", folder / "short_repaired")
+    assert res.exit_code == 0
+    fixed = recio.IndexedRecordReader(folder / "short_repaired.rec")
+    whole = recio.IndexedRecordReader(folder / "train.rec")
+    assert fixed.keys() == whole.keys()[:7] and all(fixed[k] == whole[k] for k in fixed)
+
+
+@pytest.mark.parametrize("argv", [
+    ["index", "{short}", "--force"], ["extract", "{short}", "{out}"],
+    ["repack", "{short}", "{out}", "--shuffle"], ["split", "{short}", "-n", "2", "--write",
+                                                   "{out}/x"],
+    ["show", "{short}", "-o", "{out}.png"]])
+def test_every_command_says_truncated_and_names_repair(dataset, script, argv):
+    folder, _ = dataset
+    head = cut(folder)
+    args = [a.format(short=folder / "short.rec", out=folder / "out") for a in argv]
+    proc = subprocess.run([*script("recio"), *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "truncated file" in proc.stderr and f"record at byte {head}" in proc.stderr
+    assert "recio repair" in proc.stderr and "Traceback" not in proc.stderr
+    assert "recio index" not in proc.stderr  # no dead end
+
+
+def test_readers_say_truncated(dataset):
+    folder, _ = dataset
+    head = cut(folder)
+    with pytest.raises(recio.TruncatedFileError, match="the 7 record.s. before it are intact") \
+            as info:
+        recio.IndexedRecordReader(folder / "short.rec")
+    assert info.value.offset == head and info.value.path == str(folder / "short.rec")
+    with pytest.raises(recio.TruncatedFileError):
+        recio.mx.MXIndexedRecordIO(str(folder / "short.idx"), str(folder / "short.rec"), "r")
+    with pytest.raises(recio.TruncatedFileError):
+        next(iter(recio.ImageRecordIter(path_imgrec=str(folder / "short.rec"),
+                                        path_imgidx=str(folder / "short.idx"),
+                                        data_shape=(3, 8, 8), batch_size=2)))
+    with pytest.raises(recio.TruncatedFileError, match="recio repair"):
+        list(recio.RecordReader(folder / "short.rec"))
+
+
+@pytest.mark.needs("torch")
+def test_record_dataset_says_truncated_and_foreign(dataset):
+    from recio.torch import RecordDataset
+
+    folder, _ = dataset
+    cut(folder)
+    with pytest.raises(recio.TruncatedFileError):
+        RecordDataset(str(folder / "short.rec"))
+    with pytest.raises(recio.IndexMismatchError, match="does not belong to this .rec"):
+        RecordDataset(str(folder / "train.rec"), str(folder / "other.idx"))  # offsets past
+    shifted(folder)  # offsets inside the file, none on a record head
+    ds = RecordDataset(str(folder / "train.rec"), str(folder / "shifted.idx"))
+    with pytest.raises(recio.IndexMismatchError, match="does not belong to this .rec"):
+        ds.read_record(3)
+
+
+# -- an index of another file ----------------------------------------------------------------
+def shifted(folder):
+    """``shifted.idx``: train.idx with every offset moved 16 bytes, into the records."""
+    lines = [line.split("\t") for line in (folder / "train.idx").read_text().splitlines()]
+    (folder / "shifted.idx").write_text("".join(f"{k}\t{int(o) + 16}\n" for k, o in lines))
+
+
+def test_an_index_whose_offsets_land_inside_records_is_named(dataset):
+    folder, ids = dataset
+    shifted(folder)
+    reader = recio.IndexedRecordReader(folder / "train.rec", folder / "shifted.idx")
+    with pytest.raises(recio.IndexMismatchError, match=f"key {ids[0]} at byte 16: no record "
+                                                       f"starts there; this index does not "
+                                                       f"belong to this .rec"):
+        reader[ids[0]]
+    res = run("verify", folder / "train.rec", "--index", folder / "shifted.idx")
+    assert res.exit_code == 1 and "BAD INDEX" in res.output and "DAMAGED" not in res.output
+
+
+def test_an_index_of_another_file_is_named_not_the_healthy_rec(dataset, script):
+    folder, _ = dataset
+    res = run("verify", folder / "train.rec", "--index", folder / "other.idx")
+    assert res.exit_code == 1 and "DAMAGED" not in res.output
+    assert "this index does not belong to this .rec" in res.output
+    assert f"BAD INDEX: {folder / 'other.idx'} does not match" in res.output
+    assert "the .rec itself is intact: 12 records" in res.output
+    assert "next: the .rec is intact; rebuild the index with `recio index" in res.output
+    for argv in (["show", folder / "train.rec", "--index", folder / "other.idx", "-o",
+                  folder / "g.png"],
+                 ["repack", folder / "train.rec", folder / "rp", "--shuffle", "--index",
+                  folder / "other.idx"]):
+        proc = subprocess.run([*script("recio"), *map(str, argv)], capture_output=True,
+                              text=True)
+        assert proc.returncode == 2 and "does not belong to this .rec" in proc.stderr
+        assert "bad magic" not in proc.stderr and "corrupt" not in proc.stderr
+    with pytest.raises(recio.IndexMismatchError) as info:
+        recio.IndexedRecordReader(folder / "train.rec", folder / "other.idx")
+    assert info.value.path == str(folder / "other.idx")
+    shifted(folder)
+    mx = recio.mx.MXIndexedRecordIO(str(folder / "shifted.idx"), str(folder / "train.rec"), "r")
+    with pytest.raises(recio.IndexMismatchError):
+        [mx.read_idx(k) for k in mx.keys]
+
+
+def test_split_write_never_renumbers_records_its_index_does_not_list(dataset):
+    folder, _ = dataset
+    shifted(folder)
+    shutil.copy(folder / "shifted.idx", folder / "train.idx")
+    res = run("split", folder / "train.rec", "-n", "2", "--write", folder / "out" / "x")
+    assert res.exit_code == 2 and "is in no entry of its index" in res.output
+    assert "--keys renumber" in res.output and not (folder / "out" / "x_0.rec").exists()
+    res = run("split", folder / "train.rec", "-n", "2", "--write", folder / "out" / "x",
+              "--keys", "renumber")
+    assert res.exit_code == 0
+
+
+def test_an_index_of_a_longer_file(dataset):
+    folder, _ = dataset
+    shutil.copy(folder / "other.idx", folder / "x.idx")
+    shutil.copy(folder / "train.rec", folder / "x.rec")
+    (folder / "x.rec").write_bytes((folder / "train.rec").read_bytes()[:3000])
+    with pytest.raises((recio.IndexMismatchError, recio.TruncatedFileError)) as info:
+        recio.IndexedRecordReader(folder / "x.rec")
+    assert "does not belong" in str(info.value) or "truncated" in str(info.value)
+
+
+def test_one_wrong_index_line_is_named(dataset):
+    folder, ids = dataset
+    lines = (folder / "train.idx").read_text().splitlines()
+    key, offset = lines[4].split("\t")
+    lines[4] = f"{key}\t{int(offset) + 16}"
+    (folder / "train.idx").write_text("\n".join(lines) + "\n")
+    reader = recio.IndexedRecordReader(folder / "train.rec")
+    with pytest.raises(recio.IndexFileError, match=f"key {key} of .* says byte "
+                                                   f"{int(offset) + 16}, which lies inside "
+                                                   f"the record at byte {offset}"):
+        reader[int(key)]
+
+
+# -- the wrong kind of file ------------------------------------------------------------------
+@pytest.mark.parametrize("which, words", [
+    ("manifest", "a shard set's manifest"),
+    ("idx", "an index (.idx)"), ("lst", "an image list (.lst)"), ("png", "an image (png)")])
+def test_a_file_that_is_no_rec_is_named(tmp_path, script, which, words):
+    if which == "manifest":
+        with recio.ShardWriter(str(tmp_path / "s"), max_records=2) as w:
+            for i in range(3):
+                w.write(i, b"x" * i)
+        path = tmp_path / "s.manifest.json"
+    elif which == "idx":
+        path = tmp_path / "t.idx"
+        path.write_text("3\t0\n1\t1516\n")
+    elif which == "lst":
+        path = tmp_path / "t.lst"
+        path.write_text("0\t1.000000\tcat/a.jpg\n1\t0.000000\tdog/b.jpg\n")
+    else:
+        path = tmp_path / "t.png"
+        Image.new("RGB", (3, 3)).save(path)
+    for argv in (["show", path, "-o", tmp_path / "g.png"], ["extract", path, tmp_path / "o"],
+                 ["index", path], ["repair", path, "-o", tmp_path / "r"],
+                 ["verify", path]):
+        if which == "manifest" and argv[0] in ("verify",):
+            continue  # verify reads manifests
+        proc = subprocess.run([*script("recio"), *map(str, argv)], capture_output=True,
+                              text=True)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert words in proc.stderr and "bad magic" not in proc.stderr, (argv, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) <= 3 and "Traceback" not in proc.stderr
+    with pytest.raises(recio.NotRecordFileError, match=words.replace("(", r"\(")
+                       .replace(")", r"\)")):
+        recio.IndexedRecordReader(path)
+
+
+def test_index_of_a_manifest_suggests_combined(tmp_path):
+    with recio.ShardWriter(str(tmp_path / "s"), max_records=2) as w:
+        w.write(0, b"x")
+    res = run("index", tmp_path / "s.manifest.json")
+    assert res.exit_code == 2 and "--combined" in res.output
+
+
+# -- recio index over an index that had keys -------------------------------------------------
+def test_index_force_keeps_im2rec_keys(dataset):
+    folder, _ = dataset
+    before = (folder / "train.idx").read_text()
+    res = run("index", folder / "train.rec", "--force")
+    assert res.exit_code == 0 and "keys: id as the index it replaced" in res.output
+    assert (folder / "train.idx").read_text() == before
+    recio.write_index(folder / "train.idx", range(12), recio.build_index(folder / "train.rec"))
+    res = run("index", folder / "train.rec", "--force")
+    assert res.exit_code == 0 and "keys: position" in res.output
+
+
+def test_index_force_refuses_to_renumber_keys_it_cannot_keep(dataset):
+    folder, _ = dataset
+    offsets = recio.build_index(folder / "train.rec")
+    recio.write_index(folder / "train.idx", [f"img{i}" for i in range(12)], offsets)
+    before = (folder / "train.idx").read_bytes()
+    res = run("index", folder / "train.rec", "--force")
+    assert res.exit_code == 2 and "neither positions nor image ids (e.g. key img0)" in \
+        res.output and "--key id" in res.output and "--key position" in res.output
+    assert (folder / "train.idx").read_bytes() == before
+    shutil.copy(folder / "other.idx", folder / "train.idx")  # another file's index
+    res = run("index", folder / "train.rec", "--force")
+    assert res.exit_code == 2 and "belongs to another file" in res.output
+    res = run("index", folder / "train.rec", "--force", "--key", "id")
+    assert res.exit_code == 0 and "keys: id" in res.output
+    assert recio.IndexedRecordReader(folder / "train.rec").keys() == dataset[1]
+
+
+# -- repeated keys -----------------------------------------------------------------------------
+@pytest.fixture
+def repeated(dataset):
+    folder, ids = dataset
+    lines = (folder / "train.idx").read_text().splitlines()
+    lines[7] = f"{ids[2]}\t{lines[7].split(chr(9))[1]}"  # key of line 3 again on line 8
+    (folder / "train.idx").write_text("\n".join(lines) + "\n")
+    return folder, ids[2]
+
+
+def test_repeated_keys_warn_naming_the_key_everywhere(repeated):
+    folder, key = repeated
+    rec, idx = str(folder / "train.rec"), str(folder / "train.idx")
+    pattern = f"key {key} appears on 2 lines"
+    with pytest.warns(recio.DuplicateKeyWarning, match=pattern + ".*last line.*1 record"):
+        reader = recio.IndexedRecordReader(rec)
+    assert len(reader) == 11
+    with pytest.warns(recio.DuplicateKeyWarning, match=pattern + ".*as MXNet does"):
+        mx = recio.mx.MXIndexedRecordIO(idx, rec, "r")
+    assert len(mx.keys) == 12  # MXNet's list keeps every line, its dict the last offset
+    with pytest.warns(recio.DuplicateKeyWarning, match=pattern + ".*every line is read"):
+        next(iter(recio.ImageRecordIter(path_imgrec=rec, path_imgidx=idx,
+                                        data_shape=(3, 8, 8), batch_size=2)))
+    res = run("verify", rec)
+    assert res.exit_code == 1 and f"key {key} on 2 lines" in res.output
+    assert "BAD INDEX" in res.output and "--key position" in res.output
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", recio.DuplicateKeyWarning)  # strict users: an error
+        with pytest.raises(recio.DuplicateKeyWarning):
+            recio.IndexedRecordReader(rec)
+
+
+@pytest.mark.needs("torch")
+def test_record_dataset_reads_every_line_of_an_index_whose_key_repeats(repeated):
+    from recio.torch import RecordDataset
+
+    folder, key = repeated
+    with pytest.warns(recio.DuplicateKeyWarning, match=f"key {key} appears on 2 lines"):
+        ds = RecordDataset(str(folder / "train.rec"))
+    assert len(ds) == 12  # 12 records, 12 items: nothing dropped
+    with pytest.warns(recio.DuplicateKeyWarning, match="last line"):
+        assert len(RecordDataset(str(folder / "train.rec"), keys=[key])) == 1
+
+
+def test_keys_are_spelled_one_way(tmp_path):
+    """``key 99``, never ``key '99'``: int and str keys read the same in every message."""
+    with recio.IndexedRecordWriter(tmp_path / "a.rec", tmp_path / "a.idx") as w:
+        w.write(99, b"x")
+    (tmp_path / "a.idx").write_text("99\t400\n")
+    for key_type in (int, str):
+        with pytest.raises(recio.IndexFileError) as info:
+            recio.IndexedRecordReader(tmp_path / "a.rec", key_type=key_type)
+        assert "key 99 -> byte 400" in str(info.value) and "'99'" not in str(info.value)
+        with pytest.raises(recio.IndexFileError) as info:
+            open_index(tmp_path / "a.idx", key_type, rec_size=12)
+        assert "for key 99 is not" in str(info.value) and "'99'" not in str(info.value)
+    (tmp_path / "a.idx").write_text("99\t0\n99\t0\n")
+    for key_type in (int, str):
+        with pytest.warns(recio.DuplicateKeyWarning, match="key 99 appears"):
+            recio.IndexedRecordReader(tmp_path / "a.rec", key_type=key_type)
+
+
+# -- sequences whose layouts disagree --------------------------------------------------------
+def test_memory_corpus_and_padded_name_the_sequence():
+    with pytest.raises(recio.SequenceError, match="sequence 1: stream 's' is dense float32 of "
+                                                  "dim 4 where sequence 0 has dense float32 "
+                                                  "of dim 3"):
+        MemoryCorpus([{"s": np.zeros((2, 3), np.float32)}, {"s": np.zeros((2, 4), np.float32)}])
+    mb = Minibatch({"s": [np.zeros((1, 3)), np.zeros((2, 5))]}, np.array([7, 9]), 3, 3, 2, 0,
+                   False, False)
+    with pytest.raises(recio.SequenceError, match="sequence 9 of the corpus: .* dim 5 where "
+                                                  "sequence 7 has .* dim 3"):
+        mb.padded("s")
+
+
+def test_a_shard_sets_index_only_problem_is_not_damaged(tmp_path):
+    with recio.ShardWriter(str(tmp_path / "s"), max_records=2) as w:
+        for i in range(5):
+            w.write(i, b"record %d" % i)
+    with open(tmp_path / "s-00001.idx", "a") as f:
+        f.write("junk\n")
+    res = run("verify", tmp_path / "s.manifest.json")
+    assert res.exit_code == 1 and "BAD INDEX:" in res.output and "DAMAGED" not in res.output
+    with open(tmp_path / "s-00002.rec", "ab") as f:
+        f.write(b"\0\0\0\0")
+    res = run("verify", tmp_path / "s.manifest.json")
+    assert res.exit_code == 1 and "DAMAGED:" in res.output
