@@ -238,6 +238,20 @@ def check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS,
                          "the image is genuine)", path=name)
 
 
+def jpeg_size(data: ImageBytes) -> Optional[Tuple[int, int]]:
+    """``(width, height)`` a JPEG declares, read from its header (by simplejpeg, without
+    decoding); None for other formats, an unreadable header, or without simplejpeg. Lets a
+    caller choose what to decode (a crop's DCT scale) before decoding."""
+    sj = optional("simplejpeg")
+    if sj is None or bytes(data[:3]) != _JPEG_SOI:
+        return None
+    try:
+        height, width = sj.decode_jpeg_header(data)[:2]
+    except (ValueError, RuntimeError):
+        return None  # decode() says what is wrong with it
+    return (width, height) if width > 0 and height > 0 else None
+
+
 def dct_eighths(width: int, height: int, min_side: int,
                 scales: Sequence[int] = POWER_OF_TWO_SCALES) -> int:
     """The DCT scale ``m`` (decode at ``m/8``) for a ``width x height`` JPEG: the smallest of
@@ -815,6 +829,6 @@ def encode_image(img: Image.Image, encoding: str = ".jpg", quality: int = 95) ->
 
 __all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "RESIZERS", "decode",
            "decode_scaled", "encode", "check_decoder", "check_pixels", "dct_eighths",
-           "have_fast_decoder", "ImageOptions", "target_size", "center_crop_box",
+           "have_fast_decoder", "jpeg_size", "ImageOptions", "target_size", "center_crop_box",
            "output_geometry", "resizer_name", "codec_names", "set_opencv_threads",
            "transform_image", "render_image", "render_pixels"]
