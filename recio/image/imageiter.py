@@ -745,6 +745,11 @@ class ImageRecordIter(RecordBatchIter):
     OpenCV when ``pip install 'recio[fast]'`` installed it, anything else by Pillow, all with
     the same pixels; ``decoder="pillow"`` or ``"simplejpeg"`` forces one. An image declaring
     more than ``max_pixels`` pixels is skipped undecoded (the decompression-bomb guard).
+
+    ``random_resized_crop=True`` (instead of ``rand_crop``) is ImageNet's training crop: a box of
+    ``min_random_area``-``max_random_area`` of the image (default 0.08-1) with aspect
+    ``min_aspect_ratio``-``max_aspect_ratio`` (width / height, default 3/4-4/3), resized to
+    ``data_shape`` (MXNet's parameter names; see :class:`Augmenter`).
     """
 
     def __init__(self, path_imgrec: Union[PathLike, Sequence[PathLike]],
@@ -760,7 +765,10 @@ class ImageRecordIter(RecordBatchIter):
                  label_name: str = "softmax_label", dtype: str = "float32",
                  layout: str = "NCHW", shuffle_buffer: int = 1024,
                  decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
-                 storage_options: StorageOptions = None) -> None:
+                 storage_options: StorageOptions = None, random_resized_crop: bool = False,
+                 min_random_area: float = RRC_AREA[0], max_random_area: float = RRC_AREA[1],
+                 min_aspect_ratio: float = RRC_RATIO[0],
+                 max_aspect_ratio: float = RRC_RATIO[1]) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] not in (1, 3) or min(shape) < 1:
             raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 channels, "
@@ -781,8 +789,12 @@ class ImageRecordIter(RecordBatchIter):
                              "at their defaults and normalise on the device instead")
         self.dtype, self.layout = np.dtype(dtype), layout
         self.data_name, self.label_name = data_name, label_name
+        if random_resized_crop and rand_crop:
+            raise ValueError("random_resized_crop and rand_crop are two kinds of crop: choose one")
         augmenter = Augmenter(shape, resize, rand_crop, rand_mirror, mean, std, scale, dtype,
-                              layout, decoder, max_pixels)
+                              layout, decoder, max_pixels, random_resized_crop=random_resized_crop,
+                              area=(min_random_area, max_random_area),
+                              ratio=(min_aspect_ratio, max_aspect_ratio))
         sample = shape if layout == "NCHW" else (shape[1], shape[2], shape[0])
         self.provide_data = [(data_name, (int(batch_size),) + sample)]
         self.provide_label = [(label_name, (int(batch_size), int(label_width)))]
