@@ -25,9 +25,10 @@ The images reach the training loop as one ``torch.Tensor`` per batch, as with
 """
 from __future__ import annotations
 
+import os
 import sys
 import weakref
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -110,8 +111,6 @@ _POOL: List[Any] = [None, None]  # (process id, pool): one pool a process, made 
 
 def pool() -> BatchPool:
     """This process's pool (a DataLoader worker gets its own, with shared buffers)."""
-    import os
-
     if _POOL[0] != os.getpid():
         _POOL[0], _POOL[1] = os.getpid(), BatchPool()
     return _POOL[1]
@@ -183,16 +182,42 @@ class _SharedImages:
         self.buffer = buffer
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return _received, (self.buffer.shared,)
+        return _received, (self.buffer.shared, os.getpid())
 
 
-def _received(images: "torch.Tensor") -> "torch.Tensor":
+#: worker process id -> the shared buffers (storages) last received from it, kept mapped in the
+#: main process: when the worker sends a buffer again, torch finds its storage mapped already
+#: (by the file's identity), and the batch costs no page faults here. At most POOL_SIZE a
+#: worker; a worker's are dropped once it has exited (checked as batches arrive).
+_MAPPED: Dict[int, Dict[int, Any]] = {}
+
+
+def _received(images: "torch.Tensor", pid: int) -> "torch.Tensor":
     """In the main process: the batch tensor, whose buffer is marked free for its worker when
     the tensor and every view of it are gone (they all hold the array the finalizer watches)."""
+    storage = images.untyped_storage()
+    mapped = _MAPPED.get(pid)
+    if mapped is None:
+        for other in [p for p in _MAPPED if not _alive(p)]:
+            del _MAPPED[other]
+        mapped = _MAPPED[pid] = {}
+    mapped[storage.data_ptr()] = storage
+    while len(mapped) > POOL_SIZE:
+        del mapped[next(iter(mapped))]
     array = images.numpy()
-    whole = torch.empty(0, dtype=torch.uint8).set_(images.untyped_storage())
+    whole = torch.empty(0, dtype=torch.uint8).set_(storage)
     weakref.finalize(array, _release, whole)
     return torch.from_numpy(array)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
 
 
 def _release(whole: "torch.Tensor") -> None:
