@@ -278,3 +278,48 @@ def test_draws_serve_uniform_integers():
     counts = np.bincount([d.integers(2, 5) for _ in range(60000)], minlength=5)[2:]
     assert counts.min() > 19000 and counts.max() < 21000
     assert _Draws([0.9999999]).integers(0, 3) == 2 and _Draws([0.0]).integers(4, 5) == 4
+
+
+def test_encoded_batches_decode_on_the_cpu_as_the_codec_does(data, tmp_path):
+    """collate_encoded carries the images' bytes (JPEG and PNG mixed); decode_on_device on the
+    CPU gives recio's pixels (on a CUDA device nvJPEG decodes the JPEGs: the next test)."""
+    from torch.utils.data import DataLoader
+
+    from recio.torch import RecordDataset, collate_encoded, decode_on_device
+
+    rec, idx = str(tmp_path / "mixed.rec"), str(tmp_path / "mixed.idx")
+    with recio.IndexedRecordWriter(rec, idx) as w:
+        for i in range(6):
+            w.write(i, recio.pack_img(recio.IRHeader(0, float(i), i, 0), _image(i), quality=95,
+                                      img_fmt=".png" if i % 2 else ".jpg"))
+    loader = DataLoader(RecordDataset(rec, idx, decode="raw"), batch_size=3, num_workers=2,
+                        collate_fn=collate_encoded)
+    for encoded, labels in loader:
+        assert all(e.dtype == torch.uint8 and e.ndim == 1 for e in encoded)
+        images = decode_on_device(encoded, "cpu")
+        grey = decode_on_device([bytes(e.numpy()) for e in encoded], "cpu", mode="L")
+        for img, g, e in zip(images, grey, encoded):
+            want = recio.image.codec.decode(bytes(e.numpy()), 1)
+            np.testing.assert_array_equal(img.numpy(), want.transpose(2, 0, 1))
+            assert g.shape == (1, H, W) and g.dtype == torch.uint8
+        assert labels.tolist() == sorted(labels.tolist()) and len(labels) == 3
+    with pytest.raises(ValueError, match="mode"):
+        decode_on_device([], "cpu", mode="BGR")
+
+
+def test_encoded_batches_decode_on_a_cuda_device(data):
+    """nvJPEG through torchvision: the same images as the CPU decode, give or take nvJPEG's
+    rounding (checked only where there is a CUDA device)."""
+    from conftest import need, need_cuda
+
+    need_cuda()
+    need("torchvision")
+    from recio.torch import decode_on_device
+
+    encoded = [recio.pack_img(recio.IRHeader(0, 0.0, i, 0), _image(i), quality=95)[24:]
+               for i in range(4)]
+    images = decode_on_device(encoded, "cuda")
+    assert all(img.device.type == "cuda" and img.dtype == torch.uint8 for img in images)
+    for img, e in zip(images, encoded):
+        want = recio.image.codec.decode(e, 1).transpose(2, 0, 1).astype(int)
+        assert np.abs(img.cpu().numpy().astype(int) - want).max() <= 2

@@ -54,6 +54,7 @@ from recio.records.shards import is_manifest, load_manifest
 from recio.records.split import InputSplit, SourceLayout, load_record_offsets, expand_source
 from recio.storage import StorageOptions
 from recio.torch import batching as _batching
+from recio.torch.batching import collate_encoded, decode_on_device
 from recio.torch import resume as _rs
 from recio.torch.resume import resume_state
 
@@ -924,4 +925,4 @@ class RecordIterableDataset(IterableDataset):
 
 
 __all__ = ["RecordDataset", "RecordSampler", "RecordIterableDataset", "ImageAugment",
-           "resume_state"]
+           "resume_state", "collate_encoded", "decode_on_device"]
