@@ -520,8 +520,9 @@ class _Engine:
                 break
             slots = range(filled, filled + len(chunk))
             params = self.augment.params(aug_rng, slots)
-            # a few records per task: dynamic balance between threads, little task overhead
-            step = max(1, -(-len(chunk) // (4 * self.threads)))
+            # a few records per task: dynamic balance between threads, little task overhead,
+            # and a short tail (the batch waits for its last task while the other threads idle)
+            step = max(1, -(-len(chunk) // (8 * self.threads)))
             tasks = [self.pool.submit(self._process_many, chunk[i:i + step], data, label,
                                       index, filled + i, params[i:i + step])
                      for i in range(0, len(chunk), step)]

@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from recio.image.codec import decode
 from recio.optional import require
 
 torch = require("torch", feature="recio.torch")
@@ -266,8 +267,6 @@ def decode_on_device(images: List[Any], device: Any = "cuda", mode: str = "RGB"
     ``recio.image.codec.decode`` (MXNet's pixels) and moved to ``device``. ``mode``: ``"RGB"``
     or ``"L"`` (greyscale, ``1 x H x W``).
     """
-    from recio.image.codec import decode
-
     if mode not in ("RGB", "L"):
         raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
     device = torch.device(device)
