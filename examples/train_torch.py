@@ -7,7 +7,10 @@ Needs ``pip install 'recio[torch]'``. With your own .rec (packed by im2rec, labe
 Without an argument it writes a tiny 2-class dataset into examples/out/torch/ first. Shown twice:
 
 1. ``RecordDataset`` (map-style, uses the .idx): ``DataLoader(shuffle=True, num_workers=2)``;
-   the dataset may be created in the main process — each worker reopens the file itself.
+   the dataset may be created in the main process — each worker reopens the file itself. With
+   ``decode="raw"`` and an ``ImageAugment`` transform this is recio's fast path: each batch is
+   decoded in one call into one uint8 array, which reaches the loop without a copy, and the
+   loop normalises it on the device (one line).
 2. ``RecordIterableDataset`` (streams the file): each DataLoader worker, on each rank of a
    ``torch.distributed`` job, reads its own part (part = rank * num_workers + worker_id), so no
    record is read twice; ``set_epoch`` changes its buffered shuffle order.
@@ -21,24 +24,12 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import recio
-from recio.torch import RecordDataset, RecordIterableDataset
+from recio.torch import ImageAugment, RecordDataset, RecordIterableDataset
 
-MEAN = torch.tensor([123.68, 116.28, 103.53]).view(3, 1, 1)
-STD = torch.tensor([58.395, 57.12, 57.375]).view(3, 1, 1)
-
-
-class RandomCropFlip:
-    """uint8 CHW tensor -> float32 normalised random 32x32 crop, flipped half the time."""
-
-    def __call__(self, img):
-        _, h, w = img.shape
-        # torch's generator: DataLoader seeds it differently in each worker (NumPy's it does not)
-        y = int(torch.randint(0, h - 32 + 1, ()))
-        x = int(torch.randint(0, w - 32 + 1, ()))
-        img = img[:, y:y + 32, x:x + 32]
-        if torch.rand(()) < 0.5:
-            img = img.flip(2)
-        return (img.float() - MEAN) / STD
+MEAN = torch.tensor([123.68, 116.28, 103.53]).view(1, 3, 1, 1)
+STD = torch.tensor([58.395, 57.12, 57.375]).view(1, 3, 1, 1)
+#: a random 32x32 crop, flipped half the time, as uint8 CHW (normalised in the training loop)
+AUGMENT = ImageAugment((3, 32, 32), rand_crop=True, rand_mirror=True, dtype="uint8")
 
 
 def make_tiny_dataset(folder, n=256, seed=0):
@@ -61,6 +52,7 @@ def train(model, loader, epochs, set_epoch=None):
         total = correct = 0
         for images, labels in loader:
             target = labels.long()  # labels arrive as float32, as stored in the record
+            images = (images.float() - MEAN) / STD  # on the device: after images.to(device)
             logits = model(images)
             loss = nn.functional.cross_entropy(logits, target)
             opt.zero_grad()
@@ -92,12 +84,12 @@ def main():
                              nn.Flatten(), nn.Linear(8, classes))
 
     print("RecordDataset + DataLoader(shuffle=True, num_workers=2)")
-    ds = RecordDataset(rec, transform=RandomCropFlip())  # finds tiny.idx beside tiny.rec
-    loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=2)
+    ds = RecordDataset(rec, decode="raw", transform=AUGMENT)  # finds tiny.idx beside tiny.rec
+    loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=2, persistent_workers=True)
     train(model(), loader, epochs=2)
 
     print("RecordIterableDataset + DataLoader(num_workers=2)")
-    stream = RecordIterableDataset(rec, transform=RandomCropFlip(), shuffle_buffer=64)
+    stream = RecordIterableDataset(rec, decode="raw", transform=AUGMENT, shuffle_buffer=64)
     loader = DataLoader(stream, batch_size=32, num_workers=2)
     train(model(), loader, epochs=2, set_epoch=stream.set_epoch)
 

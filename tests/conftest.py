@@ -39,6 +39,10 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 LEFT_OUT = {n.strip() for n in os.environ.get("RECIO_TEST_WITHOUT", "").split(",") if n.strip()}
 #: how the skip reason of such a test starts (the CI hook lets these skips through)
 LEFT_OUT_REASON = "left out on purpose (RECIO_TEST_WITHOUT)"
+#: how the skip reason of a GPU-only check starts on a machine without a CUDA device (CI's and
+#: the developers' have none): the CPU half of such a feature is tested everywhere, the GPU
+#: half where there is a device; the CI hook lets these skips through too
+NO_CUDA_REASON = "left out on purpose (no CUDA device here)"
 
 #: command name -> the module that ``python -m`` runs for it
 COMMANDS = {"recio": "recio", "im2rec": "recio.im2rec"}
@@ -91,6 +95,15 @@ def need(name: str) -> ModuleType:
     skip_or_fail(f"{name} cannot be imported ({error}): {install_hint(name)}")
 
 
+def need_cuda() -> ModuleType:
+    """torch with a CUDA device for a GPU-only check: torch, or a skip with NO_CUDA_REASON
+    (allowed under CI=true) when there is no device. A machine with a device runs the check."""
+    torch = need("torch")
+    if not torch.cuda.is_available():
+        pytest.skip(f"{NO_CUDA_REASON}: torch.cuda.is_available() is False")
+    return torch
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs(module, ...): the test needs these optional "
                                        "dependencies (skip outside CI, fail under CI=true)")
@@ -107,7 +120,8 @@ def _fail_skips_under_ci(report) -> None:
     that names the skipped test and the reason, so CI never passes a test it did not run."""
     if CI and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        if str(reason).startswith(("Skipped: " + LEFT_OUT_REASON, LEFT_OUT_REASON)):
+        if str(reason).startswith(tuple(prefix + why for prefix in ("Skipped: ", "")
+                                        for why in (LEFT_OUT_REASON, NO_CUDA_REASON))):
             return
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true (where nothing may be skipped): {reason}"

@@ -168,7 +168,8 @@ def _jpeg_backend(decoder: str, data: Any, exif_transpose: bool) -> Any:
 # -- decode -------------------------------------------------------------------------------------
 def decode(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_side: int = 0,
            max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False,
-           decoder: str = "auto", name: Optional[str] = None) -> np.ndarray:
+           decoder: str = "auto", name: Optional[str] = None,
+           scratch: bool = False) -> np.ndarray:
     """Decode image bytes to a uint8 array with OpenCV's (and so MXNet's) pixels.
 
     ``color`` as OpenCV's imdecode flag: 1 -> ``(H, W, 3)`` RGB (``bgr=True``: BGR, as OpenCV),
@@ -179,15 +180,21 @@ def decode(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_side: int
     does for flags 0 and 1; MXNet's own C++ decoder does not). An image declaring more than
     ``max_pixels`` pixels, or that cannot be decoded, raises :class:`ImageError` (``name`` is
     its path in the message).
+
+    ``scratch=True`` lets the result live in a buffer of the calling thread that its next
+    ``scratch`` decode overwrites (JPEGs through simplejpeg): for callers that copy the pixels
+    they keep (a crop into a batch) before decoding again. A fresh array per image costs a
+    quarter of a small JPEG's decode (its pages are zero-filled by the kernel each time).
     """
     return decode_scaled(data, color, bgr=bgr, min_side=min_side, max_pixels=max_pixels,
-                         exif_transpose=exif_transpose, decoder=decoder, name=name)[0]
+                         exif_transpose=exif_transpose, decoder=decoder, name=name,
+                         scratch=scratch)[0]
 
 
 def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_side: int = 0,
                   max_pixels: int = DEFAULT_MAX_PIXELS, exif_transpose: bool = False,
                   decoder: str = "auto", name: Optional[str] = None,
-                  scales: Sequence[int] = POWER_OF_TWO_SCALES
+                  scales: Sequence[int] = POWER_OF_TWO_SCALES, scratch: bool = False
                   ) -> Tuple[np.ndarray, Tuple[int, int], float]:
     """:func:`decode`, also returning the image's own ``(width, height)`` (after the EXIF
     orientation) and the DCT scale it was decoded at (1.0, 0.5, ...), for callers that map
@@ -203,7 +210,8 @@ def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_si
         result = None
         sj = _jpeg_backend(decoder, data, exif_transpose)
         if sj is not None:
-            result = _decode_simplejpeg(sj, data, color, bgr, min_side, scales, max_pixels, name)
+            result = _decode_simplejpeg(sj, data, color, bgr, min_side, scales, max_pixels, name,
+                                        scratch)
         if result is None and decoder != "pillow":
             result = _decode_png_opencv(data, color, bgr, max_pixels, exif_transpose, name)
         if result is None:
@@ -257,6 +265,20 @@ def check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS,
                          "the image is genuine)", path=name)
 
 
+def jpeg_size(data: ImageBytes) -> Optional[Tuple[int, int]]:
+    """``(width, height)`` a JPEG declares, read from its header (by simplejpeg, without
+    decoding); None for other formats, an unreadable header, or without simplejpeg. Lets a
+    caller choose what to decode (a crop's DCT scale) before decoding."""
+    sj = optional("simplejpeg")
+    if sj is None or bytes(data[:3]) != _JPEG_SOI:
+        return None
+    try:
+        height, width = sj.decode_jpeg_header(data)[:2]
+    except (ValueError, RuntimeError):
+        return None  # decode() says what is wrong with it
+    return (width, height) if width > 0 and height > 0 else None
+
+
 def dct_eighths(width: int, height: int, min_side: int,
                 scales: Sequence[int] = POWER_OF_TWO_SCALES) -> int:
     """The DCT scale ``m`` (decode at ``m/8``) for a ``width x height`` JPEG: the smallest of
@@ -284,7 +306,8 @@ def dct_eighths(width: int, height: int, min_side: int,
 
 
 def _decode_simplejpeg(sj: Any, data: Any, color: int, bgr: bool, min_side: int,
-                       scales: Sequence[int], max_pixels: int, name: Optional[str]
+                       scales: Sequence[int], max_pixels: int, name: Optional[str],
+                       scratch: bool = False
                        ) -> Optional[Tuple[np.ndarray, Tuple[int, int], float]]:
     """libjpeg-turbo through simplejpeg; None for CMYK/YCCK JPEGs (Pillow applies OpenCV's CMYK
     formulas to them)."""
@@ -295,16 +318,29 @@ def _decode_simplejpeg(sj: Any, data: Any, color: int, bgr: bool, min_side: int,
     grey = color == 0 or (color == -1 and colorspace == "Gray")
     out = "GRAY" if grey else ("BGR" if bgr else "RGB")
     m = dct_eighths(width, height, min_side, scales)
+    buffer = _scratch(width * height * (1 if grey else 3)) if scratch else None
     if m == 8:
-        array = sj.decode_jpeg(data, out)
+        array = sj.decode_jpeg(data, out, buffer=buffer)
     else:
         array = sj.decode_jpeg(data, out, min_width=-(-width * m // 8),
-                               min_height=-(-height * m // 8))
+                               min_height=-(-height * m // 8), buffer=buffer)
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
     # libjpeg scales by exactly m/8, rounding the size up; trust the size if it disagrees
     scale = m / 8 if array.shape[1] == -(-width * m // 8) else array.shape[1] / width
     return array, (width, height), scale
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    """This thread's decode buffer, at least ``nbytes`` long (grown by half again when short)."""
+    buf = getattr(_SCRATCH, "buffer", None)
+    if buf is None or buf.size < nbytes:
+        buf = _SCRATCH.buffer = np.empty(max(nbytes, int(1.5 * (0 if buf is None else buf.size))),
+                                         np.uint8)
+    return buf
 
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -968,6 +1004,6 @@ def encode_image(img: Image.Image, encoding: str = ".jpg", quality: int = 95) ->
 __all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "ENCODERS",
            "RESIZE_MODES", "RESIZERS", "decode", "decode_scaled", "encode", "check_decoder",
            "check_encoder", "check_pixels", "dct_eighths", "resize_like_opencv",
-           "have_fast_decoder", "ImageOptions", "target_size", "center_crop_box",
+           "have_fast_decoder", "jpeg_size", "ImageOptions", "target_size", "center_crop_box",
            "output_geometry", "resizer_name", "codec_names", "set_opencv_threads",
            "transform_image", "render_image", "render_pixels"]

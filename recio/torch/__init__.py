@@ -49,7 +49,7 @@ from recio.deprecation import renamed_keywords
 from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decode_image
 from recio.image.header import unpack
-from recio.image.imageiter import Augmenter
+from recio.image.imageiter import RRC_AREA, RRC_RATIO, Augmenter
 from recio.optional import require
 from recio.records.cache import (PREFETCH_THREADS, READ_AHEAD, RECHECK_SECONDS, Prefetch,
                                  ShardCache)
@@ -60,6 +60,8 @@ from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
 from recio.records.split import InputSplit, SourceLayout, load_record_offsets, expand_source
 from recio.storage import StorageOptions
+from recio.torch import batching as _batching
+from recio.torch.batching import collate_encoded, decode_on_device
 from recio.torch import resume as _rs
 from recio.torch.resume import resume_state
 
@@ -102,14 +104,45 @@ class _Decoder:
             image = self._image(img_bytes, path, name, offset)
         if self.transform is not None:
             image = self.transform(image)
-        label: Any = header.label
+        return image, self.label(header)
+
+    def label(self, header: Any) -> Any:
+        """The sample's label: ``target_transform``'s value, else a float32 tensor (a scalar,
+        or the record's label vector)."""
         if self.target_transform is not None:
-            label = self.target_transform(label)
-        elif header.flag == 0:
-            label = torch.tensor(label, dtype=torch.float32)
-        else:
-            label = torch.from_numpy(np.array(label, dtype=np.float32))
-        return image, label
+            return self.target_transform(header.label)
+        if header.flag == 0:
+            return torch.tensor(header.label, dtype=torch.float32)
+        return torch.from_numpy(np.array(header.label, dtype=np.float32))
+
+    def batch_augment(self) -> Optional["ImageAugment"]:
+        """The ``ImageAugment`` that can decode a whole batch at once (``decode="raw"`` and an
+        ``ImageAugment`` transform), else None."""
+        if self.decode == "raw" and isinstance(self.transform, ImageAugment):
+            return self.transform
+        return None
+
+    def batch(self, payloads: Sequence[Tuple[bytes, Optional[str], str, Optional[int]]],
+              augment: "ImageAugment") -> List[Any]:
+        """Decode and augment ``(payload, path, name, offset)`` records into one batch array
+        (``recio.torch.batching``): the samples ``DataLoader`` collates without a copy."""
+        n = len(payloads)
+        buf = _batching.pool().take((n,) + augment.shape, augment.dtype)
+        params = augment.draw(n)
+        labels: List[Any] = []
+        run = augment.augmenter
+        for j, (payload, path, name, offset) in enumerate(payloads):
+            try:
+                header, img_bytes = unpack(payload)
+            except RecordIOError as exc:
+                raise RecordIOError(f"{name}: {exc.message}", path, offset) from None
+            try:
+                run(img_bytes, buf.array[j], params[j])
+            except ImageError as exc:
+                raise ImageError(f"{name}: {exc.message}", path, offset) from None
+            labels.append(self.label(header))
+        collated = _batching.collate_labels(labels)
+        return _batching.samples(buf, collated, labels)
 
     def _image(self, img_bytes: bytes, path: Optional[str], name: str,
                offset: Optional[int]) -> Any:
@@ -277,14 +310,34 @@ class RecordDataset(Dataset):
             raise explain_indexed_read(reader, self._indexes[n], offset, exc) from None
 
     def __getitem__(self, i: int) -> Tuple[Any, Any]:
+        i = self._checked(i)
+        n, offset = self._locate(i)
+        return self._decoder(self.read_record(i), self._files[n], f"key {key_text(self.keys[i])}",
+                             offset)
+
+    def __getitems__(self, indices: Sequence[int]) -> List[Any]:
+        """The samples of ``indices`` (``DataLoader`` calls this with a batch's indices). With an
+        ``ImageAugment`` transform on raw records the whole batch is decoded into one array and
+        collated without a copy (``recio.torch.batching``); otherwise ``[ds[i] for i in
+        indices]``."""
+        augment = self._decoder.batch_augment()
+        if augment is None:
+            return [self[i] for i in indices]
+        records = []
+        for i in indices:
+            i = self._checked(i)
+            n, offset = self._locate(i)
+            records.append((self.read_record(i), self._files[n], f"key {key_text(self.keys[i])}",
+                            offset))
+        return self._decoder.batch(records, augment)
+
+    def _checked(self, i: Any) -> int:
         i = int(i)  # NumPy / torch integer indices work too
         if i < 0:
             i += len(self.keys)
         if not 0 <= i < len(self.keys):
             raise IndexError(f"index {i} out of range for {len(self.keys)} records")
-        n, offset = self._locate(i)
-        return self._decoder(self.read_record(i), self._files[n], f"key {key_text(self.keys[i])}",
-                             offset)
+        return i
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -517,22 +570,31 @@ class RecordSampler(Sampler):
 class ImageAugment:
     """A transform for ``decode="raw"``: ImageRecordIter's decode + augmentation in one step.
 
-    Decodes the image bytes, then resize / crop (random with ``rand_crop``) / mirror /
-    ``(x - mean) / std * scale`` exactly as ``recio.ImageRecordIter`` does, straight into a
-    float32 CHW tensor (uint8 with ``dtype="uint8"``). Random choices use torch's generator,
-    which ``DataLoader`` seeds differently in each worker. Cheaper than decoding to a full-size
-    tensor and cropping it afterwards::
+    Decodes the image bytes, then resize / crop (random with ``rand_crop``, or ImageNet's random
+    resized crop with ``random_resized_crop``) / mirror / ``(x - mean) / std * scale`` exactly as
+    ``recio.ImageRecordIter`` does, straight into a float32 CHW tensor (uint8 with
+    ``dtype="uint8"``, for normalising on the device). Random choices use torch's generator,
+    which ``DataLoader`` seeds differently in each worker.
+
+    Given to ``RecordDataset``, it is also the fast path: ``DataLoader`` then gets each batch
+    decoded in one call into one array and passed from the worker without a copy (see
+    ``RecordDataset.__getitems__``)::
 
         ds = RecordDataset("train.rec", decode="raw", transform=ImageAugment(
-            (3, 224, 224), rand_crop=True, rand_mirror=True,
-            mean=(123.68, 116.28, 103.53), std=(58.395, 57.12, 57.375)))
+            (3, 224, 224), random_resized_crop=True, rand_mirror=True, dtype="uint8"))
+
+    ``random_resized_crop``: a box of ``area`` (fraction of the image, default 0.08-1) and
+    aspect ``ratio`` (width / height, default 3/4-4/3) resized to ``data_shape``
+    (``recio.image.imageiter.Augmenter`` says how the box is drawn and decoded).
     """
 
     def __init__(self, data_shape: Sequence[int], resize: int = -1, rand_crop: bool = False,
                  rand_mirror: bool = False, mean: Optional[Sequence[float]] = None,
                  std: Optional[Sequence[float]] = None, scale: float = 1.0,
                  dtype: str = "float32", decoder: str = "auto",
-                 max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
+                 max_pixels: int = DEFAULT_MAX_PIXELS, *, random_resized_crop: bool = False,
+                 area: Tuple[float, float] = RRC_AREA,
+                 ratio: Tuple[float, float] = RRC_RATIO) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] not in (1, 3):
             raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 "
@@ -541,14 +603,23 @@ class ImageAugment:
             raise ValueError(f"dtype must be 'float32' or 'uint8', got {dtype!r}")
         if np.dtype(dtype) == np.uint8 and (mean is not None or std is not None or scale != 1):
             raise ValueError("dtype='uint8' skips normalisation: leave mean/std/scale unset")
+        if random_resized_crop and rand_crop:
+            raise ValueError("random_resized_crop and rand_crop are two kinds of crop: choose one")
         self.shape, self.dtype = shape, np.dtype(dtype)
         self._torch_dtype = torch.uint8 if self.dtype == np.uint8 else torch.float32
         self.augmenter = Augmenter(shape, resize, rand_crop, rand_mirror, mean, std, scale,
-                                   dtype, "NCHW", decoder, max_pixels)
+                                   dtype, "NCHW", decoder, max_pixels,
+                                   random_resized_crop=random_resized_crop, area=area,
+                                   ratio=ratio)
+
+    def draw(self, n: int) -> np.ndarray:
+        """The random numbers of ``n`` images (``Augmenter.params``' rows), from torch's
+        generator."""
+        return torch.rand((n, self.augmenter.draws), dtype=torch.float64).numpy()
 
     def __call__(self, img_bytes: bytes) -> "torch.Tensor":
         out = torch.empty(self.shape, dtype=self._torch_dtype)  # torch's allocator, reused
-        self.augmenter(img_bytes, out.numpy(), torch.rand(3).tolist())
+        self.augmenter(img_bytes, out.numpy(), self.draw(1)[0])
         return out
 
 
@@ -976,4 +1047,4 @@ class RecordIterableDataset(IterableDataset):
 
 
 __all__ = ["RecordDataset", "RecordSampler", "RecordIterableDataset", "ImageAugment",
-           "resume_state"]
+           "resume_state", "collate_encoded", "decode_on_device"]
