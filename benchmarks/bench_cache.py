@@ -295,8 +295,13 @@ def main() -> None:
         gets, peak = [], [0]
 
         def disk_use() -> None:  # every file in the folder, the cache's own too
-            peak[0] = max(peak[0], sum(e.stat().st_size for e in os.scandir(folder)
-                                       if e.is_file()))
+            total = 0
+            for entry in os.scandir(folder):
+                try:
+                    total += entry.stat().st_size if entry.is_file() else 0
+                except FileNotFoundError:  # renamed or evicted since it was listed
+                    pass
+            peak[0] = max(peak[0], total)
 
         for epoch in range(2):
             mark = server.mark()

@@ -97,7 +97,9 @@ def run_measured(cmd: list, env: dict) -> tuple:
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
-    return int(out.split("packed ")[1].split(" ")[0]), seconds, peak[0] / 1024, err.strip()
+    # "packed 2,000 images": im2rec groups thousands
+    packed = int(out.split("packed ")[1].split(" ")[0].replace(",", ""))
+    return packed, seconds, peak[0] / 1024, err.strip()
 
 
 def _cv2_one(path: str) -> bytes:
