@@ -125,6 +125,27 @@ def test_photo_sized_batches_equal_mxnets(name):
         assert hashlib.sha256(data.tobytes()).hexdigest() == info["digests"][key]
 
 
+EXIF = pathlib.Path(__file__).parent / "data" / "mxnet_exif"
+
+
+@pytest.mark.parametrize("channels", [3, 1])
+def test_jpeg_exif_orientation_applied_as_mxnets_iterator(tmp_path, channels):
+    """MXNet's parser decodes with OpenCV 3.4's ``imdecode``, which turns a JPEG by its EXIF
+    orientation (colour and grey; a PNG's eXIf chunk is not read): the pixels MXNet 1.9.1 gave
+    for each orientation (``tests/data/mxnet_exif/make.py``)."""
+    expected = np.load(EXIF / "expected.npz")
+    reader = mx.recordio.MXIndexedRecordIO(str(EXIF / "exif.idx"), str(EXIF / "exif.rec"), "r")
+    for key in reader.keys:
+        one = tmp_path / f"{key}.rec"
+        writer = mx.recordio.MXRecordIO(str(one), "w")
+        writer.write(reader.read_idx(key))
+        writer.close()
+        want = expected[f"{key}|{channels}"]
+        it = mx.io.ImageRecordIter(path_imgrec=str(one), data_shape=want.shape, batch_size=1,
+                                   dtype="uint8")
+        np.testing.assert_array_equal(it.next().data[0].asnumpy()[0], want, err_msg=str(key))
+
+
 def test_mean_image_read_from_and_written_as_mxnets_nd_file(tmp_path):
     """mean_img: MXNet's .nd file is read; a missing one is computed as MXNet does (equal to
     MXNet's to the last bit here) and saved in MXNet's format, atomically."""

@@ -36,6 +36,7 @@ from recio.errors import ImageError
 from recio.image import cvops
 from recio.image.codec import DEFAULT_MAX_PIXELS, cv_grey, decode, target_size
 from recio.optional import require
+from recio.records.sniff import image_signature
 
 _F32 = np.float32
 #: ``inter_method`` values MXNet accepts: OpenCV's 0-4, 9 (auto: cubic to enlarge, area to
@@ -494,8 +495,10 @@ class MXAugmenter:
     ``ImageRecordIOParser2`` does each image (what ``recio.mx.io.ImageRecordIter`` runs).
 
     Images decode as MXNet's iterator decodes them (``recio.image.codec.decode``: MXNet's
-    pixels, no EXIF rotation, full size): colour for 3 channels, greyscale for 1, as stored for
-    4 (which must then have an alpha channel). Each record gets its own random generator,
+    pixels, full size): colour for 3 channels, greyscale for 1, as stored for 4 (which must
+    then have an alpha channel). A JPEG is turned by its EXIF orientation for colour and grey,
+    as the ``cv::imdecode`` of MXNet's built-in OpenCV 3.4 does in its parser (a PNG's eXIf
+    chunk is not read; ``mx.image.imdecode`` turns nothing, it ignores the orientation). Each record gets its own random generator,
     seeded from the iterator's stream (``params``), so a seed gives the same batches whatever
     the thread timing; ``seed_aug`` reseeds it from the record's slot in the batch, as MXNet's
     ``seed_aug`` does.
@@ -524,8 +527,9 @@ class MXAugmenter:
 
     def decode(self, img_bytes: bytes) -> np.ndarray:
         """The image as MXNet's iterator decodes it: BGR(A) or grey, ``(H, W, C)``."""
+        exif = self.color != -1 and image_signature(img_bytes[:3]) == "jpeg"
         img = decode(img_bytes, self.color, bgr=True, max_pixels=self.max_pixels,
-                     decoder=self.decoder)
+                     exif_transpose=exif, decoder=self.decoder)
         if img.ndim == 2:
             img = img[:, :, None]
         if self.channels == 4 and img.shape[2] != 4:
