@@ -10,11 +10,13 @@ and tests/test_ray_cluster.py (several nodes, a node lost, the driver killed).
 """
 import json
 import os
+import pathlib
 import random
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -361,6 +363,46 @@ def test_a_killed_pack_never_leaves_its_lock_stuck(script, corpus):
     done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert not (corpus / "job.pack.lock").exists()
+
+
+def _children(pid):
+    """The pids of ``pid``'s child processes (Linux's /proc)."""
+    found = set()
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(c) for c in (task / "children").read_text().split())
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_worker_processes_end_with_a_pack_killed_by_sigkill(script, corpus):
+    """SIGKILL gives the parent no chance to stop its worker processes: they end with it
+    (quietly, so nothing but the shell's word reaches the terminal), and --resume finishes."""
+    cmd = _cmd(script, corpus / "job", corpus / "img", ["--num-thread", "2",
+                                                        "--executor", "process"])
+    ready = corpus / "ready"
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=hook_env(corpus, slow=0.2, ready=ready))
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        workers = _children(proc.pid)
+        assert len(workers) >= 2, workers  # the pool's processes (and its resource tracker)
+        proc.kill()
+        out, err = finish(proc, timeout=30)  # the workers would hold stderr open
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{w}") for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [w for w in workers if os.path.exists(f"/proc/{w}")
+            and "Z" not in pathlib.Path(f"/proc/{w}/stat").read_text().split()[2]]
+    assert not left, left
+    assert "Traceback" not in err, err
+    done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def test_the_file_lock_and_its_fallback(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ Journal lines (tab-separated): a header ``#recio-pack-journal 1 <json settings>`
 """
 from __future__ import annotations
 
+import ctypes
 import difflib
 import errno
 import json
@@ -25,6 +26,7 @@ import os
 import re
 import signal
 import stat
+import sys
 import threading
 import time
 import warnings
@@ -384,11 +386,25 @@ def _encode_batch(job: _Job, batch: List[Task]) -> List[Outcome]:
     return [_encode_one(job, task) for task in batch]
 
 
-def _init_process_worker() -> None:
+#: prctl's option that sends a signal to the caller when its parent ends (linux/prctl.h)
+_PR_SET_PDEATHSIG = 1
+
+
+def _init_process_worker(parent: int) -> None:
     """Worker processes leave Ctrl-C to the parent, which stops them cleanly; SIGTERM (how
-    the parent stops them) ends them, whatever handler they inherited."""
+    the parent stops them) ends them, whatever handler they inherited. On Linux a worker also
+    ends with its parent (``PR_SET_PDEATHSIG``): a parent killed with SIGKILL cannot stop its
+    workers, which would otherwise decode on and print a broken-pipe traceback to the user's
+    terminal when they hand back their batch."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # no prctl in this libc: orphans end on their own
+            pass
+        if os.getppid() != parent:  # the parent died before the line above took effect
+            os._exit(1)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
     set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
 
@@ -907,7 +923,8 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
             else:
                 # a multiprocessing pool, not concurrent.futures: terminate() kills the workers
                 # at once on Ctrl-C, even one stuck reading a file
-                pool = multiprocessing.get_context().Pool(workers, _init_process_worker)
+                pool = multiprocessing.get_context().Pool(workers, _init_process_worker,
+                                                          (os.getpid(),))
                 pending: Deque = deque()
                 for batch in _batched(tasks, batch_size):
                     pending.append(pool.apply_async(_encode_batch, (job, batch)))
