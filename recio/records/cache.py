@@ -91,7 +91,7 @@ _COPY_BLOCK = 512 << 10
 _TRIES = 2
 #: how far ahead a prefetched copy's last use is set until a reader opens it (its rank in the
 #: eviction order: last), in seconds
-_AWAITING = 86400.0
+_AWAITING = 86400
 #: objects a sequential reader's prefetch downloads beyond the one it reads
 READ_AHEAD = 2
 #: downloads a random reader's prefetch (a ``RecordSampler``'s order) runs at once
@@ -187,7 +187,7 @@ class _Entry:
 
     path: str
     size: int
-    used: float  # the last use (its record's mtime; 0 without a record)
+    used: int  # the last use (its record's mtime in ns; 0 without a record)
 
 
 class ShardCache:
@@ -383,7 +383,7 @@ class ShardCache:
         """``(the copies, bytes of the downloads in flight)``; a download whose process died
         is deleted on the way (the folder lock is held)."""
         copies: List[_Entry] = []
-        used: Dict[str, float] = {}
+        used: Dict[str, int] = {}
         flight = 0
         for item in os.scandir(self.folder):
             name = item.name
@@ -391,18 +391,18 @@ class ShardCache:
                 continue
             try:
                 if name.endswith(_RECORD_SUFFIX):
-                    used[name[:-len(_RECORD_SUFFIX)]] = item.stat().st_mtime
+                    used[name[:-len(_RECORD_SUFFIX)]] = item.stat().st_mtime_ns
                 elif name.endswith(".tmp"):  # a record being written when a process died
                     _remove(item.path)
                 elif _PART.search(name):
                     if _live_part(item.path):
                         flight += int(_PART.search(name).group(1))
                 else:
-                    copies.append(_Entry(item.path, item.stat().st_size, 0.0))
+                    copies.append(_Entry(item.path, item.stat().st_size, 0))
             except FileNotFoundError:
                 continue
         for entry in copies:
-            entry.used = used.get(os.path.basename(entry.path), 0.0)
+            entry.used = used.get(os.path.basename(entry.path), 0)
         return copies, flight
 
     def _evict(self, entry: _Entry, in_use_too: bool) -> bool:
@@ -432,7 +432,7 @@ class ShardCache:
             return True
         copies, flight = self._look()
         used = sum(e.size for e in copies) + flight
-        now = time.time()
+        now = time.time_ns()
         candidates = sorted((e for e in copies if e.path not in protect), key=lambda e: e.used)
         in_use = []
         # first the copies that were read and nobody has open, least recently used first
@@ -485,7 +485,7 @@ class ShardCache:
             copy.close()
             return None, "unchecked", want.crc32 or record.get("crc32")
         if use:
-            os.utime(path + _RECORD_SUFFIX)  # its last use
+            _mark_used(path + _RECORD_SUFFIX)
         return copy, "", None
 
     def _acquire(self, url: str, want: Expected, demand: bool, download: bool = True,
@@ -576,6 +576,22 @@ def _file_state(st: os.stat_result) -> List[Any]:
     """What a checked copy's file must still be: its inode, size, ctime and mtime (any write,
     rename or replace changes one of them) and the boot it was checked in."""
     return [st.st_ino, st.st_size, st.st_ctime_ns, st.st_mtime_ns, _BOOT]
+
+
+_last_use = [0]
+_last_use_lock = threading.Lock()
+
+
+def _mark_used(record: str, ahead: int = 0) -> None:
+    """Set a copy's last use (its record's mtime) to now, ``ahead`` seconds on, in
+    nanoseconds and strictly after this process's previous mark: ``os.utime(path)`` alone
+    takes the file system's coarse clock, on which reads a few milliseconds apart tie and the
+    least recently used is a toss-up."""
+    with _last_use_lock:
+        now = max(time.time_ns() + ahead * 1_000_000_000, _last_use[0] + 1)
+        if not ahead:
+            _last_use[0] = now
+    os.utime(record, ns=(now, now))
 
 
 def _remove(path: str) -> None:
@@ -721,8 +737,7 @@ class _Download:
             json.dump(record, f)
         os.replace(self.path + _RECORD_SUFFIX + ".tmp", self.path + _RECORD_SUFFIX)
         if awaiting:
-            ahead = time.time() + _AWAITING
-            os.utime(self.path + _RECORD_SUFFIX, (ahead, ahead))
+            _mark_used(self.path + _RECORD_SUFFIX, ahead=_AWAITING)
         self.release()  # before the shared lock: the same file, another descriptor
         return LocalCopy(self.path, url)
 
