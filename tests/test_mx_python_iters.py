@@ -63,6 +63,24 @@ def test_ndarray_looks_like_mxnets():
         assert mx.nd.ones((1,)).context == mx.cpu(1)
 
 
+def test_ndarray_element_is_a_writable_view():
+    """MXNet-era iterators fill labels element by element through the view indexing gives
+    (InsightFace's FaceImageIter: ``batch_label = nd.empty((B,)); batch_label[i][:] = label``);
+    a copy would leave the labels as nd.empty's garbage."""
+    labels = mx.nd.empty((4,))
+    for i, value in enumerate([3.0, 1.0, 4.0, 1.5]):
+        labels[i][:] = value
+    assert labels.asnumpy().tolist() == [3.0, 1.0, 4.0, 1.5]
+    labels[-1][:] = 9
+    assert labels.asnumpy()[3] == 9 and labels[2].shape == (1,)
+    grid = mx.nd.zeros((2, 3))
+    grid[1][2][:] = 5
+    grid[0, 1][:] = 4
+    assert grid.asnumpy().tolist() == [[0, 4, 0], [0, 0, 5]]
+    grid[np.int64(1), np.int64(0)][:] = 2
+    assert grid.asnumpy()[1, 0] == 2
+
+
 def test_ndarray_goes_to_torch_without_a_copy():
     torch = need("torch")
     a = mx.nd.array(np.arange(6, dtype=np.float32).reshape(2, 3))

@@ -217,7 +217,22 @@ class NDArray:
     def __getitem__(self, key: Any) -> "NDArray":
         """An NDArray (a view for basic indexing); one element comes as shape ``(1,)``."""
         key = tuple(_unwrap(k) for k in key) if isinstance(key, tuple) else _unwrap(key)
-        return self._wrap(self._data[key])
+        value = self._data[key]
+        if np.ndim(value) == 0:
+            view = self._element_view(key)
+            if view is not None:  # writable, as MXNet's: ``labels[i][:] = label`` sets labels[i]
+                return NDArray(view, self._ctx)
+        return self._wrap(value)
+
+    def _element_view(self, key: Any) -> Optional[np.ndarray]:
+        """The ``(1,)`` view of the one element that integer ``key`` picks, else None."""
+        keys = key if isinstance(key, tuple) else (key,)
+        if len(keys) != self._data.ndim or not all(
+                isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys):
+            return None
+        last = int(keys[-1]) % self._data.shape[-1]
+        row = self._data[tuple(keys[:-1])] if len(keys) > 1 else self._data
+        return row[last:last + 1]
 
     def __setitem__(self, key: Any, value: Any) -> None:
         key = tuple(_unwrap(k) for k in key) if isinstance(key, tuple) else _unwrap(key)
