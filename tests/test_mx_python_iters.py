@@ -204,6 +204,33 @@ def test_resize_and_prefetching_iters():
     assert len(list(both)) == 3
 
 
+def test_prefetching_iter_passes_the_iterators_descriptions_through():
+    """MXNet's PrefetchingIter hands on its iterators' provide_data/provide_label as they are
+    when nothing is renamed: InsightFace's FaceImageIter gives (name, shape) tuples, which
+    MXNet's PrefetchingIter and its batches keep as tuples."""
+    class TupleIter(mx.io.DataIter):
+        def __init__(self):
+            super().__init__(2)
+            self.provide_data = [("data", (2, 3))]
+            self.provide_label = [("softmax_label", (2,))]
+            self.done = False
+
+        def reset(self):
+            self.done = False
+
+        def next(self):
+            if self.done:
+                raise StopIteration
+            self.done = True
+            return mx.io.DataBatch([mx.nd.zeros((2, 3))], [mx.nd.zeros((2,))])
+
+    it = mx.io.PrefetchingIter(TupleIter())
+    assert it.provide_data == [("data", (2, 3))] and type(it.provide_data[0]) is tuple
+    assert type(it.provide_label[0]) is tuple and it.batch_size == 2
+    batch = next(iter(it))
+    assert type(batch.provide_data[0]) is tuple and batch.provide_label == [("softmax_label", (2,))]
+
+
 def test_databatch_and_datadesc():
     desc = mx.io.DataDesc("data", (2, 3), np.uint8, "NHWC")
     name, shape = desc
