@@ -399,3 +399,35 @@ def test_damaged_sixteen_bit_png_is_an_image_error():
     for bad in (data[:idat + 10], data[:idat + 4] + b"\xff" * 8 + data[idat + 12:]):
         with pytest.raises(ImageError):
             decode(bad, -1)
+
+
+ICC = pathlib.Path(__file__).parent / "data" / "mxnet_png_icc"
+ICC_EXPECTED = dict(np.load(ICC / "expected.npz"))
+
+
+@pytest.mark.parametrize("decoder", ["auto", "pillow"])
+@pytest.mark.parametrize("name", ["hp_srgb.png", "hp_srgb_gama22.png", "hp_srgb_palette.png",
+                                  "hp_srgb_rgba.png", "lcms_srgb.png"])
+def test_png_with_a_known_srgb_profile_greys_as_mxnet(name, decoder):
+    """libpng takes HP/Microsoft's sRGB IEC61966-2.1 ICC profile (in countless PNGs) for sRGB,
+    so MXNet's greyscale of such a PNG is computed in linear light (up to 35 levels off the
+    plain weighted sum here); a profile libpng does not know (lcms_srgb.png) changes nothing.
+    OpenCV 5 ignores the profile: the greyscale must not come from it. Arrays from the real
+    MXNet 1.9.1 (tests/data/mxnet_png_icc/make.py)."""
+    payload = (ICC / name).read_bytes()
+    for color in (0, 1):
+        want = ICC_EXPECTED[f"{name}|{color}"]
+        got = decode(payload, color, decoder=decoder)
+        assert_exact(got[..., None] if got.ndim == 2 else got, want, f"{name} {decoder} {color}")
+    if decoder == "auto":
+        assert_exact(mx.image.imdecode(payload, flag=0).asnumpy(), ICC_EXPECTED[f"{name}|0"])
+        rec = recio.pack(recio.IRHeader(0, 1.0, 0, 0), payload)
+        assert_exact(recio.unpack_img(rec, 0)[1][..., None], ICC_EXPECTED[f"{name}|0"])
+
+
+def test_known_srgb_profile_needs_its_exact_bytes():
+    """An edited copy of a known profile is not sRGB to libpng (adler32 and crc32 decide)."""
+    profile = Image.open(ICC / "hp_srgb.png").info["icc_profile"]
+    assert codec._is_known_srgb_profile(profile)
+    assert not codec._is_known_srgb_profile(profile[:-1] + bytes([profile[-1] ^ 1]))
+    assert not codec._is_known_srgb_profile(None) and not codec._is_known_srgb_profile(b"x" * 50)

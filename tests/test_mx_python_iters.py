@@ -63,6 +63,52 @@ def test_ndarray_looks_like_mxnets():
         assert mx.nd.ones((1,)).context == mx.cpu(1)
 
 
+def test_ndarray_element_is_a_writable_view():
+    """MXNet-era iterators fill labels element by element through the view indexing gives
+    (InsightFace's FaceImageIter: ``batch_label = nd.empty((B,)); batch_label[i][:] = label``);
+    a copy would leave the labels as nd.empty's garbage."""
+    labels = mx.nd.empty((4,))
+    for i, value in enumerate([3.0, 1.0, 4.0, 1.5]):
+        labels[i][:] = value
+    assert labels.asnumpy().tolist() == [3.0, 1.0, 4.0, 1.5]
+    labels[-1][:] = 9
+    assert labels.asnumpy()[3] == 9 and labels[2].shape == (1,)
+    grid = mx.nd.zeros((2, 3))
+    grid[1][2][:] = 5
+    grid[0, 1][:] = 4
+    assert grid.asnumpy().tolist() == [[0, 4, 0], [0, 0, 5]]
+    grid[np.int64(1), np.int64(0)][:] = 2
+    assert grid.asnumpy()[1, 0] == 2
+
+
+def test_nd_module_functions_as_mxnets():
+    """The mx.nd functions MXNet-era data code calls (InsightFace's FaceImageIter: nd.transpose,
+    nd.sum(..., axis=2, keepdims=True); GluonCV's tutorial: nd.transpose); values from MXNet
+    1.9.1."""
+    a = mx.nd.array(np.arange(24, dtype="float32").reshape(2, 3, 4))
+    assert mx.nd.transpose(a).shape == (4, 3, 2)
+    assert mx.nd.transpose(a, axes=(2, 0, 1)).shape == (4, 2, 3)
+    assert mx.nd.transpose(data=a, axes=(1, 0, 2)).asnumpy().tolist() == \
+        a.asnumpy().transpose(1, 0, 2).tolist()
+    total = mx.nd.sum(a)
+    assert isinstance(total, mx.nd.NDArray) and total.shape == (1,) and total.asscalar() == 276
+    assert mx.nd.sum(a, axis=2, keepdims=True).shape == (2, 3, 1)
+    assert mx.nd.sum(a, axis=(0, 2)).asnumpy().tolist() == [60, 92, 124]
+    assert mx.nd.sum(a, axis=1, exclude=True).asnumpy().tolist() == [60, 92, 124]
+    assert mx.nd.mean(a, axis=0).shape == (3, 4) and mx.nd.max(a).asnumpy().tolist() == [23]
+    assert mx.nd.min(a, axis=1).shape == (2, 4)
+    assert mx.nd.clip(a, 2, 5).asnumpy().ravel()[:8].tolist() == [2, 2, 2, 3, 4, 5, 5, 5]
+    assert mx.nd.reshape(a, shape=(4, -1)).shape == (4, 6)
+    assert mx.nd.expand_dims(a, axis=1).shape == (2, 1, 3, 4)
+    assert mx.nd.swapaxes(a, 0, 2).shape == (4, 3, 2)
+    assert mx.nd.cast(a, dtype="uint8").dtype is np.uint8
+    assert mx.nd.zeros_like(a).shape == (2, 3, 4) and mx.nd.ones_like(a).asnumpy().sum() == 24
+    u8 = mx.nd.array(np.ones((2, 3)), dtype="uint8")
+    assert mx.nd.sum(u8).dtype is np.uint8  # MXNet keeps the input's dtype
+    assert mx.nd.mean(mx.nd.array([1, 2], dtype="int32")).asnumpy().tolist() == [1]
+    assert sum([1, 2]) == 3  # the module's names do not leak into builtins
+
+
 def test_ndarray_goes_to_torch_without_a_copy():
     torch = need("torch")
     a = mx.nd.array(np.arange(6, dtype=np.float32).reshape(2, 3))
@@ -156,6 +202,33 @@ def test_resize_and_prefetching_iters():
     np.testing.assert_array_equal(batches[0].data[1].asnumpy(), batches[0].data[0].asnumpy() * 2)
     both.reset()
     assert len(list(both)) == 3
+
+
+def test_prefetching_iter_passes_the_iterators_descriptions_through():
+    """MXNet's PrefetchingIter hands on its iterators' provide_data/provide_label as they are
+    when nothing is renamed: InsightFace's FaceImageIter gives (name, shape) tuples, which
+    MXNet's PrefetchingIter and its batches keep as tuples."""
+    class TupleIter(mx.io.DataIter):
+        def __init__(self):
+            super().__init__(2)
+            self.provide_data = [("data", (2, 3))]
+            self.provide_label = [("softmax_label", (2,))]
+            self.done = False
+
+        def reset(self):
+            self.done = False
+
+        def next(self):
+            if self.done:
+                raise StopIteration
+            self.done = True
+            return mx.io.DataBatch([mx.nd.zeros((2, 3))], [mx.nd.zeros((2,))])
+
+    it = mx.io.PrefetchingIter(TupleIter())
+    assert it.provide_data == [("data", (2, 3))] and type(it.provide_data[0]) is tuple
+    assert type(it.provide_label[0]) is tuple and it.batch_size == 2
+    batch = next(iter(it))
+    assert type(batch.provide_data[0]) is tuple and batch.provide_label == [("softmax_label", (2,))]
 
 
 def test_databatch_and_datadesc():

@@ -135,6 +135,18 @@ _PNG_UNITY = 100_000
 #: libpng treats a gamma within 5% of 1 as linear (PNG_GAMMA_THRESHOLD_FIXED)
 _PNG_GAMMA_THRESHOLD = 5_000
 _SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+#: libpng 1.6's png_sRGB_checks (png.c): the ICC profiles it takes for sRGB, as an sRGB chunk,
+#: so their iCCP gives the file sRGB's gamma: (ICC profile ID, length, rendering intent,
+#: adler32, crc32). Among them the HP/Microsoft "sRGB IEC61966-2.1" of countless PNGs.
+_PNG_SRGB_PROFILES = (
+    ("29f83ddeaff255ae7842fae4ca83390d", 3048, 0, 0x0A3FD9F6, 0x3B8772B9),
+    ("c95bd637e95d8a3b0df38f99c1320389", 3052, 1, 0x4909E5E1, 0x427EBB21),
+    ("fc66337837e2886bfd72e9838228f1b8", 60988, 0, 0xFD2144A1, 0x306FD8AE),
+    ("34562abf994ccd066d2c5721d0d68c5d", 60960, 0, 0x209C35D2, 0xBBEF7812),
+    ("00000000000000000000000000000000", 3024, 1, 0xA054D762, 0x5D5129CE),
+    ("00000000000000000000000000000000", 3144, 0, 0xF784F3FB, 0x182EA552),
+    ("00000000000000000000000000000000", 3144, 1, 0x0398F3FC, 0xF29E526D),
+)
 
 #: what decode accepts: the encoded image (a NumPy uint8 array as MXNet's imdecode takes one)
 ImageBytes = Union[bytes, bytearray, memoryview, np.ndarray]
@@ -346,6 +358,13 @@ def _scratch(nbytes: int) -> np.ndarray:
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
+def _has_iccp(data: Any) -> bool:
+    """Whether a PNG has an iCCP chunk (before its image data, where the chunk must be)."""
+    raw = bytes(data[:1 << 20]) if not isinstance(data, bytes) else data
+    end = raw.find(b"IDAT")
+    return raw.find(b"iCCP", 0, end if end != -1 else len(raw)) != -1
+
+
 def _decode_png_opencv(data: Any, color: int, bgr: bool, max_pixels: int, exif_transpose: bool,
                        name: Optional[str]
                        ) -> Optional[Tuple[np.ndarray, Tuple[int, int], float]]:
@@ -364,6 +383,8 @@ def _decode_png_opencv(data: Any, color: int, bgr: bool, max_pixels: int, exif_t
     cv2 = optional("cv2")
     if cv2 is None or (exif_transpose and bytes(data).find(b"eXIf") != -1):
         return None
+    if color == 0 and bytes(data[25:26]) in (b"\x02", b"\x03", b"\x06") and _has_iccp(data):
+        return None  # libpng's greyscale then depends on the profile, which OpenCV >= 5 ignores
     rgb_flag = getattr(cv2, "IMREAD_COLOR_RGB", None)  # OpenCV >= 4.11 swaps while decoding
     if color == 1:
         flag = cv2.IMREAD_COLOR if bgr or rgb_flag is None else rgb_flag
@@ -478,15 +499,32 @@ def _weighted_grey(rgb: np.ndarray, weights: Tuple[int, int, int], bits: int,
 
 
 def _png_gamma(info: dict) -> int:
-    """The file gamma libpng works with (x 100000): sRGB's for an sRGB chunk, else the gAMA
+    """The file gamma libpng works with (x 100000): sRGB's for an sRGB chunk or an iCCP chunk
+    holding one of libpng's known sRGB profiles (either overrides a gAMA chunk), else the gAMA
     chunk's when valid, else 1.0."""
-    if "srgb" in info:
+    if "srgb" in info or _is_known_srgb_profile(info.get("icc_profile")):
         return _PNG_SRGB_GAMMA
     gamma = info.get("gamma")
     if gamma is None:
         return _PNG_UNITY
     fixed = int(round(float(gamma) * _PNG_UNITY))
     return fixed if 16 <= fixed <= 625_000_000 else _PNG_UNITY
+
+
+def _is_known_srgb_profile(profile: Optional[bytes]) -> bool:
+    """libpng 1.6's ``png_compare_ICC_profile_with_sRGB`` (checks level 2, its default): the
+    first entry whose profile ID matches decides, when its length and intent match too, by
+    adler32 and crc32 (an edited known profile is not taken)."""
+    if not profile or len(profile) < 100:
+        return False
+    ident = bytes(profile[84:100]).hex()
+    length, intent = struct.unpack(">I", profile[:4])[0], struct.unpack(">I", profile[64:68])[0]
+    for md5, known_length, known_intent, adler, crc in _PNG_SRGB_PROFILES:
+        if ident != md5 or length != known_length or intent != known_intent:
+            continue
+        body = bytes(profile[:length])
+        return zlib.adler32(body) == adler and zlib.crc32(body) == crc
+    return False
 
 
 def _png_grey(rgb: np.ndarray, gamma: int) -> np.ndarray:

@@ -793,6 +793,9 @@ class PrefetchingIter(_OverBatches):
     def _renamed(self, which: str, renames: Optional[List[Dict[str, str]]]) -> List[DataDesc]:
         out: List[DataDesc] = []
         for i, it in enumerate(self.iters):
+            if renames is None:  # as MXNet: the iterators' own, (name, shape) tuples included
+                out.extend(getattr(it, which))
+                continue
             for desc in getattr(it, which):
                 desc = desc if isinstance(desc, DataDesc) else DataDesc(*desc)
                 if renames is not None:

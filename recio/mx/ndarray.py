@@ -217,7 +217,22 @@ class NDArray:
     def __getitem__(self, key: Any) -> "NDArray":
         """An NDArray (a view for basic indexing); one element comes as shape ``(1,)``."""
         key = tuple(_unwrap(k) for k in key) if isinstance(key, tuple) else _unwrap(key)
-        return self._wrap(self._data[key])
+        value = self._data[key]
+        if np.ndim(value) == 0:
+            view = self._element_view(key)
+            if view is not None:  # writable, as MXNet's: ``labels[i][:] = label`` sets labels[i]
+                return NDArray(view, self._ctx)
+        return self._wrap(value)
+
+    def _element_view(self, key: Any) -> Optional[np.ndarray]:
+        """The ``(1,)`` view of the one element that integer ``key`` picks, else None."""
+        keys = key if isinstance(key, tuple) else (key,)
+        if len(keys) != self._data.ndim or not all(
+                isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys):
+            return None
+        last = int(keys[-1]) % self._data.shape[-1]
+        row = self._data[tuple(keys[:-1])] if len(keys) > 1 else self._data
+        return row[last:last + 1]
 
     def __setitem__(self, key: Any, value: Any) -> None:
         key = tuple(_unwrap(k) for k in key) if isinstance(key, tuple) else _unwrap(key)
@@ -463,6 +478,85 @@ def flip(data: Any, axis: int) -> NDArray:
                    data.context if isinstance(data, NDArray) else None)
 
 
+def _axes(data: Any, axis: Any, exclude: bool) -> Optional[Tuple[int, ...]]:
+    """MXNet's reduction ``axis`` (``()`` or None: every axis; ``exclude``: all but these)."""
+    if axis is None or axis == ():
+        return None
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if exclude:
+        ndim = np.ndim(data)
+        axes = tuple(i for i in range(ndim) if i not in {a % ndim for a in axes})
+    return axes
+
+
+def _reduction(fn: Any, data: Any, axis: Any, keepdims: bool, exclude: bool) -> NDArray:
+    values = _unwrap(data)
+    out = np.asarray(fn(values, axis=_axes(values, axis, exclude), keepdims=keepdims))
+    out = out.astype(np.asarray(values).dtype, copy=False)  # MXNet keeps the input's dtype
+    return NDArray(out.reshape(1) if out.ndim == 0 else out,
+                   data.context if isinstance(data, NDArray) else None)
+
+
+def sum(data: Any, axis: Any = (), keepdims: bool = False,  # noqa: A001 - MXNet's name
+        exclude: bool = False) -> NDArray:
+    """``mx.nd.sum``: over ``axis`` (all by default: shape ``(1,)``), in the input's dtype."""
+    return _reduction(np.sum, data, axis, keepdims, exclude)
+
+
+def mean(data: Any, axis: Any = (), keepdims: bool = False, exclude: bool = False) -> NDArray:
+    return _reduction(np.mean, data, axis, keepdims, exclude)
+
+
+def max(data: Any, axis: Any = (), keepdims: bool = False,  # noqa: A001 - MXNet's name
+        exclude: bool = False) -> NDArray:
+    return _reduction(np.max, data, axis, keepdims, exclude)
+
+
+def min(data: Any, axis: Any = (), keepdims: bool = False,  # noqa: A001 - MXNet's name
+        exclude: bool = False) -> NDArray:
+    return _reduction(np.min, data, axis, keepdims, exclude)
+
+
+def _like(data: Any, values: np.ndarray) -> NDArray:
+    return NDArray(values, data.context if isinstance(data, NDArray) else None)
+
+
+def transpose(data: Any, axes: Optional[Sequence[int]] = None) -> NDArray:
+    """``mx.nd.transpose``: permute by ``axes`` (reverse them when not given)."""
+    values = _unwrap(data)
+    return _like(data, np.transpose(values, None if not axes else tuple(axes)))
+
+
+def reshape(data: Any, shape: Sequence[int]) -> NDArray:
+    return data.reshape(tuple(shape)) if isinstance(data, NDArray) else NDArray(
+        np.reshape(data, tuple(shape)))
+
+
+def expand_dims(data: Any, axis: int) -> NDArray:
+    return _like(data, np.expand_dims(_unwrap(data), axis))
+
+
+def swapaxes(data: Any, dim1: int = 0, dim2: int = 0) -> NDArray:
+    return _like(data, np.swapaxes(_unwrap(data), dim1, dim2))
+
+
+def clip(data: Any, a_min: Any, a_max: Any) -> NDArray:
+    values = np.asarray(_unwrap(data))
+    return _like(data, np.clip(values, a_min, a_max).astype(values.dtype, copy=False))
+
+
+def cast(data: Any, dtype: Any) -> NDArray:
+    return _like(data, np.asarray(_unwrap(data)).astype(dtype))
+
+
+def zeros_like(data: Any) -> NDArray:
+    return _like(data, np.zeros_like(_unwrap(data)))
+
+
+def ones_like(data: Any) -> NDArray:
+    return _like(data, np.ones_like(_unwrap(data)))
+
+
 def waitall() -> None:
     """Nothing runs asynchronously here."""
 
@@ -568,4 +662,7 @@ class _Reader:
 
 
 __all__ = ["NDArray", "Context", "cpu", "gpu", "cpu_pinned", "current_context", "array", "empty",
-           "zeros", "ones", "full", "arange", "concat", "stack", "tile", "dot", "flip", "waitall", "save", "load"]
+           "zeros", "ones", "full", "arange", "concat", "stack", "tile", "dot", "flip", "waitall", "save", "load",
+           "sum", "mean", "max", "min",
+           "transpose", "reshape", "expand_dims", "swapaxes", "clip", "cast", "zeros_like",
+           "ones_like"]
