@@ -103,7 +103,10 @@ class _Decoder:
         if self.decode != "raw":
             image = self._image(img_bytes, path, name, offset)
         if self.transform is not None:
-            image = self.transform(image)
+            try:
+                image = self.transform(image)
+            except ImageError as exc:  # ImageAugment decoding raw bytes: say which record
+                raise ImageError(f"{name}: {exc.message}", path, offset) from None
         return image, self.label(header)
 
     def label(self, header: Any) -> Any:
