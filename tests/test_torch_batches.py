@@ -179,17 +179,23 @@ def test_spawned_workers_and_integer_labels(data):
             np.testing.assert_array_equal(img.numpy(), _want(i, "uint8"))
 
 
-def test_undecodable_record_in_a_batch_names_its_key(tmp_path):
-    from torch.utils.data import DataLoader
-
-    from recio.torch import ImageAugment, RecordDataset
-
+def _broken_rec(tmp_path):
+    """Six records; key 4's image bytes are not an image."""
     rec, idx = str(tmp_path / "bad.rec"), str(tmp_path / "bad.idx")
     with recio.IndexedRecordWriter(rec, idx) as w:
         for i in range(6):
             payload = b"broken" if i == 4 else recio.pack_img(
                 recio.IRHeader(0, float(i), i, 0), _image(i), img_fmt=".png")[24:]
             w.write(i, recio.pack(recio.IRHeader(0, float(i), i, 0), payload))
+    return rec, idx
+
+
+def test_undecodable_record_in_a_batch_names_its_key(tmp_path):
+    from torch.utils.data import DataLoader
+
+    from recio.torch import ImageAugment, RecordDataset
+
+    rec, idx = _broken_rec(tmp_path)
     ds = RecordDataset(rec, idx, decode="raw", transform=ImageAugment((3, 8, 8)))
     with pytest.raises(ImageError, match="key 4"):
         list(DataLoader(ds, batch_size=3, num_workers=2))
@@ -332,12 +338,7 @@ def test_undecodable_record_read_one_at_a_time_names_its_record(tmp_path):
 
     from recio.torch import ImageAugment, RecordDataset, RecordIterableDataset
 
-    rec, idx = str(tmp_path / "bad.rec"), str(tmp_path / "bad.idx")
-    with recio.IndexedRecordWriter(rec, idx) as w:
-        for i in range(6):
-            payload = b"broken" if i == 4 else recio.pack_img(
-                recio.IRHeader(0, float(i), i, 0), _image(i), img_fmt=".png")[24:]
-            w.write(i, recio.pack(recio.IRHeader(0, float(i), i, 0), payload))
+    rec, idx = _broken_rec(tmp_path)
     augment = ImageAugment((3, 8, 8), dtype="uint8")
     with pytest.raises(ImageError, match=r"bad\.rec: byte \d+: key 4: "):
         RecordDataset(rec, idx, decode="raw", transform=augment)[4]
