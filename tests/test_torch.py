@@ -158,6 +158,27 @@ def test_iterable_dataset_single_process_and_shuffle(dataset):
 
 
 @needs_torch
+def test_iterable_dataset_set_epoch_reaches_persistent_workers(dataset):
+    """Persistent workers keep the dataset copy they started with: set_epoch in the main
+    process must still give each epoch its own order, the one fresh workers give."""
+    rec, _ = dataset
+
+    def orders(persistent):
+        ds = RecordIterableDataset(rec, shuffle_buffer=8, seed=1)
+        loader = DataLoader(ds, batch_size=5, num_workers=2, persistent_workers=persistent)
+        out = []
+        for epoch in range(3):
+            ds.set_epoch(epoch)
+            out.append(_labels(loader))
+        return out
+
+    fresh, persistent = orders(False), orders(True)
+    assert all(sorted(o) == list(range(N)) for o in persistent)
+    assert len({tuple(o) for o in fresh}) == 3
+    assert persistent == fresh
+
+
+@needs_torch
 def test_iterable_dataset_ranks_and_workers_partition(tmp_path):
     _write(tmp_path / "a.rec", tmp_path / "a.idx", range(0, 20))
     _write(tmp_path / "b.rec", tmp_path / "b.idx", range(20, 45))

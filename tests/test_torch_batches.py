@@ -179,17 +179,23 @@ def test_spawned_workers_and_integer_labels(data):
             np.testing.assert_array_equal(img.numpy(), _want(i, "uint8"))
 
 
-def test_undecodable_record_in_a_batch_names_its_key(tmp_path):
-    from torch.utils.data import DataLoader
-
-    from recio.torch import ImageAugment, RecordDataset
-
+def _broken_rec(tmp_path):
+    """Six records; key 4's image bytes are not an image."""
     rec, idx = str(tmp_path / "bad.rec"), str(tmp_path / "bad.idx")
     with recio.IndexedRecordWriter(rec, idx) as w:
         for i in range(6):
             payload = b"broken" if i == 4 else recio.pack_img(
                 recio.IRHeader(0, float(i), i, 0), _image(i), img_fmt=".png")[24:]
             w.write(i, recio.pack(recio.IRHeader(0, float(i), i, 0), payload))
+    return rec, idx
+
+
+def test_undecodable_record_in_a_batch_names_its_key(tmp_path):
+    from torch.utils.data import DataLoader
+
+    from recio.torch import ImageAugment, RecordDataset
+
+    rec, idx = _broken_rec(tmp_path)
     ds = RecordDataset(rec, idx, decode="raw", transform=ImageAugment((3, 8, 8)))
     with pytest.raises(ImageError, match="key 4"):
         list(DataLoader(ds, batch_size=3, num_workers=2))
@@ -323,3 +329,19 @@ def test_encoded_batches_decode_on_a_cuda_device(data):
     for img, e in zip(images, encoded):
         want = recio.image.codec.decode(e, 1).transpose(2, 0, 1).astype(int)
         assert np.abs(img.cpu().numpy().astype(int) - want).max() <= 2
+
+
+def test_undecodable_record_read_one_at_a_time_names_its_record(tmp_path):
+    """ImageAugment on raw bytes outside the batch path (``ds[i]``, the streaming dataset):
+    the error names the record, the file and its byte offset, as a batch's does."""
+    from torch.utils.data import DataLoader
+
+    from recio.torch import ImageAugment, RecordDataset, RecordIterableDataset
+
+    rec, idx = _broken_rec(tmp_path)
+    augment = ImageAugment((3, 8, 8), dtype="uint8")
+    with pytest.raises(ImageError, match=r"bad\.rec: byte \d+: key 4: "):
+        RecordDataset(rec, idx, decode="raw", transform=augment)[4]
+    stream = RecordIterableDataset(rec, decode="raw", transform=augment)
+    with pytest.raises(ImageError, match=r"bad\.rec: byte \d+: record #\d+ of part \d/2: "):
+        list(DataLoader(stream, batch_size=3, num_workers=2))

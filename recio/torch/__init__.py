@@ -103,7 +103,10 @@ class _Decoder:
         if self.decode != "raw":
             image = self._image(img_bytes, path, name, offset)
         if self.transform is not None:
-            image = self.transform(image)
+            try:
+                image = self.transform(image)
+            except ImageError as exc:  # ImageAugment decoding raw bytes: say which record
+                raise ImageError(f"{name}: {exc.message}", path, offset) from None
         return image, self.label(header)
 
     def label(self, header: Any) -> Any:
@@ -798,10 +801,21 @@ class RecordIterableDataset(IterableDataset):
         self._live: Optional[_Live] = None
         self._loads = 0  # bumped by every load: a cached plan is for one loaded state
         self._planned: Optional[Tuple[Any, Any]] = None
+        # persistent DataLoader workers keep the copy of the dataset they started with:
+        # set_epoch writes [epoch, calls so far] here (shared memory) for them to take up
+        self._epoch_cell = torch.zeros(2, dtype=torch.int64).share_memory_()
+        self._epoch_seen = 0
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle order is used (like ``DistributedSampler.set_epoch``);
-        a loaded state of another epoch is dropped."""
+        a loaded state of another epoch is dropped. Persistent DataLoader workers take it up
+        at their next pass."""
+        self._set_epoch(epoch)
+        cell = self._epoch_cell
+        cell[0], cell[1] = self.epoch, int(cell[1]) + 1
+        self._epoch_seen = int(cell[1])
+
+    def _set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
         r = self._resume
         if r is not None and r.epoch != self.epoch:
@@ -884,6 +898,11 @@ class RecordIterableDataset(IterableDataset):
                 f"new loader without calling loader.load_state_dict")
 
     def __iter__(self) -> Iterator[Tuple[Any, Any]]:
+        calls = int(self._epoch_cell[1])
+        if calls != self._epoch_seen and get_worker_info() is not None:
+            # a persistent worker: the main process called set_epoch since this copy was made
+            self._epoch_seen = calls
+            self._set_epoch(int(self._epoch_cell[0]))
         self._live = None  # state_dict() reports this pass's start until it begins
         return self._records()
 
