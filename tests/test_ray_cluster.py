@@ -106,7 +106,9 @@ class Cluster:
 
     def _start(self, name, args):
         manager = _free_port()
-        low = 20000 + (_free_port() % 400) * 100
+        # the workers' ports below Linux's ephemeral range (32768-60999), where the OS hands
+        # out the ports other Ray components bind at random (a clash failed a node's start)
+        low = 20000 + (_free_port() % 120) * 100
         log = open(os.path.join(self.temp, f"{name}.log"), "w")
         proc = subprocess.Popen(
             [RAY, "start", *args, "--block", "--disable-usage-stats",
