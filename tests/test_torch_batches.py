@@ -333,7 +333,8 @@ def test_encoded_batches_decode_on_a_cuda_device(data):
 
 def test_undecodable_record_read_one_at_a_time_names_its_record(tmp_path):
     """ImageAugment on raw bytes outside the batch path (``ds[i]``, the streaming dataset):
-    the error names the record, the file and its byte offset, as a batch's does."""
+    the error names the record, the file and its byte offset, as a batch's does; a streamed
+    record, which has no key, by its place and its image id."""
     from torch.utils.data import DataLoader
 
     from recio.torch import ImageAugment, RecordDataset, RecordIterableDataset
@@ -343,5 +344,6 @@ def test_undecodable_record_read_one_at_a_time_names_its_record(tmp_path):
     with pytest.raises(ImageError, match=r"bad\.rec: byte \d+: key 4: "):
         RecordDataset(rec, idx, decode="raw", transform=augment)[4]
     stream = RecordIterableDataset(rec, decode="raw", transform=augment)
-    with pytest.raises(ImageError, match=r"bad\.rec: byte \d+: record #\d+ of part \d/2: "):
+    with pytest.raises(ImageError,
+                       match=r"bad\.rec: byte \d+: record #\d+ of part \d/2 \(image id 4\): "):
         list(DataLoader(stream, batch_size=3, num_workers=2))

@@ -100,13 +100,14 @@ class _Decoder:
         except RecordIOError as exc:
             raise RecordIOError(f"{name}: {exc.message}", path, offset) from None
         image: Any = img_bytes
-        if self.decode != "raw":
-            image = self._image(img_bytes, path, name, offset)
-        if self.transform is not None:
-            try:
-                image = self.transform(image)
-            except ImageError as exc:  # ImageAugment decoding raw bytes: say which record
-                raise ImageError(f"{name}: {exc.message}", path, offset) from None
+        try:
+            if self.decode != "raw":
+                image = self._image(img_bytes)
+            if self.transform is not None:
+                image = self.transform(image)  # ImageAugment may decode the raw bytes itself
+        except ImageError as exc:  # say which record: a streamed one by its image id too
+            who = name if name.startswith("key ") else f"{name} (image id {header.id})"
+            raise ImageError(f"{who}: {exc.message}", path, offset) from None
         return image, self.label(header)
 
     def label(self, header: Any) -> Any:
@@ -147,14 +148,10 @@ class _Decoder:
         collated = _batching.collate_labels(labels)
         return _batching.samples(buf, collated, labels)
 
-    def _image(self, img_bytes: bytes, path: Optional[str], name: str,
-               offset: Optional[int]) -> Any:
+    def _image(self, img_bytes: bytes) -> Any:
         """The decoded image as ``decode`` asks: a PIL image, an HWC array or a CHW tensor."""
-        try:
-            arr = decode_image(img_bytes, 1 if self.mode == "RGB" else 0,
-                               max_pixels=self.max_pixels, decoder=self.decoder)
-        except ImageError as exc:
-            raise ImageError(f"{name}: {exc.message}", path, offset) from None
+        arr = decode_image(img_bytes, 1 if self.mode == "RGB" else 0,
+                           max_pixels=self.max_pixels, decoder=self.decoder)
         if self.decode == "pil":
             return Image.fromarray(arr)
         if arr.ndim == 2:
