@@ -15,6 +15,7 @@ Without an argument it writes a tiny 2-class dataset into examples/out/torch/ fi
    ``torch.distributed`` job, reads its own part (part = rank * num_workers + worker_id), so no
    record is read twice; ``set_epoch`` changes its buffered shuffle order.
 """
+import argparse
 import os
 import sys
 
@@ -73,8 +74,20 @@ def count_classes(rec):
 
 
 def main():
-    rec = sys.argv[1] if len(sys.argv) > 1 else make_tiny_dataset(
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("rec", nargs="?", help="a .rec packed by im2rec (labels = class ids "
+                        "0..K-1), with its .idx beside it; default: a tiny dataset made here")
+    rec = parser.parse_args().rec or make_tiny_dataset(
         os.path.join(os.path.dirname(__file__), "out", "torch"))
+    if not os.path.isfile(rec):
+        sys.exit(f"{rec}: no such file (give a .rec packed by im2rec)")
+    try:
+        run(rec)
+    except recio.RecordIOError as exc:
+        sys.exit(f"error: {exc}")
+
+
+def run(rec):
     classes = count_classes(rec)
     print(f"{rec}: {classes} classes")
     torch.manual_seed(0)
