@@ -84,3 +84,16 @@ def test_make_demo_says_where_its_files_are_and_keeps_its_tables_whole(tmp_path)
                              text=True, env={**env, "DEMO_OUT": str(tmp_path / "mine")})
     assert refused.returncode == 2 and "is not empty" in refused.stderr
     assert os.listdir(tmp_path / "mine") == ["keep.txt"]
+
+
+def test_the_torch_example_explains_itself_and_a_wrong_path(tmp_path):
+    need("torch")
+    script = str(EXAMPLES / "train_torch.py")
+    helped = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True,
+                            timeout=300)
+    assert helped.returncode == 0 and "usage:" in helped.stdout
+    missing = str(tmp_path / "nope.rec")
+    proc = subprocess.run([sys.executable, script, missing], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"{missing}: no such file (give a .rec packed by im2rec)"
