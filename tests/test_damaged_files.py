@@ -19,6 +19,7 @@ from PIL import Image
 
 import recio
 from recio.cli.main import recio as recio_group
+from recio.image.verify import verify_file
 from recio.records.index import open_index
 from recio.sequence.minibatch import MemoryCorpus, Minibatch
 
@@ -61,6 +62,33 @@ def cut(folder, records=7, into=40):
 
 
 # -- a .rec cut short ----------------------------------------------------------------------
+def test_a_rec_cut_between_two_records_is_truncated_not_a_bad_index(dataset):
+    """Cut at a record boundary (or in the last record's padding) the .rec holds only whole
+    records, but its .idx lists more past the end: verify says TRUNCATED and points to repair,
+    as the readers do, not BAD INDEX with `recio index --force` (which would make a shorter
+    file look whole)."""
+    folder, _ = dataset
+    whole = recio.IndexedRecordReader(folder / "train.rec")
+    offsets = [int(o) for o in whole.index.offsets]
+    padding = [offsets[r + 1] - offsets[r] - 8 - len(whole[k])
+               for r, k in enumerate(whole.keys()[:-1])]
+    padded = next(r for r, pad in enumerate(padding) if pad > 0)
+    # at a boundary; inside the padding of the record before the next
+    for records, into in ((7, 0), (padded + 1, -padding[padded])):
+        head = cut(folder, records=records, into=into)
+        size = (folder / "short.rec").stat().st_size
+        res = run("verify", folder / "short.rec")
+        last = res.output.strip().splitlines()
+        assert res.exit_code == 1 and "BAD INDEX" not in res.output, res.output
+        assert last[-2].startswith(f"TRUNCATED: {folder / 'short.rec'}: the file ends at byte "
+                                   f"{size:,}, between two records") and \
+            f"the {records} records before it are intact" in last[-2], (into, res.output)
+        assert last[-1].startswith("next: rescue the intact records: `recio repair")
+        with pytest.raises(recio.TruncatedFileError):
+            recio.IndexedRecordReader(folder / "short.rec")
+        assert verify_file(folder / "short.rec").truncated_at == size == head + into
+
+
 def test_verify_says_truncated_counts_the_intact_records_and_points_to_repair(dataset):
     folder, _ = dataset
     head = cut(folder)
