@@ -306,6 +306,23 @@ def test_index_force_refuses_to_renumber_keys_it_cannot_keep(dataset):
     assert recio.IndexedRecordReader(folder / "train.rec").keys() == dataset[1]
 
 
+def test_index_over_repeated_image_ids_names_the_option_that_works(tmp_path):
+    """im2rec packs a .lst whose indices repeat into records whose ids (and keys) repeat: an
+    index by id cannot be made, and the refusal names the option to type."""
+    rec, idx = tmp_path / "dup.rec", tmp_path / "dup.idx"
+    with recio.IndexedRecordWriter(rec, idx) as w:
+        for i in (5, 6, 5, 7):
+            w.write(i, recio.pack(recio.IRHeader(0, 0.0, i, 0), jpeg(i)))
+    before = idx.read_bytes()
+    for key in ([], ["--key", "id"]):
+        res = run("index", rec, "--force", *key)
+        assert res.exit_code == 2 and "record id 5 is also the id of the record at byte 0" in \
+            res.output and "`recio index --key position`" in res.output, res.output
+        assert idx.read_bytes() == before
+    res = run("index", rec, "--force", "--key", "position")
+    assert res.exit_code == 0 and recio.IndexedRecordReader(rec).keys() == [0, 1, 2, 3]
+
+
 # -- repeated keys -----------------------------------------------------------------------------
 @pytest.fixture
 def repeated(dataset):
