@@ -270,6 +270,25 @@ def test_a_file_that_is_no_rec_is_named(tmp_path, script, which, words):
         recio.IndexedRecordReader(path)
 
 
+def test_extract_names_a_missing_or_wrong_input_before_a_full_folder(dataset, tmp_path):
+    """`recio extract` of a mistyped or wrong file into a folder that holds files: the input
+    is the culprit, not the folder (which the corrected command would then be refused for)."""
+    folder, _ = dataset
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.jpg").write_bytes(b"x")
+    (folder / "train.lst").write_text("0\t1.000000\tcat/a.jpg\n")
+    for rec, words in ((folder / "trian.rec", "No such file"),
+                       (folder / "train.lst", "not a RecordIO file: this is an image list"),
+                       (folder / "train.idx", "not a RecordIO file: this is an index")):
+        res = run("extract", rec, full)
+        assert res.exit_code == 2 and words in res.output and "not empty" not in res.output, \
+            res.output
+    res = run("extract", folder / "train.rec", full)  # the right file: the folder is named
+    assert res.exit_code == 2 and "the folder is not empty" in res.output
+    assert os.listdir(full) == ["keep.jpg"]
+
+
 def test_index_of_a_manifest_suggests_combined(tmp_path):
     with recio.ShardWriter(str(tmp_path / "s"), max_records=2) as w:
         w.write(0, b"x")
