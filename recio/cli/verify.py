@@ -41,9 +41,10 @@ def verify_cmd(files: Tuple[str, ...], images: bool, deep: bool, index_path: Opt
     that no payload holds an unescaped aligned magic word, and that the .idx beside the file
     (if any) points at exactly the records.
 
-    The last line names the culprit: OK; TRUNCATED (the file ends inside a record, or between two
-    records while its .idx lists more: the records before the cut are intact); DAMAGED (damaged bytes or images); BAD INDEX (the .rec is intact,
-    its .idx does not match it: another file's, or keys that repeat). A `next:` line then
+    The last line names the culprit: OK; TRUNCATED (the file ends inside a record, or between
+    two records while its .idx lists more: the records before the cut are intact); DAMAGED
+    (damaged bytes or images); BAD INDEX (the .rec is intact, its .idx does not match it:
+    another file's, or keys that repeat). A `next:` line then
     gives the command that fixes it (`recio repair`, `recio index --force`).
 
     A REC may also be a glob ('shards/*.rec'), a URL (s3://...) or a shard set's manifest
