@@ -19,6 +19,7 @@ from PIL import Image
 
 import recio
 from recio.cli.main import recio as recio_group
+from recio.image.verify import verify_file
 from recio.records.index import open_index
 from recio.sequence.minibatch import MemoryCorpus, Minibatch
 
@@ -61,6 +62,33 @@ def cut(folder, records=7, into=40):
 
 
 # -- a .rec cut short ----------------------------------------------------------------------
+def test_a_rec_cut_between_two_records_is_truncated_not_a_bad_index(dataset):
+    """Cut at a record boundary (or in the last record's padding) the .rec holds only whole
+    records, but its .idx lists more past the end: verify says TRUNCATED and points to repair,
+    as the readers do, not BAD INDEX with `recio index --force` (which would make a shorter
+    file look whole)."""
+    folder, _ = dataset
+    whole = recio.IndexedRecordReader(folder / "train.rec")
+    offsets = [int(o) for o in whole.index.offsets]
+    padding = [offsets[r + 1] - offsets[r] - 8 - len(whole[k])
+               for r, k in enumerate(whole.keys()[:-1])]
+    padded = next(r for r, pad in enumerate(padding) if pad > 0)
+    # at a boundary; inside the padding of the record before the next
+    for records, into in ((7, 0), (padded + 1, -padding[padded])):
+        head = cut(folder, records=records, into=into)
+        size = (folder / "short.rec").stat().st_size
+        res = run("verify", folder / "short.rec")
+        last = res.output.strip().splitlines()
+        assert res.exit_code == 1 and "BAD INDEX" not in res.output, res.output
+        assert last[-2].startswith(f"TRUNCATED: {folder / 'short.rec'}: the file ends at byte "
+                                   f"{size:,}, between two records") and \
+            f"the {records} records before it are intact" in last[-2], (into, res.output)
+        assert last[-1].startswith("next: rescue the intact records: `recio repair")
+        with pytest.raises(recio.TruncatedFileError):
+            recio.IndexedRecordReader(folder / "short.rec")
+        assert verify_file(folder / "short.rec").truncated_at == size == head + into
+
+
 def test_verify_says_truncated_counts_the_intact_records_and_points_to_repair(dataset):
     folder, _ = dataset
     head = cut(folder)
@@ -242,6 +270,25 @@ def test_a_file_that_is_no_rec_is_named(tmp_path, script, which, words):
         recio.IndexedRecordReader(path)
 
 
+def test_extract_names_a_missing_or_wrong_input_before_a_full_folder(dataset, tmp_path):
+    """`recio extract` of a mistyped or wrong file into a folder that holds files: the input
+    is the culprit, not the folder (which the corrected command would then be refused for)."""
+    folder, _ = dataset
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.jpg").write_bytes(b"x")
+    (folder / "train.lst").write_text("0\t1.000000\tcat/a.jpg\n")
+    for rec, words in ((folder / "trian.rec", "No such file"),
+                       (folder / "train.lst", "not a RecordIO file: this is an image list"),
+                       (folder / "train.idx", "not a RecordIO file: this is an index")):
+        res = run("extract", rec, full)
+        assert res.exit_code == 2 and words in res.output and "not empty" not in res.output, \
+            res.output
+    res = run("extract", folder / "train.rec", full)  # the right file: the folder is named
+    assert res.exit_code == 2 and "the folder is not empty" in res.output
+    assert os.listdir(full) == ["keep.jpg"]
+
+
 def test_index_of_a_manifest_suggests_combined(tmp_path):
     with recio.ShardWriter(str(tmp_path / "s"), max_records=2) as w:
         w.write(0, b"x")
@@ -276,6 +323,23 @@ def test_index_force_refuses_to_renumber_keys_it_cannot_keep(dataset):
     res = run("index", folder / "train.rec", "--force", "--key", "id")
     assert res.exit_code == 0 and "keys: id" in res.output
     assert recio.IndexedRecordReader(folder / "train.rec").keys() == dataset[1]
+
+
+def test_index_over_repeated_image_ids_names_the_option_that_works(tmp_path):
+    """im2rec packs a .lst whose indices repeat into records whose ids (and keys) repeat: an
+    index by id cannot be made, and the refusal names the option to type."""
+    rec, idx = tmp_path / "dup.rec", tmp_path / "dup.idx"
+    with recio.IndexedRecordWriter(rec, idx) as w:
+        for i in (5, 6, 5, 7):
+            w.write(i, recio.pack(recio.IRHeader(0, 0.0, i, 0), jpeg(i)))
+    before = idx.read_bytes()
+    for key in ([], ["--key", "id"]):
+        res = run("index", rec, "--force", *key)
+        assert res.exit_code == 2 and "record id 5 is also the id of the record at byte 0" in \
+            res.output and "`recio index --key position`" in res.output, res.output
+        assert idx.read_bytes() == before
+    res = run("index", rec, "--force", "--key", "position")
+    assert res.exit_code == 0 and recio.IndexedRecordReader(rec).keys() == [0, 1, 2, 3]
 
 
 # -- repeated keys -----------------------------------------------------------------------------

@@ -142,6 +142,20 @@ def test_a_malformed_line_among_good_ones_is_named_with_its_reason(script, tmp_p
     assert "\n5\t-\t-\tfields must be separated by tabs, not spaces" in report  # its own reason
 
 
+def test_a_list_saved_with_a_byte_order_mark_names_the_bom(script, tmp_path):
+    """Notepad's and Excel's 'UTF-8 with BOM': the first line's index starts with U+FEFF. Its
+    image is skipped, as MXNet's im2rec skips it, and the reason says what to do, not
+    "must be an integer, not '\\ufeff0'"."""
+    good = (GOLDEN / "im2rec" / "all.lst").read_text().splitlines(keepends=True)
+    (tmp_path / "P.lst").write_text("".join(good[:4]), encoding="utf-8-sig")
+    proc = _run(script, "P", IMAGES, "--pass-through", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "packed 3 images, skipped 1 (1 malformed line)" in proc.stdout
+    assert "P.lst: 1 item skipped (first, line 1: the line starts with a byte-order mark (BOM" \
+        in proc.stderr and "save the list as UTF-8 without BOM" in proc.stderr
+    assert "ufeff" not in proc.stderr
+
+
 def test_skip_counts_agree_in_number(script, tmp_path):
     good = (GOLDEN / "im2rec" / "all.lst").read_text().splitlines(keepends=True)
     (tmp_path / "P.lst").write_text("".join(good[:4]) + "x\t0\tcat/cat_0.jpg\n"

@@ -337,6 +337,27 @@ def test_repair_command_reports_what_it_dropped_and_keeps_keys(cut_file, tmp_pat
     assert list(rescued(str(tmp_path / "fixed"))) == ["0", "1", "2", "3", "4"]
 
 
+def test_a_copied_record_gets_a_new_key_that_no_later_record_carries(tmp_path):
+    """A record written twice (a copy that resumed one record too early) in a .rec without
+    its index: keys come from the image ids; the copy's id is taken, and its new number must
+    not be an id a later record carries (that record would lose its key, and the key would
+    name the copy's image)."""
+    records = [(k, recio.pack(recio.IRHeader(0, float(k), k, 0), encoded("JPEG", k)))
+               for k in range(5)]
+    rec, extents = write(str(tmp_path), records, "train")
+    os.remove(tmp_path / "train.idx")
+    data = open(rec, "rb").read()
+    head, end = extents[1][:2]  # record id 1, then a copy of it
+    with open(rec, "wb") as f:
+        f.write(data[:end] + data[head:end] + data[end:])
+    res = run("repair", rec, "-o", tmp_path / "fixed")
+    assert res.exit_code == 0, res.output
+    out = rescued(str(tmp_path / "fixed"))
+    assert list(out) == ["0", "1", "5", "2", "3", "4"]
+    assert all(out[str(k)] == payload for k, payload in records)  # every id keeps its key
+    assert out["5"] == records[1][1]
+
+
 def test_repair_never_writes_over_its_input(cut_file):
     rec, _, _ = cut_file
     size = os.path.getsize(rec)

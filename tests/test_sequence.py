@@ -202,6 +202,27 @@ def test_writer_refuses_changing_streams(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("other, said", [
+    (np.zeros((3, 4), np.float64), "stream 'x' is dense float64 of dim 4 where sequence 0 has "
+                                   "dense float32 of dim 4"),
+    (np.zeros((3, 5), np.float32), "dense float32 of dim 5 where sequence 0"),
+    (np.zeros(3, np.float32), "dense float32 (1-D) where sequence 0"),
+    (Sparse.from_lists([([1], [1.0])], dim=4), "sparse float32 of dim 4 where sequence 0"),
+])
+def test_writer_refuses_a_record_whose_stream_layout_differs(tmp_path, other, said):
+    """A record that every reader would refuse (MinibatchSource: "record 2 ... every record of
+    a file needs the same stream layout", or "record 0 is damaged" when it is the first) is
+    refused when it is written, naming the record and the stream, and nothing is left."""
+    first = {"x": np.zeros((2, 4), np.float32), "y": np.array([1])}
+    with pytest.raises(SequenceError, match="sequence 2: ") as info:
+        with SequenceWriter(tmp_path / "a.rec") as w:
+            w.write(first)
+            w.write({"x": np.ones((5, 4), np.float32), "y": np.array([2])})  # same layouts
+            w.write({"x": other, "y": np.array([3])})
+    assert said in info.value.message and ".astype()" in info.value.message
+    assert os.listdir(tmp_path) == []
+
+
 def test_writer_accepts_streams_in_any_order(tmp_path):
     rec = tmp_path / "a.rec"
     write_sequences(rec, [{"x": np.zeros(2), "y": np.zeros(1)},

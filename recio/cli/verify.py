@@ -41,9 +41,10 @@ def verify_cmd(files: Tuple[str, ...], images: bool, deep: bool, index_path: Opt
     that no payload holds an unescaped aligned magic word, and that the .idx beside the file
     (if any) points at exactly the records.
 
-    The last line names the culprit: OK; TRUNCATED (the file ends inside a record: the records
-    before it are intact); DAMAGED (damaged bytes or images); BAD INDEX (the .rec is intact,
-    its .idx does not match it: another file's, or keys that repeat). A `next:` line then
+    The last line names the culprit: OK; TRUNCATED (the file ends inside a record, or between
+    two records while its .idx lists more: the records before the cut are intact); DAMAGED
+    (damaged bytes or images); BAD INDEX (the .rec is intact, its .idx does not match it:
+    another file's, or keys that repeat). A `next:` line then
     gives the command that fixes it (`recio repair`, `recio index --force`).
 
     A REC may also be a glob ('shards/*.rec'), a URL (s3://...) or a shard set's manifest
@@ -111,9 +112,14 @@ def _print_report(report: VerifyReport) -> None:
         extra += f"; its index {report.idx_path}: {len(report.index_problems)} problem(s)"
     if verdict == "TRUNCATED":
         cut = report.truncated_at
-        click.echo(f"{verdict}: {rec}: the file ends inside the record at byte {cut:,} (its "
-                   f"last {st.size - cut:,} bytes); the {st.records:,} records before it are "
-                   f"intact{extra}")
+        if cut == st.size:
+            click.echo(f"{verdict}: {rec}: the file ends at byte {cut:,}, between two records, "
+                       f"and its index lists {st.index.past_end:,} more past the end; the "
+                       f"{st.records:,} records before it are intact{extra}")
+        else:
+            click.echo(f"{verdict}: {rec}: the file ends inside the record at byte {cut:,} "
+                       f"(its last {st.size - cut:,} bytes); the {st.records:,} records before "
+                       f"it are intact{extra}")
     elif verdict == "BAD INDEX":
         click.echo(f"{verdict}: {report.idx_path} does not match {rec}; the .rec itself is "
                    f"intact: {st.records:,} records, {st.size:,} bytes, no damage")

@@ -121,10 +121,12 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     if classes:
         result.classes_path = classes_path(result.lst_path)
         inputs.append(source_classes)
-    if not force:
-        _check_empty(out_dir)
     planned = [p for p in (result.lst_path, result.classes_path) if p]
-    with RecordReader(rec_path) as reader:
+    with RecordReader(rec_path) as reader:  # a missing or wrong input is named first
+        if not force:
+            if reader.size:
+                reader.read_at(0)  # NotRecordFileError for a .lst, .idx, image, manifest...
+            _check_empty(out_dir)
         planned += [storage.join(out_dir, name) for name in _planned_names(reader, classes)]
     check_outputs(planned, inputs, force=True)  # never over an input, even with force
     result.replaced = [p for p in planned if _exists(p)]

@@ -60,7 +60,8 @@ def unique_record_ids(rec_path: PathLike, offsets: Sequence[int]) -> Union[np.nd
         rid, was, position = first_repeat
         raise RecordIOError(f"record id {rid} is also the id of the record at byte "
                             f"{int(offsets[was])} ({repeats} repeated ids in all); an index "
-                            f"needs unique keys: index by position instead",
+                            f"needs unique keys: index by position instead "
+                            f"(`recio index --key position`)",
                             path=os.fspath(rec_path), offset=int(offsets[position]))
     if ids and max(ids) < 1 << 63:
         return np.asarray(ids, dtype=np.int64)  # formatted without a Python loop

@@ -66,6 +66,10 @@ def parse_list_line(line: str, path: Optional[PathLike] = None,
     if len(fields) < 3:
         raise ListFileError(f"{_too_few_fields(line, len(fields))}: {line.strip()[:80]!r}; fix "
                             "or delete this line", **where)
+    if fields[0].startswith("\ufeff"):  # MXNet's im2rec skips this line too
+        raise ListFileError("the line starts with a byte-order mark (BOM, as Notepad or Excel "
+                            "save 'UTF-8 with BOM'): save the list as UTF-8 without BOM",
+                            **where)
     try:
         index = int(fields[0])
     except ValueError:

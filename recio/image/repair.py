@@ -474,22 +474,18 @@ def _assign_keys(found: List[Tuple[_Segment, int]], mode: str, old_idx: Optional
                                 f"auto or --key position", path=result.rec_path)
         result.keys_from_ids = n
         return text, []
-    numbers = [int(k) for k in used if k.lstrip("-").isdigit()]
-    following = max(numbers, default=-1) + 1
-    for i, rid in enumerate(ids):
-        if keys[i] is not None:
-            continue
-        if rid is not None and str(rid) not in used:
+    for i, rid in enumerate(ids):  # first the ids, so a new number never takes a later one's
+        if keys[i] is None and rid is not None and str(rid) not in used:
             keys[i] = str(rid)
             result.keys_from_ids += 1
-            if rid >= following:
-                following = rid + 1
-        else:
-            while str(following) in used:
-                following += 1
+            used.add(keys[i])
+    numbers = [int(k) for k in used if k.lstrip("-").isdigit()]
+    following = max(numbers, default=-1) + 1
+    for i in range(n):
+        if keys[i] is None:
             keys[i] = str(following)
             result.keys_new += 1
-        used.add(keys[i])
+            following += 1
     return [k for k in keys if k is not None], index_keys
 
 

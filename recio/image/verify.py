@@ -47,10 +47,16 @@ class VerifyReport:
     @property
     def truncated_at(self) -> Optional[int]:
         """The head of the record the end of the file cuts, when being cut short is the
-        ``.rec``'s only damage (None otherwise)."""
+        ``.rec``'s only damage; the file's size when it was cut between two records (it holds
+        only whole records, and its index lists more past its end, as readers then raise
+        ``TruncatedFileError``); None otherwise."""
         damage = self.stats.damage
         if len(damage) == 1 and damage[0].truncated and damage[0].problems == 1:
             return damage[0].start
+        chk = self.stats.index
+        if not damage and chk is not None and chk.error is None and not chk.foreign and \
+                chk.past_end and chk.bad_offsets == chk.past_end and not chk.unindexed_records:
+            return self.stats.size
         return None
 
     @property
@@ -67,7 +73,7 @@ class VerifyReport:
     def next_step(self) -> Optional[str]:
         """The command that fixes what was found (None when clean)."""
         verdict = self.verdict
-        if verdict in ("TRUNCATED", "DAMAGED") and self.stats.damage:
+        if verdict == "TRUNCATED" or (verdict == "DAMAGED" and self.stats.damage):
             return f"rescue the intact records: {repair_hint(self.path)}"
         if verdict == "DAMAGED":
             return "the records whose images do not decode are listed above"

@@ -719,6 +719,7 @@ class SequenceWriter(ManagedWriter):
             sibling_index_path(self.rec_path)
         self.len_path = sidecar_path(self.rec_path)
         self.stream_names: Optional[List[str]] = None
+        self._layouts: Optional[Dict[str, Layout]] = None
         self._counts: List[List[int]] = []
         self._written = 0
         outputs = OutputSet.create([(self.rec_path, "wb", 0), (self.len_path, "wb", -1),
@@ -739,6 +740,15 @@ class SequenceWriter(ManagedWriter):
                                 f"file has {sorted(self.stream_names)} (all records need the same)",
                                 path=self.rec_path)
         ordered = {name: streams[name] for name in self.stream_names}
+        if self._layouts is None:
+            self._layouts = {name: stream_layout(data) for name, data in ordered.items()}
+        else:  # readers refuse a file whose records disagree: refuse the record instead
+            differ = layout_mismatch(ordered, self._layouts, "sequence 0")
+            if differ is not None:
+                raise SequenceError(f"sequence {self._written}: {differ}; every record of a file "
+                                    f"needs the same stream layouts (dense or sparse, dtype, "
+                                    f"dimension): convert it, e.g. with .astype()",
+                                    path=self.rec_path)
         offset = self._records.write(pack_sequence(ordered))
         self._counts.append([_samples_of(d) for d in ordered.values()])
         self._idx_file.write(format_index([self._written if key is None else key], [offset]))
