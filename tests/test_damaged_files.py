@@ -429,3 +429,35 @@ def test_a_shard_sets_index_only_problem_is_not_damaged(tmp_path):
         f.write(b"\0\0\0\0")
     res = run("verify", tmp_path / "s.manifest.json")
     assert res.exit_code == 1 and "DAMAGED:" in res.output
+
+
+@pytest.mark.parametrize("missing", [1, 2, 3])
+def test_a_rec_cut_inside_its_last_records_padding_is_truncated_and_repaired_whole(
+        tmp_path, missing):
+    """A file 1-3 bytes short, inside its last record's padding: every recio reader reads
+    the records whole, but MXNet's reader reads each part with its padding and stops there, so
+    verify says TRUNCATED (not OK) and repair writes the whole file back, byte for byte."""
+    whole = tmp_path / "whole.rec"
+    with recio.IndexedRecordWriter(whole, tmp_path / "whole.idx") as w:
+        for i in range(5):
+            w.write(i, recio.pack(recio.IRHeader(0, float(i), i, 0), b"y" * (9 + 4 * i)))
+    data = whole.read_bytes()
+    last = recio.IndexedRecordReader(whole)[4]
+    assert (-len(last)) & 3 == 3  # the last record has 3 bytes of padding to cut into
+    (tmp_path / "short.rec").write_bytes(data[:-missing])
+    shutil.copy(tmp_path / "whole.idx", tmp_path / "short.idx")
+    assert list(recio.RecordReader(tmp_path / "short.rec")) == list(recio.RecordReader(whole))
+    report = verify_file(tmp_path / "short.rec")
+    assert report.verdict == "TRUNCATED" and report.padding_missing == missing
+    res = run("verify", tmp_path / "short.rec")
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 1 and lines[-2] == (
+        f"TRUNCATED: {tmp_path / 'short.rec'}: the file ends {missing} byte(s) short of its "
+        "last record's padding; all 5 records are whole, but MXNet's reader stops at the cut "
+        "('Invalid RecordIO File')")
+    assert lines[-1].startswith("next: rescue the intact records: `recio repair")
+    res = run("repair", tmp_path / "short.rec", "-o", tmp_path / "fixed")
+    assert res.exit_code == 0 and "lacked" in res.output and "dropped 0 region(s)" in res.output
+    assert (tmp_path / "fixed.rec").read_bytes() == data
+    assert (tmp_path / "fixed.idx").read_bytes() == (tmp_path / "whole.idx").read_bytes()
+    assert (tmp_path / "short.rec").read_bytes() == data[:-missing]  # the input untouched

@@ -82,7 +82,10 @@ def _print(result: RepairResult) -> None:
         if n]
     listed = "" if result.index_entries is None else \
         f" (its index listed {result.index_entries:,})"
-    if not regions:
+    if result.padding_missing:
+        click.echo(f"{rec} lacked {result.padding_missing} byte(s) of its last record's "
+                   f"padding, its only damage: the new file has them")
+    elif not regions:
         click.echo(f"{rec} has no damage: the new file is a plain copy")
     click.echo(f"wrote {result.out_rec} + {result.out_idx}: {result.records:,} records"
                f"{listed}, {result.bytes_out:,} bytes; keys: {', '.join(sources)}; dropped "

@@ -112,7 +112,11 @@ def _print_report(report: VerifyReport) -> None:
         extra += f"; its index {report.idx_path}: {len(report.index_problems)} problem(s)"
     if verdict == "TRUNCATED":
         cut = report.truncated_at
-        if cut == st.size:
+        if cut is None:  # its only fault: the padding of its last record (and no index past it)
+            click.echo(f"{verdict}: {rec}: the file ends {report.padding_missing} byte(s) short "
+                       f"of its last record's padding; all {st.records:,} records are whole, "
+                       f"but MXNet's reader stops at the cut ('Invalid RecordIO File'){extra}")
+        elif cut == st.size:
             click.echo(f"{verdict}: {rec}: the file ends at byte {cut:,}, between two records, "
                        f"and its index lists {st.index.past_end:,} more past the end; the "
                        f"{st.records:,} records before it are intact{extra}")

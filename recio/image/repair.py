@@ -87,6 +87,12 @@ class RepairResult:
     seconds: float = 0.0
 
     @property
+    def padding_missing(self) -> int:
+        """Bytes (1-3) of its last record's padding the input lacked with no other damage (the
+        new file has them; see ``recio.image.verify.VerifyReport.padding_missing``), else 0."""
+        return (-self.size) & 3 if self.records and not self.dropped_regions else 0
+
+    @property
     def dropped_bytes(self) -> int:
         """Bytes of the input that are in no rescued record."""
         return sum(d.end - d.start for d in self.damage + self.unconfirmed)
@@ -102,6 +108,7 @@ class RepairResult:
                 "size": self.size, "records": self.records, "bytes_out": self.bytes_out,
                 "dropped": [vars(d) for d in self.dropped_regions],
                 "dropped_bytes": self.dropped_bytes, "unconfirmed_records": len(self.unconfirmed),
+                "padding_missing": self.padding_missing,
                 "idx_path": self.idx_path, "index_entries": self.index_entries,
                 "index_error": self.index_error, "key_mode": self.key_mode,
                 "keys": {"index": self.keys_from_index, "id": self.keys_from_ids,
@@ -380,14 +387,14 @@ def _bytes(reader: RecordReader, start: int, end: int) -> bytes:
     return bytes(reader.span_bytes([(start, end)])) if end > start else b""
 
 
-def _record_end(reader: RecordReader, head: int) -> int:
-    """Where the well-formed record at ``head`` ends, padding included (parts hopped)."""
+def _record_end(reader: RecordReader, head: int, clamp: bool = True) -> int:
+    """Where the well-formed record at ``head`` ends, padding included (parts hopped); past
+    the end of the file, the file's end, unless not ``clamp``."""
     pos, size = head, reader.size
     while True:
         magic_ok, cflag, _, pos = part_at(reader, pos)
-        pos = min(size, pos)
         if not magic_ok or cflag in (0, 3) or pos >= size:
-            return pos
+            return min(size, pos) if clamp else pos
 
 
 def _length_problem(reader: RecordReader, head: int, record: bytes) -> Optional[str]:
@@ -395,9 +402,10 @@ def _length_problem(reader: RecordReader, head: int, record: bytes) -> Optional[
     right, though its framing checks out, or None: its padding holds data (the length shrank
     by up to 3 bytes: a writer pads with zeros), or its image ends with up to 3 zero bytes
     after the image's end (the length grew into the padding)."""
-    end = _record_end(reader, head)
+    end = _record_end(reader, head, clamp=False)
     pad = (-len(record)) & 3  # a last part's padding: the data of all parts is len(record) - 4k
-    if pad and end - pad >= head and any(_bytes(reader, end - pad, end)):
+    # the padding the file holds: a file cut inside its last record's padding lacks some
+    if pad and end - pad >= head and any(_bytes(reader, end - pad, min(end, reader.size))):
         return "its padding holds data: its length field is corrupt (shrank)"
     stripped = record.rstrip(b"\0")
     if 0 < len(record) - len(stripped) <= 3 and not image_complete(record) and \

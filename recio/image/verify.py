@@ -36,8 +36,19 @@ class VerifyReport:
 
     @property
     def clean(self) -> bool:
-        """No damaged bytes, no bad images, no index problems."""
-        return not self.stats.damage and not self.bad_images and not self.index_problems
+        """No damaged bytes, no bad images, no index problems, no padding missing."""
+        return not self.stats.damage and not self.bad_images and not self.index_problems \
+            and not self.padding_missing
+
+    @property
+    def padding_missing(self) -> int:
+        """How many bytes (1-3) of its last record's padding the file lacks, when its framing
+        is otherwise whole: a file cut that close to its end. Every record reads whole here,
+        but MXNet's reader (dmlc-core's) reads each part with its padding and stops at the
+        cut ("Invalid RecordIO File"). A whole file's size is a multiple of 4 (each part is
+        padded to 4 bytes). 0 otherwise."""
+        st = self.stats
+        return (-st.size) & 3 if st.records and not st.damage else 0
 
     @property
     def idx_path(self) -> Optional[str]:
@@ -64,7 +75,7 @@ class VerifyReport:
         """``OK``; ``TRUNCATED`` (cut short, every record before the cut intact); ``DAMAGED``
         (the ``.rec`` holds damage or bad images); ``BAD INDEX`` (the ``.rec`` is intact, its
         index does not match it)."""
-        if self.truncated_at is not None and not self.bad_images:
+        if (self.truncated_at is not None or self.padding_missing) and not self.bad_images:
             return "TRUNCATED"
         if self.stats.damage or self.bad_images:
             return "DAMAGED"
@@ -91,6 +102,7 @@ class VerifyReport:
         st = self.stats
         return {"path": self.path, "size": st.size, "records": st.records, "clean": self.clean,
                 "verdict": self.verdict, "truncated_at": self.truncated_at,
+                "padding_missing": self.padding_missing,
                 "damage": [vars(d) for d in st.damage], "damaged_bytes": st.damaged_bytes,
                 "bad_images": [vars(d) for d in self.bad_images], "index": self.idx_path,
                 "index_problems": list(self.index_problems), "next_step": self.next_step()}
