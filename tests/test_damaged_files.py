@@ -461,3 +461,22 @@ def test_a_rec_cut_inside_its_last_records_padding_is_truncated_and_repaired_who
     assert (tmp_path / "fixed.rec").read_bytes() == data
     assert (tmp_path / "fixed.idx").read_bytes() == (tmp_path / "whole.idx").read_bytes()
     assert (tmp_path / "short.rec").read_bytes() == data[:-missing]  # the input untouched
+
+
+def test_an_extract_that_finds_no_image_writes_nothing_and_leaves_the_retry_free(tmp_path):
+    """A .rec with no image record (the wrong file): exit 1, nothing written, so the same
+    folder takes the right .rec at once."""
+    plain = tmp_path / "plain.rec"
+    with recio.IndexedRecordWriter(plain, tmp_path / "plain.idx") as w:
+        w.write(0, b"no image header here")
+    out = tmp_path / "out"
+    res = run("extract", plain, out)
+    assert res.exit_code == 1 and res.output.strip() == (
+        f"Error: {plain}: holds no image record: nothing to extract (nothing was written)")
+    assert not out.exists()
+    images = tmp_path / "images.rec"
+    with recio.IndexedRecordWriter(images, tmp_path / "images.idx") as w:
+        w.write(0, recio.pack(recio.IRHeader(0, 1.0, 0, 0), jpeg(0)))
+    res = run("extract", images, out)
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == ["0.jpg", "images.lst"]

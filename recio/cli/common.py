@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 import click
 
 from recio import storage
-from recio.errors import OutputExistsError, RecordIOError
+from recio.errors import NothingFoundError, OutputExistsError, RecordIOError
 from recio.storage import is_url, local_path
 from recio.storage import size as storage_size
 
@@ -20,8 +20,8 @@ from recio.storage import size as storage_size
 EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EXIT_STATUS_HELP = ("Exit status: 0 success; 1 damage found or items skipped (verify, --strict, "
-                    "a list or pack that found nothing); 2 usage error, unreadable input or a "
-                    "refused output; 130 interrupted (Ctrl-C).")
+                    "a list, pack or extract that found nothing); 2 usage error, unreadable "
+                    "input or a refused output; 130 interrupted (Ctrl-C).")
 
 
 class PathOrURL(click.Path):
@@ -50,7 +50,8 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
 
 
 def handle_errors(func: Callable) -> Callable:
-    """Turn library and OS errors into one line on stderr and exit status 2 (no traceback)."""
+    """Turn library and OS errors into one line on stderr and exit status 2 (1 for a job that
+    found nothing to do), no traceback."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -58,6 +59,8 @@ def handle_errors(func: Callable) -> Callable:
             return func(*args, **kwargs)
         except OutputExistsError as exc:
             fail(exc.for_command())
+        except NothingFoundError as exc:  # found nothing to do where work was expected
+            fail(str(exc), code=EXIT_DAMAGE)
         except RecordIOError as exc:
             fail(str(exc))
         except BrokenPipeError:  # output piped into `head` and closed: not an error

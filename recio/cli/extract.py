@@ -23,7 +23,7 @@ from recio.image.extract import extract_images
               help="Name of the list written in OUT_DIR (default: REC's name with .lst).")
 @click.option("--force", is_flag=True,
               help="Extract into a folder that is not empty; files there under the names "
-                   "written are replaced, and listed.")
+                   "written are replaced and counted in a warning.")
 @json_option
 @quiet_option
 @handle_errors
@@ -44,7 +44,11 @@ def extract_cmd(rec: str, out_dir: str, lst_name: Optional[str], force: bool, as
     OUT_DIR must be new or empty, so the images never mix with what is already there: a
     folder that holds anything stops the command before it writes anything, unless --force.
     With --force the images are added to it, and a file already there under a name it writes
-    is replaced and listed (never silently).
+    is replaced, never silently: a warning counts them and names the first (--json lists them
+    all).
+
+    Exit status: 0 written; 1 REC holds no image (nothing is written); 2 usage error, an
+    unreadable or damaged REC, or a refused OUT_DIR.
 
     \b
     Examples:

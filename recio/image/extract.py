@@ -14,7 +14,7 @@ that is the input ``.rec`` or its ``.idx`` is always refused. ``OUT_DIR`` must b
 so the images never mix with files already there (a folder of photos, an earlier extraction):
 without ``force`` a non-empty ``OUT_DIR`` is refused before anything is written. With ``force``
 the images are added to it and a file already there under an output's name is replaced, never
-silently: ``ExtractResult.replaced`` lists every one (the command prints them). Each file is
+silently: ``ExtractResult.replaced`` lists every one (the command counts them). Each file is
 written atomically, the ``.lst`` last, so it exists only when every image was extracted.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Union
 import numpy as np
 
 from recio import storage
-from recio.errors import ImageError, OutputExistsError, plural
+from recio.errors import ImageError, NothingFoundError, OutputExistsError, plural
 from recio.image.header import read_head, unpack_header
 from recio.image.lists import (
     classes_path,
@@ -77,7 +77,8 @@ class ExtractResult:
         it replaced."""
         out = []
         if self.replaced:
-            shown = ", ".join(self.replaced[:3]) + (", ..." if len(self.replaced) > 3 else "")
+            shown = ", ".join(self.replaced[:3]) + (
+                ", ... (--json lists them all)" if len(self.replaced) > 3 else "")
             out.append(f"replaced {plural(len(self.replaced), 'existing file')} in "
                        f"{self.out_dir} (--force): {shown}")
         if self.inexact_labels:
@@ -127,7 +128,11 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
             if reader.size:
                 reader.read_at(0)  # NotRecordFileError for a .lst, .idx, image, manifest...
             _check_empty(out_dir)
-        planned += [storage.join(out_dir, name) for name in _planned_names(reader, classes)]
+        images = [storage.join(out_dir, name) for name in _planned_names(reader, classes)]
+    if not images:  # nothing written: an empty list would only stand in the way of a retry
+        raise NothingFoundError("holds no image record: nothing to extract (nothing was "
+                                "written)", rec_path)
+    planned += images
     check_outputs(planned, inputs, force=True)  # never over an input, even with force
     result.replaced = [p for p in planned if _exists(p)]
     size = storage.size(rec_path)
@@ -175,7 +180,7 @@ def _check_empty(out_dir: str) -> None:
             "the extracted images would be mixed in with what is there; extract into a new or "
             "empty folder", path=out_dir,
             remedy="to extract into it anyway (files of the same names are then replaced, "
-                   "and listed)")
+                   "and counted)")
 
 
 def _planned_names(reader: RecordReader, classes: Dict[int, str]) -> Iterator[str]:
