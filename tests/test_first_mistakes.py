@@ -215,6 +215,18 @@ def test_a_mistyped_prefix_suggests_near_names(script, tmp_path, typed, near):
     assert _listing(tmp_path / "data") == ["test_train.lst", "test_val.lst", "train.lst"]
 
 
+def test_a_prefix_given_as_a_file_name_is_told_to_drop_the_extension(script, tmp_path):
+    """No list yet and PREFIX spelled data/train.rec: the hint's command uses data/train (it
+    would otherwise make data/train.rec.lst)."""
+    (tmp_path / "data").mkdir()
+    proc = _run(script, "data/train.rec", IMAGES, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert _one_error_line(proc) == (
+        f"Error: data/train.rec: PREFIX names files without their extension: did you mean "
+        f"data/train? (to make a list: im2rec data/train {IMAGES} --list --recursive)")
+    assert _listing(tmp_path / "data") == []
+
+
 @pytest.mark.parametrize("mode", [["--list", "--recursive"], []], ids=["list", "pack"])
 def test_a_mistyped_root_suggests_near_folders(script, tmp_path, mode):
     _class_folders(tmp_path)

@@ -1087,6 +1087,11 @@ def prefix_lists(prefix: PathLike, root: PathLike, found: Optional[List[str]] = 
     else:
         prefix = given
     make = f"im2rec {given} {os.fspath(root)} --list --recursive"
+    stem, ext = os.path.splitext(given)
+    if not found and ext in (".rec", ".idx", ".lst") and os.path.basename(stem):
+        raise ListFileError(
+            f"PREFIX names files without their extension: did you mean {stem}? (to make a "
+            f"list: im2rec {stem} {os.fspath(root)} --list --recursive)", path=given)
     if not found:
         raise ListFileError(f"no .lst file starts with this PREFIX{_did_you_mean(given)} (to "
                             f"make a list: {make})", path=given)
