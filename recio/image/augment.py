@@ -498,9 +498,9 @@ class MXAugmenter:
     pixels, full size): colour for 3 channels, greyscale for 1, as stored for 4 (which must
     then have an alpha channel). A JPEG is turned by its EXIF orientation for colour and grey,
     as the ``cv::imdecode`` of MXNet's built-in OpenCV 3.4 does in its parser (a PNG's eXIf
-    chunk is not read; ``mx.image.imdecode`` turns nothing, it ignores the orientation). Each record gets its own random generator,
-    seeded from the iterator's stream (``params``), so a seed gives the same batches whatever
-    the thread timing; ``seed_aug`` reseeds it from the record's slot in the batch, as MXNet's
+    chunk is not read; ``mx.image.imdecode`` ignores the orientation). Each record gets its
+    own random generator, seeded from the iterator's stream (``params``), so a seed gives the
+    same batches whatever the thread timing; ``seed_aug`` reseeds it from the record's slot in the batch, as MXNet's
     ``seed_aug`` does.
     """
 

@@ -662,7 +662,6 @@ class _Reader:
 
 
 __all__ = ["NDArray", "Context", "cpu", "gpu", "cpu_pinned", "current_context", "array", "empty",
-           "zeros", "ones", "full", "arange", "concat", "stack", "tile", "dot", "flip", "waitall", "save", "load",
-           "sum", "mean", "max", "min",
-           "transpose", "reshape", "expand_dims", "swapaxes", "clip", "cast", "zeros_like",
-           "ones_like"]
+           "zeros", "ones", "full", "arange", "concat", "stack", "tile", "dot", "flip", "waitall",
+           "save", "load", "sum", "mean", "max", "min", "transpose", "reshape", "expand_dims",
+           "swapaxes", "clip", "cast", "zeros_like", "ones_like"]
