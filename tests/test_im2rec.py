@@ -719,3 +719,31 @@ def test_an_interrupted_sharded_pack_publishes_nothing_and_resume_finishes(scrip
                             "--num-shards", "3"], capture_output=True, text=True, timeout=120)
     assert fresh.returncode == 0, fresh.stderr
     assert_same_files(tmp_path, clean, "job")
+
+
+def test_sigterm_is_reported_as_sigterm_when_a_library_turns_it_into_a_plain_ctrl_c(
+        tmp_path, monkeypatch):
+    """Ray's driver, waiting in ray.get/ray.wait, catches the Terminated that im2rec's SIGTERM
+    handler raises and raises a plain KeyboardInterrupt instead: im2rec still says
+    "Terminated (SIGTERM)" and exits 143, not "Interrupted" and 130 (found by the issue-30
+    check: ``--engine ray`` killed with SIGTERM mid-pack exited 130 about half the time)."""
+    import recio.cli.im2rec as cli
+    (tmp_path / "img").mkdir()
+    lst = tmp_path / "p.lst"
+    lst.write_text("0\t0.000000\ta.jpg\n")
+
+    def fake_pack(prefix, root, options, progress_for, on_lists, **kwargs):
+        progress_for(str(lst))
+        try:  # as Ray's check_signals does with the handler's exception
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt() from None
+        yield  # a generator, as pack_prefix_to
+
+    monkeypatch.setattr(cli, "pack_prefix_to", fake_pack)
+    result = CliRunner().invoke(cli.im2rec_cmd, [str(tmp_path / "p"), str(tmp_path / "img"),
+                                                 "-q"])
+    assert result.exit_code == 143, result.output
+    assert "Terminated (SIGTERM)" in result.stderr, result.stderr
+    assert "Interrupted" not in result.stderr, result.stderr

@@ -393,14 +393,19 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
                              on_lists=on_lists, **sharding,
                              **{k: v for k, v in asdict(settings).items()})
     done: List[PackResult] = []
+    term = _SigtermSeen()
     try:
-        with _sigterm_interrupts():
+        with _sigterm_interrupts(term):
             for result in results:
                 bars[-1][1].close()
                 done.append(result)
                 if not as_json:
                     _print_result(_rel(result.lst_path), result, quiet)
     except KeyboardInterrupt as exc:
+        if term.seen and not isinstance(exc, Terminated):
+            # SIGTERM's Terminated, caught on its way by a library that raised a plain
+            # KeyboardInterrupt instead (Ray's ray.get/ray.wait do): still a SIGTERM
+            exc = Terminated()
         if bars:
             bars[-1][1].close()
             click.echo(f"{_interrupted(exc)}: {_kept(bars[-1][0])}", err=True)
@@ -455,11 +460,22 @@ class Terminated(KeyboardInterrupt):
 EXIT_TERMINATED = 143
 
 
+class _SigtermSeen:
+    """Whether :func:`_sigterm_interrupts`' handler ran: Ray turns any KeyboardInterrupt
+    raised while its driver waits (``ray.get``, ``ray.wait``) into a plain one, so the type
+    of the exception that arrives cannot tell SIGTERM from Ctrl-C."""
+
+    seen = False
+
+
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
+def _sigterm_interrupts(seen: Optional[_SigtermSeen] = None) -> Iterator[None]:
     """SIGTERM raises :class:`Terminated` in the main thread while packing, so the pack stops
-    as on Ctrl-C (the progress kept for --resume) instead of vanishing mid-write."""
+    as on Ctrl-C (the progress kept for --resume) instead of vanishing mid-write; it sets
+    ``seen.seen`` first."""
     def on_term(signum: int, frame: Any) -> None:
+        if seen is not None:
+            seen.seen = True
         raise Terminated()
     try:
         previous = signal.signal(signal.SIGTERM, on_term)
