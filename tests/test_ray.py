@@ -87,6 +87,29 @@ def corpus(tmp_path):
     return tmp_path
 
 
+def test_sigterm_while_the_driver_connects_is_im2recs_sigterm(corpus, monkeypatch):
+    """ray.init first sets a SIGTERM handler of its own (``sys.exit(15)``): a SIGTERM then
+    (im2rec --engine ray killed in its first second) made im2rec exit 15 without a word; it
+    says what it kept and exits 143, as later in the pack (found by the issue-30 check). The
+    SIGTERM is sent the moment Ray has set its handler, before Ray starts anything."""
+    import signal
+
+    import ray
+    from ray._private import utils as ray_utils
+
+    original = ray_utils.set_sigterm_handler
+
+    def set_then_terminated(handler):
+        original(handler)
+        os.kill(os.getpid(), signal.SIGTERM)
+    monkeypatch.setattr(ray_utils, "set_sigterm_handler", set_then_terminated)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    _, result = pack("ray", corpus, "ray", corpus / "img")
+    assert result.exit_code == 143, (result.exit_code, result.output)
+    assert "Terminated (SIGTERM)" in result.stderr, result.stderr
+    assert "rerun with --resume" in result.stderr, result.stderr
+
+
 def test_ray_engine_output_is_byte_identical_to_the_local_engine(ray_cluster, corpus):
     _, local = pack("local", corpus, "local", corpus / "img")
     assert local.exit_code == 0, local.output

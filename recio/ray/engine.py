@@ -48,7 +48,16 @@ def connect(address: Optional[str] = None, **init_options: Any) -> Any:
         options = dict(_LOCAL_INIT)
         options.update(init_options)
         on_term = signal.getsignal(signal.SIGTERM)
-        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", **options)
+        try:
+            ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", **options)
+        except SystemExit as exc:
+            # ray.init first sets a SIGTERM handler of its own, sys.exit(15): a SIGTERM while
+            # it connects is the caller's (im2rec's: say so, keep the progress, exit 143)
+            if (callable(on_term) and exc.code == signal.SIGTERM
+                    and threading.current_thread() is threading.main_thread()):
+                signal.signal(signal.SIGTERM, on_term)
+                on_term(signal.SIGTERM, None)
+            raise
         if callable(on_term) and threading.current_thread() is threading.main_thread():
             # Ray's driver installs a crash reporter for SIGTERM in C, over the Python
             # handler the caller had (im2rec's: stop and keep the progress); put it back
