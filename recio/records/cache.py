@@ -374,10 +374,7 @@ class ShardCache:
         totals = self._read_totals()
         for name, n in counts.items():
             totals[name] += n
-        path = os.path.join(self.folder, _TOTALS_NAME)
-        with open(path + ".tmp", "w") as f:
-            json.dump(totals, f)
-        os.replace(path + ".tmp", path)
+        _write_json(os.path.join(self.folder, _TOTALS_NAME), totals)
 
     def _look(self) -> Tuple[List[_Entry], int]:
         """``(the copies, bytes of the downloads in flight)``; a download whose process died
@@ -594,6 +591,15 @@ def _mark_used(record: str, ahead: int = 0) -> None:
     os.utime(record, ns=(now, now))
 
 
+def _write_json(path: str, value: Any) -> None:
+    """Write ``value`` to ``path`` through ``path.tmp`` and a rename, so readers see the old
+    or the new file whole (the folder lock is held, so one fixed temporary name serves; the
+    next write reuses one a dead process left)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f)
+    os.replace(path + ".tmp", path)
+
+
 def _remove(path: str) -> None:
     try:
         os.unlink(path)
@@ -733,9 +739,7 @@ class _Download:
         os.replace(self.part, self.path)
         record = {"url": url, "size": want.size, "etag": want.etag, "crc32": crc,
                   "file": _file_state(os.stat(self.path)), "checked": time.time()}
-        with open(self.path + _RECORD_SUFFIX + ".tmp", "w") as f:
-            json.dump(record, f)
-        os.replace(self.path + _RECORD_SUFFIX + ".tmp", self.path + _RECORD_SUFFIX)
+        _write_json(self.path + _RECORD_SUFFIX, record)
         if awaiting:
             _mark_used(self.path + _RECORD_SUFFIX, ahead=_AWAITING)
         self.release()  # before the shared lock: the same file, another descriptor
