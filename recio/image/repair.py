@@ -48,7 +48,7 @@ from recio.image.repack import output_paths
 from recio.image.stats import DamageRegion, add_damage, image_format
 from recio.records.atomic import check_outputs
 from recio.records.diagnose import index_fit, part_at
-from recio.records.framing import HEADER_SIZE, MAGIC_BYTES
+from recio.records.framing import HEADER_SIZE, MAGIC_BYTES, pad_size
 from recio.records.index import open_index, sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
@@ -90,7 +90,7 @@ class RepairResult:
     def padding_missing(self) -> int:
         """Bytes (1-3) of its last record's padding the input lacked with no other damage (the
         new file has them; see ``recio.image.verify.VerifyReport.padding_missing``), else 0."""
-        return (-self.size) & 3 if self.records and not self.dropped_regions else 0
+        return pad_size(self.size) if self.records and not self.dropped_regions else 0
 
     @property
     def dropped_bytes(self) -> int:
@@ -403,7 +403,7 @@ def _length_problem(reader: RecordReader, head: int, record: bytes) -> Optional[
     by up to 3 bytes: a writer pads with zeros), or its image ends with up to 3 zero bytes
     after the image's end (the length grew into the padding)."""
     end = _record_end(reader, head, clamp=False)
-    pad = (-len(record)) & 3  # a last part's padding: the data of all parts is len(record) - 4k
+    pad = pad_size(len(record))  # a last part's padding: the data of all parts is len(record) - 4k
     # the padding the file holds: a file cut inside its last record's padding lacks some
     if pad and end - pad >= head and any(_bytes(reader, end - pad, min(end, reader.size))):
         return "its padding holds data: its length field is corrupt (shrank)"

@@ -16,6 +16,7 @@ from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
 from recio.image.header import unpack_header
 from recio.records.diagnose import reindex_hint, repair_hint
+from recio.records.framing import pad_size
 from recio.records.reader import RecordReader
 from recio.image.stats import DamageRegion, FileStats, image_format, scan_file
 
@@ -48,7 +49,7 @@ class VerifyReport:
         cut ("Invalid RecordIO File"). A whole file's size is a multiple of 4 (each part is
         padded to 4 bytes). 0 otherwise."""
         st = self.stats
-        return (-st.size) & 3 if st.records and not st.damage else 0
+        return pad_size(st.size) if st.records and not st.damage else 0
 
     @property
     def idx_path(self) -> Optional[str]:

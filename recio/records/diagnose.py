@@ -31,6 +31,7 @@ from recio.records.framing import (
     LENGTH_MASK,
     MAGIC,
     PART_HEADER,
+    pad_size,
 )
 from recio.records.index import key_text, open_index
 from recio.records.reader import RecordReader
@@ -62,7 +63,7 @@ def part_at(reader: Any, pos: int) -> Tuple[bool, int, int, int]:
     walks, which look at headers without the reader's checks."""
     magic, lrec = PART_HEADER.unpack(reader.span_bytes([(pos, pos + HEADER_SIZE)]))
     length = lrec & LENGTH_MASK
-    return magic == MAGIC, lrec >> 29, length, pos + HEADER_SIZE + length + (-length & 3)
+    return magic == MAGIC, lrec >> 29, length, pos + HEADER_SIZE + length + pad_size(length)
 
 
 
