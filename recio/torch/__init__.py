@@ -94,7 +94,7 @@ class _Decoder:
         self.transform, self.target_transform = transform, target_transform
 
     def __call__(self, payload: bytes, path: Optional[str], name: str,
-                 offset: Optional[int] = None) -> Tuple[Any, Any]:
+                 offset: Optional[int] = None, keyed: bool = True) -> Tuple[Any, Any]:
         try:
             header, img_bytes = unpack(payload)
         except RecordIOError as exc:
@@ -105,8 +105,8 @@ class _Decoder:
                 image = self._image(img_bytes)
             if self.transform is not None:
                 image = self.transform(image)  # ImageAugment may decode the raw bytes itself
-        except ImageError as exc:  # say which record: a streamed one by its image id too
-            who = name if name.startswith("key ") else f"{name} (image id {header.id})"
+        except ImageError as exc:  # say which record: one without a key by its image id too
+            who = name if keyed else f"{name} (image id {header.id})"
             raise ImageError(f"{who}: {exc.message}", path, offset) from None
         return image, self.label(header)
 
@@ -968,7 +968,7 @@ class RecordIterableDataset(IterableDataset):
         def out(rec: Tuple[Optional[int], int, str, int, bytes]) -> Tuple[Any, Any]:
             n, _, path, off, payload = rec
             name = f"record #{n} {where}" if n is not None else f"record at byte {off} {where}"
-            return decode(payload, path, name, off)
+            return decode(payload, path, name, off, keyed=False)
 
         files = _files_in_order(layout, live)
         step = {f: k for k, f in enumerate(files)}
