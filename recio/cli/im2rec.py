@@ -24,7 +24,7 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
-from recio.errors import NothingFoundError, RecordIOError, plural
+from recio.errors import RecordIOError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS, ENCODERS, RESIZE_MODES, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
 from recio.image.pack_progress import PackProgress, staging_folder
@@ -325,13 +325,10 @@ def _list_mode(prefix: str, root: str, exts: Sequence[str], chunks: int, train_r
     if not is_url(prefix) and not os.path.isdir(folder):
         fail(f"{folder}: the folder for the list files does not exist")
     start = time.monotonic()
-    try:
-        with progress(desc="listing", unit="file", quiet=quiet or as_json) as bar:
-            result = make_lists(prefix, root, recursive=recursive, exts=ext_list, chunks=chunks,
-                                train_ratio=train_ratio, test_ratio=test_ratio, shuffle=shuffle,
-                                force=force, progress=bar.update)
-    except NothingFoundError as exc:
-        fail(str(exc), code=EXIT_DAMAGE)
+    with progress(desc="listing", unit="file", quiet=quiet or as_json) as bar:
+        result = make_lists(prefix, root, recursive=recursive, exts=ext_list, chunks=chunks,
+                            train_ratio=train_ratio, test_ratio=test_ratio, shuffle=shuffle,
+                            force=force, progress=bar.update)
     if as_json:
         echo_json({**result.to_dict(), "seconds": round(time.monotonic() - start, 3)})
         return
@@ -414,8 +411,6 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
         if isinstance(exc, Terminated):
             sys.exit(EXIT_TERMINATED)
         raise
-    except NothingFoundError as exc:
-        fail(str(exc), code=EXIT_DAMAGE)
     finally:
         for _, bar in bars:
             bar.close()
