@@ -104,6 +104,21 @@ class OutputBusyError(OutputExistsError):
     which the message names (pid, host, command). The lock dies with that process."""
 
 
+class FileInUseError(OutputBusyError):
+    """An output that cannot be replaced or deleted because a program has it open or
+    memory-mapped: Windows refuses what POSIX allows (a reader keeps the old file). Nothing was
+    changed; close the readers of ``path`` (a recio reader: ``close()`` or ``with``) and run
+    again."""
+
+    def __init__(self, message: str = ("is open or memory-mapped in a program, and Windows "
+                                       "cannot replace or delete such a file; nothing was "
+                                       "changed: close what reads it, then run again"),
+                 path: Optional[str] = None, offset: Optional[int] = None,
+                 line: Optional[int] = None, remedy: Optional[str] = None,
+                 note: str = "") -> None:
+        super().__init__(message, path, offset, line, remedy, note)
+
+
 class InterruptedPackError(OutputExistsError):
     """An interrupted pack's progress where a new pack would write: continue it
     (``resume=True``, ``--resume``) or discard it and start over (``force=True``,
@@ -147,6 +162,6 @@ class DuplicateKeyWarning(UserWarning):
 
 __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError",
            "ImageError", "TruncatedFileError", "NotRecordFileError", "OutputExistsError",
-           "OutputBusyError", "InterruptedPackError", "NothingFoundError", "ManifestError",
+           "OutputBusyError", "FileInUseError", "InterruptedPackError", "NothingFoundError", "ManifestError",
            "ChecksumError", "StorageError", "CBFError", "SequenceError", "CTFError",
            "DuplicateKeyWarning", "plural"]

@@ -11,6 +11,7 @@ that ``RECIO_TEST_WITHOUT`` (comma-separated) says was left out on purpose: ``ma
 to ``torch`` on a Python for which no torch build is pinned.
 """
 import importlib
+import importlib.util
 import inspect
 import os
 import pathlib
@@ -24,7 +25,18 @@ from typing import Callable, List, Tuple
 import click.testing
 import pytest
 
-from recio.optional import install_hint
+# RECIO_TEST_REMOVE: run as if on a platform without some of Linux's facilities (see
+# tests/simulate/sitecustomize.py); the commands and workers the tests start inherit the mode
+SIMULATE = pathlib.Path(__file__).parent / "simulate"
+if os.environ.get("RECIO_TEST_REMOVE"):
+    sys.path.insert(0, str(SIMULATE))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(SIMULATE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    _spec = importlib.util.spec_from_file_location("recio_simulate", SIMULATE / "sitecustomize.py")
+    simulate = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(simulate)  # applies the mode (once per process)
+
+from recio.optional import install_hint  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "golden"
 
@@ -39,6 +51,11 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 LEFT_OUT = {n.strip() for n in os.environ.get("RECIO_TEST_WITHOUT", "").split(",") if n.strip()}
 #: how the skip reason of such a test starts (the CI hook lets these skips through)
 LEFT_OUT_REASON = "left out on purpose (RECIO_TEST_WITHOUT)"
+#: what this run took away (RECIO_TEST_REMOVE, see tests/simulate/sitecustomize.py); a test
+#: marked ``needs_facility(item)`` checks what one of them gives, so it is skipped without it
+REMOVED = frozenset(getattr(os, "_recio_removed", ()))
+#: how the skip reason of such a test starts (the CI hook lets these skips through)
+REMOVED_REASON = "left out on purpose (RECIO_TEST_REMOVE)"
 #: how the skip reason of a GPU-only check starts on a machine without a CUDA device (CI's and
 #: the developers' have none): the CPU half of such a feature is tested everywhere, the GPU
 #: half where there is a device; the CI hook lets these skips through too
@@ -107,12 +124,20 @@ def need_cuda() -> ModuleType:
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs(module, ...): the test needs these optional "
                                        "dependencies (skip outside CI, fail under CI=true)")
+    config.addinivalue_line("markers", "needs_facility(item, ...): the test checks what these "
+                                       "RECIO_TEST_REMOVE items give (none named: every one); "
+                                       "skipped in a run that removed one")
 
 
 def pytest_runtest_setup(item):
     for mark in item.iter_markers("needs"):
         for name in mark.args:
             need(name)
+    for mark in item.iter_markers("needs_facility"):
+        gone = sorted(REMOVED & set(mark.args)) if mark.args else sorted(REMOVED)
+        if gone:
+            pytest.skip(f"{REMOVED_REASON}: it checks the behaviour of {', '.join(gone)}, "
+                        "which this run removed; tests/test_portable.py checks the fallback")
 
 
 def _fail_skips_under_ci(report) -> None:
@@ -121,7 +146,7 @@ def _fail_skips_under_ci(report) -> None:
     if CI and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         if str(reason).startswith(tuple(prefix + why for prefix in ("Skipped: ", "")
-                                        for why in (LEFT_OUT_REASON, NO_CUDA_REASON))):
+                                        for why in (LEFT_OUT_REASON, NO_CUDA_REASON, REMOVED_REASON))):
             return
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true (where nothing may be skipped): {reason}"

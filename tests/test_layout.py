@@ -2,8 +2,9 @@
 
 Layers, bottom to top (a module may import its own layer and the ones below):
 
-0. ``recio.errors``, ``recio.optional``, ``recio.deprecation``, ``recio.storage``: exceptions,
-   optional-dependency imports, renamed keywords, where files live (local paths and URLs)
+0. ``recio.errors``, ``recio.optional``, ``recio.deprecation``, ``recio.storage``,
+   ``recio.portable``: exceptions, optional-dependency imports, renamed keywords, where files
+   live (local paths and URLs), where operating systems differ
 1. ``recio.records``: the container (framing, index, reader, writer, split, atomic files)
 2. ``recio.image``: image records (IRHeader, codec, lists, packing, ImageRecordIter)
 3. ``recio.sequence``: sample-counted sequences, MinibatchSource, bucketing, CBF
@@ -22,6 +23,7 @@ import recio
 ROOT = pathlib.Path(recio.__file__).parent
 LAYERS = [
     ("recio.errors", 0), ("recio.optional", 0), ("recio.deprecation", 0), ("recio.storage", 0),
+    ("recio.portable", 0),
     ("recio.records", 1), ("recio.image", 2), ("recio.sequence", 3),
     ("recio.mx", 4), ("recio.torch", 4), ("recio.ray", 4), ("recio.cli", 5),
     ("recio.__main__", 6), ("recio.im2rec", 6), ("recio._moved", 6), ("recio", 6),

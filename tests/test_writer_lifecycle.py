@@ -195,6 +195,7 @@ def test_failing_commit_raises_and_leaves_no_new_file(kind, tmp_path):
     assert _names(tmp_path) == [final] and (tmp_path / final).is_dir()
 
 
+@pytest.mark.needs_facility("windows-files")  # POSIX's rename rules; Windows': test_portable.py
 def test_index_goes_last_and_an_old_index_never_meets_a_new_rec(tmp_path, monkeypatch):
     w = _indexed(tmp_path)
     _write("indexed", w)
@@ -215,6 +216,7 @@ def test_index_goes_last_and_an_old_index_never_meets_a_new_rec(tmp_path, monkey
     assert (tmp_path / "a.idx").read_text() == "0\t0\n"
 
 
+@pytest.mark.needs_facility("windows-files")  # POSIX's rename rules; Windows': test_portable.py
 @pytest.mark.parametrize("kind", KINDS)
 def test_fsync_syncs_every_file_before_its_rename_and_the_folder_after(kind, tmp_path,
                                                                        monkeypatch):
@@ -340,6 +342,7 @@ def test_mx_writer_whose_index_cannot_be_opened_leaves_no_rec(tmp_path):
     assert _names(tmp_path) == []
 
 
+@pytest.mark.needs_facility("windows-files")  # POSIX's rename rules; Windows': test_portable.py
 def test_mx_writer_replaces_a_file_a_reader_still_maps(tmp_path):
     rec = str(tmp_path / "m.rec")
     w = recio.mx.MXRecordIO(rec, "w")
@@ -613,6 +616,7 @@ def test_pack_whose_journal_cannot_be_created_leaves_nothing(tmp_path):
     assert _names(tmp_path) == before
 
 
+@pytest.mark.needs_facility("windows-files")  # POSIX's rename rules; Windows': test_portable.py
 def test_pack_commit_order_and_fsync(tmp_path, monkeypatch):
     lst, root = _image_list(tmp_path)
     pack_list(lst, root, pass_through=True)

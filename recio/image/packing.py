@@ -17,7 +17,6 @@ Journal lines (tab-separated): a header ``#recio-pack-journal 1 <json settings>`
 """
 from __future__ import annotations
 
-import ctypes
 import difflib
 import errno
 import json
@@ -26,7 +25,6 @@ import os
 import re
 import signal
 import stat
-import sys
 import threading
 import time
 import warnings
@@ -37,7 +35,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 
 from PIL import Image
 
-from recio import storage
+from recio import portable, storage
 from recio.errors import (
     ImageError,
     InterruptedPackError,
@@ -215,7 +213,7 @@ def make_job(root: str, options: ImageOptions, pass_through: bool, pack_label: b
                     allow_outside_root, storage_options=storage_options)
     root = os.path.abspath(os.fspath(root))
     return _Job(root, options, pass_through, pack_label, allow_outside_root,
-                os.path.realpath(root), os.path.isdir(_PROC_FD))
+                os.path.realpath(root), portable.has_proc_fd())
 
 
 #: (position, line number, item, or None and the reason a malformed line was refused)
@@ -271,10 +269,6 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-#: where Linux shows the path an open file descriptor really refers to
-_PROC_FD = "/proc/self/fd/"
-
-
 def _read_image_file(job: _Job, relpath: str) -> bytes:
     """The bytes of a list item's file: a regular file under ROOT (after symlinks), opened
     without blocking (a FIFO or a device never hangs or floods the pack), smaller than a
@@ -297,8 +291,13 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
         check_root = False
         if not _inside(os.path.realpath(path), job.real_root):
             raise _Skip("outside_root", _OUTSIDE_ROOT)
+    if not portable.opens_without_blocking():  # a FIFO would block open(); Windows cannot
+        try:                                     # open a folder: look before opening
+            _check_regular(os.stat(path))
+        except OSError:
+            pass  # open() says what is wrong
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = portable.open_fd(path, portable.nonblocking_read_flags())
     except FileNotFoundError:
         raise _Skip("missing", "no such file") from None
     except OSError as exc:
@@ -307,14 +306,10 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
     except ValueError as exc:  # e.g. a path the OS cannot take
         raise _Skip("unreadable", f"cannot open file: {exc}") from None
     try:
-        if check_root and not _inside(_opened_path(fd, path), job.real_root):
+        if check_root and not _inside(portable.opened_path(fd, path), job.real_root):
             raise _Skip("outside_root", _OUTSIDE_ROOT)
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
-                    if stat.S_ISFIFO(st.st_mode) else "a device"
-                    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
-            raise _Skip("not_a_file", f"is {kind}, not a regular file")
+        _check_regular(st)
         if st.st_size >= MAX_RECORD_LENGTH:
             raise _Skip("too_large", f"file of {st.st_size} bytes is larger than a RecordIO "
                         f"record can hold ({MAX_RECORD_LENGTH - 1} bytes)")
@@ -324,6 +319,15 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
     finally:
         os.close(fd)
     return _usable(data, "file (grown while read)")
+
+
+def _check_regular(st: os.stat_result) -> None:
+    """Skip anything but a regular file (a folder, a FIFO, a device, a socket)."""
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
+                if stat.S_ISFIFO(st.st_mode) else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+        raise _Skip("not_a_file", f"is {kind}, not a regular file")
 
 
 def _usable(data: bytes, what: str) -> bytes:
@@ -355,19 +359,6 @@ def _read_image_object(job: _Job, relpath: str) -> bytes:
 
 _OUTSIDE_ROOT = ("resolves outside ROOT (an absolute path, '..' or a symlink); pass "
                  "--allow-outside-root to read it")
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-               | getattr(os, "O_CLOEXEC", 0))
-
-
-def _opened_path(fd: int, path: str) -> str:
-    """The real path of the open file ``fd`` (Linux ``/proc/self/fd``; ``path``'s realpath if
-    the link cannot be read)."""
-    try:
-        return os.readlink(_PROC_FD + str(fd))
-    except OSError:
-        return os.path.realpath(path)
-
-
 def _read_all(fd: int, size: int) -> bytes:
     """The whole file, normally in one ``read`` of its size and one more that sees its end
     (it may have grown since ``fstat``); at most a record's worth."""
@@ -386,10 +377,6 @@ def _encode_batch(job: _Job, batch: List[Task]) -> List[Outcome]:
     return [_encode_one(job, task) for task in batch]
 
 
-#: prctl's option that sends a signal to the caller when its parent ends (linux/prctl.h)
-_PR_SET_PDEATHSIG = 1
-
-
 def _init_process_worker(parent: int) -> None:
     """Worker processes leave Ctrl-C to the parent, which stops them cleanly; SIGTERM (how
     the parent stops them) ends them, whatever handler they inherited. On Linux a worker also
@@ -398,13 +385,7 @@ def _init_process_worker(parent: int) -> None:
     terminal when they hand back their batch."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):  # no prctl in this libc: orphans end on their own
-            pass
-        if os.getppid() != parent:  # the parent died before the line above took effect
-            os._exit(1)
+    portable.end_with_parent(parent)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
     set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
-from recio import storage
+from recio import portable, storage
 from recio.errors import ImageError, RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT, unpack_header
 from recio.image.repack import output_paths
@@ -240,7 +240,7 @@ class _FileFrom(io.RawIOBase):
         return self._pos
 
     def readinto(self, buffer: Any) -> int:
-        data = os.pread(self._file.fileno(), min(len(buffer), max(0, self._size - self._pos)),
+        data = portable.read_at(self._file.fileno(), min(len(buffer), max(0, self._size - self._pos)),
                         self._base + self._pos)
         buffer[:len(data)] = data
         self._pos += len(data)

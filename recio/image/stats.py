@@ -12,7 +12,6 @@ records every damaged byte region (``DamageRegion``) instead of stopping.
 from __future__ import annotations
 
 import math
-import mmap
 import os
 import random
 import struct
@@ -23,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from recio import storage
+from recio import portable, storage
 from recio.deprecation import renamed_keywords
 from recio.errors import RecordIOError, StorageError, TruncatedFileError
 from recio.image.header import IR_SIZE as _IR_SIZE
@@ -337,8 +336,7 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     with RecordReader(path, on_error="skip", on_damage=damaged) as reader:
         st.size = reader.size
         mm = reader.buffer
-        if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-            mm.madvise(mmap.MADV_SEQUENTIAL)
+        portable.advise(mm, "SEQUENTIAL")
         _scan(reader, st, heads if want_heads else None, sample, show, progress)
     if idx_path is not None:
         cut = next((d.start for d in st.damage if d.truncated), None)

@@ -15,9 +15,9 @@ after it, so a returned ``close()`` survives those too. A process killed mid-wri
 """
 from __future__ import annotations
 
+import errno
 import os
 import secrets
-import sys
 import warnings
 import weakref
 from contextlib import contextmanager
@@ -34,8 +34,8 @@ from typing import (
     Union,
 )
 
-from recio import storage
-from recio.errors import OutputExistsError
+from recio import portable, storage
+from recio.errors import FileInUseError, OutputExistsError
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -44,19 +44,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 def _temp_name(path: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(path)),
                         f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def process_alive(pid: Any) -> bool:
-    """Whether process ``pid`` of this host still runs (True when that cannot be told)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # someone else's process, or no way to ask
-        return True
-    return True
 
 
 def remove_orphaned_temps(stem: PathLike) -> List[str]:
@@ -75,7 +62,7 @@ def remove_orphaned_temps(stem: PathLike) -> List[str]:
         return removed
     for name in names:
         match = pattern.match(name)
-        if match and not process_alive(int(match.group(1))):
+        if match and not portable.process_alive(int(match.group(1))):
             _unlink_quietly(os.path.join(folder, name))
             removed.append(os.path.join(folder, name))
     return removed
@@ -93,55 +80,38 @@ def _create_exclusive(path: str) -> tuple:
     while True:
         temp = _temp_name(path)
         try:
-            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temp
+            return portable.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), temp
         except FileExistsError:
             continue
 
 
 def fsync_folder(path: PathLike) -> None:
     """fsync the folder holding ``path`` so a rename in it survives an OS crash (POSIX only)."""
-    if os.name != "posix" or storage.is_url(path):
-        return
-    fd = os.open(os.path.dirname(os.path.abspath(os.fspath(path))), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-_FALLOCATE: Any = None  # libc's fallocate via ctypes (Linux), False where there is none
-
-
-def _load_fallocate() -> Any:
-    global _FALLOCATE
-    func: Any = False
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            func = getattr(libc, "fallocate64", None)  # 64-bit offsets on any word size
-            if func is None and ctypes.sizeof(ctypes.c_long) == 8:
-                func = libc.fallocate
-            if func:
-                func.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-                func.restype = ctypes.c_int
-        except (OSError, AttributeError):
-            func = False
-    _FALLOCATE = func or False
-    return _FALLOCATE
+    if not storage.is_url(path):
+        portable.sync_folder(os.path.dirname(os.path.abspath(os.fspath(path))))
 
 
 def preallocate(fd: int, offset: int, length: int) -> bool:
     """Reserve disk blocks for ``fd[offset:offset + length]`` without changing the file's size
-    (Linux ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``); False where that is not supported.
+    (:func:`recio.portable.reserve`); False where that is not supported.
 
     A writer that reserves ahead of what it writes spares the file system allocating blocks
     page by page; it must ``os.ftruncate(fd, size)`` when done to hand back what it did not
     use. Reading the file is unaffected: its size is what was written.
     """
-    func = _FALLOCATE if _FALLOCATE is not None else _load_fallocate()
-    return bool(func) and func(fd, 1, offset, length) == 0
+    return portable.reserve(fd, offset, length)
+
+
+def replace_file(source: str, target: str, held: Optional[str] = None) -> None:
+    """Rename ``source`` over ``target``. Where the OS refuses because a file is open or
+    memory-mapped (Windows), raises :class:`FileInUseError` naming ``held`` (default:
+    ``target``), the user's file that something holds."""
+    try:
+        os.replace(source, target)
+    except OSError as exc:
+        if portable.in_use(exc):
+            raise FileInUseError(path=held or target) from None
+        raise
 
 
 def _unlink_quietly(path: str) -> None:
@@ -208,7 +178,7 @@ class AtomicFile:
             storage.upload(self.temp_path, self.path, self.storage_options)
             _unlink_quietly(self.temp_path)
         else:
-            os.replace(self.temp_path, self.path)
+            replace_file(self.temp_path, self.path)
         self.done = True
 
     def commit(self) -> None:
@@ -255,18 +225,24 @@ class InPlaceFile(AtomicFile):
             st = os.lstat(self.path)
         except FileNotFoundError:
             st = None
-        if st is not None and _replaceable(st) and os.access(self.path, os.W_OK):
+        if st is not None and _replaceable(st) and os.access(self.path, os.W_OK) \
+                and not portable.is_windows():
             fd, temp = _create_exclusive(self.path)
             try:
                 if hasattr(os, "fchmod"):
                     os.fchmod(fd, st.st_mode & 0o7777)
-                os.replace(temp, self.path)
+                replace_file(temp, self.path)
             except BaseException:
                 os.close(fd)
                 _unlink_quietly(temp)
                 raise
-        else:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        else:  # Windows: a file open or mapped elsewhere cannot be replaced (nor truncated)
+            try:
+                fd = portable.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            except OSError as exc:
+                if portable.in_use(exc):
+                    raise FileInUseError(path=self.path) from None
+                raise
         try:
             self.file = os.fdopen(fd, mode, buffering)
         except BaseException:
@@ -337,14 +313,20 @@ class OutputSet:
         try:
             for f in self.files:
                 f.finish_file()
-            for f in self.files[1:]:
-                if f.atomic:
-                    _remove(f.path, f.storage_options)  # never a new data file beside an old index
-            options = self.files[0].storage_options if self.files else None
-            for path in self.obsolete:
-                _remove(path, options)
-            for f in self.files:
-                f.publish()
+            if portable.is_windows() and not any(storage.is_url(f.path) for f in self.files):
+                _publish_windows([(f.temp_path, f.path) for f in self.files if f.atomic],
+                                 self.obsolete)
+                for f in self.files:
+                    f.done = True
+            else:
+                for f in self.files[1:]:
+                    if f.atomic:  # never a new data file beside an old index
+                        _remove(f.path, f.storage_options)
+                options = self.files[0].storage_options if self.files else None
+                for path in self.obsolete:
+                    _remove(path, options)
+                for f in self.files:
+                    f.publish()
         except BaseException:
             self.discard()
             raise
@@ -537,13 +519,49 @@ def publish_staged(files: Sequence[Tuple[str, str]],
     files that describe it (all but the first) are removed first, then each is renamed into
     place (a local path, on the same file system) or uploaded (a URL: an object appears only
     once complete)."""
+    if portable.is_windows() and not any(storage.is_url(final) for _, final in files):
+        _publish_windows(files, ())
+        return
     for _, final in files[1:]:
         _remove(final, storage_options)
     for staged, final in files:
         if storage.is_url(final):
             storage.upload(staged, final, storage_options)
         else:
-            os.replace(staged, final)
+            replace_file(staged, final)
+
+
+def _publish_windows(files: Sequence[Tuple[str, str]], obsolete: Iterable[str]) -> None:
+    """Rename finished local files ``(staged, final)`` into place where an open or mapped file
+    cannot be replaced or deleted (Windows): every existing final file (and ``obsolete`` path)
+    is first renamed aside, which fails at once if a program holds it; then the staged files
+    take their names and the old ones are deleted. If any step fails, the old files are put
+    back and :class:`FileInUseError` names the one in use: all the outputs change, or none."""
+    aside: List[Tuple[str, str]] = []  # (temporary name, final name) of the old files
+    placed: List[str] = []
+    try:
+        for _, final in files:
+            if os.path.isdir(final) and not os.path.islink(final):  # as os.replace refuses it
+                raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", final)
+        for path in [final for _, final in files] + list(obsolete):
+            if os.path.lexists(path) and not os.path.isdir(path):
+                temp = _temp_name(path)
+                replace_file(path, temp, held=path)
+                aside.append((temp, path))
+        for staged, final in files:
+            replace_file(staged, final)
+            placed.append(final)
+    except BaseException:
+        for final in placed:
+            _unlink_quietly(final)
+        for temp, path in reversed(aside):
+            os.replace(temp, path)
+        raise
+    for temp, _ in aside:
+        try:
+            os.unlink(temp)
+        except OSError:  # held open after all: remove_orphaned_temps deletes it later
+            pass
 
 
 @contextmanager
@@ -561,5 +579,5 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
 
 
 __all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
-           "check_outputs", "publish_staged", "remove_orphaned_temps", "process_alive",
+           "check_outputs", "publish_staged", "remove_orphaned_temps",
            "fsync_folder", "preallocate"]

@@ -59,7 +59,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-from recio import storage
+from recio import portable, storage
 from recio.errors import ChecksumError, StorageError
 from recio.storage import StorageOptions
 
@@ -106,16 +106,8 @@ _TOTALS = ("downloads", "bytes_downloaded", "evictions", "evicted_in_use", "dama
            "prefetched")
 
 
-def _boot_id() -> Optional[str]:
-    """This boot's id (Linux), so a copy checked before a crash is checked again after it."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()
-    except OSError:
-        return None
-
-
-_BOOT = _boot_id()
+#: this boot's id, so a copy checked before a crash is checked again after it
+_BOOT = portable.boot_id()
 
 
 @dataclass(frozen=True)
@@ -406,7 +398,7 @@ class ShardCache:
         """Delete a copy (and its record) unless a reader has it open and not ``in_use_too``;
         whether it went. Its readers keep their open file and map."""
         try:
-            fd = os.open(entry.path, os.O_RDONLY)
+            fd = portable.open_fd(entry.path, os.O_RDONLY)
         except FileNotFoundError:
             return True
         try:
@@ -611,7 +603,7 @@ def _live_part(path: str) -> bool:
     """Whether a ``.part`` is being written (its downloader holds its lock); a dead one is
     deleted (the folder lock is held)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = portable.open_fd(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -637,7 +629,7 @@ def _running(path: str) -> Optional[str]:
 def _wait(part: str) -> None:
     """Wait until the download writing ``part`` ends (it releases its lock, or dies)."""
     try:
-        fd = os.open(part, os.O_RDONLY)
+        fd = portable.open_fd(part, os.O_RDONLY)
     except FileNotFoundError:
         return
     try:
@@ -655,7 +647,7 @@ class _Held:
         self.path = path
 
     def __enter__(self) -> "_Held":
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        self.fd = portable.open_fd(self.path, os.O_RDWR | os.O_CREAT)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
@@ -679,7 +671,7 @@ class _Download:
     def start(cls, path: str, size: int) -> "_Download":
         """A new ``.part`` for the copy ``path`` (the folder lock is held)."""
         part = f"{path}.{size}.part"
-        fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = portable.open_fd(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
         return cls(path, part, fd)
 
@@ -690,7 +682,7 @@ class _Download:
         part = f"{path}.{size}.part"
         os.replace(path, part)
         _remove(path + _RECORD_SUFFIX)
-        fd = os.open(part, os.O_RDWR)
+        fd = portable.open_fd(part, os.O_RDWR)
         fcntl.flock(fd, fcntl.LOCK_EX)
         return cls(path, part, fd)
 

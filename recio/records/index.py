@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 import numpy as np
 
+from recio import portable
 from recio.errors import DuplicateKeyWarning, IndexFileError
 from recio.records.atomic import AtomicFile, atomic_open
 from recio.storage import RemoteFile, StorageOptions, is_url, local_path
@@ -502,8 +503,9 @@ def _load_cache(idx_path: str, stat: os.stat_result, key_type: KeyType,
         if not intact:
             buf.close()
             return None
-        if hasattr(mmap, "MADV_DONTNEED"):  # the check touched every page: let them go from
-            buf.madvise(mmap.MADV_DONTNEED)  # this process (a read-only file map loses nothing)
+        # the check touched every page: let them go from this process (a read-only file map
+        # loses nothing)
+        portable.advise(buf, "DONTNEED")
         sections = []
         at = _CACHE_HEADER_SIZE
         for count in (n, n if kind == _KIND_INT else 0, unique if flags else 0,

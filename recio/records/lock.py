@@ -31,9 +31,10 @@ import time
 import uuid
 from typing import Any, Dict, Optional, Union
 
-from recio import storage
+from recio import portable, storage
 from recio.errors import OutputBusyError
-from recio.records.atomic import atomic_open, process_alive
+from recio.portable import process_alive
+from recio.records.atomic import atomic_open
 from recio.storage import StorageOptions
 
 try:
@@ -114,7 +115,8 @@ class OutputLock:
         self.info = self._me()
         if storage.is_url(self.path):
             self._take_lease()
-        elif fcntl is None or not self._take_flock():
+        elif fcntl is None or portable.is_windows() or not self._take_flock():
+            # Windows: no flock, and no deleting a file still open (see release)
             self._take_exclusive()
         return self
 
@@ -165,10 +167,10 @@ class OutputLock:
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
         while True:
             try:
-                fd, created = os.open(self.path, flags | os.O_CREAT | os.O_EXCL, 0o666), True
+                fd, created = portable.open_fd(self.path, flags | os.O_CREAT | os.O_EXCL), True
             except FileExistsError:
                 try:
-                    fd, created = os.open(self.path, flags), False
+                    fd, created = portable.open_fd(self.path, flags), False
                 except FileNotFoundError:
                     continue  # deleted meanwhile by the holder releasing it
             try:
@@ -195,7 +197,7 @@ class OutputLock:
                 continue
             data = json.dumps(self.info).encode()
             os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
+            portable.write_at(fd, data, 0)
             self._fd = fd
             return True
 
@@ -203,7 +205,7 @@ class OutputLock:
         """The fallback: create the file exclusively; a holder that is gone is replaced."""
         for _ in range(3):
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                fd = portable.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             except FileExistsError:
                 holder = _read_json(self.path)
                 if not self._stale_file(holder):
@@ -277,7 +279,7 @@ class OutputLock:
 
 def _read_fd(fd: int) -> Dict[str, Any]:
     try:
-        data = os.pread(fd, 4096, 0)
+        data = portable.read_at(fd, 4096, 0)
         found = json.loads(data.decode("utf-8")) if data else {}
     except (OSError, ValueError):
         return {}
@@ -286,7 +288,7 @@ def _read_fd(fd: int) -> Dict[str, Any]:
 
 def _read_json(path: str) -> Dict[str, Any]:
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = portable.open_fd(path, os.O_RDONLY)
     except OSError:
         return {}
     try:

@@ -14,6 +14,7 @@ from typing import Any, BinaryIO, Callable, Iterable, Iterator, List, Optional, 
 
 import numpy as np
 
+from recio import portable
 from recio.errors import NotRecordFileError, RecordIOError, StorageError
 from recio.records.framing import (
     CFLAG_LAST,
@@ -129,7 +130,8 @@ class RecordReader:
         if fileno is not None:
             self.size = size
             self._buf = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ) if size else b""
-            self._fd = fileno
+            if portable.has_pread():  # else large records are copied from the map
+                self._fd = fileno
             return
         if not (hasattr(f, "seek") and f.seekable()):
             raise TypeError(f"{self.path or f!r}: RecordReader needs a path or a seekable binary file")
@@ -584,7 +586,7 @@ class RecordReader:
             return None
         lrec = end - offset - 8
         if lrec >= _LARGE_RECORD and self._fd is not None:
-            data = os.pread(self._fd, lrec, offset + 8)
+            data = portable.read_at(self._fd, lrec, offset + 8)
             if len(data) != lrec:  # the file shrank under us: the slow path reports it
                 return None
         else:
@@ -609,7 +611,7 @@ class RecordReader:
             return None
         # the header with pread too: a header on a page of the map not yet touched costs a
         # page fault, several times a small read
-        header = _HEADER_UNPACK(os.pread(self._fd, HEADER_SIZE, pos))
+        header = _HEADER_UNPACK(portable.read_at(self._fd, HEADER_SIZE, pos))
         magic, lrec = header
         if magic != MAGIC or not _LARGE_RECORD <= lrec < _FIRST_CONTINUATION_LREC:
             return None

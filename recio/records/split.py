@@ -10,7 +10,7 @@ what MXNet's ``ImageRecordIter(num_parts=n, part_index=k)`` reads:
   that holds the offset; reaching that file's end means "the start of the next file".
 
 A record belongs to the part that holds its head, so for every n every record is read by exactly
-one part, in file order. Finding a boundary reads only a few KB around it (``os.pread``); a part
+one part, in file order. Finding a boundary reads only a few KB around it (by position: ``portable.read_at``); a part
 is read through ``RecordReader`` (a memory map: only the pages of the part are touched), so a
 damaged part raises exactly what any other reader raises.
 
@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 
 import numpy as np
 
-from recio import storage
+from recio import portable, storage
 from recio.deprecation import renamed_keywords
 from recio.errors import IndexFileError
 from recio.records import framing
@@ -129,7 +129,7 @@ def seek_record_head(fd: Any, file_size: int, pos: int,
     a head straddling two windows is found. The head test is ``framing.find_record_head``.
     ``fd``: a file descriptor, or a ``RemoteFile`` (one ranged GET per window).
     """
-    pread = fd.pread if isinstance(fd, RemoteFile) else (lambda n, at: os.pread(fd, n, at))
+    pread = fd.pread if isinstance(fd, RemoteFile) else (lambda n, at: portable.read_at(fd, n, at))
     window = _PROBE_SIZE
     while pos < file_size:
         n = min(window, file_size - pos)
@@ -184,7 +184,7 @@ class SourceLayout:
                     return self.starts[i] + seek_record_head(remote, size, at, max_window)
             with copy:
                 return self.starts[i] + seek_record_head(copy.fileno(), size, at, max_window)
-        fd = os.open(storage.local_path(path), os.O_RDONLY)
+        fd = portable.open_fd(storage.local_path(path), os.O_RDONLY)
         try:
             return self.starts[i] + seek_record_head(fd, size, at, max_window)
         finally:
@@ -373,9 +373,7 @@ class InputSplit:
 
     def reset(self, epoch: Optional[int] = None) -> None:
         """Restart the part; when shuffling, go to ``epoch`` (default: the next one)."""
-        if self._cursor is not None:
-            self._cursor.close()  # type: ignore[attr-defined]
-        self._cursor = None
+        self.close()
         if self.shuffle:
             self.epoch = self.epoch + 1 if epoch is None else epoch
         elif epoch is not None:
@@ -384,6 +382,19 @@ class InputSplit:
     def set_epoch(self, epoch: int) -> None:
         """Choose the shuffling epoch (like ``DistributedSampler.set_epoch``) and restart."""
         self.reset(epoch)
+
+    def close(self) -> None:
+        """Release the files a ``read()`` left open mid-part (iterating with ``for`` releases
+        them at the end of the part, or when the loop is left)."""
+        if self._cursor is not None:
+            self._cursor.close()  # type: ignore[attr-defined]
+        self._cursor = None
+
+    def __enter__(self) -> "InputSplit":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def _permutation(self, n: int) -> List[int]:
         rng = np.random.default_rng([self.seed, self.epoch, self.part_index])

@@ -57,6 +57,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio import portable
 from recio.errors import RecordIOError, SequenceError
 from recio.image.header import unpack_header
 from recio.records.indexed import index_for
@@ -83,8 +84,6 @@ STATE_FORMAT = "recio.MinibatchSource"
 STATE_VERSION = 1
 
 IMAGE_STREAMS = ("label", "image")
-#: madvise() hint for a chunk about to be read: start reading its byte range from disk at once
-_CHUNK_ADVICE = (mmap.MADV_WILLNEED,) if hasattr(mmap, "MADV_WILLNEED") else ()
 
 
 # --------------------------------------------------------------------------- corpora
@@ -213,11 +212,8 @@ class RecordCorpus:
             # one read-ahead request for the chunk's byte range (a cold file is read in chunks)
             start = int(offsets[0]) & ~(mmap.ALLOCATIONGRANULARITY - 1)
             end = int(self.offsets[self.bounds[i + 1]]) if i + 1 < self.num_chunks else self._size
-            for advice in _CHUNK_ADVICE:
-                try:
-                    mapped.madvise(advice, start, end - start)
-                except (OSError, ValueError):  # not supported by this kernel: just slower
-                    pass
+            # a chunk about to be read: start reading its byte range from disk at once
+            portable.advise(mapped, "WILLNEED", start, end - start)
         return _LazyChunk(self, offsets, int(self.bounds[i]))
 
     def decode_at(self, offset: int, row: Optional[int] = None) -> Dict[str, Any]:
