@@ -155,8 +155,8 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
         progress(size - reported)
     if result.classes_path is not None:
         write_classes(result.classes_path, [(name, label) for label, name in classes.items()])
-    with atomic_open(result.lst_path, "w") as f:
-        f.write("".join(lines))
+    with atomic_open(result.lst_path, "wb") as f:  # bytes: "\n" and UTF-8 on every OS
+        f.write("".join(lines).encode("utf-8", "surrogateescape"))
     return result
 
 

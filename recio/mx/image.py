@@ -536,7 +536,7 @@ class ImageIter(DataIter):
         self.imglist: Optional[Dict[Any, Tuple[NDArray, str]]] = None
         if path_imglist:
             self.imglist = {}
-            with open(path_imglist) as fin:
+            with open(path_imglist, encoding="utf-8", errors="surrogateescape") as fin:
                 for line in iter(fin.readline, ""):
                     fields = line.strip().split("\t")
                     key = int(fields[0])
