@@ -12,11 +12,28 @@ Windows itself cannot run here: where the behaviour depends on the OS the tests 
 ``os.name`` (as the code reads it) and use ``ntpath``/``PureWindowsPath`` for Windows' path
 rules.
 """
+import ntpath
 import os
+import pathlib
+import subprocess
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from recio import storage
+from recio.errors import ListFileError
+from recio.image.lists import (
+    foreign_list_path,
+    make_lists,
+    native_list_path,
+    read_list,
+    read_list_entries,
+)
+from recio.image.packing import count_items, pack_list
+from recio.image.shard_pack import pack_shards
+from recio.mx import recordio as mx_recordio
+from recio.records.index import open_index
 
 
 @pytest.mark.parametrize("path", [
@@ -70,3 +87,217 @@ def test_windows_absolute_paths_are_recognised(path, expected):
     system can open; a drive-relative ``c:x.rec`` or a rooted ``\\x.rec`` is not absolute on
     Windows either (Python 3.13's ``ntpath.isabs`` agrees)."""
     assert storage.is_windows_absolute(path) is expected
+
+
+# -- .lst paths --------------------------------------------------------------------------------
+@pytest.fixture
+def photos(tmp_path):
+    """ROOT with images in two class folders (one nested), and a secret file beside ROOT."""
+    root = tmp_path / "root"
+    rng = np.random.default_rng(3)
+    for folder, n in (("cat", 3), ("dog/small", 2)):
+        (root / folder).mkdir(parents=True)
+        for i in range(n):
+            Image.fromarray(rng.integers(0, 255, (12 + i, 16, 3), dtype=np.uint8)).save(
+                root / folder / f"{i}.jpg", quality=90)
+    (tmp_path / "secret.jpg").write_bytes(SENTINEL)
+    return tmp_path, root
+
+
+SENTINEL = b"SECRET-OUTSIDE-ROOT"
+#: the photos' list as MXNet's im2rec writes it on Linux (``--list --recursive``, shuffled)
+LINUX_LINES = ["2\t0.000000\tcat/2.jpg", "0\t0.000000\tcat/0.jpg",
+               "4\t1.000000\tdog/small/1.jpg", "3\t1.000000\tdog/small/0.jpg",
+               "1\t0.000000\tcat/1.jpg"]
+
+
+def _write(path, lines, end="\n", sep="/"):
+    path.write_bytes("".join(line.replace("/", sep) + end for line in lines).encode())
+    return path
+
+
+def _outputs(lst):
+    stem = str(lst)[:-len(".lst")]
+    return pathlib.Path(stem + ".rec").read_bytes(), pathlib.Path(stem + ".idx").read_bytes()
+
+
+def _tree(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_native_list_path_reads_backslashes_as_the_writer_meant(monkeypatch):
+    """On POSIX ``\\`` in a list path is a separator (MXNet on Windows joined with it); on
+    Windows, which takes both separators, the path is used as written. Drive and UNC paths can
+    be opened on Windows only."""
+    assert native_list_path("cat\\1.jpg") == "cat/1.jpg"
+    assert native_list_path("..\\..\\etc\\passwd") == "../../etc/passwd"
+    assert native_list_path("a/b\\c.jpg") == "a/b/c.jpg"
+    assert native_list_path("cat/1.jpg") == "cat/1.jpg"
+    for path in ("C:\\data\\a.jpg", "C:/data/a.jpg", "\\\\server\\share\\a.jpg"):
+        assert foreign_list_path(path)
+    for path in ("c:a.jpg", "cat\\1.jpg", "/data/a.jpg", "..\\a.jpg"):
+        assert not foreign_list_path(path)
+    monkeypatch.setattr(os, "name", "nt")
+    assert native_list_path("cat\\1.jpg") == "cat\\1.jpg"
+    assert not foreign_list_path("C:\\data\\a.jpg")
+    assert not foreign_list_path("\\\\server\\share\\a.jpg")
+
+
+@pytest.mark.parametrize("end, sep", [("\n", "\\"), ("\r\n", "/"), ("\r\n", "\\"), ("\n", "mixed")])
+def test_a_windows_list_packs_to_the_bytes_of_the_linux_list(photos, end, sep):
+    """A list written on Windows (``\\`` separators, CRLF line ends, or a mix of separators)
+    packs to the very ``.rec`` and ``.idx`` bytes the same list with ``/`` and LF gives."""
+    tmp, root = photos
+    linux = _write(tmp / "linux.lst", LINUX_LINES)
+    lines = ([line.replace("/", "\\", 1) for line in LINUX_LINES] if sep == "mixed"
+             else [line.replace("/", sep) for line in LINUX_LINES])
+    windows = _write(tmp / "windows.lst", lines, end)
+    assert (b"\\" in windows.read_bytes()) is (sep != "/")
+    assert pack_list(linux, root).packed == 5
+    result = pack_list(windows, root)
+    assert result.packed == 5 and result.skipped == 0
+    assert _outputs(windows) == _outputs(linux)
+
+
+def test_the_command_packs_a_windows_list_like_a_linux_one(script, photos):
+    """Through ``im2rec PREFIX ROOT`` (re-encoding, two threads): MXNet's Windows list gives
+    the Linux list's files."""
+    tmp, root = photos
+    _write(tmp / "linux.lst", LINUX_LINES)
+    _write(tmp / "windows.lst", LINUX_LINES, "\r\n", "\\")
+    for stem in ("linux", "windows"):
+        proc = subprocess.run([*script("im2rec"), str(tmp / stem), str(root), "--num-thread",
+                               "2", "--quality", "80"], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0 and "packed 5 images" in proc.stdout, proc.stderr
+    assert _outputs(tmp / "windows.lst") == _outputs(tmp / "linux.lst")
+
+
+@pytest.mark.parametrize("path", ["..\\secret.jpg", "cat\\..\\..\\secret.jpg",
+                                  "..\\..\\..\\..\\..\\..\\etc\\passwd", "\\etc\\passwd"])
+def test_backslash_paths_leaving_root_are_outside_root(photos, path):
+    """``..\\..\\etc\\passwd`` leaves ROOT exactly as ``../../etc/passwd`` does: skipped as
+    outside ROOT, its bytes never read (and a rooted ``\\etc\\passwd`` is absolute)."""
+    tmp, root = photos
+    for name, written in (("slash", path.replace("\\", "/")), ("backslash", path)):
+        lst = _write(tmp / f"{name}.lst", [f"0\t0\t{written}", "1\t0\tcat/0.jpg"])
+        result = pack_list(lst, root, pass_through=True)
+        assert result.packed == 1 and result.skips == {"outside_root": 1}, name
+        assert SENTINEL not in _outputs(lst)[0] and b"root:" not in _outputs(lst)[0]
+
+
+def test_allow_outside_root_reads_a_backslash_path_there(photos):
+    """With ``allow_outside_root`` a ``..\\`` path is read where it leads, as ``../``."""
+    tmp, root = photos
+    lst = _write(tmp / "out.lst", ["0\t0\t..\\secret.jpg", "1\t0\tcat\\0.jpg"])
+    result = pack_list(lst, root, pass_through=True, allow_outside_root=True)
+    assert result.packed == 2 and SENTINEL in _outputs(lst)[0]
+
+
+@pytest.mark.parametrize("path", ["C:\\data\\cat\\0.jpg", "C:/data/cat/0.jpg",
+                                  "\\\\server\\share\\cat\\0.jpg", "d:\\x.jpg"])
+@pytest.mark.parametrize("extra", [[], ["--allow-outside-root"], ["--num-shards", "2"]])
+def test_a_drive_or_unc_path_is_a_one_line_error_and_nothing_is_written(script, photos, path,
+                                                                         extra):
+    """A Windows absolute path names no file on POSIX: the command stops before writing
+    anything, with one line naming the list and line and saying how to make a list that
+    packs here (never a traceback, never a pack of the other lines)."""
+    tmp, root = photos
+    _write(tmp / "win.lst", ["0\t0\tcat/1.jpg", f"1\t0\t{path}", "2\t0\tcat/2.jpg"], "\r\n")
+    before = _tree(tmp)
+    proc = subprocess.run([*script("im2rec"), str(tmp / "win"), str(root), *extra],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    message = proc.stderr.strip()
+    assert len(message.splitlines()) == 1 and "Traceback" not in message
+    assert f"{tmp / 'win.lst'}: line 2: " in message and repr(path) in message
+    assert "Windows absolute path" in message and "im2rec PREFIX ROOT --list" in message
+    assert _tree(tmp) == before
+
+
+def test_drive_paths_are_refused_by_the_library_too(photos):
+    """``pack_list`` and ``pack_shards`` raise :class:`ListFileError` (a ``RecordIOError``)
+    before any output exists."""
+    tmp, root = photos
+    lst = _write(tmp / "win.lst", ["0\t0\tcat\\1.jpg", "1\t0\tC:\\photos\\cat\\0.jpg"])
+    before = _tree(tmp)
+    with pytest.raises(ListFileError, match="line 2: .*Windows absolute path"):
+        pack_list(lst, root)
+    with pytest.raises(ListFileError, match="line 2: .*Windows absolute path"):
+        pack_shards(lst, root, num_shards=2)
+    assert _tree(tmp) == before
+
+
+def test_drive_paths_are_ordinary_absolute_paths_on_windows(monkeypatch):
+    """On Windows (``os.name == "nt"``) a drive path is no reason to refuse a list: it is an
+    absolute path, left to the outside-ROOT check like ``/data/a.jpg`` on POSIX."""
+    monkeypatch.setattr(os, "name", "nt")
+    assert not foreign_list_path("C:\\photos\\cat\\0.jpg")
+
+
+def test_a_file_name_holding_backslashes_is_used_when_no_separated_path_exists(photos):
+    """A Linux file may be named ``x\\1.jpg`` (MXNet's im2rec on Linux lists it so): it is
+    packed when ``x/1.jpg`` does not exist; when both exist, the separated path wins (a list
+    from Windows means it)."""
+    tmp, root = photos
+    (root / "x\\1.jpg").write_bytes(b"literal")
+    lst = _write(tmp / "lit.lst", ["0\t0\tx\\1.jpg"])
+    assert pack_list(lst, root, pass_through=True).packed == 1
+    assert b"literal" in _outputs(lst)[0]
+    (root / "x").mkdir()
+    (root / "x" / "1.jpg").write_bytes(b"separated")
+    assert pack_list(lst, root, pass_through=True, force=True).packed == 1
+    rec = _outputs(lst)[0]
+    assert b"separated" in rec and b"literal" not in rec
+
+
+def test_crlf_lists_read_like_lf_lists(tmp_path):
+    """MXNet on Windows wrote lists in text mode (CRLF): every reader gives the LF items."""
+    lf = _write(tmp_path / "lf.lst", LINUX_LINES)
+    crlf = _write(tmp_path / "crlf.lst", LINUX_LINES, "\r\n")
+    assert list(read_list(crlf)) == list(read_list(lf))
+    assert list(read_list_entries(crlf)) != [] and [
+        (n, item) for n, item, _ in read_list_entries(crlf)] == [
+        (n, item) for n, item, _ in read_list_entries(lf)]
+    assert count_items(crlf) == count_items(lf) == 5
+
+
+def test_crlf_indexes_read_like_lf_indexes(photos):
+    """An ``.idx`` MXNet's ``MXIndexedRecordIO`` wrote on Windows (text mode: CRLF) gives the
+    same keys, offsets and records as the LF one, through recio's index and MXNet's API."""
+    tmp, root = photos
+    lst = _write(tmp / "p.lst", LINUX_LINES)
+    pack_list(lst, root, pass_through=True)
+    rec, idx = str(tmp / "p.rec"), tmp / "p.idx"
+    lf = idx.read_bytes()
+    crlf = tmp / "crlf.idx"
+    crlf.write_bytes(lf.replace(b"\n", b"\r\n"))
+    assert crlf.read_bytes() != lf
+    want = open_index(idx, rec_size=os.path.getsize(rec))
+    got = open_index(crlf, rec_size=os.path.getsize(rec))
+    assert got.key_array().tolist() == want.key_array().tolist() == [2, 0, 4, 3, 1]
+    assert got.offsets.tolist() == want.offsets.tolist()
+    lf_io = mx_recordio.MXIndexedRecordIO(str(idx), rec, "r")
+    crlf_io = mx_recordio.MXIndexedRecordIO(str(crlf), rec, "r")
+    assert crlf_io.keys == lf_io.keys
+    assert [crlf_io.read_idx(k) for k in crlf_io.keys] == [lf_io.read_idx(k) for k in lf_io.keys]
+    lf_io.close()
+    crlf_io.close()
+
+
+def test_mx_image_iter_reads_a_windows_imglist(photos):
+    """``mx.image.ImageIter(path_imglist=..., path_root=...)`` takes MXNet's Windows list
+    (CRLF, ``\\``): the same keys and labels as the Linux list, and each path reads the file
+    the Linux path names."""
+    import recio.mx as mx
+
+    tmp, root = photos
+    seen = []
+    for name, end, sep in (("linux", "\n", "/"), ("windows", "\r\n", "\\")):
+        lst = _write(tmp / f"{name}.lst", LINUX_LINES, end, sep)
+        it = mx.image.ImageIter(batch_size=5, data_shape=(3, 8, 8), path_imglist=str(lst),
+                                path_root=str(root))
+        seen.append([(key, label.asnumpy().tolist(), it.read_image(path))
+                     for key, (label, path) in sorted(it.imglist.items())])
+    assert seen[0] == seen[1] and len(seen[0]) == 5

@@ -4,6 +4,21 @@ A line is ``index \\t label_1 \\t ... \\t label_m \\t relative_path \\n`` with l
 ``%f``. Generating a list walks a folder (sorted, optionally recursive: one label per folder that
 holds an image), shuffles it with ``random.seed(100); random.shuffle(...)`` and cuts it into
 chunks and train/test/val parts; the files are byte-identical to MXNet's for the same options.
+
+Lists travel between operating systems (made on a Windows workstation, packed on a Linux
+server), so their paths are read as the system that wrote them meant:
+
+* Written: always with ``/`` and ``\\n`` (UTF-8, bytes), on every OS: MXNet's format on Linux, and
+  a list made on Windows packs anywhere.
+* Read: lines may end in ``\\r\\n`` (MXNet on Windows wrote its lists in text mode). On POSIX a
+  ``\\`` in a path is a separator, as on Windows where MXNet's ``os.path.join`` put it there:
+  ``cat\\1.jpg`` is ``cat/1.jpg`` and ``..\\x.jpg`` is ``../x.jpg`` (and so outside ROOT). Only
+  when no file exists at that path is a file whose name holds the backslashes itself (legal on
+  Linux, and listed so by MXNet there) used instead (:func:`native_list_path`). A Windows
+  absolute path (``C:\\data\\a.jpg``, ``C:/data/a.jpg``, ``\\\\server\\share\\a.jpg``) names no
+  file on POSIX: packing refuses such a list at its first one, before writing anything. On
+  Windows both separators and drive paths are native (an absolute one is outside ROOT, as on
+  POSIX, unless ``--allow-outside-root``).
 """
 from __future__ import annotations
 
@@ -161,6 +176,19 @@ def read_list_numbered(path: PathLike) -> Iterator[Tuple[int, ListItem]]:
         for number, line in enumerate(fin, 1):
             if line.strip():
                 yield number, parse_list_line(line, path, number)
+
+
+def native_list_path(path: str) -> str:
+    """A ``.lst`` path as this OS names the file: on POSIX ``\\`` is a separator (``cat\\1.jpg`` is
+    ``cat/1.jpg``); on Windows, which takes both separators, the path as written. A reader that
+    finds no file there tries ``path`` itself (a POSIX file name holding ``\\``)."""
+    return path if os.name == "nt" else path.replace("\\", "/")
+
+
+def foreign_list_path(path: str) -> bool:
+    """True for a list path this OS cannot open at all: on POSIX a Windows drive or UNC path
+    (``C:\\data\\a.jpg``, ``\\\\server\\share\\a.jpg``)."""
+    return os.name != "nt" and storage.is_windows_absolute(path)
 
 
 def write_list(path: PathLike, items: Sequence[Tuple[int, Sequence[float], str]]) -> None:
@@ -593,7 +621,8 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
 
 
 __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
-           "read_list_numbered", "read_list_entries", "write_list", "normalize_exts", "list_images",
+           "read_list_numbered", "read_list_entries", "write_list", "native_list_path",
+           "foreign_list_path", "normalize_exts", "list_images",
            "scan_images",
            "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",

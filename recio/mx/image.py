@@ -30,6 +30,7 @@ import numpy as np
 
 from recio.image import cvops
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
+from recio.image.lists import native_list_path
 from recio.mx import ndarray as nd
 from recio.mx import recordio
 from recio.mx.io import DataBatch, DataIter
@@ -694,7 +695,13 @@ class ImageIter(DataIter):
             raise RuntimeError(f"Broken image index: {where}, {exc}") from exc
 
     def read_image(self, fname: str) -> bytes:
-        with open(os.path.join(self.path_root or "", fname), "rb") as fin:
+        """The file ``fname`` (a list's path: on POSIX its ``\\`` are separators, unless only a
+        file whose name holds them exists; see ``recio.image.lists``) under ``path_root``."""
+        root = self.path_root or ""
+        path = os.path.join(root, native_list_path(fname))
+        if path != os.path.join(root, fname) and not os.path.exists(path):
+            path = os.path.join(root, fname)
+        with open(path, "rb") as fin:
             return fin.read()
 
     def augmentation_transform(self, data: NDArray) -> NDArray:
