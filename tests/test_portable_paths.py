@@ -23,8 +23,10 @@ from PIL import Image
 
 from recio import storage
 from recio.errors import ListFileError
+from recio.image.extract import _class_folder
 from recio.image.lists import (
     foreign_list_path,
+    list_entry,
     make_lists,
     native_list_path,
     read_list,
@@ -142,6 +144,35 @@ def test_native_list_path_reads_backslashes_as_the_writer_meant(monkeypatch):
     assert native_list_path("cat\\1.jpg") == "cat\\1.jpg"
     assert not foreign_list_path("C:\\data\\a.jpg")
     assert not foreign_list_path("\\\\server\\share\\a.jpg")
+
+
+@pytest.mark.parametrize("relpath, sep, entry", [
+    (ntpath.relpath("C:\\root\\dog\\small\\1.jpg", "C:\\root"), ntpath.sep, "dog/small/1.jpg"),
+    (str(pathlib.PureWindowsPath("cat/0.jpg")), "\\", "cat/0.jpg"),
+    ("cat/0.jpg", "/", "cat/0.jpg"),
+    ("odd\\name.jpg", "/", "odd\\name.jpg"),  # a POSIX file name holding a backslash
+])
+def test_list_entries_use_slashes_on_every_os(relpath, sep, entry):
+    """What a ``.lst`` line holds for a path relative to ROOT: ``/``-separated whatever the OS's
+    separator, so a list made on Windows is MXNet's Linux list byte for byte."""
+    assert list_entry(relpath, sep) == entry
+
+
+def test_a_list_made_on_windows_is_the_list_made_on_linux(photos, tmp_path, monkeypatch):
+    """``im2rec --list --recursive`` with Windows' separator (``os.sep`` and ``os.path.relpath``
+    as Windows has them) writes the same ``.lst`` and classes file bytes as on Linux."""
+    _, root = photos
+    make_lists(tmp_path / "linux", root, recursive=True)
+    relpath = os.path.relpath
+    monkeypatch.setattr(os, "sep", "\\")
+    monkeypatch.setattr(os.path, "relpath",
+                        lambda path, start=None: relpath(path, start).replace("/", "\\"))
+    make_lists(tmp_path / "windows", root, recursive=True)
+    monkeypatch.undo()
+    for suffix in (".lst", ".classes.tsv"):
+        linux = (tmp_path / f"linux{suffix}").read_bytes()
+        assert (tmp_path / f"windows{suffix}").read_bytes() == linux and b"\\" not in linux
+    assert (tmp_path / "linux.lst").read_text().splitlines() == LINUX_LINES
 
 
 @pytest.mark.parametrize("end, sep", [("\n", "\\"), ("\r\n", "/"), ("\r\n", "\\"), ("\n", "mixed")])
@@ -301,3 +332,14 @@ def test_mx_image_iter_reads_a_windows_imglist(photos):
         seen.append([(key, label.asnumpy().tolist(), it.read_image(path))
                      for key, (label, path) in sorted(it.imglist.items())])
     assert seen[0] == seen[1] and len(seen[0]) == 5
+
+
+@pytest.mark.parametrize("name, folder", [
+    ("cat", "cat/"), ("dog\\small", "dog/small/"), ("dog/small", "dog/small/"),
+    ("C:\\cats", ""), ("\\\\server\\cats", ""), ("..\\up", ""), ("/abs", ""), (".", ""),
+])
+def test_extract_class_folders_are_list_paths(name, folder):
+    """``recio extract``'s class folders come from a classes file (perhaps written on
+    Windows): read as a list path, written with ``/``; an absolute or ``..`` one is not used
+    (the image lands in OUT_DIR itself)."""
+    assert _class_folder(1.0, {1: name}) == folder

@@ -191,6 +191,15 @@ def foreign_list_path(path: str) -> bool:
     return os.name != "nt" and storage.is_windows_absolute(path)
 
 
+def list_entry(relpath: str, sep: Optional[str] = None) -> str:
+    """The path a ``.lst`` line holds for ``relpath`` (relative to ROOT, as this OS's
+    ``os.path.relpath`` gives it, or as one whose separator is ``sep``): ``/``-separated on
+    every OS, so a list made on Windows packs on Linux and is byte-identical to one made there.
+    On POSIX, where ``\\`` is a legal character of a file name, the path is kept as it is."""
+    sep = sep or os.sep
+    return relpath if sep == "/" else relpath.replace(sep, "/")
+
+
 def write_list(path: PathLike, items: Sequence[Tuple[int, Sequence[float], str]]) -> None:
     """Write ``(index, labels, path)`` items as a ``.lst`` file, atomically."""
     with atomic_open(path, "wb") as fout:
@@ -304,14 +313,15 @@ def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = D
         for name in files:
             full = os.path.join(folder, name)
             if os.path.splitext(name)[1].lower() in exts and os.path.isfile(full):
-                relpath = os.path.relpath(full, root)
+                relpath = list_entry(os.path.relpath(full, root))
                 if not _listable(relpath, scan):
                     continue
                 label = folders.setdefault(folder, len(folders)) if recursive else 0
                 scan.items.append(ListItem(len(scan.items), (float(label),), relpath))
         if progress is not None:
             progress(len(files))
-    scan.mapping = [(os.path.relpath(folder, root), label) for folder, label in folders.items()]
+    scan.mapping = [(list_entry(os.path.relpath(folder, root)), label)
+                    for folder, label in folders.items()]
     if not recursive and not scan.items:
         scan.in_subfolders = len(scan_images(root, True, exts).items)
     return scan
@@ -622,7 +632,7 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
 
 __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
            "read_list_numbered", "read_list_entries", "write_list", "native_list_path",
-           "foreign_list_path", "normalize_exts", "list_images",
+           "foreign_list_path", "list_entry", "normalize_exts", "list_images",
            "scan_images",
            "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
