@@ -12,6 +12,7 @@ Windows itself cannot run here: where the behaviour depends on the OS the tests 
 ``os.name`` (as the code reads it) and use ``ntpath``/``PureWindowsPath`` for Windows' path
 rules.
 """
+import json
 import ntpath
 import os
 import pathlib
@@ -22,7 +23,7 @@ import pytest
 from PIL import Image
 
 from recio import storage
-from recio.errors import ListFileError
+from recio.errors import ListFileError, ManifestError
 from recio.image.extract import _class_folder
 from recio.image.lists import (
     foreign_list_path,
@@ -36,6 +37,8 @@ from recio.image.packing import count_items, pack_list
 from recio.image.shard_pack import pack_shards
 from recio.mx import recordio as mx_recordio
 from recio.records.index import open_index
+from recio.records.shards import load_manifest
+from recio.records.split import expand_source
 
 
 @pytest.mark.parametrize("path", [
@@ -343,3 +346,44 @@ def test_extract_class_folders_are_list_paths(name, folder):
     Windows): read as a list path, written with ``/``; an absolute or ``..`` one is not used
     (the image lands in OUT_DIR itself)."""
     assert _class_folder(1.0, {1: name}) == folder
+
+
+# -- sources and manifests --------------------------------------------------------------------
+def test_sources_with_drive_like_names_are_local_files(tmp_path, monkeypatch):
+    """An InputSplit source never splits on ``:`` nor takes a drive letter for a scheme: on
+    POSIX ``C:\\data\\a.rec`` is a (strange but legal) local file name and ``C:/data`` (or
+    ``C://data``) a local folder, whether named alone, in an ``a;b`` list, as a folder or as a glob (on Windows they
+    are the drive paths they look like, the same code path: local, not fsspec)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "C:\\data\\a.rec").write_bytes(b"a")
+    (tmp_path / "C:" / "data").mkdir(parents=True)
+    for name in ("b.rec", "c.rec"):
+        (tmp_path / "C:" / "data" / name).write_bytes(b"b")
+    assert expand_source("C:\\data\\a.rec;C:/data/b.rec") == ["C:\\data\\a.rec",
+                                                             "C:/data/b.rec"]
+    assert expand_source("C:/data") == ["C:/data/b.rec", "C:/data/c.rec"]
+    assert expand_source("C://data/b.rec") == ["C://data/b.rec"]  # once taken for scheme "c"
+    assert expand_source(["C:/data/*.rec", "C:\\data\\a.rec"]) == [
+        "C:/data/b.rec", "C:/data/c.rec", "C:\\data\\a.rec"]
+    with pytest.raises(FileNotFoundError):
+        expand_source("D:\\missing.rec")  # a missing local file, never an unknown scheme
+
+
+def _manifest_naming(rec):
+    return json.dumps({"format": "recio.shards", "version": 1, "checksum": "crc32", "shards": [
+        {"rec": rec, "idx": "x.idx", "rec_crc32": "0", "idx_crc32": "0", "records": 1,
+         "rec_bytes": 1, "idx_bytes": 1}]})
+
+
+@pytest.mark.parametrize("rec", ["C:\\data\\x.rec", "C:/data/x.rec", "\\\\server\\s\\x.rec",
+                                 "\\x.rec", "..\\x.rec", "/x.rec"])
+def test_a_manifest_naming_a_windows_path_is_refused(tmp_path, rec):
+    """A manifest's shards are file names beside it; a drive, UNC or rooted Windows path (or
+    ``..\\``) would lead elsewhere on Windows and names nothing on POSIX: a one-line
+    ``ManifestError`` naming the manifest."""
+    path = tmp_path / "set.manifest.json"
+    path.write_text(_manifest_naming(rec), encoding="utf-8")
+    with pytest.raises(ManifestError, match="must be a file name beside the manifest"):
+        load_manifest(path)
+    path.write_text(_manifest_naming("x-00000.rec"), encoding="utf-8")
+    assert load_manifest(path).shards[0].rec == str(tmp_path / "x-00000.rec")
