@@ -175,7 +175,7 @@ def test_a_list_made_on_windows_is_the_list_made_on_linux(photos, tmp_path, monk
     for suffix in (".lst", ".classes.tsv"):
         linux = (tmp_path / f"linux{suffix}").read_bytes()
         assert (tmp_path / f"windows{suffix}").read_bytes() == linux and b"\\" not in linux
-    assert (tmp_path / "linux.lst").read_text().splitlines() == LINUX_LINES
+    assert (tmp_path / "linux.lst").read_text(encoding="utf-8").splitlines() == LINUX_LINES
 
 
 @pytest.mark.parametrize("end, sep", [("\n", "\\"), ("\r\n", "/"), ("\r\n", "\\"), ("\n", "mixed")])
@@ -202,8 +202,8 @@ def test_the_command_packs_a_windows_list_like_a_linux_one(script, photos):
     _write(tmp / "windows.lst", LINUX_LINES, "\r\n", "\\")
     for stem in ("linux", "windows"):
         proc = subprocess.run([*script("im2rec"), str(tmp / stem), str(root), "--num-thread",
-                               "2", "--quality", "80"], capture_output=True, text=True,
-                              timeout=120)
+                               "2", "--quality", "80"], capture_output=True,
+                              encoding="utf-8", timeout=120)
         assert proc.returncode == 0 and "packed 5 images" in proc.stdout, proc.stderr
     assert _outputs(tmp / "windows.lst") == _outputs(tmp / "linux.lst")
 
@@ -241,7 +241,7 @@ def test_a_drive_or_unc_path_is_a_one_line_error_and_nothing_is_written(script, 
     _write(tmp / "win.lst", ["0\t0\tcat/1.jpg", f"1\t0\t{path}", "2\t0\tcat/2.jpg"], "\r\n")
     before = _tree(tmp)
     proc = subprocess.run([*script("im2rec"), str(tmp / "win"), str(root), *extra],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, encoding="utf-8", timeout=120)
     assert proc.returncode == 2, proc.stderr
     message = proc.stderr.strip()
     assert len(message.splitlines()) == 1 and "Traceback" not in message
