@@ -22,8 +22,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import need
 from recio import storage
 from recio.errors import ListFileError, ManifestError
+from recio.image.codec import ImageOptions
 from recio.image.extract import _class_folder
 from recio.image.lists import (
     foreign_list_path,
@@ -33,7 +35,7 @@ from recio.image.lists import (
     read_list,
     read_list_entries,
 )
-from recio.image.packing import count_items, pack_list
+from recio.image.packing import _read_image_file, _Skip, count_items, make_job, pack_list
 from recio.image.shard_pack import pack_shards
 from recio.mx import recordio as mx_recordio
 from recio.records.index import open_index
@@ -248,6 +250,26 @@ def test_a_drive_or_unc_path_is_a_one_line_error_and_nothing_is_written(script, 
     assert f"{tmp / 'win.lst'}: line 2: " in message and repr(path) in message
     assert "Windows absolute path" in message and "im2rec PREFIX ROOT --list" in message
     assert _tree(tmp) == before
+
+
+@pytest.mark.parametrize("path, cause", [
+    ("cat\\0.jpg", None), ("cat/0.jpg", None), ("..\\secret.jpg", "outside_root"),
+    ("\\secret.jpg", "outside_root"), ("C:\\photos\\cat\\0.jpg", "outside_root"),
+    ("cat\\9.jpg", "missing"),
+])
+def test_a_url_root_reads_backslash_paths_as_object_keys(path, cause):
+    """Under a URL ROOT (``s3://bucket/photos``; ``memory://`` here) a list path is an object
+    key below ROOT: ``\\`` is ``/`` on every OS, and ``..\\``, a rooted or a drive path is
+    outside ROOT."""
+    fsspec = need("fsspec")
+    fsspec.filesystem("memory").pipe("/portable-root/cat/0.jpg", b"cat zero")
+    job = make_job("memory://portable-root", ImageOptions(), True, False, False)
+    if cause is None:
+        assert _read_image_file(job, path) == b"cat zero"
+    else:
+        with pytest.raises(_Skip) as skipped:
+            _read_image_file(job, path)
+        assert skipped.value.cause == cause
 
 
 def test_drive_paths_are_refused_by_the_library_too(photos):
