@@ -35,7 +35,14 @@ from recio.image.lists import (
     read_list,
     read_list_entries,
 )
-from recio.image.packing import _read_image_file, _Skip, count_items, make_job, pack_list
+from recio.image.packing import (
+    _inside,
+    _read_image_file,
+    _Skip,
+    count_items,
+    make_job,
+    pack_list,
+)
 from recio.image.shard_pack import pack_shards
 from recio.mx import recordio as mx_recordio
 from recio.records.index import open_index
@@ -290,6 +297,17 @@ def test_drive_paths_are_ordinary_absolute_paths_on_windows(monkeypatch):
     absolute path, left to the outside-ROOT check like ``/data/a.jpg`` on POSIX."""
     monkeypatch.setattr(os, "name", "nt")
     assert not foreign_list_path("C:\\photos\\cat\\0.jpg")
+
+
+def test_the_root_check_ignores_case_on_windows(monkeypatch):
+    """Windows' paths are case-insensitive: ``C:\\Photos\\cat\\0.jpg`` is inside ROOT
+    ``c:\\photos`` (realpath may spell either), ``C:\\photos2\\x.jpg`` is not."""
+    monkeypatch.setattr(os, "path", ntpath)
+    monkeypatch.setattr(os, "sep", "\\")
+    assert _inside("C:\\Photos\\cat\\0.jpg", "c:\\photos")
+    assert _inside("C:\\PHOTOS", "c:\\photos")
+    assert not _inside("C:\\photos2\\x.jpg", "C:\\photos")
+    assert not _inside("D:\\photos\\x.jpg", "C:\\photos")
 
 
 def test_a_file_name_holding_backslashes_is_used_when_no_separated_path_exists(photos):
