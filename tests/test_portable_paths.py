@@ -427,3 +427,19 @@ def test_a_manifest_naming_a_windows_path_is_refused(tmp_path, rec):
         load_manifest(path)
     path.write_text(_manifest_naming("x-00000.rec"), encoding="utf-8")
     assert load_manifest(path).shards[0].rec == str(tmp_path / "x-00000.rec")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_a_utf16_list_says_so(script, photos, encoding):
+    """Windows PowerShell's ``>`` writes UTF-16: such a list is no list of UTF-8 lines, and the
+    pack's one-line error says what the file is and how to save it (not "the index must be an
+    integer, not '\\x000\\x00'"), writing nothing."""
+    tmp, root = photos
+    (tmp / "ps.lst").write_bytes("".join(line.replace("/", "\\") + "\r\n"
+                                         for line in LINUX_LINES).encode(encoding))
+    before = _tree(tmp)
+    proc = subprocess.run([*script("im2rec"), str(tmp / "ps"), str(root)], capture_output=True,
+                          encoding="utf-8", timeout=120)
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "line 1: the list is UTF-16" in proc.stderr and "save it as UTF-8" in proc.stderr
+    assert _tree(tmp) == before

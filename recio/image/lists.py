@@ -58,6 +58,10 @@ MAX_INDEX = 2 ** 64 - 1
 _ENCODING, _ERRORS = "utf-8", "surrogateescape"
 
 
+#: UTF-16's byte-order marks as read with ``surrogateescape`` (PowerShell 5 writes UTF-16 LE)
+_UTF16_BOMS = ("\udcff\udcfe", "\udcfe\udcff")
+
+
 class ListItem(NamedTuple):
     """One ``.lst`` line: ``index`` (the record key and id), its float labels and relative path."""
 
@@ -78,6 +82,9 @@ def parse_list_line(line: str, path: Optional[PathLike] = None,
     """Parse one ``.lst`` line; raises :class:`ListFileError` naming the file and line."""
     fields = [field.strip() for field in line.strip().split("\t")]
     where = {"path": None if path is None else os.fspath(path), "line": line_number}
+    if line.startswith(_UTF16_BOMS) or "\0\t" in line or "\t\0" in line:
+        raise ListFileError("the list is UTF-16 (as Windows PowerShell's '>' and Out-File "
+                            "write it), not UTF-8: save it as UTF-8 without BOM", **where)
     if len(fields) < 3:
         raise ListFileError(f"{_too_few_fields(line, len(fields))}: {line.strip()[:80]!r}; fix "
                             "or delete this line", **where)
