@@ -30,6 +30,7 @@ from recio.image.extract import _class_folder
 from recio.image.lists import (
     foreign_list_path,
     list_entry,
+    list_path_candidates,
     make_lists,
     native_list_path,
     read_list,
@@ -443,3 +444,41 @@ def test_a_utf16_list_says_so(script, photos, encoding):
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "line 1: the list is UTF-16" in proc.stderr and "save it as UTF-8" in proc.stderr
     assert _tree(tmp) == before
+
+
+def test_a_cp1252_list_from_windows_finds_the_utf8_names(photos):
+    """MXNet's im2rec on Windows wrote lists in the ANSI code page (cp1252 in Western Europe
+    and the Americas): ``caf\\xe9\\1.jpg`` is no UTF-8. Where no file has those bytes as its
+    name, the cp1252 reading names the image (``café/1.jpg``, UTF-8 on Linux), and the pack
+    equals the UTF-8 list's. A file whose name has the very bytes (Latin-1 names on Linux) is
+    still found first."""
+    tmp, root = photos
+    (root / "café").mkdir()
+    (root / "café" / "1.jpg").write_bytes((root / "cat" / "1.jpg").read_bytes())
+    lines = ["0\t0.000000\tcafé/1.jpg", "1\t0.000000\tcat/0.jpg"]
+    utf8 = _write(tmp / "utf8.lst", lines)
+    cp1252 = tmp / "cp1252.lst"
+    cp1252.write_bytes("".join(line.replace("/", "\\") + "\r\n" for line in lines)
+                       .encode("cp1252"))
+    assert b"caf\xe9\\1.jpg" in cp1252.read_bytes()
+    assert pack_list(utf8, root).packed == 2
+    assert pack_list(cp1252, root).packed == 2
+    assert _outputs(cp1252) == _outputs(utf8)
+    (root / os.fsdecode(b"caf\xe9")).mkdir()
+    (root / os.fsdecode(b"caf\xe9") / "1.jpg").write_bytes(b"latin-1 name")
+    assert pack_list(cp1252, root, pass_through=True, force=True).packed == 2
+    assert b"latin-1 name" in _outputs(cp1252)[0]
+
+
+def test_list_path_candidates_in_order(monkeypatch):
+    """The names a list path may mean, likeliest first, each once: the separated path, the
+    path as written, then the same two read as cp1252 (only for a path that is not UTF-8)."""
+    raw = os.fsdecode(b"caf\xe9\\1.jpg")
+    assert list(list_path_candidates("cat\\1.jpg")) == ["cat/1.jpg", "cat\\1.jpg"]
+    assert list(list_path_candidates("cat/1.jpg")) == ["cat/1.jpg"]
+    assert list(list_path_candidates("café\\1.jpg")) == ["café/1.jpg", "café\\1.jpg"]
+    assert list(list_path_candidates(raw)) == [raw.replace("\\", "/"), raw, "café/1.jpg",
+                                               "café\\1.jpg"]
+    assert list(list_path_candidates(os.fsdecode(b"\x81.jpg"))) == [os.fsdecode(b"\x81.jpg")]
+    monkeypatch.setattr(os, "name", "nt")
+    assert list(list_path_candidates(raw)) == [raw, "café\\1.jpg"]

@@ -14,11 +14,12 @@ server), so their paths are read as the system that wrote them meant:
   ``\\`` in a path is a separator, as on Windows where MXNet's ``os.path.join`` put it there:
   ``cat\\1.jpg`` is ``cat/1.jpg`` and ``..\\x.jpg`` is ``../x.jpg`` (and so outside ROOT). Only
   when no file exists at that path is a file whose name holds the backslashes itself (legal on
-  Linux, and listed so by MXNet there) used instead (:func:`native_list_path`). A Windows
-  absolute path (``C:\\data\\a.jpg``, ``C:/data/a.jpg``, ``\\\\server\\share\\a.jpg``) names no
-  file on POSIX: packing refuses such a list at its first one, before writing anything. On
-  Windows both separators and drive paths are native (an absolute one is outside ROOT, as on
-  POSIX, unless ``--allow-outside-root``).
+  Linux, and listed so by MXNet there) used instead, and then, for a path that is not UTF-8,
+  its cp1252 reading (MXNet on Windows wrote the ANSI code page; :func:`list_path_candidates`).
+  A Windows absolute path (``C:\\data\\a.jpg``, ``C:/data/a.jpg``, ``\\\\server\\share\\a.jpg``)
+  names no file on POSIX: packing refuses such a list at its first one, before writing
+  anything. On Windows both separators and drive paths are native (an absolute one is outside
+  ROOT, as on POSIX, unless ``--allow-outside-root``).
 """
 from __future__ import annotations
 
@@ -188,8 +189,37 @@ def read_list_numbered(path: PathLike) -> Iterator[Tuple[int, ListItem]]:
 def native_list_path(path: str) -> str:
     """A ``.lst`` path as this OS names the file: on POSIX ``\\`` is a separator (``cat\\1.jpg`` is
     ``cat/1.jpg``); on Windows, which takes both separators, the path as written. A reader that
-    finds no file there tries ``path`` itself (a POSIX file name holding ``\\``)."""
+    finds no file there tries the others of :func:`list_path_candidates`."""
     return path if os.name == "nt" else path.replace("\\", "/")
+
+
+def list_path_candidates(path: str) -> Iterator[str]:
+    """The names a ``.lst`` path may mean on this OS, the likeliest first; a reader opens the
+    first that exists. :func:`native_list_path`, then ``path`` as written (a POSIX file name
+    holding ``\\``); for a path that is not UTF-8 (read as bytes, ``surrogateescape``), the
+    same two of its bytes read as Windows' ANSI code page cp1252 (MXNet's im2rec on Windows
+    wrote its lists in the locale's encoding: ``caf\\xe9\\1.jpg`` is ``café/1.jpg``)."""
+    yield from _as_written(path)
+    windows = _from_cp1252(path)  # only reached when none of the above exists
+    if windows is not None:
+        yield from _as_written(windows)
+
+
+def _as_written(path: str) -> Iterator[str]:
+    native = native_list_path(path)
+    yield native
+    if native != path:
+        yield path
+
+
+def _from_cp1252(path: str) -> Optional[str]:
+    """``path``'s bytes read as cp1252 when they are not UTF-8 (else None)."""
+    if not any("\udc80" <= c <= "\udcff" for c in path):  # surrogateescape's stand-ins
+        return None
+    try:
+        return path.encode(_ENCODING, _ERRORS).decode("cp1252")
+    except UnicodeDecodeError:  # a byte cp1252 leaves undefined: not written in cp1252
+        return None
 
 
 def foreign_list_path(path: str) -> bool:
@@ -639,7 +669,7 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
 
 __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
            "read_list_numbered", "read_list_entries", "write_list", "native_list_path",
-           "foreign_list_path", "list_entry", "normalize_exts", "list_images",
+           "list_path_candidates", "foreign_list_path", "list_entry", "normalize_exts", "list_images",
            "scan_images",
            "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",

@@ -51,6 +51,7 @@ from recio.image.header import IRHeader, pack
 from recio.image.lists import (
     ListItem,
     foreign_list_path,
+    list_path_candidates,
     native_list_path,
     near_folders,
     read_list_entries,
@@ -313,20 +314,23 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
     is opened, without blocking, but never read); elsewhere with ``realpath`` first.
 
     On POSIX a ``\\`` in ``relpath`` is a separator (a list written on Windows); only when no
-    file exists there is the name with the backslashes itself tried (``lists.native_list_path``).
+    file exists there are the other names it may mean tried (the name with the backslashes
+    itself, a cp1252 reading of a path that is not UTF-8: ``lists.list_path_candidates``).
 
     Under a URL ROOT the item is one GET of ``ROOT/relpath``; an absolute path or one with
     ``..`` is outside ROOT. A missing object is skipped; a network error is raised (a
     transient failure must fail the pack, or its retry, not drop an image)."""
     if storage.is_url(job.root):
         return _read_image_object(job, relpath)
-    native = native_list_path(relpath)
-    try:
-        return _read_local_file(job, native)
-    except _Skip as skip:
-        if skip.cause != "missing" or native == relpath:
-            raise
-    return _read_local_file(job, relpath)
+    missing: Optional[_Skip] = None
+    for candidate in list_path_candidates(relpath):
+        try:
+            return _read_local_file(job, candidate)
+        except _Skip as skip:
+            if skip.cause != "missing":
+                raise
+            missing = missing or skip
+    raise missing or _Skip("missing", "no such file")
 
 
 def _read_local_file(job: _Job, relpath: str) -> bytes:

@@ -30,7 +30,7 @@ import numpy as np
 
 from recio.image import cvops
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
-from recio.image.lists import native_list_path
+from recio.image.lists import list_path_candidates
 from recio.mx import ndarray as nd
 from recio.mx import recordio
 from recio.mx.io import DataBatch, DataIter
@@ -695,13 +695,10 @@ class ImageIter(DataIter):
             raise RuntimeError(f"Broken image index: {where}, {exc}") from exc
 
     def read_image(self, fname: str) -> bytes:
-        """The file ``fname`` (a list's path: on POSIX its ``\\`` are separators, unless only a
-        file whose name holds them exists; see ``recio.image.lists``) under ``path_root``."""
-        root = self.path_root or ""
-        path = os.path.join(root, native_list_path(fname))
-        if path != os.path.join(root, fname) and not os.path.exists(path):
-            path = os.path.join(root, fname)
-        with open(path, "rb") as fin:
+        """The file ``fname`` (a list's path: on POSIX its ``\\`` are separators; see
+        ``recio.image.lists.list_path_candidates``) under ``path_root``."""
+        paths = [os.path.join(self.path_root or "", name) for name in list_path_candidates(fname)]
+        with open(next((p for p in paths if os.path.exists(p)), paths[0]), "rb") as fin:
             return fin.read()
 
     def augmentation_transform(self, data: NDArray) -> NDArray:
