@@ -482,3 +482,18 @@ def test_list_path_candidates_in_order(monkeypatch):
     assert list(list_path_candidates(os.fsdecode(b"\x81.jpg"))) == [os.fsdecode(b"\x81.jpg")]
     monkeypatch.setattr(os, "name", "nt")
     assert list(list_path_candidates(raw)) == [raw, "café\\1.jpg"]
+
+
+def test_the_golden_list_written_on_windows_packs_to_mxnets_bytes(script, golden, tmp_path):
+    """The golden list as MXNet on Windows would have written it (``\\``, CRLF), packed on
+    Linux with the golden options, gives the very ``.rec`` and ``.idx`` MXNet 1.9.1 wrote."""
+    src = golden / "im2rec"
+    text = (src / "all.lst").read_bytes()
+    assert b"/" in text
+    (tmp_path / "all.lst").write_bytes(text.replace(b"/", b"\\").replace(b"\n", b"\r\n"))
+    proc = subprocess.run([*script("im2rec"), str(tmp_path / "all"), str(src / "images"),
+                           "--resize", "32", "--quality", "90"], capture_output=True,
+                          encoding="utf-8", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "all.rec").read_bytes() == (src / "all.rec").read_bytes()
+    assert (tmp_path / "all.idx").read_bytes() == (src / "all.idx").read_bytes()
