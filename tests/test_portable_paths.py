@@ -171,9 +171,11 @@ def test_list_entries_use_slashes_on_every_os(relpath, sep, entry):
     assert list_entry(relpath, sep) == entry
 
 
-def test_a_list_made_on_windows_is_the_list_made_on_linux(photos, tmp_path, monkeypatch):
+def test_a_list_made_on_windows_is_the_list_made_on_linux(golden, photos, tmp_path,
+                                                          monkeypatch):
     """``im2rec --list --recursive`` with Windows' separator (``os.sep`` and ``os.path.relpath``
-    as Windows has them) writes the same ``.lst`` and classes file bytes as on Linux."""
+    as Windows has them) writes the same ``.lst`` and classes file bytes as on Linux: for the
+    golden images, the list MXNet 1.9.1 wrote on Linux."""
     _, root = photos
     make_lists(tmp_path / "linux", root, recursive=True)
     relpath = os.path.relpath
@@ -181,11 +183,13 @@ def test_a_list_made_on_windows_is_the_list_made_on_linux(photos, tmp_path, monk
     monkeypatch.setattr(os.path, "relpath",
                         lambda path, start=None: relpath(path, start).replace("/", "\\"))
     make_lists(tmp_path / "windows", root, recursive=True)
+    make_lists(tmp_path / "all", golden / "im2rec" / "images", recursive=True)
     monkeypatch.undo()
     for suffix in (".lst", ".classes.tsv"):
         linux = (tmp_path / f"linux{suffix}").read_bytes()
         assert (tmp_path / f"windows{suffix}").read_bytes() == linux and b"\\" not in linux
     assert (tmp_path / "linux.lst").read_text(encoding="utf-8").splitlines() == LINUX_LINES
+    assert (tmp_path / "all.lst").read_bytes() == (golden / "im2rec" / "all.lst").read_bytes()
 
 
 @pytest.mark.parametrize("end, sep", [("\n", "\\"), ("\r\n", "/"), ("\r\n", "\\"), ("\n", "mixed")])
