@@ -297,13 +297,6 @@ def test_drive_paths_are_refused_by_the_library_too(photos):
     assert _tree(tmp) == before
 
 
-def test_drive_paths_are_ordinary_absolute_paths_on_windows(monkeypatch):
-    """On Windows (``os.name == "nt"``) a drive path is no reason to refuse a list: it is an
-    absolute path, left to the outside-ROOT check like ``/data/a.jpg`` on POSIX."""
-    monkeypatch.setattr(os, "name", "nt")
-    assert not foreign_list_path("C:\\photos\\cat\\0.jpg")
-
-
 def test_the_root_check_ignores_case_on_windows(monkeypatch):
     """Windows' paths are case-insensitive: ``C:\\Photos\\cat\\0.jpg`` is inside ROOT
     ``c:\\photos`` (realpath may spell either), ``C:\\photos2\\x.jpg`` is not."""
@@ -393,47 +386,6 @@ def test_extract_class_folders_are_list_paths(name, folder):
     assert _class_folder(1.0, {1: name}) == folder
 
 
-# -- sources and manifests --------------------------------------------------------------------
-def test_sources_with_drive_like_names_are_local_files(tmp_path, monkeypatch):
-    """An InputSplit source never splits on ``:`` nor takes a drive letter for a scheme: on
-    POSIX ``C:\\data\\a.rec`` is a (strange but legal) local file name and ``C:/data`` (or
-    ``C://data``) a local folder, whether named alone, in an ``a;b`` list, as a folder or as a glob (on Windows they
-    are the drive paths they look like, the same code path: local, not fsspec)."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "C:\\data\\a.rec").write_bytes(b"a")
-    (tmp_path / "C:" / "data").mkdir(parents=True)
-    for name in ("b.rec", "c.rec"):
-        (tmp_path / "C:" / "data" / name).write_bytes(b"b")
-    assert expand_source("C:\\data\\a.rec;C:/data/b.rec") == ["C:\\data\\a.rec",
-                                                             "C:/data/b.rec"]
-    assert expand_source("C:/data") == ["C:/data/b.rec", "C:/data/c.rec"]
-    assert expand_source("C://data/b.rec") == ["C://data/b.rec"]  # once taken for scheme "c"
-    assert expand_source(["C:/data/*.rec", "C:\\data\\a.rec"]) == [
-        "C:/data/b.rec", "C:/data/c.rec", "C:\\data\\a.rec"]
-    with pytest.raises(FileNotFoundError):
-        expand_source("D:\\missing.rec")  # a missing local file, never an unknown scheme
-
-
-def _manifest_naming(rec):
-    return json.dumps({"format": "recio.shards", "version": 1, "checksum": "crc32", "shards": [
-        {"rec": rec, "idx": "x.idx", "rec_crc32": "0", "idx_crc32": "0", "records": 1,
-         "rec_bytes": 1, "idx_bytes": 1}]})
-
-
-@pytest.mark.parametrize("rec", ["C:\\data\\x.rec", "C:/data/x.rec", "\\\\server\\s\\x.rec",
-                                 "\\x.rec", "..\\x.rec", "/x.rec"])
-def test_a_manifest_naming_a_windows_path_is_refused(tmp_path, rec):
-    """A manifest's shards are file names beside it; a drive, UNC or rooted Windows path (or
-    ``..\\``) would lead elsewhere on Windows and names nothing on POSIX: a one-line
-    ``ManifestError`` naming the manifest."""
-    path = tmp_path / "set.manifest.json"
-    path.write_text(_manifest_naming(rec), encoding="utf-8")
-    with pytest.raises(ManifestError, match="must be a file name beside the manifest"):
-        load_manifest(path)
-    path.write_text(_manifest_naming("x-00000.rec"), encoding="utf-8")
-    assert load_manifest(path).shards[0].rec == str(tmp_path / "x-00000.rec")
-
-
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
 def test_a_utf16_list_says_so(script, photos, encoding):
     """Windows PowerShell's ``>`` writes UTF-16: such a list is no list of UTF-8 lines, and the
@@ -501,3 +453,45 @@ def test_the_golden_list_written_on_windows_packs_to_mxnets_bytes(script, golden
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "all.rec").read_bytes() == (src / "all.rec").read_bytes()
     assert (tmp_path / "all.idx").read_bytes() == (src / "all.idx").read_bytes()
+
+
+# -- sources and manifests --------------------------------------------------------------------
+def test_sources_with_drive_like_names_are_local_files(tmp_path, monkeypatch):
+    """An InputSplit source never splits on ``:`` nor takes a drive letter for a scheme: on
+    POSIX ``C:\\data\\a.rec`` is a (strange but legal) local file name and ``C:/data`` (or
+    ``C://data``) a local folder, whether named alone, in an ``a;b`` list, as a folder or as
+    a glob (on Windows they are the drive paths they look like, the same code path: local, not
+    fsspec)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "C:\\data\\a.rec").write_bytes(b"a")
+    (tmp_path / "C:" / "data").mkdir(parents=True)
+    for name in ("b.rec", "c.rec"):
+        (tmp_path / "C:" / "data" / name).write_bytes(b"b")
+    assert expand_source("C:\\data\\a.rec;C:/data/b.rec") == ["C:\\data\\a.rec",
+                                                             "C:/data/b.rec"]
+    assert expand_source("C:/data") == ["C:/data/b.rec", "C:/data/c.rec"]
+    assert expand_source("C://data/b.rec") == ["C://data/b.rec"]  # once taken for scheme "c"
+    assert expand_source(["C:/data/*.rec", "C:\\data\\a.rec"]) == [
+        "C:/data/b.rec", "C:/data/c.rec", "C:\\data\\a.rec"]
+    with pytest.raises(FileNotFoundError):
+        expand_source("D:\\missing.rec")  # a missing local file, never an unknown scheme
+
+
+def _manifest_naming(rec):
+    return json.dumps({"format": "recio.shards", "version": 1, "checksum": "crc32", "shards": [
+        {"rec": rec, "idx": "x.idx", "rec_crc32": "0", "idx_crc32": "0", "records": 1,
+         "rec_bytes": 1, "idx_bytes": 1}]})
+
+
+@pytest.mark.parametrize("rec", ["C:\\data\\x.rec", "C:/data/x.rec", "\\\\server\\s\\x.rec",
+                                 "\\x.rec", "..\\x.rec", "/x.rec"])
+def test_a_manifest_naming_a_windows_path_is_refused(tmp_path, rec):
+    """A manifest's shards are file names beside it; a drive, UNC or rooted Windows path (or
+    ``..\\``) would lead elsewhere on Windows and names nothing on POSIX: a one-line
+    ``ManifestError`` naming the manifest."""
+    path = tmp_path / "set.manifest.json"
+    path.write_text(_manifest_naming(rec), encoding="utf-8")
+    with pytest.raises(ManifestError, match="must be a file name beside the manifest"):
+        load_manifest(path)
+    path.write_text(_manifest_naming("x-00000.rec"), encoding="utf-8")
+    assert load_manifest(path).shards[0].rec == str(tmp_path / "x-00000.rec")

@@ -669,8 +669,8 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
 
 __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
            "read_list_numbered", "read_list_entries", "write_list", "native_list_path",
-           "list_path_candidates", "foreign_list_path", "list_entry", "normalize_exts", "list_images",
-           "scan_images",
+           "list_path_candidates", "foreign_list_path", "list_entry", "normalize_exts",
+           "list_images", "scan_images",
            "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
            "find_classes", "write_classes", "read_classes", "nothing_listed", "near_folders"]
