@@ -360,19 +360,23 @@ def test_crlf_indexes_read_like_lf_indexes(photos):
 
 def test_mx_image_iter_reads_a_windows_imglist(photos):
     """``mx.image.ImageIter(path_imglist=..., path_root=...)`` takes MXNet's Windows list
-    (CRLF, ``\\``): the same keys and labels as the Linux list, and each path reads the file
-    the Linux path names."""
+    (CRLF, ``\\``): the same keys, labels and files as the Linux list, and the same batch."""
     import recio.mx as mx
 
     tmp, root = photos
-    seen = []
+    seen, batches = [], []
     for name, end, sep in (("linux", "\n", "/"), ("windows", "\r\n", "\\")):
         lst = _write(tmp / f"{name}.lst", LINUX_LINES, end, sep)
         it = mx.image.ImageIter(batch_size=5, data_shape=(3, 8, 8), path_imglist=str(lst),
-                                path_root=str(root))
+                                path_root=str(root), resize=8)
         seen.append([(key, label.asnumpy().tolist(), it.read_image(path))
                      for key, (label, path) in sorted(it.imglist.items())])
+        batch = it.next()
+        batches.append((batch.data[0].asnumpy(), batch.label[0].asnumpy()))
     assert seen[0] == seen[1] and len(seen[0]) == 5
+    np.testing.assert_array_equal(batches[0][0], batches[1][0])
+    np.testing.assert_array_equal(batches[0][1], batches[1][1])
+    assert sorted(batches[0][1].tolist()) == [0, 0, 0, 1, 1]
 
 
 @pytest.mark.parametrize("name, folder", [
