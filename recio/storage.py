@@ -3,9 +3,11 @@
 A *URL* is ``scheme://...`` with a scheme other than ``file``: ``s3://``, ``gs://``,
 ``http(s)://``, ``memory://`` and whatever else fsspec knows (``pip install 'recio[remote]'``
 brings fsspec and s3fs; gcsfs for ``gs://``). ``file://`` URLs are local paths and take the
-local code (memory maps, ``pread``). Credentials and endpoints come from ``storage_options``
-(passed to fsspec, e.g. ``{"endpoint_url": ...}`` for S3) or the standard environment
-(``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...; fsspec's ``FSSPEC_S3_...``).
+local code (memory maps, ``pread``); on Windows ``file:///C:/data/x.rec`` is ``C:/data/x.rec``.
+A scheme has two or more characters, so a Windows path (``C:\\data\\x.rec``, ``C:/data/x.rec``,
+``C://data``, ``c:x.rec``, ``\\\\server\\share\\x.rec``) is never a URL. Credentials and endpoints
+come from ``storage_options`` (passed to fsspec, e.g. ``{"endpoint_url": ...}`` for S3) or the
+standard environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...; fsspec's ``FSSPEC_S3_...``).
 
 This module is the one owner of how bytes cross the network:
 
@@ -56,7 +58,10 @@ CACHE_BYTES = 64 << 20
 #: a presigned URL for streams is used for at most this many seconds (it is valid for 6 h)
 _URL_FRESH = 3600.0
 
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: ``scheme://``; a scheme of one letter is a Windows drive (``C://data``), not a URL
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+#: an absolute Windows path: a drive and a separator (``C:\\``, ``C:/``) or a UNC share (``\\\\``)
+_WINDOWS_ABSOLUTE = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
 
 
 # dd's convention: KB/MB/GB are powers of 1000, K/M/G and KiB/MiB/GiB powers of 1024
@@ -95,11 +100,22 @@ def is_url(path: Any) -> bool:
     return scheme is not None and scheme != "file"
 
 
+def is_windows_absolute(path: Any) -> bool:
+    """True for a path that is absolute on Windows: a drive and a separator (``C:\\data``,
+    ``C:/data``) or a UNC share (``\\\\server\\share``): written for Windows, it cannot be opened
+    on POSIX (where ``C:\\data`` would be a relative file name). A drive-relative ``c:x.rec``
+    is not absolute (and on POSIX a legal file name)."""
+    return isinstance(path, str) and _WINDOWS_ABSOLUTE.match(path) is not None
+
+
 def local_path(path: PathLike) -> str:
-    """``path`` as a string, with ``file://`` removed (a local path stays as it is)."""
+    """``path`` as a string, with ``file://`` removed (a local path stays as it is):
+    ``file:///data/x`` is ``/data/x``, and on Windows ``file:///C:/data/x`` is ``C:/data/x``."""
     text = os.fspath(path)
     if url_scheme(text) == "file":
-        return text[len("file://"):]
+        text = text[len("file://"):]
+        if os.name == "nt" and is_windows_absolute(text[1:]) and text[:1] == "/":
+            text = text[1:]
     return text
 
 

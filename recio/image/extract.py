@@ -31,7 +31,10 @@ from recio.image.header import read_head, unpack_header
 from recio.image.lists import (
     classes_path,
     find_classes,
+    foreign_list_path,
     format_list_line,
+    list_entry,
+    native_list_path,
     read_classes,
     write_classes,
 )
@@ -155,8 +158,8 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
         progress(size - reported)
     if result.classes_path is not None:
         write_classes(result.classes_path, [(name, label) for label, name in classes.items()])
-    with atomic_open(result.lst_path, "w") as f:
-        f.write("".join(lines))
+    with atomic_open(result.lst_path, "wb") as f:  # bytes: "\n" and UTF-8 on every OS
+        f.write("".join(lines).encode("utf-8", "surrogateescape"))
     return result
 
 
@@ -200,16 +203,18 @@ def _planned_names(reader: RecordReader, classes: Dict[int, str]) -> Iterator[st
 
 
 def _class_folder(label: Any, classes: Dict[int, str]) -> str:
-    """The folder (relative, ending in a separator, or "") for a record's first label: its
-    class name when that is a plain relative path ("." and anything leaving OUT_DIR: none)."""
+    """The folder (relative, ending in ``/``, or "") for a record's first label: its class name
+    when that is a plain relative path ("." and anything leaving OUT_DIR: none), read as a
+    list's path (``cat\\sub`` from Windows is ``cat/sub``) and written as one (``/``)."""
     first = float(np.atleast_1d(label)[0]) if classes else float("nan")
     name = classes.get(int(first)) if first == first and first.is_integer() else None
-    if not name:
+    if not name or foreign_list_path(name):
         return ""
-    norm = os.path.normpath(name)
-    if norm == "." or os.path.isabs(norm) or norm.split(os.sep)[0] == ".." or "\0" in norm:
+    norm = os.path.normpath(native_list_path(name))
+    if norm == "." or os.path.isabs(norm) or norm.split(os.sep)[0] == ".." or "\0" in norm \
+            or norm.startswith(("/", os.sep)) or os.path.splitdrive(norm)[0]:  # Windows' \x, c:x
         return ""
-    return norm + os.sep
+    return list_entry(norm) + "/"
 
 
 def _image_of(record: bytes) -> Optional[tuple]:

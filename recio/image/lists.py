@@ -4,6 +4,22 @@ A line is ``index \\t label_1 \\t ... \\t label_m \\t relative_path \\n`` with l
 ``%f``. Generating a list walks a folder (sorted, optionally recursive: one label per folder that
 holds an image), shuffles it with ``random.seed(100); random.shuffle(...)`` and cuts it into
 chunks and train/test/val parts; the files are byte-identical to MXNet's for the same options.
+
+Lists travel between operating systems (made on a Windows workstation, packed on a Linux
+server), so their paths are read as the system that wrote them meant:
+
+* Written: always with ``/`` and ``\\n`` (UTF-8, bytes), on every OS: MXNet's format on Linux, and
+  a list made on Windows packs anywhere.
+* Read: lines may end in ``\\r\\n`` (MXNet on Windows wrote its lists in text mode). On POSIX a
+  ``\\`` in a path is a separator, as on Windows where MXNet's ``os.path.join`` put it there:
+  ``cat\\1.jpg`` is ``cat/1.jpg`` and ``..\\x.jpg`` is ``../x.jpg`` (and so outside ROOT). Only
+  when no file exists at that path is a file whose name holds the backslashes itself (legal on
+  Linux, and listed so by MXNet there) used instead, and then, for a path that is not UTF-8,
+  its cp1252 reading (MXNet on Windows wrote the ANSI code page; :func:`list_path_candidates`).
+  A Windows absolute path (``C:\\data\\a.jpg``, ``C:/data/a.jpg``, ``\\\\server\\share\\a.jpg``)
+  names no file on POSIX: packing refuses such a list at its first one, before writing
+  anything. On Windows both separators and drive paths are native (an absolute one is outside
+  ROOT, as on POSIX, unless ``--allow-outside-root``).
 """
 from __future__ import annotations
 
@@ -43,6 +59,10 @@ MAX_INDEX = 2 ** 64 - 1
 _ENCODING, _ERRORS = "utf-8", "surrogateescape"
 
 
+#: UTF-16's byte-order marks as read with ``surrogateescape`` (PowerShell 5 writes UTF-16 LE)
+_UTF16_BOMS = ("\udcff\udcfe", "\udcfe\udcff")
+
+
 class ListItem(NamedTuple):
     """One ``.lst`` line: ``index`` (the record key and id), its float labels and relative path."""
 
@@ -63,6 +83,9 @@ def parse_list_line(line: str, path: Optional[PathLike] = None,
     """Parse one ``.lst`` line; raises :class:`ListFileError` naming the file and line."""
     fields = [field.strip() for field in line.strip().split("\t")]
     where = {"path": None if path is None else os.fspath(path), "line": line_number}
+    if line.startswith(_UTF16_BOMS) or "\0\t" in line or "\t\0" in line:
+        raise ListFileError("the list is UTF-16 (as Windows PowerShell's '>' and Out-File "
+                            "write it), not UTF-8: save it as UTF-8 without BOM", **where)
     if len(fields) < 3:
         raise ListFileError(f"{_too_few_fields(line, len(fields))}: {line.strip()[:80]!r}; fix "
                             "or delete this line", **where)
@@ -161,6 +184,57 @@ def read_list_numbered(path: PathLike) -> Iterator[Tuple[int, ListItem]]:
         for number, line in enumerate(fin, 1):
             if line.strip():
                 yield number, parse_list_line(line, path, number)
+
+
+def native_list_path(path: str) -> str:
+    """A ``.lst`` path as this OS names the file: on POSIX ``\\`` is a separator (``cat\\1.jpg`` is
+    ``cat/1.jpg``); on Windows, which takes both separators, the path as written. A reader that
+    finds no file there tries the others of :func:`list_path_candidates`."""
+    return path if os.name == "nt" else path.replace("\\", "/")
+
+
+def list_path_candidates(path: str) -> Iterator[str]:
+    """The names a ``.lst`` path may mean on this OS, the likeliest first; a reader opens the
+    first that exists. :func:`native_list_path`, then ``path`` as written (a POSIX file name
+    holding ``\\``); for a path that is not UTF-8 (read as bytes, ``surrogateescape``), the
+    same two of its bytes read as Windows' ANSI code page cp1252 (MXNet's im2rec on Windows
+    wrote its lists in the locale's encoding: ``caf\\xe9\\1.jpg`` is ``café/1.jpg``)."""
+    yield from _as_written(path)
+    windows = _from_cp1252(path)  # only reached when none of the above exists
+    if windows is not None:
+        yield from _as_written(windows)
+
+
+def _as_written(path: str) -> Iterator[str]:
+    native = native_list_path(path)
+    yield native
+    if native != path:
+        yield path
+
+
+def _from_cp1252(path: str) -> Optional[str]:
+    """``path``'s bytes read as cp1252 when they are not UTF-8 (else None)."""
+    if not any("\udc80" <= c <= "\udcff" for c in path):  # surrogateescape's stand-ins
+        return None
+    try:
+        return path.encode(_ENCODING, _ERRORS).decode("cp1252")
+    except UnicodeDecodeError:  # a byte cp1252 leaves undefined: not written in cp1252
+        return None
+
+
+def foreign_list_path(path: str) -> bool:
+    """True for a list path this OS cannot open at all: on POSIX a Windows drive or UNC path
+    (``C:\\data\\a.jpg``, ``\\\\server\\share\\a.jpg``)."""
+    return os.name != "nt" and storage.is_windows_absolute(path)
+
+
+def list_entry(relpath: str, sep: Optional[str] = None) -> str:
+    """The path a ``.lst`` line holds for ``relpath`` (relative to ROOT, as this OS's
+    ``os.path.relpath`` gives it, or as one whose separator is ``sep``): ``/``-separated on
+    every OS, so a list made on Windows packs on Linux and is byte-identical to one made there.
+    On POSIX, where ``\\`` is a legal character of a file name, the path is kept as it is."""
+    sep = sep or os.sep
+    return relpath if sep == "/" else relpath.replace(sep, "/")
 
 
 def write_list(path: PathLike, items: Sequence[Tuple[int, Sequence[float], str]]) -> None:
@@ -276,14 +350,15 @@ def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = D
         for name in files:
             full = os.path.join(folder, name)
             if os.path.splitext(name)[1].lower() in exts and os.path.isfile(full):
-                relpath = os.path.relpath(full, root)
+                relpath = list_entry(os.path.relpath(full, root))
                 if not _listable(relpath, scan):
                     continue
                 label = folders.setdefault(folder, len(folders)) if recursive else 0
                 scan.items.append(ListItem(len(scan.items), (float(label),), relpath))
         if progress is not None:
             progress(len(files))
-    scan.mapping = [(os.path.relpath(folder, root), label) for folder, label in folders.items()]
+    scan.mapping = [(list_entry(os.path.relpath(folder, root)), label)
+                    for folder, label in folders.items()]
     if not recursive and not scan.items:
         scan.in_subfolders = len(scan_images(root, True, exts).items)
     return scan
@@ -593,8 +668,9 @@ def count_lines(path: PathLike, block: int = 1 << 20) -> int:
 
 
 __all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
-           "read_list_numbered", "read_list_entries", "write_list", "normalize_exts", "list_images",
-           "scan_images",
+           "read_list_numbered", "read_list_entries", "write_list", "native_list_path",
+           "list_path_candidates", "foreign_list_path", "list_entry", "normalize_exts",
+           "list_images", "scan_images",
            "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
            "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
            "find_classes", "write_classes", "read_classes", "nothing_listed", "near_folders"]

@@ -46,7 +46,14 @@ from recio.errors import (
 )
 from recio.image.codec import ImageOptions, has_alpha, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
-from recio.image.lists import ListItem, near_folders, read_list_entries
+from recio.image.lists import (
+    ListItem,
+    foreign_list_path,
+    list_path_candidates,
+    native_list_path,
+    near_folders,
+    read_list_entries,
+)
 from recio.image.pack_progress import PackProgress, staging_folder
 from recio.records.atomic import (
     AtomicFile,
@@ -183,8 +190,21 @@ def has_partial(lst_path: PathLike) -> bool:
 
 
 def count_items(lst_path: PathLike) -> int:
-    """Number of items (non-blank lines, malformed ones included) in a list."""
-    return sum(1 for _ in read_list_entries(lst_path))
+    """Number of items (non-blank lines, malformed ones included) in a list, read before a pack
+    writes anything: a path this OS cannot open at all (on POSIX a Windows drive or UNC path,
+    ``lists.foreign_list_path``) raises :class:`ListFileError` naming its line, so a list
+    written for Windows is refused whole, never packed in part."""
+    count = 0
+    for line, item, _ in read_list_entries(lst_path):
+        if item is not None and foreign_list_path(item.path):
+            raise ListFileError(
+                f"the image path {item.path[:80]!r} is a Windows absolute path (a drive or a "
+                f"UNC share), which this system ({portable.system()}) cannot open: make the list "
+                "again with paths relative to ROOT (im2rec PREFIX ROOT --list) or rewrite them "
+                "as this system's paths; nothing was written", path=os.fspath(lst_path),
+                line=line)
+        count += 1
+    return count
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +262,7 @@ def _encode_one(job: _Job, task: Task) -> Outcome:
         alpha = (not job.pass_through and has_alpha(data)
                  and not (job.options.color == -1 and job.options.encoding == ".png"))
         payload = pack(_header(job, item), data if job.pass_through else
-                       _transform(job, data, os.path.join(job.root, item.path)))
+                       _transform(job, data, _location(job, item.path)))
     except _Skip as skip:
         return pos, line, item, None, skip.cause, skip.reason, False
     if len(payload) >= MAX_RECORD_LENGTH:
@@ -266,7 +286,15 @@ def _transform(job: _Job, data: bytes, path: str) -> bytes:
 
 
 def _inside(path: str, root: str) -> bool:
+    path, root = os.path.normcase(path), os.path.normcase(root)  # Windows: C:\Data is c:\data
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _location(job: _Job, relpath: str) -> str:
+    """Where a list item's file or object is (for messages)."""
+    if storage.is_url(job.root):
+        return storage.join(job.root, relpath.replace("\\", "/"))
+    return os.path.join(job.root, native_list_path(relpath))
 
 
 def _read_image_file(job: _Job, relpath: str) -> bytes:
@@ -279,11 +307,28 @@ def _read_image_file(job: _Job, relpath: str) -> bytes:
     ``readlink`` instead of ``realpath``'s walk of every path component (a symlink out of ROOT
     is opened, without blocking, but never read); elsewhere with ``realpath`` first.
 
+    On POSIX a ``\\`` in ``relpath`` is a separator (a list written on Windows); only when no
+    file exists there are the other names it may mean tried (the name with the backslashes
+    itself, a cp1252 reading of a path that is not UTF-8: ``lists.list_path_candidates``).
+
     Under a URL ROOT the item is one GET of ``ROOT/relpath``; an absolute path or one with
     ``..`` is outside ROOT. A missing object is skipped; a network error is raised (a
     transient failure must fail the pack, or its retry, not drop an image)."""
     if storage.is_url(job.root):
         return _read_image_object(job, relpath)
+    missing: Optional[_Skip] = None
+    for candidate in list_path_candidates(relpath):
+        try:
+            return _read_local_file(job, candidate)
+        except _Skip as skip:
+            if skip.cause != "missing":
+                raise
+            missing = missing or skip
+    raise missing or _Skip("missing", "no such file")
+
+
+def _read_local_file(job: _Job, relpath: str) -> bytes:
+    """:func:`_read_image_file` for ``relpath`` as this OS names it."""
     path = os.path.join(job.root, relpath)
     check_root = not job.allow_outside_root
     if check_root and (not job.proc_fd or os.path.isabs(relpath)
@@ -341,11 +386,12 @@ def _usable(data: bytes, what: str) -> bytes:
 
 
 def _read_image_object(job: _Job, relpath: str) -> bytes:
-    parts = relpath.replace("\\", "/").split("/")
-    if not job.allow_outside_root and (relpath.startswith("/") or ".." in parts
-                                       or storage.is_url(relpath)):
+    key = relpath.replace("\\", "/")  # an object key's separator is / (a Windows list's \\)
+    if not job.allow_outside_root and (key.startswith("/") or ".." in key.split("/")
+                                       or storage.is_url(relpath)
+                                       or storage.is_windows_absolute(relpath)):
         raise _Skip("outside_root", _OUTSIDE_ROOT)
-    url = relpath if storage.is_url(relpath) else storage.join(job.root, relpath)
+    url = relpath if storage.is_url(relpath) else storage.join(job.root, key)
     try:
         data = storage.read_bytes(url, job.storage_options)
     except FileNotFoundError:
@@ -831,7 +877,7 @@ class _InOrderSink:
                 if result.first_skip is None:
                     result.first_skip = (line, reason)
                 if cause == "missing" and self.first_missing is None and item is not None:
-                    self.first_missing = os.path.join(self.job.root, item.path)
+                    self.first_missing = _location(self.job, item.path)
         self.out.write(entries)
         self.done += len(outcomes)
         if self.progress is not None:

@@ -30,6 +30,7 @@ import numpy as np
 
 from recio.image import cvops
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
+from recio.image.lists import list_path_candidates
 from recio.mx import ndarray as nd
 from recio.mx import recordio
 from recio.mx.io import DataBatch, DataIter
@@ -536,7 +537,7 @@ class ImageIter(DataIter):
         self.imglist: Optional[Dict[Any, Tuple[NDArray, str]]] = None
         if path_imglist:
             self.imglist = {}
-            with open(path_imglist) as fin:
+            with open(path_imglist, encoding="utf-8", errors="surrogateescape") as fin:
                 for line in iter(fin.readline, ""):
                     fields = line.strip().split("\t")
                     key = int(fields[0])
@@ -694,7 +695,10 @@ class ImageIter(DataIter):
             raise RuntimeError(f"Broken image index: {where}, {exc}") from exc
 
     def read_image(self, fname: str) -> bytes:
-        with open(os.path.join(self.path_root or "", fname), "rb") as fin:
+        """The file ``fname`` (a list's path: on POSIX its ``\\`` are separators; see
+        ``recio.image.lists.list_path_candidates``) under ``path_root``."""
+        paths = [os.path.join(self.path_root or "", name) for name in list_path_candidates(fname)]
+        with open(next((p for p in paths if os.path.exists(p)), paths[0]), "rb") as fin:
             return fin.read()
 
     def augmentation_transform(self, data: NDArray) -> NDArray:

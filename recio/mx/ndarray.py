@@ -236,7 +236,15 @@ class NDArray:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         key = tuple(_unwrap(k) for k in key) if isinstance(key, tuple) else _unwrap(key)
-        self._data[key] = _unwrap(value)
+        value = _unwrap(value)
+        try:
+            self._data[key] = value
+        except (ValueError, TypeError):
+            # MXNet puts a one-element array into one element (ImageIter's label of a list
+            # line into its batch); NumPy 2 refuses to drop the dimension itself
+            if np.size(value) != 1:
+                raise
+            self._data[key] = np.reshape(value, ())
 
     def __len__(self) -> int:
         return self._data.shape[0]

@@ -277,7 +277,7 @@ class MXIndexedRecordIO(MXRecordIO):
                 if is_url(self.idx_path):
                     raise ValueError(f"{self.idx_path}: MXIndexedRecordIO writes local files; "
                                      "write to a URL with recio.IndexedRecordWriter")
-                self.fidx = open(self.idx_path, "w")
+                self.fidx = open(self.idx_path, "w", encoding="utf-8", newline="\n")
             except BaseException:  # leave no empty .rec behind
                 self._closing.clear()
                 self._writer.abort()

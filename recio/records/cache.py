@@ -353,7 +353,7 @@ class ShardCache:
 
     def _read_totals(self) -> Dict[str, int]:
         try:
-            with open(os.path.join(self.folder, _TOTALS_NAME)) as f:
+            with open(os.path.join(self.folder, _TOTALS_NAME), encoding="utf-8") as f:
                 saved = json.load(f)
         except (OSError, ValueError):
             saved = {}
@@ -461,7 +461,7 @@ class ShardCache:
             _remove(path + _RECORD_SUFFIX)
             return None, "missing", None
         try:
-            with open(path + _RECORD_SUFFIX) as f:
+            with open(path + _RECORD_SUFFIX, encoding="utf-8") as f:
                 record = json.load(f)
         except (OSError, ValueError):
             record = {}
@@ -587,7 +587,7 @@ def _write_json(path: str, value: Any) -> None:
     """Write ``value`` to ``path`` through ``path.tmp`` and a rename, so readers see the old
     or the new file whole (the folder lock is held, so one fixed temporary name serves; the
     next write reuses one a dead process left)."""
-    with open(path + ".tmp", "w") as f:
+    with open(path + ".tmp", "w", encoding="utf-8", newline="\n") as f:
         json.dump(value, f)
     os.replace(path + ".tmp", path)
 

@@ -255,7 +255,9 @@ def _shard_from(entry: Any, i: int, folder: str, path: str) -> Shard:
         if rel is None:
             files[name] = None
             continue
-        if not isinstance(rel, str) or os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
+        if not isinstance(rel, str) or os.path.isabs(rel) or os.path.splitdrive(rel)[0] \
+                or storage.is_windows_absolute(rel) or rel.startswith(("/", "\\")) \
+                or ".." in rel.replace("\\", "/").split("/"):
             raise ManifestError(f"{where}: {name!r} must be a file name beside the manifest, got "
                                 f"{rel!r}", path=path)
         files[name] = storage.join(folder, rel)
