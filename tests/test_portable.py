@@ -247,6 +247,25 @@ def test_closed_readers_hold_no_descriptor_or_map(name, indexed):
         assert held(rec, idx) == []
 
 
+def test_a_closed_reader_lets_go_of_the_index_cache(tmp_path):
+    """A large ``.idx`` is served from its sidecar cache, memory-mapped: ``close()`` unmaps it
+    too, even while the reader object lives on."""
+    from recio.records.index import CACHE_MIN_BYTES, index_cache_path
+
+    rec, idx = tmp_path / "big.rec", tmp_path / "big.idx"
+    with recio.IndexedRecordWriter(rec, idx) as writer:
+        for key in range(200_000):
+            writer.write(key, b"x")
+    assert idx.stat().st_size >= CACHE_MIN_BYTES
+    for _ in range(2):  # the first open writes the cache, the second maps it
+        reader = recio.IndexedRecordReader(rec, idx)
+        assert reader[123_456] == b"x"
+        cache = pathlib.Path(index_cache_path(idx))
+        assert cache.exists() and held(rec)
+        reader.close()
+        assert held(rec, idx, cache) == []
+
+
 def test_other_readers_hold_nothing_after_close(tmp_path):
     """ImageRecordIter, ShardReader, MinibatchSource and CBFReader let go of their files on
     ``close()`` (mid-epoch, after reading some)."""

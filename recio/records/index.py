@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 import numpy as np
 
 from recio import portable
-from recio.errors import DuplicateKeyWarning, IndexFileError
+from recio.errors import DuplicateKeyWarning, FileInUseError, IndexFileError
 from recio.records.atomic import AtomicFile, atomic_open
 from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 
@@ -570,7 +570,7 @@ def _write_cache(index: "Index", stat: os.stat_result) -> bool:
         except BaseException:
             target.discard()
             raise
-    except OSError:
+    except (OSError, FileInUseError):  # FileInUseError: another reader maps the old cache
         return False
     return True
 

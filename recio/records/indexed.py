@@ -172,8 +172,13 @@ class IndexedRecordReader(Mapping):
         return list(self.index.unique_keys())
 
     def close(self) -> None:
-        """Close the underlying reader."""
+        """Close the underlying reader and let go of the index: a large index is a memory map
+        of its sidecar cache, which Windows would not let anyone replace or delete while it is
+        mapped. The reader cannot be used afterwards."""
         self.reader.close()
+        self._dense = None  # a view of the index's arrays
+        self._offset = None  # type: ignore[assignment]
+        self.index = None  # type: ignore[assignment]
 
     def __enter__(self) -> "IndexedRecordReader":
         return self

@@ -752,6 +752,7 @@ class RecordReader:
         if self._owns_file and self._file is not None:
             self._file.close()
         self._file = None
+        self._index = None
         self._clear_ahead()
 
     def __enter__(self) -> "RecordReader":
