@@ -203,6 +203,8 @@ PLATFORM_REASONS = tuple(reason for reason, _ in PLATFORM_MARKS.values())
 #: ``signal.SIGKILL``, which Windows lacks: the tests that send it are posix_only, but their
 #: parameters are made when the module is collected, on every platform
 SIGKILL = getattr(signal, "SIGKILL", 9)
+#: the "fork" start method as a test parameter: Windows has none (``spawn`` runs everywhere)
+FORK = pytest.param("fork", marks=pytest.mark.posix_only("Windows has no fork start method"))
 
 
 def running_platform() -> str:

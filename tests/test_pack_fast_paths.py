@@ -49,7 +49,9 @@ def tree(tmp_path):
     return tmp_path, root
 
 
-@pytest.mark.parametrize("proc_fd", [True, False])
+@pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
+@pytest.mark.parametrize("proc_fd", [pytest.param(True, marks=pytest.mark.linux_only(
+    "the ROOT check through /proc/self/fd")), False])
 def test_root_check_on_the_opened_file_and_without_proc(tree, monkeypatch, proc_fd):
     """The same skips whether ROOT is checked on the opened file (Linux /proc/self/fd) or with
     realpath first (elsewhere)."""

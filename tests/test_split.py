@@ -120,6 +120,7 @@ def test_seek_record_head_across_window_edges(tmp_path):
         os.close(fd)
 
 
+@pytest.mark.posix_only("counts the bytes read through os.pread, which Windows lacks")
 def test_boundaries_read_only_near_themselves(tmp_path, monkeypatch):
     path = write_rec(tmp_path / "big.rec", [bytes([i % 251]) * 3000 for i in range(2000)])
     read = []
