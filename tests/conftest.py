@@ -10,6 +10,7 @@ which install the optional dependencies) a skip is reported as a failure, except
 that ``RECIO_TEST_WITHOUT`` (comma-separated) says was left out on purpose: ``make test`` sets it
 to ``torch`` on a Python for which no torch build is pinned.
 """
+import contextlib
 import importlib
 import inspect
 import os
@@ -252,7 +253,9 @@ class S3Server:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log")
+        # delete=False: requests() reopens the log by its name, which Windows refuses for a
+        # file NamedTemporaryFile deletes on close; stop() removes it
+        self.log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=self.log)
@@ -327,6 +330,8 @@ class S3Server:
         except Exception:
             self.process.kill()
         self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
 
 
 @pytest.fixture(scope="session")
