@@ -34,6 +34,7 @@ import numpy as np
 
 from recio.image.codec import decode
 from recio.optional import require
+from recio.records.atomic import process_alive
 
 torch = require("torch", feature="recio.torch")
 _collate = torch.utils.data._utils.collate  # default_collate's module: its extension point
@@ -199,7 +200,7 @@ def _received(images: "torch.Tensor", pid: int) -> "torch.Tensor":
     storage = images.untyped_storage()
     mapped = _MAPPED.get(pid)
     if mapped is None:
-        for other in [p for p in _MAPPED if not _alive(p)]:
+        for other in [p for p in _MAPPED if not process_alive(p)]:
             del _MAPPED[other]
         mapped = _MAPPED[pid] = {}
     mapped[storage.data_ptr()] = storage
@@ -209,16 +210,6 @@ def _received(images: "torch.Tensor", pid: int) -> "torch.Tensor":
     whole = torch.empty(0, dtype=torch.uint8).set_(storage)
     weakref.finalize(array, _release, whole)
     return torch.from_numpy(array)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        pass
-    return True
 
 
 def _release(whole: "torch.Tensor") -> None:
