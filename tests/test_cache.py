@@ -29,6 +29,9 @@ from recio.records.indexed import IndexedRecordReader
 from recio.records.reader import RecordReader
 from recio.records.split import InputSplit
 
+pytestmark = pytest.mark.posix_only("the shard cache needs POSIX file locks (fcntl.flock); on "
+                                    "Windows it refuses in one line (tests/test_platforms.py)")
+
 SHARDS, PER_SHARD = 6, 40
 N = SHARDS * PER_SHARD
 

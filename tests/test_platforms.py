@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from conftest import need
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -105,6 +106,18 @@ def test_windows_runs_the_makefiles_commands():
     assert f"python {pytest_run}" in windows
     assert "CI=true" in windows and "RECIO_TEST_WITHOUT" in windows
     assert "python .ci/check_python.py" in windows
+
+
+def test_the_shard_cache_without_posix_locks_refuses_in_one_line(tmp_path, monkeypatch):
+    """Windows has no fcntl: ShardCache (cache_dir=) says so and what to do instead, and
+    tests/test_cache.py is posix_only."""
+    from recio.records import cache
+
+    monkeypatch.setattr(cache, "fcntl", None)
+    with pytest.raises(OSError, match="needs POSIX file locks") as info:
+        cache.ShardCache(tmp_path / "cache")
+    assert "\n" not in str(info.value) and "without cache_dir" in str(info.value)
+    assert not (tmp_path / "cache").exists()
 
 
 def test_no_test_needs_files_outside_the_repository():
