@@ -187,7 +187,7 @@ def split_files(golden, tmp_path):
     return files
 
 
-# -- platforms (issue 33) ------------------------------------------------------------------------
+# -- platforms (issue 33) -------------------------------------------------------------------------
 # A test that can only run on Linux (it reads /proc, relies on PR_SET_PDEATHSIG) or on a POSIX
 # system (it sends SIGKILL or SIGINT to a process, forks, makes FIFOs or symlinks, checks
 # permission bits, runs bash) says so: ``@pytest.mark.linux_only("reads /proc/self/fd")``,
