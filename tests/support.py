@@ -32,7 +32,9 @@ def hang_guard(seconds=30):
 @contextmanager
 def _timer_guard(seconds, on_timeout):
     """hang_guard without SIGALRM: a timer thread raises KeyboardInterrupt in the main thread
-    (``_thread.interrupt_main``), which becomes ``on_timeout``'s TimeoutError here."""
+    (``_thread.interrupt_main``), which becomes ``on_timeout``'s TimeoutError here. As with
+    SIGALRM, the main thread sees it between bytecodes: a wait that Windows does not let a
+    signal interrupt (a lock, a join without timeout) is stopped only when it returns."""
     import _thread
     import threading
 
