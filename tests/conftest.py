@@ -10,6 +10,7 @@ which install the optional dependencies) a skip is reported as a failure, except
 that ``RECIO_TEST_WITHOUT`` (comma-separated) says was left out on purpose: ``make test`` sets it
 to ``torch`` on a Python for which no torch build is pinned.
 """
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -127,6 +128,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs_facility(item, ...): the test checks what these "
                                        "RECIO_TEST_REMOVE items give (none named: every one); "
                                        "skipped in a run that removed one")
+    for name, (_, where) in PLATFORM_MARKS.items():
+        config.addinivalue_line("markers", f"{name}(reason): the test can only run on {where} "
+                                           "(elsewhere a skip with the reason, allowed under CI)")
 
 
 def pytest_runtest_setup(item):
@@ -146,7 +150,8 @@ def _fail_skips_under_ci(report) -> None:
     if CI and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         if str(reason).startswith(tuple(prefix + why for prefix in ("Skipped: ", "")
-                                        for why in (LEFT_OUT_REASON, NO_CUDA_REASON, REMOVED_REASON))):
+                                        for why in (LEFT_OUT_REASON, NO_CUDA_REASON,
+                                                    REMOVED_REASON, *PLATFORM_REASONS))):
             return
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true (where nothing may be skipped): {reason}"
@@ -207,6 +212,53 @@ def split_files(golden, tmp_path):
     return files
 
 
+# -- platforms (issue 33) -------------------------------------------------------------------------
+# A test that can only run on Linux (it reads /proc, relies on PR_SET_PDEATHSIG) or on a POSIX
+# system (it sends SIGKILL or SIGINT to a process, forks, makes FIFOs or symlinks, checks
+# permission bits, runs bash) says so: ``@pytest.mark.linux_only("reads /proc/self/fd")``,
+# ``@pytest.mark.posix_only("...")``. Elsewhere it is skipped with a reason that starts with
+# PLATFORM_REASONS, so ``pytest -rs`` lists it and why, and CI=true lets it through: a declared
+# skip, not a silent one. RECIO_TEST_PLATFORM (a ``sys.platform`` value: win32, darwin) makes
+# the markers decide as there, so on Linux ``RECIO_TEST_PLATFORM=win32 pytest -rs tests/x.py``
+# shows what a Windows run leaves out.
+
+#: marker -> (how its skip reason starts, where the test runs)
+PLATFORM_MARKS = {"linux_only": ("left out on purpose (Linux only)", "Linux"),
+                  "posix_only": ("left out on purpose (POSIX only)", "Linux and macOS")}
+PLATFORM_REASONS = tuple(reason for reason, _ in PLATFORM_MARKS.values())
+#: ``signal.SIGKILL``, which Windows lacks: the tests that send it are posix_only, but their
+#: parameters are made when the module is collected, on every platform
+SIGKILL = getattr(signal, "SIGKILL", 9)
+#: the "fork" start method as a test parameter: Windows has none (``spawn`` runs everywhere)
+FORK = pytest.param("fork", marks=pytest.mark.posix_only("Windows has no fork start method"))
+
+
+def running_platform() -> str:
+    """The ``sys.platform`` the markers decide on (RECIO_TEST_PLATFORM, when set, instead)."""
+    return os.environ.get("RECIO_TEST_PLATFORM") or sys.platform
+
+
+def platform_skip_reason(item) -> str:
+    """Why ``item`` cannot run here (its linux_only or posix_only reason), or "" when it can."""
+    platform = running_platform()
+    runs_here = {"linux_only": platform.startswith("linux"), "posix_only": platform != "win32"}
+    for name, (prefix, _) in PLATFORM_MARKS.items():
+        for mark in item.iter_markers(name):
+            if len(mark.args) != 1 or not isinstance(mark.args[0], str) or mark.kwargs:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name}(reason) takes one "
+                                        "string, why the test cannot run elsewhere")
+            if not runs_here[name]:
+                return f"{prefix}: {mark.args[0]} (here: {platform})"
+    return ""
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        reason = platform_skip_reason(item)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 # -- a local S3 server ----------------------------------------------------------------------------
 
 class S3Server:
@@ -226,7 +278,9 @@ class S3Server:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log")
+        # delete=False: requests() reopens the log by its name, which Windows refuses for a
+        # file NamedTemporaryFile deletes on close; stop() removes it
+        self.log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log", delete=False)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=self.log)
@@ -301,6 +355,8 @@ class S3Server:
         except Exception:
             self.process.kill()
         self.log.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log.name)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,10 @@ def hang_guard(seconds=30):
     """Fail instead of hanging forever (a generous bound, not a speed test)."""
     def on_alarm(*_):
         raise TimeoutError(f"did not finish within {seconds} s")
+    if not hasattr(signal, "SIGALRM"):  # Windows: a timer interrupts the main thread instead
+        with _timer_guard(seconds, on_alarm):
+            yield
+        return
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(seconds)
     try:
@@ -23,6 +27,33 @@ def hang_guard(seconds=30):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def _timer_guard(seconds, on_timeout):
+    """hang_guard without SIGALRM: a timer thread raises KeyboardInterrupt in the main thread
+    (``_thread.interrupt_main``), which becomes ``on_timeout``'s TimeoutError here. As with
+    SIGALRM, the main thread sees it between bytecodes: a wait that Windows does not let a
+    signal interrupt (a lock, a join without timeout) is stopped only when it returns."""
+    import _thread
+    import threading
+
+    fired = threading.Event()
+
+    def interrupt():
+        fired.set()
+        _thread.interrupt_main()
+    timer = threading.Timer(seconds, interrupt)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not fired.is_set():
+            raise
+        on_timeout()
+    finally:
+        timer.cancel()
 
 
 def make_corpus(folder, n=30, missing=(4,), bad_lines=(11,), multi=True):

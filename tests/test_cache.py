@@ -9,7 +9,6 @@ sums the folder's files while the readers run.
 import collections
 import hashlib
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from typing import List
 
 import numpy as np
 import pytest
+from conftest import FORK
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +28,9 @@ from recio.records.cache import CACHE_DIR_ENV, CACHE_LIMIT_ENV, ShardCache, copy
 from recio.records.indexed import IndexedRecordReader
 from recio.records.reader import RecordReader
 from recio.records.split import InputSplit
+
+pytestmark = pytest.mark.posix_only("the shard cache needs POSIX file locks (fcntl.flock); on "
+                                    "Windows it refuses in one line (tests/test_platforms.py)")
 
 SHARDS, PER_SHARD = 6, 40
 N = SHARDS * PER_SHARD
@@ -118,7 +121,7 @@ def _loader(ds, workers, context, **kw):
 
 # -- training: two epochs from the bucket -------------------------------------------------------
 @pytest.mark.needs("torch")
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", [FORK, "spawn"])
 def test_two_epochs_of_keyed_random_reads(dataset, tmp_path, context):
     """RecordDataset + a shuffling RecordSampler, 2 workers: epoch 1 downloads each shard (and
     its index) exactly once; epoch 2 sends the bucket nothing; every record comes once, in the
@@ -148,7 +151,7 @@ def test_two_epochs_of_keyed_random_reads(dataset, tmp_path, context):
 
 
 @pytest.mark.needs("torch")
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", [FORK, "spawn"])
 def test_two_epochs_of_streaming_under_a_limit(dataset, tmp_path, context):
     """RecordIterableDataset (2 workers, a shuffle buffer) with a limit of 2.5 shards: every
     record once in each epoch and the folder never above the limit plus one shard. The two
@@ -328,6 +331,7 @@ def test_eviction_leaves_an_open_reader_its_map(dataset, tmp_path):
     second.close()
 
 
+@pytest.mark.linux_only("counts deleted files still open through /proc/self/fd")
 @pytest.mark.needs("torch")
 def test_a_keyed_reader_under_a_limit_lets_evicted_copies_go(dataset, tmp_path, monkeypatch):
     """Random reads under a limit of 1.5 shards: the dataset closes the readers of evicted
@@ -389,7 +393,7 @@ def test_a_killed_download_leaves_no_torn_copy(s3, tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.002)
     finally:
-        proc.send_signal(signal.SIGKILL)
+        proc.kill()  # SIGKILL; TerminateProcess on Windows
         proc.wait()
     assert not (tmp_path / copy_name(url)).exists()  # a .part only, never a copy
     cache = ShardCache(tmp_path)
@@ -417,6 +421,7 @@ def test_a_download_cut_off_leaves_nothing(s3_server, dataset, tmp_path):
     assert [n for n in os.listdir(tmp_path) if not n.startswith(".")] == []
 
 
+@pytest.mark.linux_only("tells the copy's descriptor by its name in /proc/self/fd")
 def test_a_full_disk_fails_the_download_cleanly(dataset, tmp_path, monkeypatch):
     """ENOSPC while a copy is written: one StorageError naming the URL and the cache folder,
     and no .part or copy left."""

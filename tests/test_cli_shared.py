@@ -14,6 +14,7 @@ from recio.records.atomic import check_outputs
 from conftest import GOLDEN, command
 
 
+@pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
 def test_an_input_is_never_an_output_even_with_force(tmp_path):
     src = tmp_path / "a.rec"
     src.write_bytes(b"data")
@@ -28,6 +29,7 @@ def test_an_input_is_never_an_output_even_with_force(tmp_path):
     assert src.read_bytes() == b"data"
 
 
+@pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
 def test_an_existing_output_needs_force(tmp_path):
     old = tmp_path / "old.idx"
     old.write_text("0\t0\n")

@@ -6,6 +6,7 @@ import struct
 
 import numpy as np
 import pytest
+from conftest import FORK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -155,7 +156,7 @@ def _read_in_child(obj, keys, queue):
     queue.put([obj.read_idx(k) for k in keys])
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", [FORK, "spawn"])
 def test_mx_indexed_reader_in_child_process(golden, method):
     rec, idx = golden / "records" / "tricky.rec", golden / "records" / "tricky.idx"
     parent = recio.mx.MXIndexedRecordIO(str(idx), str(rec), "r")

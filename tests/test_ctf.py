@@ -906,6 +906,7 @@ def test_cli_ctf_options_only_for_ctf(golden, tmp_path):
     assert result.exit_code == 2 and "--chunk-size" in result.output
 
 
+@pytest.mark.posix_only("makes a symlink, which Windows allows only with a privilege")
 def test_outputs_never_replace_the_input_or_existing_files(golden, tmp_path):
     source = tmp_path / "data.ctf"
     source.write_bytes((golden / "cbf" / "data.ctf").read_bytes())

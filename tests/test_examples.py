@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from conftest import command, need
@@ -59,6 +60,7 @@ def test_an_example_refuses_labels_that_are_not_class_ids(tmp_path):
     assert proc.returncode == 1 and "not class ids" in proc.stderr
 
 
+@pytest.mark.posix_only("runs examples/demo.sh (make demo) with bash and ls")
 def test_make_demo_says_where_its_files_are_and_keeps_its_tables_whole(tmp_path):
     """examples/demo.sh (`make demo`) names its output folder first and last, and its last table
     keeps its header above the rows it shows."""

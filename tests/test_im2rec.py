@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import as_in_a_terminal, need
+from conftest import SIGKILL, as_in_a_terminal, need
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -584,9 +584,9 @@ def _wait_for_journal(journal, entries, proc, timeout=60):
     raise AssertionError("the packer made no progress")
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
+@pytest.mark.posix_only("blocks the packer on a FIFO, then sends it SIGKILL or SIGINT")
 @pytest.mark.parametrize("sig, workers", [
-    (signal.SIGKILL, ["--num-thread", "1"]),
+    (SIGKILL, ["--num-thread", "1"]),
     (signal.SIGINT, ["--num-thread", "1"]),
     (signal.SIGINT, ["--num-thread", "2", "--executor", "process"]),
     (signal.SIGINT, ["--num-thread", "2", "--executor", "thread"]),
@@ -662,8 +662,8 @@ def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path
     assert finished.exit_code == 0 and "already packed" in finished.output
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+@pytest.mark.posix_only("blocks the packer on a FIFO, then sends it SIGINT, SIGTERM or SIGKILL")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, SIGKILL],
                          ids=["ctrl-c", "sigterm", "kill"])
 def test_an_interrupted_sharded_pack_publishes_nothing_and_resume_finishes(script, tmp_path,
                                                                           sig):
@@ -721,6 +721,7 @@ def test_an_interrupted_sharded_pack_publishes_nothing_and_resume_finishes(scrip
     assert_same_files(tmp_path, clean, "job")
 
 
+@pytest.mark.posix_only("sends itself SIGTERM, which ends the process at once on Windows")
 def test_sigterm_is_reported_as_sigterm_when_a_library_turns_it_into_a_plain_ctrl_c(
         tmp_path, monkeypatch):
     """Ray's driver, waiting in ray.get/ray.wait, catches the Terminated that im2rec's SIGTERM

@@ -10,6 +10,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from conftest import FORK
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import recio
@@ -382,7 +383,7 @@ def _child_reads(reader, rec_io, keys, queue):
 
 
 @pytest.mark.parametrize("keys", [list(range(500)), [3 * i for i in range(500)][::-1]])
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", [FORK, "spawn"])
 def test_workers_read_through_the_arrays(tmp_path, monkeypatch, keys, method):
     monkeypatch.setenv("RECIO_INDEX_CACHE", "1")
     rec, idx = make_rec(tmp_path, keys)

@@ -62,6 +62,7 @@ def test_console_scripts_exist_and_work(golden, tmp_path):
     assert (tmp_path / "photos.lst").read_bytes() == (golden / "im2rec" / "all.lst").read_bytes()
 
 
+@pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
 def test_a_script_beside_a_folder_named_recio_imports_the_installed_package(tmp_path):
     """A checkout cloned into a folder named ``recio`` (or any folder of that name) next to a
     script must not shadow the installed package: an editable install's import hook used to run

@@ -24,6 +24,7 @@ def _run(script, *args, cwd=None, env=None):
                           cwd=cwd, env=env, timeout=120)
 
 
+@pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
 def test_symlink_cycles_end_and_each_folder_is_listed_once(script, tmp_path):
     root = tmp_path / "root"
     _jpeg(root / "a" / "x.jpg")
@@ -38,6 +39,7 @@ def test_symlink_cycles_end_and_each_folder_is_listed_once(script, tmp_path):
     assert "did not enter 3 symlinked folder(s)" in proc.stderr  # a/self, a/to_b, b/to_a
 
 
+@pytest.mark.posix_only("makes files named with a tab, CR or LF, which Windows forbids")
 @pytest.mark.parametrize("bad", ["ta\tb.jpg", "cr\r.jpg", "lf\n.jpg"])
 def test_names_a_list_cannot_hold_are_skipped_and_counted(script, tmp_path, bad):
     root = tmp_path / "root"

@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 import pytest
+from conftest import FORK
 
 from recio import mx as recordio  # was: from mxnet import recordio
 
@@ -61,7 +62,7 @@ def _get(i):
     return _DATASET[i]
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("method", [FORK, "spawn"])
 def test_face_dataset_in_worker_processes(tmp_path, method):
     global _DATASET
     idx, rec = make_face_dataset(tmp_path)

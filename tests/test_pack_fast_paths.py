@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from recio import portable
 from recio.image import packing
 from recio.image.codec import decode, encode
 from recio.image.packing import pack_list, partial_paths
@@ -49,15 +50,16 @@ def tree(tmp_path):
     return tmp_path, root
 
 
-@pytest.mark.parametrize("proc_fd", [True, False])
+@pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
+@pytest.mark.parametrize("proc_fd", [pytest.param(True, marks=[pytest.mark.linux_only(
+    "the ROOT check through /proc/self/fd"), pytest.mark.needs_facility("procfd")]), False])
 def test_root_check_on_the_opened_file_and_without_proc(tree, monkeypatch, proc_fd):
     """The same skips whether ROOT is checked on the opened file (Linux /proc/self/fd) or with
     realpath first (elsewhere)."""
     tmp, root = tree
-    if proc_fd and not os.path.isdir(packing._PROC_FD):
-        pytest.skip("this system has no /proc/self/fd: only the realpath check applies")
+    assert portable.has_proc_fd() or not proc_fd  # the Linux run checks the /proc path
     if not proc_fd:
-        monkeypatch.setattr(packing, "_PROC_FD", str(tmp / "no-proc") + os.sep)
+        monkeypatch.setattr(portable, "has_proc_fd", lambda: False)
     lst = tmp / "x.lst"
     lst.write_text("0\t0\ta/0.jpg\n1\t0\ta/inner.jpg\n2\t0\ta/out.jpg\n3\t0\taway/secret.jpg\n"
                    "4\t0\ta/../a/1.jpg\n5\t0\ta/2.jpg\n")

@@ -138,6 +138,7 @@ def _interrupt(rng, cmd, env_folder, kind, cwd=None, base_env=None):
     return what, proc
 
 
+@pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 @pytest.mark.parametrize("kind, options", PACKS, ids=[k for k, _ in PACKS])
 def test_packs_killed_at_random_moments_resume_to_the_uninterrupted_pack(script, corpus, kind,
                                                                         options):
@@ -168,6 +169,7 @@ def test_packs_killed_at_random_moments_resume_to_the_uninterrupted_pack(script,
         assert not os.listdir(other / "tmp"), history
 
 
+@pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_an_unsharded_pack_in_parts_resumes_to_pack_lists_bytes(script, corpus, s3):
     """A URL ROOT packs an unsharded list in parts joined into job.rec/.idx: killed while
     joining, resumed, it is byte for byte the plain local pack."""
@@ -192,6 +194,7 @@ def test_an_unsharded_pack_in_parts_resumes_to_pack_lists_bytes(script, corpus, 
     assert not [n for n in os.listdir(corpus) if n.startswith(".") or n.endswith(".lock")]
 
 
+@pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_bucket_packs_killed_at_random_resume_from_another_machine(script, corpus, s3):
     """PREFIX in the bucket: the progress lives in the bucket (nothing in this machine's
     temporary folder is needed), so a resume from another working directory with a fresh
@@ -277,6 +280,7 @@ def test_resume_refuses_other_settings_and_a_changed_list(script, corpus):
     assert again.returncode == 0 and "already packed (" in again.stdout
 
 
+@pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_a_new_pack_over_an_interrupted_one_is_refused_not_discarded(script, corpus):
     """Plain and in parts: without --resume the progress is refused in one line that says
     --resume or --force; --force starts over; nothing is lost unasked."""
@@ -353,6 +357,7 @@ def test_a_second_pack_of_the_same_prefix_is_refused_at_once_naming_the_first(
     assert_same_files(corpus, clean, "job")
 
 
+@pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_a_killed_pack_never_leaves_its_lock_stuck(script, corpus):
     cmd = _cmd(script, corpus / "job", corpus / "img", ["--num-shards", "3"])
     proc = _run_killed(cmd, hook_env(corpus, kill_at="recio.image.packing:_read_image_file:"
@@ -373,7 +378,7 @@ def _children(pid):
     return found
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.linux_only("PR_SET_PDEATHSIG is Linux's; the workers are found in /proc")
 def test_worker_processes_end_with_a_pack_killed_by_sigkill(script, corpus):
     """SIGKILL gives the parent no chance to stop its worker processes: they end with it
     (quietly, so nothing but the shell's word reaches the terminal), and --resume finishes."""
@@ -417,16 +422,18 @@ def test_the_file_lock_and_its_fallback(tmp_path, monkeypatch):
         with pytest.raises(OutputBusyError, match="another pack is writing these outputs"):
             OutputLock(path).acquire()
     assert not path.exists()
-    gone = subprocess.Popen(["true"])
+    gone = subprocess.Popen([sys.executable, "-c", ""])
     gone.wait()
     path.write_text(json.dumps({"pid": gone.pid, "host": HOST, "since": "then"}))
     with OutputLock(path) as taken:  # its holder is gone: taken over
         assert json.loads(path.read_text())["token"] == taken.info["token"]
-    path.write_text(json.dumps({"pid": 1, "host": HOST, "since": "then", "command": "init"}))
-    with pytest.raises(OutputBusyError, match="pid 1 on "):  # a live process: refused
+    live = os.getppid()  # the test run's parent: alive (Windows has no pid 1, init)
+    path.write_text(json.dumps({"pid": live, "host": HOST, "since": "then", "command": "init"}))
+    with pytest.raises(OutputBusyError, match=f"pid {live} on "):  # a live process: refused
         OutputLock(path).acquire()
 
 
+@pytest.mark.posix_only("fcntl.flock is POSIX's (Windows always takes the fallback)")
 def test_a_file_system_that_refuses_flock_gets_the_fallback(tmp_path, monkeypatch):
     import errno
     import fcntl
@@ -445,7 +452,7 @@ def test_a_file_system_that_refuses_flock_gets_the_fallback(tmp_path, monkeypatc
 def test_only_the_temporary_files_of_dead_writers_are_removed(tmp_path):
     from recio.records.atomic import remove_orphaned_temps
 
-    gone = subprocess.Popen(["true"])
+    gone = subprocess.Popen([sys.executable, "-c", ""])
     gone.wait()
     names = [f".job.idx.{gone.pid}.0123abcd.tmp", f".job-00003.rec.{gone.pid}.89abcdef.tmp",
              f".job.idx.{os.getpid()}.0123abcd.tmp", f".jobs.idx.{gone.pid}.0123abcd.tmp",

@@ -447,3 +447,18 @@ def test_the_test_mode_reached_this_process():
     code = "import os; print(hasattr(os, 'pread'))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == str("pread" not in removed)
+
+
+def test_commands_print_names_their_output_cannot_encode(tmp_path):
+    """A pipe on Windows encodes in the ANSI code page (cp1252): a file name outside it is
+    printed as an escape, never a ``UnicodeEncodeError`` that fails the command."""
+    folder = tmp_path / "données_日本"
+    folder.mkdir()
+    rec = folder / "a.rec"
+    with recio.RecordWriter(rec) as writer:
+        writer.write(b"x")
+    env = dict(os.environ, PYTHONIOENCODING="cp1252")
+    done = subprocess.run([sys.executable, "-m", "recio", "inspect", str(rec)], env=env,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "donn\xe9es_\\u65e5\\u672c".encode("cp1252") in done.stdout

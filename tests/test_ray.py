@@ -87,6 +87,7 @@ def corpus(tmp_path):
     return tmp_path
 
 
+@pytest.mark.posix_only("sends itself SIGTERM, which ends the process at once on Windows")
 def test_sigterm_while_the_driver_connects_is_im2recs_sigterm(corpus, monkeypatch):
     """ray.init first sets a SIGTERM handler of its own (``sys.exit(15)``): a SIGTERM then
     (im2rec --engine ray killed in its first second) made im2rec exit 15 without a word; it

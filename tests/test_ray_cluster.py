@@ -26,7 +26,7 @@ import tempfile
 import time
 
 import pytest
-from conftest import as_in_a_terminal
+from conftest import SIGKILL, as_in_a_terminal
 
 from support import (
     assert_bucket_set,
@@ -37,9 +37,8 @@ from support import (
     make_corpus,
 )
 
-pytestmark = [pytest.mark.needs("ray"),
-              pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                 reason="multi-node Ray clusters run on Linux")]
+pytestmark = [pytest.mark.needs("ray"), pytest.mark.linux_only(
+    "multi-node Ray clusters run on Linux; a node's processes are found in /proc")]
 
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")
 #: every image read by the nodes' workers takes this long (so tasks last ~1 s)
@@ -272,7 +271,7 @@ def test_a_worker_node_lost_mid_pack_is_retried_and_the_time_lost_reported(scrip
     assert_same_files(corpus, clean, "job")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, SIGKILL], ids=["sigterm", "sigkill"])
 def test_a_killed_driver_resumes_on_the_cluster(script, two_workers, corpus, sig):
     """The driver killed once a part is done (its tasks die with it); --resume, from another
     working directory, keeps the done parts and finishes the set as the local engine."""

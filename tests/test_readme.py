@@ -344,8 +344,9 @@ def check_command(words: List[str]) -> Tuple[Optional[List[str]], List[str]]:
         return None, [] if words[3:] == cpu else [
             f"`{' '.join(words)}`: install torch from PyTorch's CPU index ({' '.join(cpu)}): "
             "plain pip fetches the multi-GB CUDA build on Linux"]
-    if words[0] == "mkdir" and words[1:2] == ["-p"]:
-        return ["mkdir", "-p", *words[2:]], []
+    if words[0] == "mkdir" and words[1:2] == ["-p"]:  # as Python: Windows has no mkdir program
+        return [sys.executable, "-c", "import os, sys\nfor p in sys.argv[1:]: "
+                "os.makedirs(p, exist_ok=True)", *words[2:]], []
     if words[0] in ("python", "python3") and len(words) >= 2 and words[1].endswith(".py"):
         exists = (ROOT / words[1]).is_file()
         return None, [] if exists else [f"`{' '.join(words)}`: no file {words[1]}"]

@@ -406,6 +406,7 @@ def test_failures_are_one_line_errors(s3_server, golden_bucket, tmp_path):
         proxy.close()
 
 
+@pytest.mark.posix_only("os.fork")
 def test_remote_file_reopens_after_fork(golden_bucket):
     url = url_of(golden_bucket, GOLDEN / "records" / "plain.rec")
     reader = RecordReader(url)

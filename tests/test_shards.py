@@ -120,6 +120,7 @@ def test_a_writer_dropped_unclosed_leaves_nothing(tmp_path):
     assert files_in(tmp_path) == []
 
 
+@pytest.mark.posix_only("the writer's process sends itself SIGKILL")
 def test_a_killed_writer_leaves_no_manifest_and_no_final_name(tmp_path):
     code = textwrap.dedent(f"""
         import os, signal, recio

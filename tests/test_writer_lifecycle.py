@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import SIGKILL
 from hypothesis import given, settings, strategies as st
 
 import recio
@@ -217,6 +218,7 @@ def test_index_goes_last_and_an_old_index_never_meets_a_new_rec(tmp_path, monkey
 
 
 @pytest.mark.needs_facility("windows-files")  # POSIX's rename rules; Windows': test_portable.py
+@pytest.mark.linux_only("names each fsynced descriptor through /proc/self/fd")
 @pytest.mark.parametrize("kind", KINDS)
 def test_fsync_syncs_every_file_before_its_rename_and_the_folder_after(kind, tmp_path,
                                                                        monkeypatch):
@@ -343,6 +345,7 @@ def test_mx_writer_whose_index_cannot_be_opened_leaves_no_rec(tmp_path):
 
 
 @pytest.mark.needs_facility("windows-files")  # POSIX's rename rules; Windows': test_portable.py
+@pytest.mark.posix_only("replaces a file a reader maps, which Windows refuses; keeps 0o640")
 def test_mx_writer_replaces_a_file_a_reader_still_maps(tmp_path):
     rec = str(tmp_path / "m.rec")
     w = recio.mx.MXRecordIO(rec, "w")
@@ -359,6 +362,7 @@ def test_mx_writer_replaces_a_file_a_reader_still_maps(tmp_path):
     assert stat.S_IMODE(os.stat(rec).st_mode) == 0o640
 
 
+@pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
 def test_mx_writer_through_a_symlink_writes_the_target(tmp_path):
     target = tmp_path / "real.rec"
     target.write_bytes(b"old")
@@ -526,6 +530,10 @@ CHILD = textwrap.dedent("""
 """)
 
 
+#: the ending "kill" as a parameter: SIGKILL is POSIX's
+KILL = pytest.param("kill", marks=pytest.mark.posix_only("sends the writer's process SIGKILL"))
+
+
 def _child(tmp_path, kind, ending):
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(repo=REPO))
@@ -551,10 +559,10 @@ def test_process_exiting_without_close_leaves_nothing(kind, ending, tmp_path):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("ending", ["os_exit", "kill"])
+@pytest.mark.parametrize("ending", ["os_exit", KILL])
 def test_process_dying_mid_write_leaves_no_final_name(kind, ending, tmp_path):
     code, err, out = _child(tmp_path, kind, ending)
-    assert code == (4 if ending == "os_exit" else -signal.SIGKILL), err
+    assert code == (4 if ending == "os_exit" else -SIGKILL), err
     assert not set(FINALS[kind]) & set(_names(out))
     assert _names(out) == sorted(_temps(out))  # what is left is visibly temporary
 
@@ -617,6 +625,7 @@ def test_pack_whose_journal_cannot_be_created_leaves_nothing(tmp_path):
 
 
 @pytest.mark.needs_facility("windows-files")  # POSIX's rename rules; Windows': test_portable.py
+@pytest.mark.linux_only("names each fsynced descriptor through /proc/self/fd")
 def test_pack_commit_order_and_fsync(tmp_path, monkeypatch):
     lst, root = _image_list(tmp_path)
     pack_list(lst, root, pass_through=True)
@@ -654,7 +663,7 @@ PACK_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("ending", ["exit", "os_exit", "kill"])
+@pytest.mark.parametrize("ending", ["exit", "os_exit", KILL])
 def test_pack_process_ending_mid_pack_leaves_no_final_file(ending, tmp_path):
     lst, root = _image_list(tmp_path)
     script = tmp_path / "child.py"
@@ -666,7 +675,7 @@ def test_pack_process_ending_mid_pack_leaves_no_final_file(ending, tmp_path):
         assert proc.stdout.readline() == "ready\n"
         proc.send_signal(signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == {"exit": 3, "os_exit": 4, "kill": -signal.SIGKILL}[ending], err
+    assert proc.returncode == {"exit": 3, "os_exit": 4, "kill": -SIGKILL}[ending], err
     assert not set(PACK_FINALS) & set(_names(tmp_path))
     assert all(os.path.exists(p) for p in partial_paths(lst))  # what resume continues from
     assert pack_list(lst, root, pass_through=True, resume=True).packed == 40

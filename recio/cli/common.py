@@ -35,6 +35,16 @@ class PathOrURL(click.Path):
                                param, ctx)
 
 
+def printable_output() -> None:
+    """Let the commands print any file name: where stdout or stderr cannot encode a character
+    (a pipe on Windows uses the ANSI code page; a C locale is ASCII) it is written as a
+    backslash escape instead of failing the command with ``UnicodeEncodeError``."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "") == "strict":
+            reconfigure(errors="backslashreplace")
+
+
 def parse_size(text: str) -> int:
     """``storage.parse_size`` for an option: a bad size is click's usage error."""
     try:

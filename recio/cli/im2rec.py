@@ -21,6 +21,7 @@ from recio.cli.common import (
     handle_errors,
     json_option,
     parse_size,
+    printable_output,
     progress,
     quiet_option,
 )
@@ -550,6 +551,7 @@ def _dropped(result: PackResult) -> List[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Console-script entry point for ``im2rec``."""
+    printable_output()
     im2rec_cmd.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="im2rec")
 
 

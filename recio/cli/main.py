@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import click
 
-from recio.cli.common import EXIT_STATUS_HELP
+from recio.cli.common import EXIT_STATUS_HELP, printable_output
 
 # subcommand name -> (module inside recio.cli, click command attribute)
 SUBCOMMANDS = {
@@ -75,6 +75,7 @@ def recio() -> None:
 
 def main() -> None:
     """Console-script entry point for ``recio``."""
+    printable_output()
     recio(prog_name="recio")
 
 

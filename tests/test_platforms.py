@@ -1,0 +1,192 @@
+"""The platforms recio claims, and what keeps the claim true (issue 33).
+
+pyproject.toml's classifiers and requires-python, the README and the CI workflow for the systems
+this machine cannot run (.github/workflows/tests.yml) must say the same: Linux, macOS and Windows,
+each tested on the oldest and the newest Python claimed, Windows with the Makefile's commands
+spelled out. The linux_only / posix_only markers of tests/conftest.py are checked here too: a
+test another platform cannot run is skipped there with its reason, which CI=true accepts.
+"""
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import need
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / ".github" / "workflows" / "tests.yml"
+SYSTEMS = {"ubuntu-latest": "Operating System :: POSIX :: Linux",
+           "macos-latest": "Operating System :: MacOS",
+           "windows-latest": "Operating System :: Microsoft :: Windows"}
+
+
+def _text(path: pathlib.Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _pythons():
+    """The Python versions pyproject.toml claims, oldest first, as (major, minor)."""
+    text = _text(ROOT / "pyproject.toml")
+    found = sorted({(3, int(m)) for m in re.findall(
+        r'"Programming Language :: Python :: 3\.(\d+)"', text)})
+    floor = re.search(r'^requires-python = ">=3\.(\d+)"', text, re.M)
+    assert floor and found[0] == (3, int(floor.group(1))), "requires-python and classifiers"
+    assert found == [(3, m) for m in range(found[0][1], found[-1][1] + 1)], found  # no gap
+    return found
+
+
+def _workflow():
+    yaml = need("yaml")
+    return yaml.safe_load(_text(WORKFLOW))["jobs"]["test"]
+
+
+def _dotted(version) -> str:
+    return "%d.%d" % version
+
+
+def test_the_classifiers_name_the_three_systems():
+    text = _text(ROOT / "pyproject.toml")
+    assert all(f'"{c}"' in text for c in SYSTEMS.values())
+
+
+def test_the_workflow_runs_every_system_on_the_oldest_and_newest_python():
+    pythons = _pythons()
+    matrix = _workflow()["strategy"]["matrix"]
+    assert set(matrix["os"]) == set(SYSTEMS)
+    assert matrix["python"] == [_dotted(pythons[0]), _dotted(pythons[-1])]
+    for extra in matrix.get("include", []):  # additions to those jobs, never new jobs
+        assert extra["os"] in matrix["os"] and extra["python"] in matrix["python"], extra
+
+
+def test_the_readme_says_the_same_pythons_and_systems():
+    pythons = _pythons()
+    readme = _text(ROOT / "README.md")
+    assert f"recio runs on Python {_dotted(pythons[0])} to {_dotted(pythons[-1])}" in readme
+    section = re.search(r"^### Platforms\n(.*?)(?=^#)", readme, re.S | re.M)
+    assert section, "README.md has no Platforms section"
+    for name in ("Linux", "macOS", "Windows", "RECIO_TEST_REMOVE", ".github/workflows/tests.yml"):
+        assert name in section.group(1), name
+
+
+def test_the_workflow_pins_the_makefiles_torch():
+    pin = re.search(r'"(torch==[\d.]+)" if sys.version_info\[:2\] == \(3, (\d+)\)',
+                    _text(ROOT / "Makefile"))
+    assert pin, "the Makefile's TORCH_PIN"
+    for extra in _workflow()["strategy"]["matrix"]["include"]:
+        if "torch" in extra:
+            assert extra["torch"] in (pin.group(1), pin.group(1) + "+cpu"), extra
+
+
+def _steps(windows: bool) -> str:
+    steps = _workflow()["steps"]
+    return "\n".join(s.get("run", "") for s in steps
+                     if ("runner.os == 'Windows'" in s.get("if", "")) == windows)
+
+
+def test_linux_and_macos_run_make_test():
+    assert re.search(r"^make test PYTHON=python$", _steps(windows=False), re.M)
+
+
+def test_windows_runs_the_makefiles_commands():
+    """Windows has no make: its steps must install the same extras, check the same imports,
+    pin the same torchdata and run pytest as ``make test`` does, under CI=true."""
+    makefile = _text(ROOT / "Makefile")
+    windows = _steps(windows=True)
+    extras = re.search(r"install -q -e '(\.\[[\w,]+\])'", makefile).group(1)
+    assert f"pip install -q -e '{extras}'" in windows
+    imports = re.search(r"-c '(import simplejpeg[^']*)'", makefile).group(1)
+    assert f"python -c '{imports}'" in windows
+    torchdata = re.search(r"--no-deps '(torchdata==[\d.]+)'", makefile).group(1)
+    assert f"--no-deps '{torchdata}'" in windows
+    pytest_run = re.search(r"\$\(PYTHON\) (-m pytest .*)$", makefile, re.M).group(1)
+    assert f"python {pytest_run}" in windows
+    assert "CI=true" in windows and "RECIO_TEST_WITHOUT" in windows
+    assert "python .ci/check_python.py" in windows
+
+
+def test_the_shard_cache_without_posix_locks_refuses_in_one_line(tmp_path, monkeypatch):
+    """Windows has no fcntl: ShardCache (cache_dir=) says so and what to do instead, and
+    tests/test_cache.py is posix_only."""
+    from recio.records import cache
+
+    monkeypatch.setattr(cache, "fcntl", None)
+    with pytest.raises(OSError, match="needs POSIX file locks") as info:
+        cache.ShardCache(tmp_path / "cache")
+    assert "\n" not in str(info.value) and "without cache_dir" in str(info.value)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_no_test_needs_files_outside_the_repository():
+    """The workflow checks out the repository alone (no ../shared beside it)."""
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        if path.name == pathlib.Path(__file__).name:
+            continue
+        assert not re.search(r"\.\./shared|/work/", _text(path)), path.name
+
+
+# -- the platform markers ---------------------------------------------------------------------
+
+MARKED = '''
+import pytest
+
+
+@pytest.mark.linux_only("reads /proc/self/fd")
+def test_linux():
+    pass
+
+
+@pytest.mark.posix_only("sends SIGKILL")
+def test_posix():
+    pass
+
+
+@pytest.mark.parametrize("method", [pytest.param("fork", marks=pytest.mark.posix_only("fork")),
+                                    "spawn"])
+def test_method(method):
+    pass
+'''
+
+
+def _run_marked(tmp_path, platform, extra=""):
+    folder = tmp_path / platform
+    folder.mkdir()
+    shutil.copy(ROOT / "tests" / "conftest.py", folder / "conftest.py")
+    (folder / "test_marked.py").write_text(MARKED + textwrap.dedent(extra))
+    env = {"CI": "true", "RECIO_TEST_PLATFORM": platform}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                           "test_marked.py"], cwd=folder, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+
+
+def test_marked_tests_run_on_linux_and_skip_elsewhere_with_their_reason(tmp_path):
+    linux = _run_marked(tmp_path, "linux")
+    assert linux.returncode == 0 and "4 passed" in linux.stdout, linux.stdout
+    mac = _run_marked(tmp_path, "darwin")
+    assert mac.returncode == 0 and "3 passed, 1 skipped" in mac.stdout, mac.stdout
+    assert "left out on purpose (Linux only): reads /proc/self/fd (here: darwin)" in mac.stdout
+    windows = _run_marked(tmp_path, "win32")  # CI=true: the declared skips are allowed
+    assert windows.returncode == 0 and "1 passed, 3 skipped" in windows.stdout, windows.stdout
+    for reason in ("(POSIX only): sends SIGKILL (here: win32)", "(POSIX only): fork (here: win32)",
+                   "(Linux only): reads /proc/self/fd (here: win32)"):
+        assert reason in windows.stdout, windows.stdout
+
+
+def test_an_undeclared_skip_still_fails_under_ci(tmp_path):
+    done = _run_marked(tmp_path, "win32", '''
+        def test_silent():
+            pytest.skip("not here")
+    ''')
+    assert done.returncode == 1 and "skipped under CI=true" in done.stdout, done.stdout
+
+
+def test_a_marker_without_its_reason_is_refused(tmp_path):
+    done = _run_marked(tmp_path, "linux", '''
+        @pytest.mark.posix_only
+        def test_why():
+            pass
+    ''')
+    assert done.returncode != 0 and "takes one string" in done.stdout + done.stderr
