@@ -54,8 +54,20 @@ endif
 
 # CI=true: a test may not skip, except for an optional dependency left out on purpose here
 # (RECIO_TEST_WITHOUT), and pytest -rs lists every skip with its reason.
+# The record, index, im2rec and reader tests again, as on a system without Linux's facilities:
+# RECIO_TEST_REMOVE=all takes away os.pread/pwrite, madvise, O_NONBLOCK, /proc/self/fd and
+# fallocate, and applies Windows' rules for replacing open files (tests/simulate/sitecustomize.py,
+# which sees open files through /proc, so this pass runs where /proc is: Linux).
+PORTABLE_TESTS := $(addprefix tests/test_,records.py split.py writer_lifecycle.py \
+	output_safety.py index_scale.py im2rec.py repair.py pack_safety.py pack_fast_paths.py \
+	pack_resume.py damaged_files.py lists.py list_safety.py imageiter.py mx_compat.py \
+	shards.py inspect_verify.py minibatch.py portable.py portable_paths.py portable_text.py)
+
 test: install-dev install-torch
 	CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)' $(PYTHON) -m pytest -q -rs tests
+	@if [ -d /proc/self/fd ]; then \
+		echo "== the same without Linux's facilities (RECIO_TEST_REMOVE=all)"; \
+		CI=true RECIO_TEST_REMOVE=all $(PYTHON) -m pytest -q -rs $(PORTABLE_TESTS); fi
 
 demo: install
 	PYTHON='$(PYTHON)' bash examples/demo.sh
