@@ -142,7 +142,11 @@ def _load_fallocate() -> Any:
 def reserve(fd: int, offset: int, length: int) -> bool:
     """Reserve disk blocks for ``fd[offset:offset + length]`` without changing the file's size
     (Linux ``fallocate`` with ``FALLOC_FL_KEEP_SIZE``); False where that is not supported,
-    and then nothing is done: writes allocate their blocks as they go."""
+    and then nothing is done: writes allocate their blocks as they go.
+
+    A writer that reserves ahead of what it writes spares the file system allocating blocks
+    page by page; it must ``os.ftruncate(fd, size)`` when done to hand back what it did not
+    use. Reading the file is unaffected: its size is what was written."""
     if not system().startswith("linux"):
         return False
     func = _FALLOCATE if _FALLOCATE is not None else _load_fallocate()
@@ -236,3 +240,8 @@ def in_use(exc: OSError) -> bool:
         return False
     winerror = getattr(exc, "winerror", None)
     return winerror in _IN_USE_WINERRORS if winerror is not None else is_windows()
+
+
+__all__ = ["system", "is_windows", "open_fd", "opens_without_blocking", "nonblocking_read_flags",
+           "has_pread", "read_at", "write_at", "has_proc_fd", "opened_path", "sync_folder",
+           "reserve", "advise", "process_alive", "boot_id", "end_with_parent", "in_use"]

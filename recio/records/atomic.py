@@ -91,17 +91,6 @@ def fsync_folder(path: PathLike) -> None:
         portable.sync_folder(os.path.dirname(os.path.abspath(os.fspath(path))))
 
 
-def preallocate(fd: int, offset: int, length: int) -> bool:
-    """Reserve disk blocks for ``fd[offset:offset + length]`` without changing the file's size
-    (:func:`recio.portable.reserve`); False where that is not supported.
-
-    A writer that reserves ahead of what it writes spares the file system allocating blocks
-    page by page; it must ``os.ftruncate(fd, size)`` when done to hand back what it did not
-    use. Reading the file is unaffected: its size is what was written.
-    """
-    return portable.reserve(fd, offset, length)
-
-
 def replace_file(source: str, target: str, held: Optional[str] = None) -> None:
     """Rename ``source`` over ``target``. Where the OS refuses because a file is open or
     memory-mapped (Windows), raises :class:`FileInUseError` naming ``held`` (default:
@@ -580,4 +569,4 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
 
 __all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
            "check_outputs", "publish_staged", "remove_orphaned_temps",
-           "fsync_folder", "preallocate"]
+           "fsync_folder", "replace_file"]

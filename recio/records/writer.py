@@ -20,7 +20,8 @@ from functools import partial
 from typing import Any, BinaryIO, Callable, List, Optional, Sequence, Union
 
 from recio.errors import RecordIOError
-from recio.records.atomic import ManagedWriter, OutputSet, preallocate
+from recio import portable
+from recio.records.atomic import ManagedWriter, OutputSet
 from recio.records.framing import (
     MAGIC,
     MAGIC_BYTES,
@@ -249,7 +250,7 @@ class RecordWriter(ManagedWriter):
         so the file system allocates in a few large pieces rather than page by page."""
         start = self._reserved
         end = self._offset + min(max(start, 1 << 20), _RESERVE_STEP)
-        if preallocate(self._fd, start, end - start):
+        if portable.reserve(self._fd, start, end - start):
             self._reserved = end
         else:
             self._reserve = False  # not supported here, or the disk is nearly full: write on
