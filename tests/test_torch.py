@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import recio
-
+from conftest import start_method_cases
 from recio.errors import ImageError
 
 try:
@@ -125,19 +125,26 @@ def _labels(loader):
 
 
 @needs_torch
-def test_record_dataset_dataloader_two_workers_each_record_once(dataset):
+def test_record_dataset_dataloader_two_workers_each_record_once(dataset, start_method):
+    """Two DataLoader workers read every record once. The dataset has its file open when the
+    workers start: forked ones must reopen it, not share the parent's; spawned ones get the
+    dataset pickled, which must leave the parent's open reader behind."""
     rec, idx = dataset
     ds = RecordDataset(rec, idx)
-    ds[0]  # opened in the parent before the workers fork: they must reopen, not share
+    ds[0]  # opened in the parent before the workers start
     loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2,
                         generator=torch.Generator().manual_seed(0))
     labels = _labels(loader)
     assert sorted(labels) == list(range(N))
 
 
-@pytest.mark.parametrize("balance", ["bytes", "records"])
+@pytest.mark.parametrize("balance, start_method",
+                         start_method_cases([("bytes",), ("records",)], [("bytes",)]),
+                         indirect=["start_method"])
 @needs_torch
-def test_iterable_dataset_dataloader_two_workers_each_record_once(dataset, balance):
+def test_iterable_dataset_dataloader_two_workers_each_record_once(dataset, balance, start_method):
+    """Each of two workers reads its InputSplit part of the stream (made in the worker, forked
+    or spawned): together every record once."""
     rec, _ = dataset
     ds = RecordIterableDataset(rec, balance=balance)
     labels = _labels(DataLoader(ds, batch_size=5, num_workers=2))
@@ -158,9 +165,10 @@ def test_iterable_dataset_single_process_and_shuffle(dataset):
 
 
 @needs_torch
-def test_iterable_dataset_set_epoch_reaches_persistent_workers(dataset):
+def test_iterable_dataset_set_epoch_reaches_persistent_workers(dataset, start_method):
     """Persistent workers keep the dataset copy they started with: set_epoch in the main
-    process must still give each epoch its own order, the one fresh workers give."""
+    process must still give each epoch its own order, the one fresh workers give. The epoch
+    travels through shared memory, which a spawned worker receives pickled, not inherited."""
     rec, _ = dataset
 
     def orders(persistent):
@@ -231,16 +239,6 @@ def test_jpeg_records_decode_the_same_with_either_decoder(tmp_path):
     np.testing.assert_array_equal(clone[0][0], auto[0][0])
     grey = RecordDataset(rec, idx, mode="L")[0][0]
     assert grey.shape == (1, 20, 30)
-
-
-@needs_torch
-def test_record_dataset_with_spawned_workers(dataset):
-    rec, idx = dataset
-    ds = RecordDataset(rec, idx)
-    ds[0]  # an open reader must not be pickled into the spawned workers
-    # one worker keeps the test quick: starting a spawned worker means importing torch again
-    loader = DataLoader(ds, batch_size=8, num_workers=1, multiprocessing_context="spawn")
-    assert sorted(_labels(loader)) == list(range(N))
 
 
 @needs_torch
