@@ -67,9 +67,23 @@ def pack_args(manifest, case, prefix, root):
 # --------------------------------------------------------------------------------- golden cases
 
 
-@pytest.mark.parametrize("workers, executor", [(1, "auto"), (2, "thread"), (2, "process")])
+@pytest.mark.parametrize("workers, executor", [(1, "auto"), (2, "thread")])
 @pytest.mark.parametrize("name", ["all", "multi"])
 def test_pack_matches_mxnet_headers_and_sizes(name, workers, executor, manifest, golden, tmp_path):
+    _pack_golden(name, workers, executor, manifest, golden, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["all", "multi"])
+def test_pack_in_worker_processes_matches_mxnet_headers_and_sizes(name, start_method, manifest,
+                                                                 golden, tmp_path):
+    """--executor process with forked workers, or spawned ones (the default on Windows and
+    macOS), which get the job pickled and set themselves up afresh: MXNet's records still."""
+    _pack_golden(name, 2, "process", manifest, golden, tmp_path)
+
+
+def _pack_golden(name, workers, executor, manifest, golden, tmp_path):
+    """Pack the golden list ``name`` with im2rec (in this process, so that a test's start
+    method holds) and check the records against MXNet's headers and sizes."""
     shutil.copy(golden / "im2rec" / f"{name}.lst", tmp_path)
     args = pack_args(manifest, f"pack_{name}", tmp_path / name, golden / "im2rec" / "images")
     result = CliRunner().invoke(im2rec_cmd, args + ["--num-thread", str(workers),
