@@ -81,6 +81,30 @@ def test_pack_in_worker_processes_matches_mxnet_headers_and_sizes(name, start_me
     _pack_golden(name, 2, "process", manifest, golden, tmp_path)
 
 
+def test_worker_processes_resize_with_the_packing_process_choice(start_method, monkeypatch,
+                                                                 golden, tmp_path):
+    """Worker processes resize with the library the packing process chose, whatever they would
+    pick themselves: here the process was told Pillow (codec.RESIZER) while RECIO_RESIZER, which
+    a spawned worker inherits and decides from afresh, says OpenCV. The records are those of a
+    pack on threads, and the two resizers do give different records."""
+    need("cv2")
+    from recio.image import codec
+
+    monkeypatch.setenv("RECIO_RESIZER", "opencv")
+    options = ImageOptions(resize=20, resize_mode="antialias", quality=95)
+    packed = {}
+    for resizer, executor in (("pillow", "process"), ("pillow", "thread"), ("opencv", "thread")):
+        monkeypatch.setattr(codec, "RESIZER", resizer)
+        folder = tmp_path / f"{resizer}-{executor}"
+        folder.mkdir()
+        shutil.copy(golden / "im2rec" / "all.lst", folder)
+        pack_list(folder / "all.lst", golden / "im2rec" / "images", options, workers=2,
+                  executor=executor)
+        packed[resizer, executor] = (folder / "all.rec").read_bytes()
+    assert packed["pillow", "process"] == packed["pillow", "thread"]
+    assert packed["pillow", "thread"] != packed["opencv", "thread"]
+
+
 def _pack_golden(name, workers, executor, manifest, golden, tmp_path):
     """Pack the golden list ``name`` with im2rec (in this process, so that a test's start
     method holds) and check the records against MXNet's headers and sizes."""

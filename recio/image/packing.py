@@ -46,6 +46,7 @@ from recio.errors import (
     RecordIOError,
     plural,
 )
+from recio.image import codec
 from recio.image.codec import ImageOptions, has_alpha, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
 from recio.image.lists import ListItem, near_folders, read_list_entries
@@ -390,12 +391,16 @@ def _encode_batch(job: _Job, batch: List[Task]) -> List[Outcome]:
 _PR_SET_PDEATHSIG = 1
 
 
-def _init_process_worker(parent: int) -> None:
+def _init_process_worker(parent: int, resizer: str) -> None:
     """Worker processes leave Ctrl-C to the parent, which stops them cleanly; SIGTERM (how
     the parent stops them) ends them, whatever handler they inherited. On Linux a worker also
     ends with its parent (``PR_SET_PDEATHSIG``): a parent killed with SIGKILL cannot stop its
     workers, which would otherwise decode on and print a broken-pipe traceback to the user's
-    terminal when they hand back their batch."""
+    terminal when they hand back their batch.
+
+    A worker resizes with ``resizer``, the parent's choice: a forked worker inherits it, but a
+    spawned one (Windows', macOS's default) imports the codec afresh and would decide again,
+    from an environment the parent may have changed since it decided."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
@@ -406,6 +411,7 @@ def _init_process_worker(parent: int) -> None:
         if os.getppid() != parent:  # the parent died before the line above took effect
             os._exit(1)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+    codec.RESIZER = resizer
     set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
 
 
@@ -923,8 +929,8 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
             else:
                 # a multiprocessing pool, not concurrent.futures: terminate() kills the workers
                 # at once on Ctrl-C, even one stuck reading a file
-                pool = multiprocessing.get_context().Pool(workers, _init_process_worker,
-                                                          (os.getpid(),))
+                pool = multiprocessing.get_context().Pool(
+                    workers, _init_process_worker, (os.getpid(), codec.resizer_name()))
                 pending: Deque = deque()
                 for batch in _batched(tasks, batch_size):
                     pending.append(pool.apply_async(_encode_batch, (job, batch)))
