@@ -679,6 +679,74 @@ def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, 
     assert (fresh / "job.idx").read_bytes() == open(prefix + ".idx", "rb").read()
 
 
+#: a ``sitecustomize`` that holds each spawned worker process at the start for 3 s (where it
+#: imports Python's and recio's modules) after it creates the file ``PID`` in the folder
+#: RECIO_TEST_STARTING, and ``PID.interrupted`` there if a KeyboardInterrupt stops it meanwhile
+_SLOW_SPAWN_HOOK = """
+import os, sys
+if "--multiprocessing-fork" in sys.argv and os.environ.get("RECIO_TEST_STARTING"):
+    import multiprocessing.spawn, time
+    _prepare = multiprocessing.spawn.prepare
+
+    def _slow_prepare(data):
+        mark = os.path.join(os.environ["RECIO_TEST_STARTING"], str(os.getpid()))
+        open(mark, "w").close()
+        try:
+            time.sleep(3)
+        except KeyboardInterrupt:
+            open(mark + ".interrupted", "w").close()
+            raise
+        _prepare(data)
+    multiprocessing.spawn.prepare = _slow_prepare
+"""
+
+#: im2rec as run where multiprocessing spawns (Windows, macOS), arguments after it
+_SPAWNING_IM2REC = ("import multiprocessing, sys; multiprocessing.set_start_method('spawn'); "
+                    "sys.argv[0] = 'im2rec'; from recio.cli.im2rec import main; main()")
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="a terminal's Ctrl-C to a process group "
+                    "is POSIX's (a Windows console's reaches every process attached to it)")
+def test_ctrl_c_while_spawned_workers_start_says_interrupted_once(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, worker processes included. A
+    spawned worker (the default on Windows and macOS) needs a moment to start before it can
+    ignore Ctrl-C; a Ctrl-C then must not raise KeyboardInterrupt in it (whose traceback
+    reaches the terminal when the worker prints it before the packer stops it): the packer
+    says "Interrupted" once and keeps its progress for --resume."""
+    root, lst = tmp_path / "img", tmp_path / "job.lst"
+    root.mkdir()
+    for i in range(8):
+        Image.new("RGB", (24, 16), (i, 2 * i, 3 * i)).save(root / f"{i}.jpg")
+    lst.write_text("".join(f"{i}\t0.000000\t{i}.jpg\n" for i in range(8)))
+    starting, hook = tmp_path / "starting", tmp_path / "hook"
+    starting.mkdir()
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_SLOW_SPAWN_HOOK)
+    env = dict(os.environ, RECIO_TEST_STARTING=str(starting), PYTHONPATH=os.pathsep.join(
+        [str(hook)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.Popen([sys.executable, "-c", _SPAWNING_IM2REC, str(tmp_path / "job"),
+                             str(root), "--num-thread", "2", "--executor", "process"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=as_in_a_terminal, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(os.listdir(starting)) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        assert len(os.listdir(starting)) == 2, "the workers did not start"
+        time.sleep(0.5)  # both are in their 3 s start
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the packer and both starting workers
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert not [n for n in os.listdir(starting) if n.endswith(".interrupted")]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.count("Interrupted") == 1 and "--resume" in err, err
+
+
 def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path):
     root = golden / "im2rec" / "images"
     shutil.copy(golden / "im2rec" / "all.lst", tmp_path)

@@ -31,6 +31,7 @@ import threading
 import time
 import warnings
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from multiprocessing.pool import Pool
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, Union
@@ -402,6 +403,8 @@ def _init_process_worker(parent: int, resizer: str) -> None:
     spawned one (Windows', macOS's default) imports the codec afresh and would decide again,
     from an environment the parent may have changed since it decided."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held since it started (_ctrl_c_held); now ignored
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
         try:
@@ -413,6 +416,31 @@ def _init_process_worker(parent: int, resizer: str) -> None:
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
     codec.RESIZER = resizer
     set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
+
+
+@contextmanager
+def _ctrl_c_held(context: Any) -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT blocked, POSIX) while worker processes of ``context`` start. A
+    terminal's Ctrl-C reaches the workers too, and a spawned worker (Windows', macOS's default)
+    spends its first half second importing Python's and recio's modules before
+    ``_init_process_worker`` can ignore it: a KeyboardInterrupt there printed its traceback to
+    the terminal. The block is inherited across fork and exec and lifted by each worker once it
+    ignores SIGINT; this process gets a Ctrl-C that came meanwhile as soon as the workers have
+    started. (Windows has no signal mask; there a console's Ctrl-C reaches a starting worker.
+    Under ``forkserver`` the workers are the server's children and do not inherit it.)"""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    if context.get_start_method() != "fork":
+        # multiprocessing's resource tracker, started with the first spawned worker, unblocks
+        # SIGINT after it starts itself: start it first
+        from multiprocessing import resource_tracker
+        resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _batched(tasks: Iterable[Task], size: int) -> Iterator[List[Task]]:
@@ -929,8 +957,10 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
             else:
                 # a multiprocessing pool, not concurrent.futures: terminate() kills the workers
                 # at once on Ctrl-C, even one stuck reading a file
-                pool = multiprocessing.get_context().Pool(
-                    workers, _init_process_worker, (os.getpid(), codec.resizer_name()))
+                context = multiprocessing.get_context()
+                with _ctrl_c_held(context):  # assigned inside: a Ctrl-C held here finds the pool
+                    pool = context.Pool(workers, _init_process_worker,
+                                        (os.getpid(), codec.resizer_name()))
                 pending: Deque = deque()
                 for batch in _batched(tasks, batch_size):
                     pending.append(pool.apply_async(_encode_batch, (job, batch)))
