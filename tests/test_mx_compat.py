@@ -61,8 +61,7 @@ def _get(i):
     return _DATASET[i]
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_face_dataset_in_worker_processes(tmp_path, method):
+def test_face_dataset_in_worker_processes(tmp_path, start_method):
     global _DATASET
     idx, rec = make_face_dataset(tmp_path)
     dataset = FaceDataset(idx, rec)
@@ -70,11 +69,10 @@ def test_face_dataset_in_worker_processes(tmp_path, method):
     expected = [dataset[i] for i in range(len(dataset))]
     assert [e[0] for e in expected] == [0] * 4 + [1] * 4 + [2] * 4
     _DATASET = dataset
-    ctx = multiprocessing.get_context(method)
-    if method == "fork":
-        with ctx.Pool(2) as pool:
+    if start_method == "fork":  # the workers inherit the dataset, its reader open
+        with multiprocessing.Pool(2) as pool:
             got = pool.map(_get, range(len(dataset)))
     else:  # spawn pickles the dataset (and its reader) into each worker
-        with ctx.Pool(2) as pool:
+        with multiprocessing.Pool(2) as pool:
             got = pool.starmap(FaceDataset.__getitem__, [(dataset, i) for i in range(12)])
     assert got == expected
