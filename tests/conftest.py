@@ -310,18 +310,20 @@ def s3(s3_server, request):
 
 # --- start methods (issue 33) ------------------------------------------------------------------
 # Windows and macOS start worker processes with ``spawn`` (a fresh interpreter that imports
-# what it needs and unpickles its task), Linux with ``fork`` (a copy of the parent). Code that
-# works forked can fail spawned: an object that does not pickle, module state set in the parent,
-# an initialiser that assumes the parent's memory. The tests of worker processes (DataLoader
-# workers, im2rec's process executor, readers and InputSplit in workers) take the
-# ``start_method`` fixture and so run under both, in the ordinary ``pytest tests`` run.
+# what it needs and unpickles its task), Linux with ``fork`` (a copy of the parent; from Python
+# 3.14 ``forkserver``, which pickles the task as spawn does). Code that works forked can fail
+# spawned: an object that does not pickle, module state set in the parent, an initialiser that
+# assumes the parent's memory. The tests of worker processes (DataLoader workers, im2rec's
+# process executor, readers and InputSplit in workers) take the ``start_method`` fixture and so
+# run under the platform's default and spawn, in the ordinary ``pytest tests`` run.
 
 import multiprocessing  # noqa: E402  (this section is kept apart from the top of the file)
 import multiprocessing.context  # noqa: E402
 
-#: the start methods the tests of worker processes run under, where the platform has them:
-#: fork (Linux's default; not on Windows) and spawn (Windows' and macOS's default)
-START_METHODS = [m for m in ("fork", "spawn") if m in multiprocessing.get_all_start_methods()]
+#: the start methods the tests of worker processes run under: the platform's default (fork on
+#: Linux before Python 3.14, forkserver from 3.14, spawn on Windows and macOS, where fork is
+#: unsafe) and spawn
+START_METHODS = list(dict.fromkeys([multiprocessing.get_start_method(), "spawn"]))
 
 
 def count_process_starts(monkeypatch) -> List[str]:
@@ -343,8 +345,8 @@ def count_process_starts(monkeypatch) -> List[str]:
 
 def start_method_cases(cases, spawn_too):
     """Parameters for a test too slow to run every case spawned (a spawned DataLoader worker
-    imports torch again, 1-2 s): every case of ``cases`` under the platform's usual method
-    (fork, or spawn where there is no fork) and those of ``spawn_too`` under spawn as well. Use
+    imports torch again, 1-2 s): every case of ``cases`` under the platform's default method
+    and those of ``spawn_too`` under spawn as well (where spawn is the default: every case). Use
     with ``@pytest.mark.parametrize("a, b, start_method", start_method_cases(...),
     indirect=["start_method"])``."""
     first = START_METHODS[0]
@@ -356,7 +358,7 @@ def start_method_cases(cases, spawn_too):
 
 @pytest.fixture(params=START_METHODS)
 def start_method(request, monkeypatch) -> str:
-    """Run the test with multiprocessing's default start method set to ``fork`` or ``spawn``
+    """Run the test with multiprocessing's default start method set to one of START_METHODS
     (the test's id says which), as on a platform whose default it is: every Pool, Process and
     DataLoader that does not name its own context uses it. Afterwards the test must have
     started at least one process, every one with this method; otherwise the variant would
