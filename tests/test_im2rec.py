@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import as_in_a_terminal, need
+from conftest import START_METHODS, as_in_a_terminal, need
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -31,6 +31,7 @@ from recio.image.codec import (
     transform_image,
 )
 from recio.image.packing import pack_list, partial_paths
+from support import hook_env, make_corpus
 
 
 @pytest.fixture(scope="module")
@@ -700,9 +701,36 @@ if "--multiprocessing-fork" in sys.argv and os.environ.get("RECIO_TEST_STARTING"
     multiprocessing.spawn.prepare = _slow_prepare
 """
 
+def _im2rec_with(method):
+    """``python -c`` code that runs im2rec with multiprocessing's start method ``method`` (as on
+    a platform whose default it is), arguments after it."""
+    return (f"import multiprocessing, sys; multiprocessing.set_start_method({method!r}); "
+            f"sys.argv[0] = 'im2rec'; from recio.cli.im2rec import main; main()")
+
+
 #: im2rec as run where multiprocessing spawns (Windows, macOS), arguments after it
-_SPAWNING_IM2REC = ("import multiprocessing, sys; multiprocessing.set_start_method('spawn'); "
-                    "sys.argv[0] = 'im2rec'; from recio.cli.im2rec import main; main()")
+_SPAWNING_IM2REC = _im2rec_with("spawn")
+
+
+@pytest.mark.parametrize("method", START_METHODS)
+def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp_path, method):
+    """A worker process killed while it packs (as by the OOM killer; here each kills itself at
+    its third image), forked or spawned: multiprocessing's pool replaces it, but the batch it
+    held never comes back, and the pack waited for it for ever. Now the pack stops with one
+    line that says so, keeping its progress, and --resume finishes it."""
+    lst = make_corpus(tmp_path, n=30)
+    cmd = [sys.executable, "-c", _im2rec_with(method), str(tmp_path / "job"),
+           str(tmp_path / "img"), "--resize", "16", "--num-thread", "2", "--executor", "process"]
+    env = hook_env(tmp_path, kill_at="recio.image.packing:_read_image_file:3:KILL")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{lst}: a worker process was killed by signal {int(signal.SIGKILL)} (out of " \
+        "memory?) before its images were packed" in proc.stderr
+    assert "--resume" in proc.stderr and os.path.exists(partial_paths(lst)[0])
+    done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "packed 29 images" in done.stdout and not os.path.exists(partial_paths(lst)[0])
 
 
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="a terminal's Ctrl-C to a process group "
@@ -745,6 +773,41 @@ def test_ctrl_c_while_spawned_workers_start_says_interrupted_once(tmp_path):
     assert not [n for n in os.listdir(starting) if n.endswith(".interrupted")]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert err.count("Interrupted") == 1 and "--resume" in err, err
+
+
+#: a library user's script that packs on worker processes, as it runs where multiprocessing
+#: spawns (Windows, macOS), written without ``if __name__ == "__main__":``
+_UNGUARDED_SCRIPT = """
+import multiprocessing, sys
+multiprocessing.set_start_method("spawn", force=True)
+from recio.errors import RecordIOError
+from recio.image.packing import pack_list
+try:
+    pack_list(sys.argv[1], sys.argv[2], workers=2, executor="process")
+except RecordIOError as exc:
+    sys.exit(str(exc))
+"""
+
+
+def test_a_script_without_a_main_guard_gets_an_error_not_a_hang(tmp_path):
+    """A spawned worker first runs the script that started the pack again (as its main module);
+    without ``if __name__ == "__main__":`` that second pack fails (the first holds the lock)
+    and the worker ends before it starts. multiprocessing's pool replaces such workers for
+    ever: the pack waited for batches that never came. Now it stops at once and says what to
+    do, keeping its partial output for resume."""
+    root, lst = tmp_path / "img", tmp_path / "job.lst"
+    root.mkdir()
+    for i in range(8):
+        Image.new("RGB", (24, 16), (i, 2 * i, 3 * i)).save(root / f"{i}.jpg")
+    lst.write_text("".join(f"{i}\t0.000000\t{i}.jpg\n" for i in range(8)))
+    (tmp_path / "pack.py").write_text(_UNGUARDED_SCRIPT)
+    proc = subprocess.run([sys.executable, str(tmp_path / "pack.py"), str(lst), str(root)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "job.lst: a worker process exited with status 1" in last, proc.stderr
+    assert 'inside if __name__ == "__main__"' in last and "resume" in last, last
+    assert not (tmp_path / "job.rec").exists() and os.path.exists(partial_paths(lst)[0])
 
 
 def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path):

@@ -946,6 +946,7 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
     keeps the partial files for ``resume``.
     """
     pool: Optional[Pool] = None
+    others: set = set()  # the children this process had before the pool's
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -958,24 +959,75 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
                 # a multiprocessing pool, not concurrent.futures: terminate() kills the workers
                 # at once on Ctrl-C, even one stuck reading a file
                 context = multiprocessing.get_context()
+                others = set(multiprocessing.active_children())
                 with _ctrl_c_held(context):  # assigned inside: a Ctrl-C held here finds the pool
                     pool = context.Pool(workers, _init_process_worker,
                                         (os.getpid(), codec.resizer_name()))
+                started = [p for p in multiprocessing.active_children() if p not in others]
                 pending: Deque = deque()
                 for batch in _batched(tasks, batch_size):
                     pending.append(pool.apply_async(_encode_batch, (job, batch)))
                     if len(pending) >= window:
-                        sink.write(pending.popleft().get())
+                        sink.write(_outcomes(pending.popleft(), started, sink.out.lst_path))
                 while pending:
-                    sink.write(pending.popleft().get())
+                    sink.write(_outcomes(pending.popleft(), started, sink.out.lst_path))
     except BaseException:
         if pool is not None:
-            pool.terminate()
+            _stop_pool(pool, others)
         sink.out.abort()
         raise  # the partial files stay for resume
     if pool is not None:
         pool.close()
         pool.join()
+
+
+def _outcomes(result: Any, workers: List[Any], lst_path: str) -> List[Outcome]:
+    """A batch's outcomes from the pool's ``result``; RecordIOError as soon as one of the
+    pool's first ``workers`` (the children this process started with the pool) has failed:
+    the batch it held never comes back, and multiprocessing's pool, which replaces the
+    worker, would wait for it for ever. A worker killed by the OS (out of memory), or a
+    spawned one that cannot start: it runs the main module first, and a script that packs
+    without ``if __name__ == "__main__":`` packs again there (and fails, as this pack holds
+    the lock) in every worker the pool starts."""
+    while True:
+        try:
+            return result.get(timeout=0.2)
+        except multiprocessing.TimeoutError:
+            # exit status 0 is no failure: a pool's worker ends so only when the pool closes
+            ended = [w.exitcode for w in workers if w.exitcode]
+            if ended:
+                raise _worker_ended(ended[0], lst_path) from None
+
+
+def _stop_pool(pool: Pool, others: set) -> None:
+    """``pool.terminate()``, but bounded: it first takes the lock of the pool's task queue,
+    which a worker process that died holding it never gives back (seen when every worker was
+    killed mid-pack). After 5 s the pool's workers (this process's children but ``others``)
+    are killed directly, and the stuck daemon thread is left to end with the process."""
+    stopper = threading.Thread(target=pool.terminate, name="recio-pack-stop", daemon=True)
+    stopper.start()
+    stopper.join(5.0)
+    if stopper.is_alive():
+        for worker in set(multiprocessing.active_children()) - others:
+            worker.kill()
+            worker.join(5.0)
+
+
+def _worker_ended(exitcode: int, lst_path: str) -> RecordIOError:
+    """The error of a pack whose worker process ended with ``exitcode``."""
+    if exitcode < 0:
+        how = f"was killed by signal {-exitcode}"
+        if -exitcode == getattr(signal, "SIGKILL", None):
+            how += " (out of memory?)"
+    else:
+        how = f"exited with status {exitcode}"
+    method = multiprocessing.get_start_method()
+    hint = "" if method == "fork" else (
+        f"; a worker process started by {method} first runs the main module: a script that "
+        f"packs on worker processes must start the pack inside if __name__ == \"__main__\"")
+    return RecordIOError(f"a worker process {how} before its images were packed{hint}; the "
+                         f"partial output is kept (resume=True, --resume continues it)",
+                         path=lst_path)
 
 
 class _ThreadPipeline:
