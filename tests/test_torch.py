@@ -165,10 +165,9 @@ def test_iterable_dataset_single_process_and_shuffle(dataset):
 
 
 @needs_torch
-def test_iterable_dataset_set_epoch_reaches_persistent_workers(dataset, start_method):
+def test_iterable_dataset_set_epoch_reaches_persistent_workers(dataset):
     """Persistent workers keep the dataset copy they started with: set_epoch in the main
-    process must still give each epoch its own order, the one fresh workers give. The epoch
-    travels through shared memory, which a spawned worker receives pickled, not inherited."""
+    process must still give each epoch its own order, the one fresh workers give."""
     rec, _ = dataset
 
     def orders(persistent):
@@ -184,6 +183,23 @@ def test_iterable_dataset_set_epoch_reaches_persistent_workers(dataset, start_me
     assert all(sorted(o) == list(range(N)) for o in persistent)
     assert len({tuple(o) for o in fresh}) == 3
     assert persistent == fresh
+
+
+@needs_torch
+def test_iterable_dataset_set_epoch_reaches_a_persistent_worker_forked_or_spawned(dataset,
+                                                                                 start_method):
+    """set_epoch reaches a persistent worker through shared memory, which a spawned worker gets
+    pickled (as a handle to the same memory), not inherited: each epoch its own order, the one
+    the main process reads for that epoch (one worker reads what the main process does)."""
+    rec, _ = dataset
+    ds = RecordIterableDataset(rec, shuffle_buffer=8, seed=1)
+    loader = DataLoader(ds, batch_size=5, num_workers=1, persistent_workers=True)
+    got, want = [], []
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        got.append(_labels(loader))
+        want.append([int(lab) for _, lab in ds])
+    assert got == want and len({tuple(o) for o in got}) == 3
 
 
 @needs_torch
