@@ -701,6 +701,7 @@ if "--multiprocessing-fork" in sys.argv and os.environ.get("RECIO_TEST_STARTING"
     multiprocessing.spawn.prepare = _slow_prepare
 """
 
+
 def _im2rec_with(method):
     """``python -c`` code that runs im2rec with multiprocessing's start method ``method`` (as on
     a platform whose default it is), arguments after it."""
@@ -712,6 +713,7 @@ def _im2rec_with(method):
 _SPAWNING_IM2REC = _im2rec_with("spawn")
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 @pytest.mark.parametrize("method", START_METHODS)
 def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp_path, method):
     """A worker process killed while it packs (as by the OOM killer; here each kills itself at
@@ -741,11 +743,7 @@ def test_ctrl_c_while_spawned_workers_start_says_interrupted_once(tmp_path):
     ignore Ctrl-C; a Ctrl-C then must not raise KeyboardInterrupt in it (whose traceback
     reaches the terminal when the worker prints it before the packer stops it): the packer
     says "Interrupted" once and keeps its progress for --resume."""
-    root, lst = tmp_path / "img", tmp_path / "job.lst"
-    root.mkdir()
-    for i in range(8):
-        Image.new("RGB", (24, 16), (i, 2 * i, 3 * i)).save(root / f"{i}.jpg")
-    lst.write_text("".join(f"{i}\t0.000000\t{i}.jpg\n" for i in range(8)))
+    lst, root = make_corpus(tmp_path, n=8, missing=(), bad_lines=()), tmp_path / "img"
     starting, hook = tmp_path / "starting", tmp_path / "hook"
     starting.mkdir()
     hook.mkdir()
@@ -795,11 +793,7 @@ def test_a_script_without_a_main_guard_gets_an_error_not_a_hang(tmp_path):
     and the worker ends before it starts. multiprocessing's pool replaces such workers for
     ever: the pack waited for batches that never came. Now it stops at once and says what to
     do, keeping its partial output for resume."""
-    root, lst = tmp_path / "img", tmp_path / "job.lst"
-    root.mkdir()
-    for i in range(8):
-        Image.new("RGB", (24, 16), (i, 2 * i, 3 * i)).save(root / f"{i}.jpg")
-    lst.write_text("".join(f"{i}\t0.000000\t{i}.jpg\n" for i in range(8)))
+    lst, root = make_corpus(tmp_path, n=8, missing=(), bad_lines=()), tmp_path / "img"
     (tmp_path / "pack.py").write_text(_UNGUARDED_SCRIPT)
     proc = subprocess.run([sys.executable, str(tmp_path / "pack.py"), str(lst), str(root)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
