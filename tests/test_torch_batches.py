@@ -172,7 +172,7 @@ def test_a_custom_collate_fn_gets_plain_samples_and_they_stay_intact(data):
 
 def test_workers_and_integer_labels(data, start_method):
     """uint8 batches with integer labels (the target_transform ``int``) from a worker, forked
-    or spawned (the dataset, its ImageAugment and its transforms travel pickled)."""
+    or spawned (then the dataset, its ImageAugment and its transforms travel pickled)."""
     from torch.utils.data import DataLoader
 
     ds = _dataset(data, mean=None, std=None, dtype="uint8")
