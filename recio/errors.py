@@ -106,13 +106,14 @@ class OutputBusyError(OutputExistsError):
 
 class FileInUseError(OutputBusyError):
     """An output that cannot be replaced or deleted because a program has it open or
-    memory-mapped: Windows refuses what POSIX allows (a reader keeps the old file). Nothing was
-    changed; close the readers of ``path`` (a recio reader: ``close()`` or ``with``) and run
-    again."""
+    memory-mapped: Windows refuses what POSIX allows (a reader keeps the old file). The outputs
+    written together with it were left as they were; close the readers of ``path`` (a recio
+    reader: ``close()`` or ``with``) and run again."""
 
     def __init__(self, message: str = ("is open or memory-mapped in a program, and Windows "
-                                       "cannot replace or delete such a file; nothing was "
-                                       "changed: close what reads it, then run again"),
+                                       "cannot replace or delete such a file; the outputs "
+                                       "written with it were left as they were: close what "
+                                       "reads it, then run again"),
                  path: Optional[str] = None, offset: Optional[int] = None,
                  line: Optional[int] = None, remedy: Optional[str] = None,
                  note: str = "") -> None:

@@ -476,3 +476,98 @@ def test_commands_print_names_their_output_cannot_encode(tmp_path):
                           capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "donn\xe9es_\\u65e5\\u672c".encode("cp1252") in done.stdout
+
+
+def _golden_list(tmp_path: pathlib.Path) -> pathlib.Path:
+    lst = tmp_path / "all.lst"
+    lst.write_bytes((GOLDEN / "im2rec" / "all.lst").read_bytes())
+    return lst
+
+
+def _im2rec(*args: str):
+    from click.testing import CliRunner
+
+    from recio.cli.im2rec import im2rec_cmd
+
+    return CliRunner().invoke(im2rec_cmd, [*args, "-q"])
+
+
+def _one_line(result, *words: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert all(word in lines[0] for word in words), lines[0]
+
+
+@SEES_OPEN_FILES
+def test_im2rec_force_over_a_held_rec_keeps_the_pack_for_resume(tmp_path, windows_rules):
+    """``im2rec --force`` over a ``.rec`` a reader holds: one line that says to close it and
+    resume; the old outputs are untouched, and ``--resume`` then finishes the pack with the
+    bytes of a pack nothing interrupted (MXNet's)."""
+    _golden_list(tmp_path)
+    prefix, root = str(tmp_path / "all"), str(IMAGES)
+    assert _im2rec(prefix, root, "--resize", "32", "--quality", "50").exit_code == 0
+    old = {n: (tmp_path / n).read_bytes() for n in ("all.rec", "all.idx")}
+    with recio.RecordReader(tmp_path / "all.rec") as reader:
+        _read_some(reader)
+        result = _im2rec(prefix, root, "--resize", "32", "--quality", "90", "--force")
+        _one_line(result, "all.rec", "close what reads it", "--resume")
+    assert {n: (tmp_path / n).read_bytes() for n in old} == old
+    assert _im2rec(prefix, root, "--resize", "32", "--quality", "90", "--resume").exit_code == 0
+    for name in ("all.rec", "all.idx"):
+        assert (tmp_path / name).read_bytes() == (GOLDEN / "im2rec" / name).read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["all.idx", "all.lst", "all.rec"]
+
+
+@SEES_OPEN_FILES
+@pytest.mark.parametrize("held_shard", [0, 1])
+def test_a_shard_set_in_use_is_not_replaced_in_part(tmp_path, windows_rules, held_shard):
+    """``im2rec --num-shards 2 --force`` over a set whose shard a reader holds: one line, and
+    the old set (manifest, shards, combined index) is exactly as it was."""
+    _golden_list(tmp_path)
+    prefix, root = str(tmp_path / "all"), str(IMAGES)
+    assert _im2rec(prefix, root, "--resize", "32", "--num-shards", "2").exit_code == 0
+    before = _snapshot(tmp_path)
+    assert "all.manifest.json" in before
+    with recio.RecordReader(tmp_path / f"all-0000{held_shard}.rec") as reader:
+        _read_some(reader)
+        result = _im2rec(prefix, root, "--resize", "32", "--quality", "50", "--num-shards",
+                         "2", "--force")
+        _one_line(result, f"all-0000{held_shard}.rec", "close what reads it")
+    assert _snapshot(tmp_path) == before
+
+
+@SEES_OPEN_FILES
+def test_split_write_replaces_every_part_or_none(tmp_path, windows_rules):
+    """``recio split --write --force`` over parts one of which a reader holds: no part is
+    replaced (a mix of old and new parts would repeat keys across them)."""
+    from click.testing import CliRunner
+
+    source = GOLDEN / "im2rec" / "all.rec"
+    out = str(tmp_path / "out")
+    run = ["split", str(source), "-n", "3", "--write", out]
+    assert CliRunner().invoke(recio_command, run).exit_code == 0
+    before = _snapshot(tmp_path)
+    with recio.RecordReader(tmp_path / "out_1.rec") as reader:
+        _read_some(reader)
+        result = CliRunner().invoke(recio_command, run + ["--keys", "renumber", "--force"])
+        _one_line(result, "out_1.rec", "close what reads it")
+    assert _snapshot(tmp_path) == before
+
+
+@SEES_OPEN_FILES
+@pytest.mark.needs("torch")
+def test_torch_record_dataset_closes(tmp_path):
+    """``recio.torch.RecordDataset`` lets go of its ``.rec`` on ``close()`` and ``with``, and
+    reads again afterwards (it reopens)."""
+    from recio.torch import RecordDataset
+
+    rec = GOLDEN / "im2rec" / "all.rec"
+    dataset = RecordDataset(str(rec))
+    first = dataset.read_record(0)
+    assert held(rec)
+    dataset.close()
+    assert held(rec) == []
+    with dataset:
+        assert dataset.read_record(0) == first
+    assert held(rec) == []

@@ -38,6 +38,7 @@ from PIL import Image
 
 from recio import portable, storage
 from recio.errors import (
+    FileInUseError,
     ImageError,
     InterruptedPackError,
     ListFileError,
@@ -675,7 +676,13 @@ class _PackOutput(ManagedWriter):
         """Write ``.idx`` and ``.errors.tsv`` and move everything into place (journal last)."""
         if self.closed:
             return
-        super().close()
+        try:
+            super().close()
+        except FileInUseError as exc:  # Windows: the .rec.partial and the journal are kept
+            raise FileInUseError("is open or memory-mapped in a program, and Windows cannot "
+                                 "replace it; the packed records are kept: close what reads "
+                                 "it, then continue the pack (resume=True, --resume)",
+                                 path=exc.path) from None
         os.unlink(self.journal)
 
 

@@ -520,37 +520,62 @@ def publish_staged(files: Sequence[Tuple[str, str]],
             replace_file(staged, final)
 
 
-def _publish_windows(files: Sequence[Tuple[str, str]], obsolete: Iterable[str]) -> None:
-    """Rename finished local files ``(staged, final)`` into place where an open or mapped file
-    cannot be replaced or deleted (Windows): every existing final file (and ``obsolete`` path)
-    is first renamed aside, which fails at once if a program holds it; then the staged files
-    take their names and the old ones are deleted. If any step fails, the old files are put
-    back and :class:`FileInUseError` names the one in use: all the outputs change, or none."""
-    aside: List[Tuple[str, str]] = []  # (temporary name, final name) of the old files
-    placed: List[str] = []
+def set_aside(paths: Iterable[str]) -> List[Tuple[str, str]]:
+    """Rename each existing file of ``paths`` to a temporary name beside it, so that new files
+    can take the names where a file in use cannot be replaced (Windows): ``(temporary name,
+    path)`` of each. All or none: if one is held, :class:`FileInUseError` names it after the
+    ones already moved were put back. :func:`drop_aside` deletes them once the new files are
+    in place; :func:`put_back` restores them."""
+    aside: List[Tuple[str, str]] = []
     try:
-        for _, final in files:
-            if os.path.isdir(final) and not os.path.islink(final):  # as os.replace refuses it
-                raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", final)
-        for path in [final for _, final in files] + list(obsolete):
+        for path in paths:
             if os.path.lexists(path) and not os.path.isdir(path):
                 temp = _temp_name(path)
                 replace_file(path, temp, held=path)
                 aside.append((temp, path))
+    except BaseException:
+        put_back(aside)
+        raise
+    return aside
+
+
+def put_back(aside: Sequence[Tuple[str, str]]) -> None:
+    """Return the files :func:`set_aside` moved to their names."""
+    for temp, path in reversed(aside):
+        os.replace(temp, path)
+
+
+def drop_aside(aside: Sequence[Tuple[str, str]]) -> None:
+    """Delete the old files :func:`set_aside` moved (one still held stays, under its
+    temporary name, for :func:`remove_orphaned_temps`)."""
+    for temp, _ in aside:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+
+
+def _publish_windows(files: Sequence[Tuple[str, str]], obsolete: Iterable[str]) -> None:
+    """Rename finished local files ``(staged, final)`` into place where an open or mapped file
+    cannot be replaced or deleted (Windows): every existing final file (and ``obsolete`` path)
+    is first set aside, which fails at once if a program holds it; then the staged files take
+    their names and the old ones are deleted. If any step fails, the old files are put back
+    and :class:`FileInUseError` names the one in use: all the outputs change, or none."""
+    for _, final in files:
+        if os.path.isdir(final) and not os.path.islink(final):  # as os.replace refuses it
+            raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", final)
+    aside = set_aside([final for _, final in files] + list(obsolete))
+    placed: List[str] = []
+    try:
         for staged, final in files:
             replace_file(staged, final)
             placed.append(final)
     except BaseException:
         for final in placed:
             _unlink_quietly(final)
-        for temp, path in reversed(aside):
-            os.replace(temp, path)
+        put_back(aside)
         raise
-    for temp, _ in aside:
-        try:
-            os.unlink(temp)
-        except OSError:  # held open after all: remove_orphaned_temps deletes it later
-            pass
+    drop_aside(aside)
 
 
 @contextmanager
@@ -569,4 +594,4 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
 
 __all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
            "check_outputs", "publish_staged", "remove_orphaned_temps",
-           "fsync_folder", "replace_file"]
+           "fsync_folder", "replace_file", "set_aside", "put_back", "drop_aside"]

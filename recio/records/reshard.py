@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from recio import storage
+from recio import portable, storage
 from recio.errors import IndexFileError, RecordIOError
 from recio.records.atomic import OutputSet, check_outputs
 from recio.records.diagnose import open_checked_index
@@ -96,8 +96,13 @@ def reshard(source: Source, num_parts: int, out_prefix: PathLike,
                 f.finish_file()  # closed now: a part waiting for the others holds no descriptor
             plan.parts.append(PartSummary(p.part_index, p.begin, p.end, count, p.spans,
                                           rec_path, idx_path))
-        for out in pending:
-            out.commit()
+        if portable.is_windows():  # every part's files replaced together, or none
+            OutputSet([f for out in pending for f in out.files]).commit()
+            for out in pending:
+                out.done = True
+        else:
+            for out in pending:
+                out.commit()
     except BaseException:
         for out in pending:
             if not out.done:

@@ -43,7 +43,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from recio import storage
+from recio import portable, storage
 from recio.errors import (
     ChecksumError,
     IndexFileError,
@@ -57,6 +57,8 @@ from recio.records.atomic import (
     OutputSet,
     atomic_open,
     check_outputs,
+    drop_aside,
+    set_aside,
 )
 from recio.records.cache import READ_AHEAD, ShardCache
 from recio.records.framing import HEADER_SIZE
@@ -740,6 +742,11 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
     (:class:`~recio.errors.ManifestError` otherwise)."""
     prefix = storage.absolute(prefix)
     stale = existing_shard_files(prefix, storage_options) if force else []
+    aside: List[Tuple[str, str]] = []
+    if portable.is_windows() and not storage.is_url(prefix):
+        # a file in use cannot be replaced or deleted there: move the old set out of the way
+        # first, which fails (FileInUseError, everything put back) before anything changes
+        aside = set_aside(set_outputs(prefix, storage_options))
     storage.remove(manifest_path(prefix), storage_options)
     suffixes = {"rec": ".rec", "idx": ".idx", "crc": RECORD_CHECKSUM_SUFFIX}
     moves: List[Tuple[str, str, int, str]] = []
@@ -779,6 +786,7 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
     for path in stale:
         if path not in kept:
             storage.remove(path, storage_options)
+    drop_aside(aside)
     return manifest
 
 

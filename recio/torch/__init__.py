@@ -339,6 +339,20 @@ class RecordDataset(Dataset):
             raise IndexError(f"index {i} out of range for {len(self.keys)} records")
         return i
 
+    def close(self) -> None:
+        """Close the ``.rec`` files this process has open for the dataset (a later read opens
+        them again): on Windows a file held open cannot be replaced or deleted. The indexes
+        stay (a large one is mapped from its sidecar cache until the dataset is gone)."""
+        for reader in self._readers.values():
+            reader.close()
+        self._readers = OrderedDict()
+
+    def __enter__(self) -> "RecordDataset":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_readers"], state["_pid"] = OrderedDict(), None  # reopened by each worker
