@@ -167,6 +167,8 @@ def pytest_runtest_makereport(item, call):
         path, line = item.reportinfo()[:2]
         report.longrepr = (str(path), (line or 0) + 1, report.longrepr[2])
     _fail_skips_under_ci(report)
+    if report.when == "call":
+        item.call_report = report  # for fixtures that judge a test after it ran
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -449,6 +451,9 @@ def start_method(request, monkeypatch) -> str:
         yield request.param
     finally:
         multiprocessing.set_start_method(saved, force=True)
+    call = getattr(request.node, "call_report", None)
+    if call is None or not call.passed:  # skipped (say, torch left out) or already failed
+        return
     wrong = start_method_mismatch(request.param, started)
     if wrong:
         pytest.fail(wrong, pytrace=False)
