@@ -742,12 +742,6 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
     (:class:`~recio.errors.ManifestError` otherwise)."""
     prefix = storage.absolute(prefix)
     stale = existing_shard_files(prefix, storage_options) if force else []
-    aside: List[Tuple[str, str]] = []
-    if portable.is_windows() and not storage.is_url(prefix):
-        # a file in use cannot be replaced or deleted there: move the old set out of the way
-        # first, which fails (FileInUseError, everything put back) before anything changes
-        aside = set_aside(set_outputs(prefix, storage_options))
-    storage.remove(manifest_path(prefix), storage_options)
     suffixes = {"rec": ".rec", "idx": ".idx", "crc": RECORD_CHECKSUM_SUFFIX}
     moves: List[Tuple[str, str, int, str]] = []
     shards: List[Shard] = []
@@ -757,6 +751,14 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
             moves.append((path, final + suffixes[role], size, crc))
             setattr(shard, role, final + suffixes[role])
         shards.append(shard)
+    aside: List[Tuple[str, str]] = []
+    if portable.is_windows() and not storage.is_url(prefix):
+        # a file in use cannot be replaced or deleted there: move the old files out of the
+        # way first, which fails (FileInUseError, everything put back) before anything
+        # changes; not the new shards an interrupted commit already moved into place
+        placed = {target for source, target, _, _ in moves if not os.path.exists(source)}
+        aside = set_aside([p for p in set_outputs(prefix, storage_options) if p not in placed])
+    storage.remove(manifest_path(prefix), storage_options)
 
     def move(source: str, target: str, size: int, crc: str) -> None:
         try:
