@@ -4,7 +4,8 @@
 
 - ``pread``: ``os.pread`` and ``os.pwrite`` are deleted (as on Windows);
 - ``madvise``: every ``mmap.MADV_*`` constant is deleted (as on Windows);
-- ``nonblock``: ``os.O_NONBLOCK`` and ``os.O_NOCTTY`` are deleted (as on Windows);
+- ``nonblock``: recio is told there is no ``os.O_NONBLOCK`` nor ``os.O_NOCTTY`` (as on Windows;
+  they stay in ``os``, whose own ``shutil.rmtree`` needs them on POSIX from Python 3.13);
 - ``procfd``: recio is told there is no ``/proc/self/fd`` (as on macOS and Windows);
 - ``fallocate``: recio is told there is no ``fallocate`` (as on macOS and Windows);
 - ``windows-files``: Windows' file rules: ``os.replace``, ``os.rename``, ``os.unlink`` and
@@ -109,16 +110,16 @@ def apply(items):
     if "madvise" in items:
         for name in [n for n in dir(mmap) if n.startswith("MADV_")]:
             delattr(mmap, name)
-    if "nonblock" in items:
-        for name in ("O_NONBLOCK", "O_NOCTTY"):
-            if hasattr(os, name):
-                delattr(os, name)
     if "windows-files" in items:
         os.replace, os.rename = _checked(_real_replace, 2), _checked(_real_rename, 2)
         os.unlink, os.remove = _checked(_real_unlink, 1), _checked(_real_remove, 1)
         os.open = _open
-    if items & {"procfd", "fallocate", "windows-files"}:
+    if items & {"nonblock", "procfd", "fallocate", "windows-files"}:
         from recio import portable
+
+        if "nonblock" in items:
+            portable.opens_without_blocking = lambda: False
+            portable.nonblocking_read_flags = lambda: os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
         if "windows-files" in items:
             portable.system = lambda: "win32"
