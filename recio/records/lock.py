@@ -33,7 +33,6 @@ from typing import Any, Dict, Optional, Union
 
 from recio import portable, storage
 from recio.errors import OutputBusyError
-from recio.portable import process_alive
 from recio.records.atomic import atomic_open
 from recio.storage import StorageOptions
 
@@ -227,7 +226,8 @@ class OutputLock:
                 return time.time() - os.path.getmtime(self.path) > _EMPTY_GRACE
             except FileNotFoundError:
                 return True
-        return holder.get("host") == socket.gethostname() and not process_alive(holder.get("pid"))
+        return (holder.get("host") == socket.gethostname()
+                and not portable.process_alive(holder.get("pid")))
 
     # -- a lease in a bucket -----------------------------------------------------------------
     def _read_lease(self) -> Optional[Dict[str, Any]]:
@@ -259,7 +259,8 @@ class OutputLock:
         self._thread.start()
 
     def _stale_lease(self, holder: Dict[str, Any]) -> bool:
-        if holder.get("host") == socket.gethostname() and not process_alive(holder.get("pid")):
+        if holder.get("host") == socket.gethostname() and \
+                not portable.process_alive(holder.get("pid")):
             return True
         renewed = holder.get("renewed")
         return not isinstance(renewed, (int, float)) or time.time() - renewed > LEASE_SECONDS
