@@ -30,13 +30,12 @@ import pytest
 # tests/simulate/sitecustomize.py); the commands and workers the tests start inherit the mode
 SIMULATE = pathlib.Path(__file__).parent / "simulate"
 if os.environ.get("RECIO_TEST_REMOVE"):
+    sys.path.insert(0, str(SIMULATE))
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(SIMULATE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-#: tests/simulate/sitecustomize.py as a module (its rules, for tests/test_portable.py); loading
-#: it applies the RECIO_TEST_REMOVE mode to this process (once), before recio is imported
-_spec = importlib.util.spec_from_file_location("recio_simulate", SIMULATE / "sitecustomize.py")
-simulate = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(simulate)
+    _spec = importlib.util.spec_from_file_location("recio_simulate", SIMULATE / "sitecustomize.py")
+    simulate = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(simulate)  # applies the mode (once per process)
 
 from recio.optional import install_hint  # noqa: E402
 

@@ -8,6 +8,7 @@ The whole record, index, im2rec and reader suites also run with every facility r
 import ast
 import ctypes
 import errno
+import importlib.util
 import json
 import mmap
 import os
@@ -24,7 +25,7 @@ from recio.cli.main import recio as recio_command
 from recio.errors import FileInUseError
 from recio.records.atomic import AtomicFile, OutputSet
 
-from conftest import GOLDEN, SIMULATE, simulate
+from conftest import GOLDEN, SIMULATE
 
 ROOT = pathlib.Path(recio.__file__).parent
 #: the simulation of a platform without Linux's facilities sees open files and maps in /proc
@@ -32,6 +33,10 @@ SEES_OPEN_FILES = pytest.mark.linux_only("finds open descriptors and maps in /pr
 IMAGES = GOLDEN / "im2rec" / "images"
 WORKLOAD = pathlib.Path(__file__).parent / "portable_workload.py"
 
+_spec = importlib.util.spec_from_file_location("recio_simulate_rules",
+                                               SIMULATE / "sitecustomize.py")
+simulate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(simulate)
 
 
 def run_workload(tmp_path: pathlib.Path, removed: str) -> dict:
