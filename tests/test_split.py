@@ -212,7 +212,7 @@ def test_corruption_raises_with_offset(tmp_path):
         f.write(bytes(data[:120]))  # truncated inside the third record
     with pytest.raises(recio.TruncatedFileError,
                        match="it ends 16 bytes into the data of the record at byte 96"):
-        list(iter_span(path, 0, 120, chunk_size=16))
+        list(iter_span(path, 0, 120))
 
 
 # -- indexed split ---------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 import numpy as np
 
 from recio import portable, storage
-from recio.deprecation import renamed_keywords
 from recio.errors import IndexFileError
 from recio.records import framing
 from recio.records.cache import READ_AHEAD, ShardCache
@@ -249,7 +248,6 @@ class InputSplit:
     the next file is downloaded while one is read.
     """
 
-    @renamed_keywords(index_paths="idx_paths")
     def __init__(self, source: Source, part_index: int = 0, num_parts: int = 1, *,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, balance: str = "bytes",
                  idx_paths: Optional[Sequence[Optional[PathLike]]] = None, shuffle: bool = False,
@@ -417,7 +415,6 @@ class InputSplit:
 
     # -- all parts at once -------------------------------------------------------------------
     @classmethod
-    @renamed_keywords(index_paths="idx_paths")
     def all_parts(cls, source: Source, num_parts: int, **kwargs: Any) -> List["InputSplit"]:
         """The ``num_parts`` parts of ``source``, each boundary found once (for tools and tests).
 
@@ -580,14 +577,13 @@ def iter_span_with_offsets(path: PathLike, start: int, end: int,
 
 
 def iter_span(path: PathLike, start: int, end: int,
-              chunk_size: int = DEFAULT_CHUNK_SIZE,
               storage_options: StorageOptions = None) -> Iterator[bytes]:
     """Payloads of the records whose heads lie in ``[start, end)`` of ``path``.
 
     ``start`` must be a record head; the last record is read to its end even past ``end``.
     Records are read and checked by ``RecordReader`` (the one parser), so damage raises the same
-    ``RecordIOError`` at the same offset as any other reader; ``chunk_size`` is kept for
-    compatibility (the file is memory-mapped, and only the pages read are touched).
+    ``RecordIOError`` at the same offset as any other reader (a local file is memory-mapped,
+    and only the pages read are touched).
     """
     for _, record in iter_span_with_offsets(path, start, end, storage_options):
         yield record

@@ -45,7 +45,6 @@ import numpy as np
 from PIL import Image
 
 from recio import storage
-from recio.deprecation import renamed_keywords
 from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decode_image
 from recio.image.header import unpack
@@ -178,12 +177,10 @@ class RecordDataset(Dataset):
     repeated key reads its last line, as MXNet does). Undecodable images raise ``ImageError``
     naming the key. Safe in ``DataLoader(num_workers > 0)``: files reopen in each process,
     which share the cache.
-    (``path_imgrec``/``path_imgidx`` are the deprecated names of ``rec_path``/``idx_path``.)
     To resume exactly mid-epoch, sample it with ``RecordSampler``, which holds the position
     (``StatefulDataLoader(ds, sampler=RecordSampler(ds), ...)``).
     """
 
-    @renamed_keywords(path_imgrec="rec_path", path_imgidx="idx_path")
     def __init__(self, rec_path: Union[PathLike, Sequence[PathLike]],
                  idx_path: Optional[PathLike] = None,
                  keys: Optional[Sequence[Any]] = None, transform: Optional[Callable] = None,
@@ -734,8 +731,7 @@ class RecordIterableDataset(IterableDataset):
     ``shuffle_buffer > 0`` shuffles within a bounded buffer, seeded by ``(seed, epoch, part)``;
     call ``set_epoch`` each epoch. ``balance="records"`` splits by record count from the
     ``.idx`` files so that ranks get equal shares (needed by DDP, which expects the same number
-    of batches on every rank). (``rank``/``world_size`` are the deprecated names of
-    ``part_index``/``num_parts``.)
+    of batches on every rank).
 
     Exact mid-epoch resume (torchdata's ``StatefulDataLoader`` protocol): ``state_dict()`` is
     a reader's *remaining work* (its unread byte ranges, the records in its shuffle buffer and
@@ -760,7 +756,6 @@ class RecordIterableDataset(IterableDataset):
     for the way to change shape).
     """
 
-    @renamed_keywords(rank="part_index", world_size="num_parts")
     def __init__(self, source: Union[PathLike, Sequence[PathLike]],
                  transform: Optional[Callable] = None,
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
