@@ -73,10 +73,16 @@ from recio.sequence.records import (
     unpack_sequence,
 )
 
-#: ``epoch_size`` value: one epoch = one sweep, repeat forever (CNTK's SIZE_MAX)
-INFINITELY_REPEAT = sys.maxsize
-#: ``epoch_size`` value: one epoch = one sweep, and stop after it unless ``max_sweeps`` says more
-FULL_DATA_SWEEP = sys.maxsize - 2
+# The two ``epoch_size`` values that are not a number of samples. Both make an epoch one sweep
+# (one pass over the corpus); they differ in when the source ends. Their names are not CNTK's
+# INFINITELY_REPEAT / FULL_DATA_SWEEP on purpose: ``recio.sequence.cntk`` keeps those for CNTK's
+# ``max_samples`` (2**64 - 1 and 2**64 - 2, a count of samples across workers), a different
+# parameter with a different rule, and one name must not mean both.
+#: ``epoch_size``: an epoch is one sweep, and the source never ends (``max_sweeps`` can end it)
+SWEEP_FOREVER = sys.maxsize
+#: ``epoch_size`` (the default): an epoch is one sweep, and the source ends after it (after
+#: ``max_sweeps`` sweeps when that is given)
+SWEEP_ONCE = sys.maxsize - 2
 
 #: default target of samples per chunk for ``RecordCorpus``
 DEFAULT_CHUNK_SAMPLES = 4096
@@ -619,8 +625,13 @@ def _check_source_arguments(randomization_window: Optional[int], seed: int, epoc
         raise ValueError(f"randomization_window must be >= 1 sample, not "
                          f"{randomization_window}")
     if epoch_size is None or epoch_size < 1:
-        raise ValueError(f"epoch_size must be >= 1 sample, INFINITELY_REPEAT or "
-                         f"FULL_DATA_SWEEP, not {epoch_size}")
+        raise ValueError(f"epoch_size must be >= 1 sample, recio.SWEEP_FOREVER or "
+                         f"recio.SWEEP_ONCE, not {epoch_size}")
+    if epoch_size > sys.maxsize:  # CNTK's constants are 2**64 - 1 and 2**64 - 2
+        raise ValueError(f"epoch_size={epoch_size} is not a size recio.MinibatchSource takes: "
+                         f"recio.sequence.cntk's INFINITELY_REPEAT and FULL_DATA_SWEEP are CNTK's "
+                         f"max_samples values; for an epoch of one sweep pass recio.SWEEP_FOREVER "
+                         f"(never ends) or recio.SWEEP_ONCE (ends after one sweep)")
     if int(seed) < 0:
         raise ValueError(f"seed must be >= 0, not {seed}")
     if max_sweeps is not None and max_sweeps < 1:
@@ -657,15 +668,17 @@ class MinibatchSource:
     name their streams, the list of :class:`recio.sequence.ctf.CTFStream` definitions (e.g.
     ``read_header(header_file)``), every one of them returned. ``randomization_window`` in
     samples (None: whole corpus).
-    ``epoch_size`` in samples, ``INFINITELY_REPEAT`` (epoch = sweep, forever) or
-    ``FULL_DATA_SWEEP`` (epoch = sweep, stop after one unless ``max_sweeps``).
+    ``epoch_size`` in samples, :data:`SWEEP_FOREVER` (epoch = sweep, forever) or
+    :data:`SWEEP_ONCE` (the default: epoch = sweep, stop after one unless ``max_sweeps``).
+    (CNTK's ``INFINITELY_REPEAT``/``FULL_DATA_SWEEP`` belong to ``recio.sequence.cntk``, whose
+    ``MinibatchSource`` takes CNTK's ``max_samples``.)
     """
 
     def __init__(self, files: Any,
                  streams: Union[None, Sequence[str], Sequence[CTFStream],
                                 Mapping[str, str]] = None,
                  randomize: bool = True, randomization_window: Optional[int] = None, seed: int = 0,
-                 epoch_size: int = FULL_DATA_SWEEP, max_sweeps: Optional[int] = None,
+                 epoch_size: int = SWEEP_ONCE, max_sweeps: Optional[int] = None,
                  defines_mb_size: Optional[str] = None, worker_rank: int = 0,
                  num_workers: int = 1, chunk_samples: Optional[int] = None) -> None:
         _check_source_arguments(randomization_window, seed, epoch_size, max_sweeps,
@@ -692,7 +705,7 @@ class MinibatchSource:
         self.seed = int(seed)
         self.epoch_size = int(epoch_size)
         self.max_sweeps = max_sweeps
-        if self.epoch_size == FULL_DATA_SWEEP and max_sweeps is None:
+        if self.epoch_size == SWEEP_ONCE and max_sweeps is None:
             self.max_sweeps = 1
         self.worker_rank, self.num_workers = int(worker_rank), int(num_workers)
         self.defines_mb_size = defines_mb_size
@@ -716,7 +729,7 @@ class MinibatchSource:
                                 f"nothing to make minibatches from", path=where)
         self.window = self.num_samples if randomization_window is None else \
             int(min(randomization_window, self.num_samples))
-        self._epoch = self.num_samples if self.epoch_size in (INFINITELY_REPEAT, FULL_DATA_SWEEP) \
+        self._epoch = self.num_samples if self.epoch_size in (SWEEP_FOREVER, SWEEP_ONCE) \
             else self.epoch_size
         self._chunks: Dict[int, List[Dict[str, Any]]] = {}
         self._heap: List[Tuple[float, int]] = []  # (last key, chunk) of resident chunks
@@ -789,7 +802,7 @@ class MinibatchSource:
     def next_minibatch(self, minibatch_size_in_samples: int) -> Optional[Minibatch]:
         """The next global minibatch of at most this many samples (this worker's share of it).
 
-        Returns ``None`` when a finite source (``FULL_DATA_SWEEP`` / ``max_sweeps``) is done.
+        Returns ``None`` when a finite source (``SWEEP_ONCE`` / ``max_sweeps``) is done.
         """
         size = int(minibatch_size_in_samples)
         if size < 1:
@@ -999,4 +1012,4 @@ def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = No
 
 
 __all__ = ["MinibatchSource", "Minibatch", "RecordCorpus", "MemoryCorpus", "ConcatCorpus",
-           "open_corpus", "cbf_minibatch_source", "INFINITELY_REPEAT", "FULL_DATA_SWEEP"]
+           "open_corpus", "cbf_minibatch_source", "SWEEP_FOREVER", "SWEEP_ONCE"]
