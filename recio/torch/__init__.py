@@ -57,6 +57,7 @@ from recio.records.index import BY_KEY, EVERY_LINE, key_text, warn_repeated_keys
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shards import is_manifest, load_manifest
+from recio.records.shuffle import ShuffleBuffer
 from recio.records.split import InputSplit, SourceLayout, load_record_offsets, expand_source
 from recio.storage import StorageOptions
 from recio.torch import batching as _batching
@@ -647,7 +648,7 @@ class _Live:
     out (what ``state_dict()`` reports while iterating)."""
 
     __slots__ = ("plan", "intervals", "iv", "pos", "queued", "qi", "buf_off", "draining",
-                 "di", "rng", "yielded")
+                 "shuffler", "rng", "yielded")
 
     def __init__(self, plan: Dict[str, Any], rng: Optional[np.random.Generator]) -> None:
         self.plan = plan
@@ -656,11 +657,13 @@ class _Live:
         self.pos = self.intervals[0][0] if self.intervals else 0
         self.queued = [int(v) for v in plan["queued"]]
         self.qi = 0
+        # a restored shuffle buffer (records by offset), until the pass makes the buffer
         self.buf_off = [int(v) for v in plan["buffer"]]
         self.draining = bool(plan["draining"]) and rng is not None
         if rng is None and self.buf_off:  # no shuffling now: buffered records go first
             self.queued, self.buf_off = self.buf_off + self.queued, []
-        self.di = 0
+        #: the pass's shuffle buffer of records (offset at [1]), once it is made
+        self.shuffler: Optional[ShuffleBuffer] = None
         self.rng = rng
         self.yielded = int(plan["yielded"])
 
@@ -671,13 +674,16 @@ class _Live:
             if max(self.pos, a) < b:
                 intervals.append([max(self.pos, a), b])
             intervals.extend(list(iv) for iv in self.intervals[self.iv + 1:])
+        if self.shuffler is not None:
+            buffer, draining = [rec[1] for rec in self.shuffler.held()], self.shuffler.draining
+        else:
+            buffer, draining = list(self.buf_off), self.draining
         p = self.plan
         return _rs.stream_state(
             epoch=p["epoch"], seed=p["seed"], source=p["source"], slot=p["slot"],
             slots=p["slots"], intervals=intervals, queued=self.queued[self.qi:],
             resumes=p["resumes"], base_delivered=p["base_delivered"], base=p["base"],
-            buffer=self.buf_off[self.di:] if self.draining else list(self.buf_off),
-            draining=self.draining,
+            buffer=buffer, draining=draining,
             rng=self.rng.bit_generator.state if self.rng is not None else None,
             yielded=self.yielded, ranks=int(p.get("ranks", 1)))
 
@@ -976,27 +982,11 @@ class RecordIterableDataset(IterableDataset):
                     live.yielded += 1  # before the yield: the loader reads the state then
                     yield item
                 return
-            size = self.shuffle_buffer
-            buf = [read_at(g) for g in live.buf_off]  # a restored buffer, read by offset
-            if not live.draining:  # recio.image.imageiter.buffered_shuffle, step by step
-                for rec in records():
-                    if len(buf) < size:
-                        buf.append(rec)
-                        live.buf_off.append(rec[1])
-                        continue
-                    j = int(rng.integers(size))
-                    gone, buf[j] = buf[j], rec
-                    live.buf_off[j] = rec[1]
-                    item = out(gone)
-                    live.yielded += 1
-                    yield item
-                order = rng.permutation(len(buf))
-                buf = [buf[j] for j in order]
-                live.buf_off = [live.buf_off[j] for j in order]
-                live.draining, live.di = True, 0
-            for i in range(len(buf)):
-                item = out(buf[i])
-                live.di = i + 1
+            # a restored buffer's records are read by offset; live.state() saves the offsets
+            live.shuffler = ShuffleBuffer(self.shuffle_buffer, rng,
+                                          [read_at(g) for g in live.buf_off], live.draining)
+            for rec in live.shuffler.shuffle(records()):
+                item = out(rec)
                 live.yielded += 1
                 yield item
         finally:
