@@ -10,8 +10,9 @@ import recio
 from recio import portable
 from recio.records import framing
 from recio.errors import IndexFileError, RecordIOError
-from recio.records.split import (InputSplit, expand_source, iter_span, nominal_range, record_heads,
-                         seek_record_head, split_boundaries)
+from recio.records.source import expand_source
+from recio.records.split import (InputSplit, iter_span, nominal_range, record_heads,
+                                 seek_record_head, split_boundaries)
 
 MAGIC = framing.MAGIC_BYTES
 

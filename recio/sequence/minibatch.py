@@ -47,7 +47,6 @@ its list of offsets (the window then bounds the file's working set in the page c
 """
 from __future__ import annotations
 
-import glob
 import heapq
 import mmap
 import os
@@ -57,12 +56,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from recio import portable
+from recio import portable, storage
 from recio.errors import RecordIOError, SequenceError
 from recio.image.header import unpack_header
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
-from recio.records.shards import is_manifest, load_manifest
+from recio.records.source import SourceFile, resolve_source
 from recio.sequence import records as sequence
 from recio.sequence.cbf import CBFReader
 from recio.sequence.ctf import CTFReader, CTFStream
@@ -99,16 +98,20 @@ class RecordCorpus:
 
     Sequence records (with a ``PREFIX.len`` sidecar) give their own streams; plain image records
     give two single-sample streams: ``label`` (float32, 1 x label_width, from the IRHeader) and
-    ``image`` (uint8, 1 x nbytes, the encoded image).
+    ``image`` (uint8, 1 x nbytes, the encoded image). ``rec_path`` may be a URL: each record is
+    then one ranged read (the index and the sidecar are fetched whole). ``rec_size``: the size
+    of the ``.rec`` when a manifest says it (None: looked up).
     """
 
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Optional[Union[str, "os.PathLike[str]"]] = None,
-                 chunk_samples: int = DEFAULT_CHUNK_SAMPLES) -> None:
+                 chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
+                 rec_size: Optional[int] = None) -> None:
         self.rec_path = os.fspath(rec_path)
         if chunk_samples < 1:
             raise ValueError(f"chunk_samples must be >= 1, not {chunk_samples}")
-        rec_size = os.path.getsize(self.rec_path)
+        if rec_size is None:
+            rec_size = storage.size(self.rec_path)
         index = index_for(self.rec_path, idx_path, None, rec_size=rec_size)
         self.idx_path = index.path
         self.offsets = np.asarray(index.offsets, dtype=np.int64)
@@ -119,9 +122,10 @@ class RecordCorpus:
         #: each stream's layout (sparse?, dtype, dim, 1-D?) as record 0 gives it: every record
         #: decoded must match (None: image records, whose image streams vary in size)
         self.layouts: Optional[Dict[str, sequence.Layout]] = None
-        if os.path.exists(side):
+        if storage.exists(side):
             self.kind = "sequence"
-            names, counts = sequence.read_sidecar(side, rec_size, len(self.offsets))
+            with storage.local_copy(side) as local_side:  # a URL's sidecar: fetched (it is small)
+                names, counts = sequence.read_sidecar(local_side, rec_size, len(self.offsets))
             self.stream_names = list(names)
             self.counts = counts
         elif len(self.offsets) and self._reader.read_at(int(self.offsets[0]))[:4] == \
@@ -418,8 +422,9 @@ class ConcatCorpus:
 def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
                 per_stream_counts: bool = False,
                 ctf_streams: Optional[Sequence[CTFStream]] = None) -> Any:
-    """A corpus for a path (``.rec``; ``.cbf`` via recio.sequence.cbf; ``.ctf`` via
-    recio.sequence.ctf; a glob; a shard set's manifest), a corpus, or a list of them.
+    """A corpus for a source (``recio.records.source``: paths, URLs, ``;``-joined, folders,
+    globs, a shard set's manifest; each file a ``.rec``, or a local ``.cbf`` read by
+    recio.sequence.cbf or ``.ctf`` read by recio.sequence.ctf), a corpus, or a list of them.
 
     ``per_stream_counts`` asks corpora that can give each stream's sample counts (CBF, at the cost
     of reading chunk bodies) to do so: ``defines_mb_size`` needs them.
@@ -428,28 +433,37 @@ def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
     ``ctf_streams`` (:class:`CTFStream` objects, e.g. from ``recio.sequence.ctf.read_header``);
     without them it is refused with a ValueError saying so.
     """
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if is_manifest(path):  # a shard set: its shards' .rec files, in manifest order
-            return open_corpus(load_manifest(path).rec_paths(), chunk_samples, per_stream_counts,
-                               ctf_streams)
-        if glob.has_magic(path) and not os.path.exists(path):  # a glob: its files in name order
-            matches = sorted(glob.glob(path))
-            if not matches:
-                raise FileNotFoundError(2, "no file matches the pattern", path)
-            return open_corpus(matches, chunk_samples, per_stream_counts, ctf_streams)
-        if path.lower().endswith(".cbf"):
-            return CBFReader(path, per_stream_counts=per_stream_counts)
-        if path.lower().endswith(".ctf"):  # CTFReader refuses it without ctf_streams
-            return CTFReader(path, ctf_streams)
-        return RecordCorpus(path, chunk_samples=chunk_samples)
-    if isinstance(source, (list, tuple)):
-        parts = [open_corpus(s, chunk_samples, per_stream_counts, ctf_streams) for s in source]
-        return parts[0] if len(parts) == 1 else ConcatCorpus(parts)
-    if hasattr(source, "read_chunk") and hasattr(source, "chunk_sample_counts"):
+    if _is_corpus(source):
         return source
-    raise TypeError(f"cannot read minibatches from {source!r}: give a .rec path, a list of paths "
-                    f"or an object with num_chunks / chunk_sample_counts / read_chunk")
+    if isinstance(source, (list, tuple)) and any(_is_corpus(s) for s in source):
+        parts = [open_corpus(s, chunk_samples, per_stream_counts, ctf_streams) for s in source]
+    elif isinstance(source, (str, os.PathLike, SourceFile, list, tuple)):
+        parts = [_open_file(f, chunk_samples, per_stream_counts, ctf_streams)
+                 for f in resolve_source(source)]
+    else:
+        raise TypeError(f"cannot read minibatches from {source!r}: give a .rec path, a list of "
+                        f"paths or an object with num_chunks / chunk_sample_counts / read_chunk")
+    return parts[0] if len(parts) == 1 else ConcatCorpus(parts)
+
+
+def _is_corpus(source: Any) -> bool:
+    return hasattr(source, "read_chunk") and hasattr(source, "chunk_sample_counts")
+
+
+def _open_file(source: SourceFile, chunk_samples: int, per_stream_counts: bool,
+               ctf_streams: Optional[Sequence[CTFStream]]) -> Any:
+    """The corpus of one resolved file, by its name: CBF, CTF or (anything else) records."""
+    path = source.path
+    kind = os.path.splitext(path)[1].lower()
+    if kind in (".cbf", ".ctf") and storage.is_url(path):
+        raise SequenceError(f"{kind[1:].upper()} files are read from local disk; copy it "
+                            f"here first (a .rec can be read from its URL)", path=path)
+    if kind == ".cbf":
+        return CBFReader(path, per_stream_counts=per_stream_counts)
+    if kind == ".ctf":  # CTFReader refuses it without ctf_streams
+        return CTFReader(path, ctf_streams)
+    return RecordCorpus(path, source.idx_path, chunk_samples=chunk_samples,
+                        rec_size=source.size)
 
 
 # --------------------------------------------------------------------------- minibatch
@@ -662,8 +676,10 @@ def _stream_map(streams: Union[None, Sequence[str], Mapping[str, str]], names: L
 class MinibatchSource:
     """Sample-counted minibatches over sequence or image records, with exact checkpoint/restore.
 
-    ``files``: a ``.rec`` path (sequence records with a ``.len`` sidecar, or image records), a
-    ``.cbf`` or ``.ctf`` path, a corpus object, or a list of them. ``streams``: None (all), a
+    ``files``: a source as every recio reader takes it (``recio.records.source``: a path or
+    URL, a list, ``a.rec;b.rec``, a folder, a glob, a shard set's manifest) of ``.rec`` files
+    (sequence records with a ``.len`` sidecar, or image records) or local ``.cbf``/``.ctf``
+    files; or a corpus object, or a list of them. ``streams``: None (all), a
     list of stream names, or ``{output name: stream name}``; for ``.ctf`` files, which do not
     name their streams, the list of :class:`recio.sequence.ctf.CTFStream` definitions (e.g.
     ``read_header(header_file)``), every one of them returned. ``randomization_window`` in

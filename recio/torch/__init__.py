@@ -56,9 +56,9 @@ from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import BY_KEY, EVERY_LINE, key_text, warn_repeated_keys
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
-from recio.records.shards import is_manifest, load_manifest
 from recio.records.shuffle import ShuffleBuffer
-from recio.records.split import InputSplit, SourceLayout, load_record_offsets, expand_source
+from recio.records.source import resolve_source
+from recio.records.split import InputSplit, SourceLayout, load_record_offsets
 from recio.storage import StorageOptions
 from recio.torch import batching as _batching
 from recio.torch.batching import collate_encoded, decode_on_device
@@ -195,26 +195,21 @@ class RecordDataset(Dataset):
         self.rec_path = ";".join(map(os.fspath, rec_path)) if several else os.fspath(rec_path)
         self.storage_options = storage_options
         cache = self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
-        if is_manifest(self.rec_path):  # its shards' indexes, which must exist
-            if idx_path is not None:
-                raise ValueError("idx_path goes with one .rec; a manifest names its shards' "
-                                 "indexes")
-            manifest = load_manifest(self.rec_path, storage_options)
-            if cache is not None:
-                cache.expect_manifest(manifest)
-            self._files = manifest.rec_paths()
-            indexes = [open_checked_index(s.rec, s.idx, key_type, rec_size=s.rec_bytes,
-                                          storage_options=storage_options, shard_cache=cache)
-                       for s in manifest.shards]
-        else:  # a path, a list, a glob or a folder, as InputSplit takes them
-            self._files = expand_source(rec_path, storage_options, cache)
-            if idx_path is not None and (several or self._files != [self.rec_path]):
-                raise ValueError("idx_path goes with one .rec; several files use the .idx "
-                                 "beside each")
-            # arrays (or the memory-mapped index cache), so forked DataLoader workers share
-            # them instead of touching millions of Python objects
-            indexes = [index_for(f, idx_path, key_type, storage_options=storage_options,
-                                 shard_cache=cache) for f in self._files]
+        # a path, a list, a glob, a folder or a manifest, as InputSplit takes them
+        sources = resolve_source(rec_path, storage_options, cache)
+        self._files = [f.path for f in sources]
+        if idx_path is not None and any(f.manifest for f in sources):
+            raise ValueError("idx_path goes with one .rec; a manifest names its shards' indexes")
+        if idx_path is not None and (several or self._files != [self.rec_path]):
+            raise ValueError("idx_path goes with one .rec; several files use the .idx beside each")
+        # arrays (or the memory-mapped index cache), so forked DataLoader workers share them
+        # instead of touching millions of Python objects; a manifest's shards have their
+        # indexes, which must exist
+        indexes = [open_checked_index(f.path, f.idx_path, key_type, rec_size=f.size,
+                                      storage_options=storage_options, shard_cache=cache)
+                   if f.manifest else
+                   index_for(f.path, idx_path, key_type, storage_options=storage_options,
+                             shard_cache=cache) for f in sources]
         self._indexes = indexes
         self.idx_path = indexes[0].path if len(indexes) == 1 else None
         if len(indexes) == 1:
