@@ -25,7 +25,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from recio.sequence.cbf import CBFReader, CBFWriter, SparseSequence, StreamInfo  # noqa: E402
+from recio.sequence import Sparse  # noqa: E402
+from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo  # noqa: E402
 from recio.sequence.convert import cbf_to_rec, rec_to_cbf  # noqa: E402
 
 DENSE_DIM, SPARSE_DIM, NNZ = 40, 10_000, 5
@@ -42,8 +43,8 @@ def make_pool(rng: np.random.Generator, n: int):
                                   for c in counts]).astype(np.int32)
         pool.append({
             "features": rng.standard_normal((length, DENSE_DIM)).astype(np.float32),
-            "labels": SparseSequence(rng.random(len(indices), dtype=np.float32), indices,
-                                     counts, SPARSE_DIM),
+            "labels": Sparse.from_counts(counts, indices,
+                                         rng.random(len(indices), dtype=np.float32), SPARSE_DIM),
         })
     return pool
 

@@ -2,8 +2,8 @@
 
 The package is layered; each part imports only the ones listed before it:
 
-* ``recio.errors``, ``recio.optional``, ``recio.deprecation``: the exceptions, optional
-  dependencies and renamed keywords every part shares.
+* ``recio.errors``, ``recio.optional``: the exceptions and optional dependencies every part
+  shares.
 * ``recio.records``: the RecordIO container (framing, reader, writer, ``.idx``, InputSplit).
 * ``recio.image``: image records as im2rec writes them (IRHeader, codec, lists, packing,
   ImageRecordIter).
@@ -16,7 +16,6 @@ only needed by the feature that uses it.
 """
 from importlib import import_module as _import_module
 
-from recio import _moved
 from recio.errors import (
     CBFError,
     CTFError,
@@ -69,8 +68,8 @@ _LAZY = {
     "Sparse": "recio.sequence",
     "sample_counts": "recio.sequence",
     "MinibatchSource": "recio.sequence.minibatch",
-    "FULL_DATA_SWEEP": "recio.sequence.minibatch",
-    "INFINITELY_REPEAT": "recio.sequence.minibatch",
+    "SWEEP_FOREVER": "recio.sequence.minibatch",
+    "SWEEP_ONCE": "recio.sequence.minibatch",
     "bucket_boundaries": "recio.sequence.bucketing",
     "BucketBatchSampler": "recio.sequence.bucketing",
     "padded_cost": "recio.sequence.bucketing",
@@ -86,7 +85,6 @@ _LAZY = {
 }
 # subpackages, loaded on first attribute access (``recio.records``, ``recio.mx``, ...)
 _SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "cli", "errors"}
-_moved.install()
 
 __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError", "ImageError",
            "CBFError", "CTFError", "SequenceError", "TruncatedFileError", "NotRecordFileError",
@@ -101,8 +99,6 @@ def __getattr__(name):
         return value
     if name in _SUBPACKAGES:
         return _import_module("recio." + name)
-    if "recio." + name in _moved.MOVED:
-        return _moved.load_moved("recio." + name)
     raise AttributeError(f"module 'recio' has no attribute {name!r}")
 
 

@@ -168,6 +168,13 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def missing(path: PathLike) -> FileNotFoundError:
+    """The error for nothing at ``path``, worded as every missing file or object is."""
+    if is_url(path):
+        return FileNotFoundError(errno.ENOENT, "no such object (or bucket)", os.fspath(path))
+    return FileNotFoundError(errno.ENOENT, "No such file", os.fspath(path))
+
+
 @contextmanager
 def translated(url: str, action: str = "reading", offset: Optional[int] = None) -> Iterator[None]:
     """Turn what fsspec and its backends raise into one-line errors naming ``url``."""
@@ -176,7 +183,7 @@ def translated(url: str, action: str = "reading", offset: Optional[int] = None) 
     except (StorageError, ImportError):
         raise
     except FileNotFoundError as exc:
-        raise FileNotFoundError(errno.ENOENT, "no such object (or bucket)", url) from exc
+        raise missing(url) from exc
     except PermissionError as exc:
         raise PermissionError(errno.EACCES, f"access denied while {action} "
                                             f"({_one_line(exc, 200)})", url) from exc
@@ -840,7 +847,6 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
 
 __all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname",
            "basename", "filesystem", "translated", "info", "size", "exists", "isfile", "isdir",
-           "listdir", "glob", "read_bytes", "remove", "remove_tree", "move", "upload", "download",
-           "open_input", "parse_size",
-           "local_copy", "local_copies", "coalesce", "STREAM_BLOCK",
-           "RANDOM_BLOCK"]
+           "missing", "listdir", "glob", "read_bytes", "remove", "remove_tree", "move", "upload",
+           "download", "open_input", "parse_size", "local_copy", "local_copies", "coalesce",
+           "STREAM_BLOCK", "RANDOM_BLOCK"]

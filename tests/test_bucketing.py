@@ -400,29 +400,3 @@ def test_console_script(script, seq_rec):
     assert bad.returncode == 2
     assert len(bad.stderr.strip().splitlines()) == 1 and "nope" in bad.stderr
     assert isinstance(SequenceError("x"), RecordIOError)
-
-
-def test_old_replica_names_still_work_with_a_warning():
-    """num_replicas/rank (DistributedSampler's names) are now num_parts/part_index."""
-    lengths = lognormal_lengths(300, seed=2)
-    new = recio.BucketBatchSampler(lengths, 3, 8, num_parts=3, part_index=1)
-    with pytest.warns(DeprecationWarning) as got:
-        old = recio.BucketBatchSampler(lengths, 3, 8, num_replicas=3, rank=1)
-    assert sorted(str(w.message).split(": ")[1] for w in got) == ["use num_parts=",
-                                                                  "use part_index="]
-    assert (old.num_parts, old.part_index) == (3, 1) and list(old) == list(new)
-    with pytest.warns(DeprecationWarning, match="part_index"):
-        assert old.rank == 1
-    with pytest.warns(DeprecationWarning, match="num_parts"):
-        assert old.num_replicas == 3
-    with pytest.raises(TypeError, match="both"):
-        recio.BucketBatchSampler(lengths, 3, 8, rank=1, part_index=1)
-    # a checkpoint saved with the old keys resumes, and still refuses another part
-    full = list(new)
-    state = dict(new.state_dict(batches_done=2))
-    state["num_replicas"], state["rank"] = state.pop("num_parts"), state.pop("part_index")
-    again = recio.BucketBatchSampler(lengths, 3, 8, num_parts=3, part_index=1)
-    again.load_state_dict(state)
-    assert list(again) == full[2:]
-    with pytest.raises(ValueError, match="part_index"):
-        recio.BucketBatchSampler(lengths, 3, 8, num_parts=3, part_index=0).load_state_dict(state)

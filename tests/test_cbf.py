@@ -510,45 +510,6 @@ def test_read_header_reports_layout(golden):
     assert [s.name for s in streams] == ["features", "labels"] and len(chunks) == 20
 
 
-# ---------------------------------------------------------------------------- deprecated names
-
-def test_sparse_sequence_is_a_deprecated_constructor_of_sparse(golden, tmp_path):
-    from recio.sequence.cbf import SparseSequence
-
-    values, indices, counts = np.array([2.5, 1, -1], np.float32), np.array([1, 0, 3]), [1, 0, 2]
-    with pytest.warns(DeprecationWarning, match="Sparse.from_counts"):
-        old = SparseSequence(values, indices, counts, 4)
-    assert type(old) is Sparse and isinstance(old, SparseSequence)
-    assert old.indptr.tolist() == [0, 1, 1, 3] and old.counts.tolist() == counts
-    assert (old.nnz, old.dim, old.sample_dim, old.num_samples) == (3, 4, 4, 3)
-    dense = old.toarray()
-    with pytest.warns(DeprecationWarning, match="Sparse.from_dense"):
-        again = SparseSequence.from_dense(dense)
-    assert type(again) is Sparse and again.indptr.tolist() == [0, 1, 1, 3]
-    assert not isinstance(dense, SparseSequence)
-    # what CBF decodes is still an instance for old isinstance checks
-    assert isinstance(next(iter(CBFReader(golden / "cbf" / "float.cbf")))["labels"],
-                      SparseSequence)
-    # and old-style input writes the bytes the new type writes
-    stream = StreamInfo("x", "sparse", np.float32, 4)
-    assert encode_sparse(stream, old) == encode_sparse(stream, Sparse.from_counts(
-        counts, indices, values, 4))
-
-
-def test_cbf_magic_is_cbf_magic_and_the_old_name_warns():
-    from recio.records import framing
-    from recio.sequence import cbf
-
-    assert CBF_MAGIC != framing.MAGIC  # why the CBF one was renamed
-    with pytest.warns(DeprecationWarning, match="CBF_MAGIC"):
-        assert cbf.MAGIC == CBF_MAGIC
-    with pytest.warns(DeprecationWarning, match="CBF_MAGIC"):
-        from recio.sequence.cbf import MAGIC  # noqa: F401
-    with pytest.raises(AttributeError):
-        cbf.NOT_A_NAME  # noqa: B018
-    assert "MAGIC" not in cbf.__all__ and "CBF_MAGIC" in cbf.__all__
-
-
 def test_sparse_from_other_forms_is_checked(tmp_path):
     stream = StreamInfo("x", "sparse", np.float32, 4)
     with pytest.raises(ValueError, match="2-D"):

@@ -174,8 +174,11 @@ def test_verify_clean_damaged_and_unreadable(split_files, tmp_path):
     assert report["damage"][-1]["end"] == len(data) - 10
     res = run("verify", tmp_path / "missing.rec")
     assert res.exit_code == 2 and "missing.rec" in res.output
-    res = run("verify", tmp_path)
-    assert res.exit_code == 2
+    res = run("verify", tmp_path)  # a folder is its .rec files, as every source is
+    assert res.exit_code == 1 and "DAMAGED" in res.output and str(bad) in res.output
+    (tmp_path / "empty").mkdir()
+    res = run("verify", tmp_path / "empty")
+    assert res.exit_code == 2 and "no .rec files found" in res.output
 
 
 def test_verify_index_and_images(images_rec, tmp_path):

@@ -541,7 +541,7 @@ def test_inspect_reads_packed_headers_as_the_header_module_does(golden, tmp_path
     assert st.index is not None and st.index.ok and st.index.path == result.idx_path
 
 
-def test_scan_file_takes_idx_path_and_the_old_keyword_warns(golden, tmp_path):
+def test_scan_file_takes_idx_path(golden, tmp_path):
     from recio.image.stats import scan_file
 
     shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
@@ -549,9 +549,7 @@ def test_scan_file_takes_idx_path_and_the_old_keyword_warns(golden, tmp_path):
     elsewhere = tmp_path / "elsewhere.idx"
     shutil.move(result.idx_path, elsewhere)
     assert scan_file(result.rec_path)[0].index is None  # none beside the file
-    assert scan_file(result.rec_path, idx_path=str(elsewhere))[0].index.ok
-    with pytest.warns(DeprecationWarning, match="idx_path"):
-        st, _ = scan_file(result.rec_path, index_path=str(elsewhere))
+    st, _ = scan_file(result.rec_path, idx_path=str(elsewhere))
     assert st.index.path == str(elsewhere) and st.index.ok
 
 

@@ -351,9 +351,6 @@ def test_encode_layouts_and_round_trips():
         encode(bgra, "gif")
     with pytest.raises(ImageError, match="cannot encode image"):
         encode(bgra, ".nope")  # OpenCV has no encoder for it (without OpenCV: refused at once)
-    with pytest.warns(DeprecationWarning, match="codec.encode"):
-        assert recio.image.header.encode_image(bgra[..., :3], 7, ".png") == encode(
-            bgra[..., :3], ".png", 7)
 
 
 # -- 16-bit PNGs ----------------------------------------------------------------------------------

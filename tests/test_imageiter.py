@@ -12,7 +12,7 @@ from PIL import Image
 import recio
 from conftest import need
 from recio.errors import ImageError, RecordIOError
-from recio.image.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning, buffered_shuffle
+from recio.image.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning
 
 N = 24
 H, W = 12, 16
@@ -352,15 +352,6 @@ def test_simplejpeg_decoder_gives_pillows_pixels(tmp_path):
 def test_decoder_choice_is_checked():
     with pytest.raises(ValueError, match="decoder"):
         Augmenter((3, 4, 4), decoder="opencv")
-
-
-@settings(deadline=None, max_examples=50)
-@given(st.integers(0, 60), st.integers(1, 20), st.integers(0, 2**32 - 1))
-def test_shuffle_buffer_yields_each_item_once(n, size, seed):
-    out = list(buffered_shuffle(iter(range(n)), size, np.random.default_rng(seed)))
-    assert sorted(out) == list(range(n))
-    again = list(buffered_shuffle(iter(range(n)), size, np.random.default_rng(seed)))
-    assert out == again
 
 
 def test_batches_still_held_are_never_recycled(dataset):

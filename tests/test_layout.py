@@ -2,31 +2,28 @@
 
 Layers, bottom to top (a module may import its own layer and the ones below):
 
-0. ``recio.errors``, ``recio.optional``, ``recio.deprecation``, ``recio.storage``,
-   ``recio.portable``: exceptions, optional-dependency imports, renamed keywords, where files
-   live (local paths and URLs), where operating systems differ
+0. ``recio.errors``, ``recio.optional``, ``recio.storage``, ``recio.portable``: exceptions,
+   optional-dependency imports, where files live (local paths and URLs), where operating
+   systems differ
 1. ``recio.records``: the container (framing, index, reader, writer, split, atomic files)
 2. ``recio.image``: image records (IRHeader, codec, lists, packing, ImageRecordIter)
 3. ``recio.sequence``: sample-counted sequences, MinibatchSource, bucketing, CBF
 4. ``recio.mx``, ``recio.torch``, ``recio.ray``: integrations (they do not import each other)
 5. ``recio.cli``: the command line
-6. ``recio`` itself, ``recio.__main__``, ``recio.im2rec``, ``recio._moved``: entry points
+6. ``recio`` itself, ``recio.__main__``, ``recio.im2rec``: entry points
 """
 import ast
 import pathlib
 from typing import Dict, List, Set, Tuple
 
-import pytest
-
 import recio
 
 ROOT = pathlib.Path(recio.__file__).parent
 LAYERS = [
-    ("recio.errors", 0), ("recio.optional", 0), ("recio.deprecation", 0), ("recio.storage", 0),
-    ("recio.portable", 0),
+    ("recio.errors", 0), ("recio.optional", 0), ("recio.storage", 0), ("recio.portable", 0),
     ("recio.records", 1), ("recio.image", 2), ("recio.sequence", 3),
     ("recio.mx", 4), ("recio.torch", 4), ("recio.ray", 4), ("recio.cli", 5),
-    ("recio.__main__", 6), ("recio.im2rec", 6), ("recio._moved", 6), ("recio", 6),
+    ("recio.__main__", 6), ("recio.im2rec", 6), ("recio", 6),
 ]
 
 
@@ -165,28 +162,3 @@ def test_no_private_names_across_modules():
              if name.startswith("_") and name != "__all__" and target != m
              and not target.startswith(m + ".")]
     assert not leaks, "\n".join(leaks)
-
-
-@pytest.mark.parametrize("old, new", [("recio.reader", "recio.records.reader"),
-                                      ("recio.imageproc", "recio.image.codec"),
-                                      ("recio.cbf", "recio.sequence.cbf")])
-def test_old_module_paths_still_import_with_a_warning(old, new):
-    import importlib
-    import sys
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=new):
-        module = importlib.import_module(old)
-    new_module = importlib.import_module(new)
-    public = [name for name in new_module.__all__]
-    assert public and all(getattr(module, name) is getattr(new_module, name) for name in public)
-
-
-def test_names_that_moved_to_another_module_still_resolve():
-    import recio.records.indexed
-    import recio.sequence.minibatch
-
-    with pytest.warns(DeprecationWarning):
-        from recio.cbf import minibatch_source
-        from recio.index import build_index
-    assert minibatch_source is recio.sequence.minibatch.cbf_minibatch_source
-    assert build_index is recio.records.indexed.build_index

@@ -73,21 +73,17 @@ def test_plan_split_counts_are_mxnets(golden):
         plan_split(files, 4, 4)
 
 
-def test_idx_paths_keyword_and_its_old_name(split_files, tmp_path):
+def test_idx_paths_keyword(split_files, tmp_path):
     elsewhere = []
     for f in split_files:
         target = tmp_path / ("moved_" + os.path.basename(f)[:-4] + ".idx")
         os.replace(f[:-4] + ".idx", target)
         elsewhere.append(str(target))
-    new = InputSplit(split_files, 1, 3, balance="records", idx_paths=elsewhere)
-    with pytest.warns(DeprecationWarning, match="idx_paths"):
-        old = InputSplit(split_files, 1, 3, balance="records", index_paths=elsewhere)
-    assert list(old) == list(new) and new.count_records() == 34
-    with pytest.warns(DeprecationWarning):
-        parts = InputSplit.all_parts(split_files, 3, balance="records", index_paths=elsewhere)
+    split = InputSplit(split_files, 1, 3, balance="records", idx_paths=elsewhere)
+    assert split.count_records() == 34
+    parts = InputSplit.all_parts(split_files, 3, balance="records", idx_paths=elsewhere)
     assert [p.count_records() for p in parts] == [34, 34, 32]
-    with pytest.raises(TypeError, match="idx_paths"):
-        InputSplit(split_files, 0, 1, idx_paths=elsewhere, index_paths=elsewhere)
+    assert list(parts[1]) == list(split)
 
 
 # -- reshard -------------------------------------------------------------------------------------
@@ -373,11 +369,6 @@ def test_buckets_q_is_quiet_and_n_is_the_count(seq_rec):
     new = recio_cli("buckets", rec, "-n", "2", "-q", "--json")
     assert new.returncode == 0 and new.stderr == ""
     assert json.loads(new.stdout)["boundaries"] == bk.bucket_boundaries(lengths, 2, 32)
-    old = recio_cli("buckets", rec, "-q", "2", "--json")
-    assert old.returncode == 0 and json.loads(old.stdout) == json.loads(new.stdout)
-    assert "deprecated" in old.stderr and "-n 2" in old.stderr
-    joined = recio_cli("buckets", rec, "-q3")
-    assert joined.returncode == 0 and "Q=3" in joined.stdout and "-n 3" in joined.stderr
 
 
 def test_index_and_extract_commands_call_the_library(golden, tmp_path):

@@ -13,8 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 import recio
 from conftest import need
-from recio.sequence.minibatch import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MemoryCorpus, MinibatchSource,
-                             RecordCorpus)
+from recio.sequence.minibatch import (SWEEP_FOREVER, SWEEP_ONCE, MemoryCorpus, MinibatchSource,
+                                      RecordCorpus)
 from recio.sequence import SequenceWriter, write_sequences
 
 
@@ -108,7 +108,7 @@ def seq_size(seq):
 @given(corpora)
 def test_every_sequence_once_per_sweep_and_sizes_respected(case):
     seqs, make = build(case)
-    src = make(epoch_size=INFINITELY_REPEAT, max_sweeps=2)
+    src = make(epoch_size=SWEEP_FOREVER, max_sweeps=2)
     mbs = drain(src, case["size"])
     order = [i for mb in mbs for i in mb.ids.tolist()]
     n = len(seqs)
@@ -137,7 +137,7 @@ def test_every_sequence_once_per_sweep_and_sizes_respected(case):
 def test_single_sample_size_k_equals_k_size_one_and_doubling_merges(n, k, seed, window, backend):
     seqs = make_sequences([1] * n)
     folder = scratch()
-    kw = dict(seed=seed, randomization_window=window, epoch_size=INFINITELY_REPEAT)
+    kw = dict(seed=seed, randomization_window=window, epoch_size=SWEEP_FOREVER)
     steps = (3 * n) // k + 2  # runs across several sweep boundaries
     src_1 = source(seqs, backend, folder, **kw)
     ones = [i for _ in range(steps * k) for i in src_1.next_minibatch(1).ids.tolist()]
@@ -153,12 +153,12 @@ def test_single_sample_size_k_equals_k_size_one_and_doubling_merges(n, k, seed, 
 @given(corpora, st.integers(0, 60))
 def test_restore_continues_identically(case, stop):
     seqs, make = build(case)
-    src = make(epoch_size=INFINITELY_REPEAT)
+    src = make(epoch_size=SWEEP_FOREVER)
     for _ in range(stop):
         src.next_minibatch(case["size"])
     state = json.loads(json.dumps(src.get_checkpoint_state()))
     expected = ids(src.next_minibatch(case["size"]) for _ in range(20))
-    fresh = make(epoch_size=INFINITELY_REPEAT)
+    fresh = make(epoch_size=SWEEP_FOREVER)
     fresh.restore_from_checkpoint(state)
     assert ids(fresh.next_minibatch(case["size"]) for _ in range(20)) == expected
 
@@ -167,8 +167,8 @@ def test_restore_continues_identically(case, stop):
 @given(corpora, st.integers(1, 5), st.integers(1, 5), st.integers(0, 30))
 def test_worker_shares_disjoint_complete_and_k_can_change(case, k1, k2, stop):
     seqs, make = build(case)
-    reference = make(epoch_size=INFINITELY_REPEAT)
-    workers = [make(epoch_size=INFINITELY_REPEAT, worker_rank=r, num_workers=k1)
+    reference = make(epoch_size=SWEEP_FOREVER)
+    workers = [make(epoch_size=SWEEP_FOREVER, worker_rank=r, num_workers=k1)
                for r in range(k1)]
     size = case["size"]
 
@@ -198,7 +198,7 @@ def test_worker_shares_disjoint_complete_and_k_can_change(case, k1, k2, stop):
         check_step(workers)
     states = [w.get_checkpoint_state() for w in workers]
     assert all(s == states[0] for s in states)  # the checkpoint is global
-    resumed = [make(epoch_size=INFINITELY_REPEAT, worker_rank=r, num_workers=k2)
+    resumed = [make(epoch_size=SWEEP_FOREVER, worker_rank=r, num_workers=k2)
                for r in range(k2)]
     for w in resumed:
         w.restore_from_checkpoint(json.loads(json.dumps(states[0])))
@@ -228,7 +228,7 @@ def test_restore_in_a_new_process(tmp_path):
         seqs = make_sequences(lengths, rng.integers(1, 51, len(lengths)) if two else None)
         path = str(tmp_path / f"c{c}.rec")
         write_sequences(path, seqs)
-        kw = dict(seed=int(rng.integers(2**31)), epoch_size=INFINITELY_REPEAT,
+        kw = dict(seed=int(rng.integers(2**31)), epoch_size=SWEEP_FOREVER,
                   randomization_window=None if c % 3 == 1 else int(rng.integers(1, 500)),
                   num_workers=1 + c % 3, worker_rank=c % (1 + c % 3))
         size = int(rng.integers(1, 150))
@@ -248,7 +248,7 @@ def test_lazily_sorted_sweep_plan_matches_a_full_sort():
     rng = np.random.default_rng(3)
     lengths = rng.integers(1, 51, 9000)
     src = MinibatchSource(MemoryCorpus(make_sequences(lengths, dim=1), 7), seed=8,
-                          randomization_window=700, epoch_size=INFINITELY_REPEAT)
+                          randomization_window=700, epoch_size=SWEEP_FOREVER)
     for sweep in (0, 1, 977):
         plan = src._make_plan(sweep)
         assert len(plan.seg_first) > 2  # really segmented
@@ -272,7 +272,7 @@ def test_big_corpus_every_sequence_once_and_restore():
 
     def make(**kw):
         return MinibatchSource(MemoryCorpus(seqs, 11), seed=2, randomization_window=2000,
-                               epoch_size=INFINITELY_REPEAT, **kw)
+                               epoch_size=SWEEP_FOREVER, **kw)
 
     src = make()
     assert len(src._make_plan(0).seg_first) > 3  # the order is built segment by segment
@@ -307,7 +307,7 @@ class CountingCorpus(MemoryCorpus):
 
 def test_restore_cost_does_not_depend_on_position(monkeypatch):
     seqs = make_sequences([1] * 10)
-    run = MinibatchSource(MemoryCorpus(seqs, 2), seed=5, epoch_size=INFINITELY_REPEAT)
+    run = MinibatchSource(MemoryCorpus(seqs, 2), seed=5, epoch_size=SWEEP_FOREVER)
     for _ in range(1000):  # 1000 sweeps of one minibatch each
         run.next_minibatch(10)
     state = run.get_checkpoint_state()
@@ -320,7 +320,7 @@ def test_restore_cost_does_not_depend_on_position(monkeypatch):
                         lambda self, j: orders.append(j) or real(self, j))
     work = {}
     for sweep in (1, 1000):
-        src = MinibatchSource(CountingCorpus(seqs, 2), seed=5, epoch_size=INFINITELY_REPEAT)
+        src = MinibatchSource(CountingCorpus(seqs, 2), seed=5, epoch_size=SWEEP_FOREVER)
         orders.clear()
         CountingCorpus.reads = 0
         src.restore_from_checkpoint({**state, "sweep": sweep,
@@ -414,9 +414,9 @@ def test_window_bounds_decoded_memory_of_whole_chunk_corpora():
 
 # ----------------------------------------------------------------------------------- semantics
 
-def test_full_data_sweep_stops_after_one_pass():
+def test_sweep_once_stops_after_one_pass():
     seqs = make_sequences([3, 5, 2, 7])
-    src = MinibatchSource(MemoryCorpus(seqs, 2), seed=1)  # FULL_DATA_SWEEP is the default
+    src = MinibatchSource(MemoryCorpus(seqs, 2), seed=1)  # SWEEP_ONCE is the default
     mbs = drain(src, 6)
     assert sorted(i for mb in mbs for i in mb.ids) == [0, 1, 2, 3]
     assert mbs[-1].sweep_end and mbs[-1].end_of_epoch
@@ -424,11 +424,11 @@ def test_full_data_sweep_stops_after_one_pass():
     assert src.next_minibatch(6) is None
 
 
-def test_max_sweeps_and_infinitely_repeat():
+def test_max_sweeps_and_sweep_forever():
     seqs = make_sequences([1] * 5)
-    src = MinibatchSource(MemoryCorpus(seqs), epoch_size=FULL_DATA_SWEEP, max_sweeps=3)
+    src = MinibatchSource(MemoryCorpus(seqs), epoch_size=SWEEP_ONCE, max_sweeps=3)
     assert sum(mb.num_samples for mb in drain(src, 2)) == 15
-    src = MinibatchSource(MemoryCorpus(seqs), epoch_size=INFINITELY_REPEAT)
+    src = MinibatchSource(MemoryCorpus(seqs), epoch_size=SWEEP_FOREVER)
     mbs = [src.next_minibatch(2) for _ in range(50)]
     assert all(mb is not None for mb in mbs)
     ends = [i for i, mb in enumerate(mbs) if mb.end_of_epoch]
@@ -449,7 +449,7 @@ def test_sweeps_are_shuffled_differently_and_reproducibly():
     seqs = make_sequences([1] * 50)
 
     def sweeps(seed, n=3):
-        src = MinibatchSource(MemoryCorpus(seqs, 5), seed=seed, epoch_size=INFINITELY_REPEAT)
+        src = MinibatchSource(MemoryCorpus(seqs, 5), seed=seed, epoch_size=SWEEP_FOREVER)
         return [src.next_minibatch(50).ids.tolist() for _ in range(n)]
 
     a = sweeps(0)
@@ -461,7 +461,7 @@ def test_sweeps_are_shuffled_differently_and_reproducibly():
 def test_randomize_false_reads_in_corpus_order():
     seqs = make_sequences([2, 3, 4, 1, 6])
     src = MinibatchSource(MemoryCorpus(seqs, 2), randomize=False, max_sweeps=2,
-                          epoch_size=INFINITELY_REPEAT)
+                          epoch_size=SWEEP_FOREVER)
     assert [i for mb in drain(src, 7) for i in mb.ids.tolist()] == [0, 1, 2, 3, 4] * 2
 
 
@@ -510,7 +510,7 @@ def test_more_workers_than_sequences_get_empty_shares():
 
 def test_checkpoint_is_small_json_and_checked():
     seqs = make_sequences([1, 2, 3])
-    src = MinibatchSource(MemoryCorpus(seqs), seed=4, epoch_size=INFINITELY_REPEAT)
+    src = MinibatchSource(MemoryCorpus(seqs), seed=4, epoch_size=SWEEP_FOREVER)
     src.next_minibatch(2)
     state = src.get_checkpoint_state()
     assert len(json.dumps(state)) < 400
@@ -550,6 +550,19 @@ def test_corpus_with_empty_chunks():
     seqs = make_sequences([1, 2, 3, 4, 5])
     mbs = drain(MinibatchSource(Gappy(seqs), seed=3, randomization_window=4), 4)
     assert sorted(i for mb in mbs for i in mb.ids.tolist()) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("name", ["INFINITELY_REPEAT", "FULL_DATA_SWEEP"])
+def test_cntks_max_samples_constants_are_not_epoch_sizes(name):
+    """CNTK's constants (2**64 - 1, 2**64 - 2) are a max_samples of recio.sequence.cntk; as an
+    epoch_size they would be a count of samples no corpus reaches, an endless epoch: refused,
+    with recio's own names in the message."""
+    from recio.sequence import cntk
+
+    value = getattr(cntk, name)
+    assert value not in (SWEEP_FOREVER, SWEEP_ONCE) and SWEEP_FOREVER != SWEEP_ONCE
+    with pytest.raises(ValueError, match="recio.SWEEP_FOREVER .* recio.SWEEP_ONCE"):
+        MinibatchSource(MemoryCorpus(make_sequences([1, 2])), epoch_size=value)
 
 
 def test_bad_size_and_empty_corpus():
@@ -618,7 +631,7 @@ def test_image_records_are_single_sample_sequences(tmp_path):
     with recio.IndexedRecordWriter(rec, idx) as w:
         for i in range(23):
             w.write(i, recio.pack(recio.IRHeader(0, float(i % 7), i, 0), b"JPEG" + bytes([i]) * i))
-    src = MinibatchSource(rec, seed=9, epoch_size=INFINITELY_REPEAT)
+    src = MinibatchSource(rec, seed=9, epoch_size=SWEEP_FOREVER)
     assert src.stream_names == ["label", "image"] and src.num_samples == 23
     state = None
     seen = []
@@ -632,7 +645,7 @@ def test_image_records_are_single_sample_sequences(tmp_path):
             assert image.tobytes() == b"JPEG" + bytes([i]) * int(i)
     flat = [i for s in seen for i in s]
     assert sorted(flat[:23]) == list(range(23))
-    resumed = MinibatchSource(rec, seed=9, epoch_size=INFINITELY_REPEAT)
+    resumed = MinibatchSource(rec, seed=9, epoch_size=SWEEP_FOREVER)
     resumed.restore_from_checkpoint(state)
     assert ids(resumed.next_minibatch(4) for _ in range(5)) == seen[5:]
 
@@ -649,7 +662,7 @@ def test_image_records_with_label_vectors(tmp_path):
 
 def test_lazy_exports():
     assert recio.MinibatchSource is MinibatchSource
-    assert recio.FULL_DATA_SWEEP == FULL_DATA_SWEEP and recio.INFINITELY_REPEAT == INFINITELY_REPEAT
+    assert recio.SWEEP_ONCE == SWEEP_ONCE and recio.SWEEP_FOREVER == SWEEP_FOREVER
 
 
 # ----------------------------------------------------------------------------------- torch
@@ -662,7 +675,7 @@ def test_torch_dataset_state_dict_resumes_exactly():
 
     def dataset():
         return MinibatchDataset(MinibatchSource(MemoryCorpus(seqs, 3), seed=7,
-                                                epoch_size=INFINITELY_REPEAT), 8)
+                                                epoch_size=SWEEP_FOREVER), 8)
 
     ds = dataset()
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)

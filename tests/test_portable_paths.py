@@ -48,7 +48,7 @@ from recio.image.shard_pack import pack_shards
 from recio.mx import recordio as mx_recordio
 from recio.records.index import open_index
 from recio.records.shards import load_manifest
-from recio.records.split import expand_source
+from recio.records.source import expand_source
 
 
 @pytest.mark.parametrize("path", [

@@ -11,9 +11,7 @@ says what the block needs::
 SETUPS below; ``none`` for a block that makes its own), ``needs`` the optional dependencies (a
 missing one skips the block, and fails it under ``CI=true``). A python block without the comment,
 an unknown setup, or a shell command the test does not know how to check is a failure, so a new
-block cannot go untested. Blocks run as written: the working folder is a temporary one and
-recio's own ``DeprecationWarning``s are errors, so the README cannot show a renamed argument,
-module or constant that only still works through its deprecated alias.
+block cannot go untested. Blocks run as written, in a temporary working folder.
 
 Besides the blocks, every ``recio``/``im2rec`` command line quoted in the text must use options
 the commands have, every ``recio.x.y`` name must resolve, and every ``recio/...py`` or
@@ -21,8 +19,6 @@ the commands have, every ``recio.x.y`` name must resolve, and every ``recio/...p
 """
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import pathlib
 import re
@@ -30,8 +26,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import types
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -222,38 +216,10 @@ def prepare(block: Block) -> None:
 BLOCK_MODULE = "readme_block"
 
 
-#: how recio's own DeprecationWarnings read (recio.deprecation's renamed keywords and aliases,
-#: recio._moved's old module paths, the deprecated functions): they name a recio module or say
-#: "X is deprecated: use Y"
-RECIO_DEPRECATION = r"(?s).*(\brecio\.|is deprecated: use\b)"
-
-
-@contextlib.contextmanager
-def recio_deprecations_are_errors():
-    """recio's own DeprecationWarnings become errors, whichever line they are attributed to.
-    Deprecations of other packages (Pillow, torch, NumPy) are not: an old-but-supported
-    dependency version may warn about a spelling recio must keep for it."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("error", message=RECIO_DEPRECATION, category=DeprecationWarning)
-        yield
-
-
-def forget_old_module_paths() -> None:
-    """An old module path (``recio.reader``) warns when it is first imported in a process; drop
-    the stand-ins other tests imported, so that a block importing one warns again."""
-    for old in recio._moved.MOVED:
-        sys.modules.pop(old, None)
-        name = old.rpartition(".")[2]
-        if isinstance(vars(recio).get(name), types.ModuleType):
-            delattr(recio, name)
-
-
 def run_python(code: str, label: str) -> Dict[str, object]:
     """Exec ``code`` as a fresh module in the current folder; returns its namespace."""
-    forget_old_module_paths()
     namespace: Dict[str, object] = {"__name__": BLOCK_MODULE}
-    with recio_deprecations_are_errors():
-        exec(compile(code, label, "exec"), namespace)
+    exec(compile(code, label, "exec"), namespace)
     return namespace
 
 
@@ -366,27 +332,11 @@ def run_shell(block: Block) -> None:
     assert not problems, f"{block.name}:\n" + "\n".join(problems)
     if "run" not in block.flags:
         return
-    env = dict(os.environ, PYTHONWARNINGS="always::DeprecationWarning")
     for words, argv in argvs:
         assert argv is not None, f"{block.name}: `{' '.join(words)}` cannot be run by the test"
-        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, (f"{block.name}: `{' '.join(words)}` exited with "
                                         f"{result.returncode}:\n{result.stdout}\n{result.stderr}")
-        deprecated = recio_deprecation_lines(result.stderr)
-        assert not deprecated, f"{block.name}: `{' '.join(words)}`:\n" + "\n".join(deprecated)
-
-
-def recio_deprecation_lines(stderr: str) -> List[str]:
-    """The lines of ``stderr`` that are recio's deprecations: a warning whose message reads as
-    recio's (RECIO_DEPRECATION), or a command's own notice that a spelling is deprecated."""
-    found = []
-    for line in stderr.splitlines():
-        if "deprecat" not in line.lower():
-            continue
-        warning = re.match(r".+?:\d+: \w*Warning: (.*)", line)
-        if warning is None or re.match(RECIO_DEPRECATION, warning.group(1), re.I):
-            found.append(line)
-    return found
 
 
 # -- the tests ------------------------------------------------------------------------------------
@@ -469,9 +419,8 @@ def test_every_recio_name_in_the_text_exists_under_that_name():
     problems = []
     for name in names:
         try:
-            with recio_deprecations_are_errors():
-                resolve(name)
-        except (ImportError, AttributeError, DeprecationWarning, AssertionError) as exc:
+            resolve(name)
+        except (ImportError, AttributeError, AssertionError) as exc:
             problems.append(f"{name}: {type(exc).__name__}: {exc}")
     assert not problems, "\n".join(problems)
 
@@ -526,32 +475,6 @@ def test_a_block_without_its_comment_or_with_an_unknown_setup_is_refused():
     problems = [spec_problems(b) for b in parse_blocks(text)]
     assert [len(p) for p in problems] == [1, 1, 0, 1, 0]
     assert "no <!-- readme-test" in problems[0][0] and "nonesuch" in problems[1][0]
-
-
-def test_a_deprecated_spelling_in_a_block_fails(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    _images()
-    run_python("import recio\nrecio.InputSplit('train.rec', idx_paths=['train.idx'])\n", "new")
-    with pytest.warns(DeprecationWarning, match="f is deprecated"):  # not recio's: passes
-        run_python("import warnings\nwarnings.warn('f is deprecated', DeprecationWarning)\n",
-                   "other package")
-    forget_old_module_paths()
-    with pytest.warns(DeprecationWarning):  # imported once already, as another test may have
-        importlib.import_module("recio.reader")
-    for old in ("import recio\nrecio.InputSplit('train.rec', index_paths=['train.idx'])\n",
-                "import recio.reader\n",
-                "from recio.sequence import cbf\ncbf.MAGIC\n",
-                "import recio\nrecio.BucketBatchSampler([3, 4, 5], 1, 2).rank\n"):
-        with pytest.raises(DeprecationWarning):
-            run_python(old, "old spelling")
-
-
-def test_recio_deprecations_on_a_commands_stderr_are_found():
-    stderr = ("/x/recio/cli/split.py:3: DeprecationWarning: InputSplit.__init__(index_paths=...) "
-              "is deprecated: use idx_paths=\n  split = InputSplit(a)\n"
-              "/x/PIL/Image.py:95: DeprecationWarning: BILINEAR is deprecated and will be removed\n"
-              "warning: `-q 3` is deprecated: use `-n 3` (--num-buckets)\n")
-    assert recio_deprecation_lines(stderr) == [stderr.splitlines()[0], stderr.splitlines()[3]]
 
 
 def test_an_option_the_command_lacks_is_reported():

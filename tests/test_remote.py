@@ -572,3 +572,35 @@ def test_im2rec_shard_options_refuse_what_they_cannot_do(tmp_path, extra, messag
     proc = run(["im2rec", str(tmp_path / "data"), str(GOLDEN / "im2rec" / "images"), *extra])
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["data.lst"]
+
+
+def test_minibatch_source_reads_sequences_from_the_bucket(s3, tmp_path):
+    """MinibatchSource takes a source as every reader does (recio.records.source), URLs
+    included: a .rec, a folder and a glob in the bucket give the local minibatches."""
+    from recio.sequence import SequenceWriter
+    from recio.sequence.minibatch import MinibatchSource
+
+    server, bucket = s3
+    rng = np.random.default_rng(4)
+    for k in range(2):
+        rec = tmp_path / f"part-{k}.rec"
+        with SequenceWriter(str(rec)) as w:
+            for i in range(12):
+                w.write({"x": rng.standard_normal((1 + (i + k) % 5, 3)).astype(np.float32)})
+        for suffix in (".rec", ".idx", ".len"):
+            local = rec.with_suffix(suffix)
+            server.put(f"{bucket}/seq/{local.name}", local.read_bytes())
+    server.put(f"{bucket}/seq/notes.cbf", b"a CBF file is not read from a URL")
+
+    def drain(source):
+        src = MinibatchSource(source, seed=2, randomization_window=20)
+        return [(mb.ids.tolist(), [x.tolist() for x in mb["x"]])
+                for mb in iter(lambda: src.next_minibatch(7), None)]
+
+    local = drain(str(tmp_path / "part-0.rec"))
+    assert local and drain(f"{bucket}/seq/part-0.rec") == local
+    both = drain([str(tmp_path / "part-0.rec"), str(tmp_path / "part-1.rec")])
+    assert drain(f"{bucket}/seq/") == both == drain(f"{bucket}/seq/part-*.rec")
+    with pytest.raises(recio.SequenceError, match="read from local disk") as info:
+        MinibatchSource(f"{bucket}/seq/notes.cbf")
+    assert info.value.path == f"{bucket}/seq/notes.cbf"

@@ -293,16 +293,5 @@ def test_sparse_from_dense_refuses_other_shapes():
         Sparse.from_dense(np.zeros(3))
 
 
-def test_old_kind_code_names_warn():
-    """DENSE/SPARSE of the record format clashed with CBF's "dense"/"sparse": renamed."""
-    from recio.sequence import cbf, records
-
-    with pytest.warns(DeprecationWarning, match="KIND_DENSE"):
-        assert records.DENSE == records.KIND_DENSE == 0
-    with pytest.warns(DeprecationWarning, match="KIND_SPARSE"):
-        assert records.SPARSE == records.KIND_SPARSE == 1
-    assert (cbf.DENSE, cbf.SPARSE) == ("dense", "sparse")
-
-
 def test_lazy_exports():
     assert recio.pack_sequence is pack_sequence and recio.unpack_sequence is unpack_sequence

@@ -10,8 +10,9 @@ import recio
 from recio import portable
 from recio.records import framing
 from recio.errors import IndexFileError, RecordIOError
-from recio.records.split import (InputSplit, expand_source, iter_span, nominal_range, record_heads,
-                         seek_record_head, split_boundaries)
+from recio.records.source import expand_source
+from recio.records.split import (InputSplit, iter_span, nominal_range, record_heads,
+                                 seek_record_head, split_boundaries)
 
 MAGIC = framing.MAGIC_BYTES
 
@@ -233,7 +234,7 @@ def test_corruption_raises_with_offset(tmp_path):
         f.write(bytes(data[:120]))  # truncated inside the third record
     with pytest.raises(recio.TruncatedFileError,
                        match="it ends 16 bytes into the data of the record at byte 96"):
-        list(iter_span(path, 0, 120, chunk_size=16))
+        list(iter_span(path, 0, 120))
 
 
 # -- indexed split ---------------------------------------------------------------------------------

@@ -216,21 +216,6 @@ def test_iterable_dataset_ranks_and_workers_partition(tmp_path):
 
 
 @needs_torch
-def test_old_keyword_names_work_with_a_deprecation_warning(dataset):
-    rec, idx = dataset
-    with pytest.warns(DeprecationWarning) as caught:
-        ds = RecordIterableDataset(rec, rank=1, world_size=2)
-    assert ds.part() == (1, 2)
-    assert {str(w.message).rsplit(" ", 1)[1] for w in caught} == {"part_index=", "num_parts="}
-    with pytest.warns(DeprecationWarning) as caught:
-        old = RecordDataset(path_imgrec=rec, path_imgidx=idx)
-    assert old.rec_path == str(rec) and old.idx_path == str(idx) and len(old) == N
-    assert {str(w.message).rsplit(" ", 1)[1] for w in caught} == {"rec_path=", "idx_path="}
-    with pytest.raises(TypeError, match="both"):
-        RecordDataset(rec, idx_path=idx, path_imgidx=idx)
-
-
-@needs_torch
 def test_iterable_dataset_bad_arguments(dataset):
     rec, _ = dataset
     with pytest.raises(ValueError, match="both part_index and num_parts"):

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Dict, List
 
 import click
@@ -18,45 +17,12 @@ from recio.cli.common import (
 from recio.sequence.bucket_summary import bucket_summary
 
 BAR_WIDTH = 40
-_NUMBER = re.compile(r"^\d+$")
 
 
-def _old_num_buckets(args: List[str]) -> List[str]:
-    """``-q N`` / ``-qN`` meant ``--num-buckets N`` before ``-q`` became ``--quiet``, as in every
-    other command; for one release it still does, with a warning on stderr."""
-    out: List[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            out += args[i:]
-            break
-        value = None
-        if arg == "-q" and i + 1 < len(args) and _NUMBER.match(args[i + 1]):
-            value, i = args[i + 1], i + 2
-        elif arg.startswith("-q") and _NUMBER.match(arg[2:]):
-            value, i = arg[2:], i + 1
-        else:
-            out.append(arg)
-            i += 1
-            continue
-        click.echo(f"warning: `-q {value}` is deprecated: use `-n {value}` (--num-buckets); "
-                   f"-q means --quiet from the next release", err=True)
-        out += ["--num-buckets", value]
-    return out
-
-
-class _BucketsCommand(click.Command):
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
-        return super().parse_args(ctx, _old_num_buckets(list(args)))
-
-
-@click.command("buckets", cls=_BucketsCommand)
+@click.command("buckets")
 @click.argument("file", type=PathOrURL(exists=True, dir_okay=False))
 @click.option("-n", "--num-buckets", "num_buckets", type=click.IntRange(min=1), default=3,
-              show_default=True,
-              help="Number of buckets Q to choose boundaries for. (`-q N` still means this for "
-                   "one release, with a warning.)")
+              show_default=True, help="Number of buckets Q to choose boundaries for.")
 @click.option("-b", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
               help="Sequences per minibatch (the cost model's k).")
 @click.option("--max-buckets", type=click.IntRange(min=1), default=8, show_default=True,

@@ -1,7 +1,6 @@
 """``recio inspect``: what is in a record file, in one bounded-memory pass."""
 from __future__ import annotations
 
-import os
 from typing import List, Optional, Tuple
 
 import click
@@ -25,11 +24,11 @@ from recio.image.dataset_stats import (
     DatasetStats,
     LabelHistogram,
     dataset_stats,
-    expand_paths,
 )
 from recio.image.plot import plot_stats
 from recio.image.stats import FileStats, ImageStats
 from recio.records.atomic import check_outputs
+from recio.records.source import resolve_source
 
 
 @click.command("inspect")
@@ -69,14 +68,13 @@ def inspect_cmd(files: Tuple[str, ...], show: int, sample: int, seed: int,
       recio inspect train.rec --show 5          # headers of the first 5 records
       recio inspect train.rec --json | jq .dataset.num_classes
     """
-    paths = expand_paths(files)
+    sources = resolve_source(files)
     if plot_path is not None:
-        check_outputs([plot_path], paths, force=force)
-    total = sum(storage.size(p) if storage.is_url(p) else os.path.getsize(p)
-                for p in paths if storage.is_url(p) or os.path.isfile(p))
+        check_outputs([plot_path], [f.path for f in sources], force=force)
+    total = sum(f.size if f.size is not None else storage.size(f.path) for f in sources)
     with progress(total=total or None, desc="inspect", unit="B", unit_scale=True,
                   quiet=quiet or as_json) as bar:
-        stats = dataset_stats(paths, sample=sample, seed=seed, idx_path=index_path,
+        stats = dataset_stats(sources, sample=sample, seed=seed, idx_path=index_path,
                               progress=bar.update, show=show)
     if plot_path is not None:
         try:

@@ -17,9 +17,9 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
-from recio.image.dataset_stats import expand_paths
 from recio.image.verify import VerifyReport, verify_file
 from recio.records.shards import ManifestReport, is_manifest, verify_manifest
+from recio.records.source import expand_source
 
 
 @click.command("verify")
@@ -60,7 +60,7 @@ def verify_cmd(files: Tuple[str, ...], images: bool, deep: bool, index_path: Opt
       recio verify 'shards/*.rec' --images --json > report.json
       recio verify shards/train.manifest.json --deep
     """
-    targets = [p for arg in files for p in ([arg] if is_manifest(arg) else expand_paths(arg))]
+    targets = [p for arg in files for p in ([arg] if is_manifest(arg) else expand_source(arg))]
     if index_path and len(targets) > 1:
         raise click.UsageError("--index names the index of one file; give one file")
     if deep and not all(is_manifest(t) for t in targets):

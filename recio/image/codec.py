@@ -53,7 +53,6 @@ import os
 import re
 import struct
 import threading
-import warnings
 import zlib
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
@@ -1031,13 +1030,6 @@ def _cv2_resize(cv2: Any, array: np.ndarray, scaled: Tuple[float, float, float, 
     elif out.shape[1] != size[0] or out.shape[0] != size[1]:
         out = np.ascontiguousarray(out[:size[1], :size[0]])
     return out
-
-
-def encode_image(img: Image.Image, encoding: str = ".jpg", quality: int = 95) -> bytes:
-    """Deprecated: use :func:`encode` (same parameter order)."""
-    warnings.warn("recio.image.codec.encode_image is deprecated: use recio.image.codec.encode",
-                  DeprecationWarning, stacklevel=2)
-    return encode(img, encoding, quality)
 
 
 __all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "DECODERS", "ENCODERS",

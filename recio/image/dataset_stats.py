@@ -22,7 +22,6 @@ ids, 16 bytes a record, plus the label counts.
 """
 from __future__ import annotations
 
-import glob
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from recio.image.lists import find_classes, read_classes
 from recio.image.stats import FileStats, image_size, scan_file, sniff_format
 from recio.records.index import sibling_index_path
 from recio.records.reader import RecordReader
-from recio.records.shards import expand_manifests
+from recio.records.source import Source, expand_source
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
@@ -136,23 +135,6 @@ class DatasetStats:
 
 def _plain(value: float) -> Union[int, float]:
     return int(value) if float(value).is_integer() else float(value)
-
-
-def expand_paths(paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
-    """Paths in the order given, each glob pattern replaced by its sorted matches (a pattern
-    matching nothing is an error naming it) and each shard-set manifest by its shards."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    out: List[str] = []
-    for path in expand_manifests([os.fspath(p) for p in paths]):
-        if glob.has_magic(path) and not storage.exists(path):
-            matches = storage.glob(path)
-            if not matches:
-                raise RecordIOError("no file matches this pattern", path=path)
-            out += matches
-        else:
-            out.append(path)
-    return out
 
 
 # -- one file ----------------------------------------------------------------------------------
@@ -317,10 +299,11 @@ def _sample_sizes(buf: Any, bodies: np.ndarray, ends: np.ndarray, tally: _Tally)
 
 # -- all files ---------------------------------------------------------------------------------
 
-def dataset_stats(paths: Union[PathLike, Sequence[PathLike]], *, sample: int = DEFAULT_SAMPLE,
+def dataset_stats(paths: Source, *, sample: int = DEFAULT_SAMPLE,
                   seed: int = 0, idx_path: Optional[PathLike] = None, show: int = 0,
                   progress: Progress = None) -> DatasetStats:
-    """Statistics of the record files ``paths`` (a path, a glob pattern, or a list of them).
+    """Statistics of the record files ``paths``: any source (``recio.records.source``: paths,
+    URLs, ``;``-joined, folders, globs, manifests).
 
     ``sample``: image records per file whose size is read (0: all). ``idx_path`` is the
     index to check for a single file (default: the ``.idx`` beside each); ``show``: headers of
@@ -328,7 +311,7 @@ def dataset_stats(paths: Union[PathLike, Sequence[PathLike]], *, sample: int = D
     bytes scanned. A file that is not RecordIO at all (no record in it: an image, a ``.lst``,
     an ``.idx``) raises :class:`RecordIOError` saying what it seems to be.
     """
-    files = expand_paths(paths)
+    files = expand_source(paths)
     if idx_path is not None and len(files) > 1:
         raise ValueError("idx_path names the index of one file; give one file or none")
     out = DatasetStats()
@@ -435,4 +418,4 @@ def weighted_percentiles(values: np.ndarray, weights: Optional[np.ndarray] = Non
 
 
 __all__ = ["dataset_stats", "DatasetStats", "LabelHistogram", "weighted_percentiles",
-           "expand_paths", "PERCENTILES", "DEFAULT_SAMPLE", "MAX_CLASSES", "BINS"]
+           "PERCENTILES", "DEFAULT_SAMPLE", "MAX_CLASSES", "BINS"]

@@ -120,14 +120,6 @@ def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
     return decode(data, iscolor, max_pixels=DEFAULT_MAX_PIXELS)
 
 
-def encode_image(img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
-    """Deprecated: use ``recio.image.codec.encode(img, img_fmt, quality)``."""
-    warnings.warn("recio.image.header.encode_image(img, quality, img_fmt) is deprecated: use "
-                  "recio.image.codec.encode(img, encoding, quality)", DeprecationWarning,
-                  stacklevel=2)
-    return encode(img, img_fmt, quality)
-
-
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode an **RGB** array (``.jpg`` at JPEG ``quality``, ``.png`` at compression level
     ``quality`` clamped to 0-9) and pack it with ``header``: the bytes MXNet's ``pack_img``
@@ -142,6 +134,5 @@ def unpack_img(record: Record, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]
     return header, decode_image(payload, iscolor)
 
 
-__all__ = ["IRHeader", "IR_FORMAT", "IR_SIZE", "pack", "unpack", "unpack_header", "read_head", "pack_img",
-           "unpack_img",
-           "encode_image", "decode_image", "FLOAT32_EXACT_INT"]
+__all__ = ["IRHeader", "IR_FORMAT", "IR_SIZE", "pack", "unpack", "unpack_header", "read_head",
+           "pack_img", "unpack_img", "decode_image", "FLOAT32_EXACT_INT"]

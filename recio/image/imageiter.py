@@ -52,6 +52,7 @@ from recio.records.cache import ShardCache
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import EVERY_LINE, key_text, warn_repeated_keys
 from recio.records.reader import RecordReader
+from recio.records.shuffle import ShuffleBuffer
 from recio.records.split import InputSplit, SourceLayout, record_range
 from recio.records.threaded import ThreadedIter
 from recio.storage import StorageOptions
@@ -320,21 +321,6 @@ def _resize(img: np.ndarray, width: int, height: int) -> np.ndarray:
     return np.asarray(Image.fromarray(img).resize((width, height), Image.Resampling.BILINEAR))
 
 
-def buffered_shuffle(items: Iterator[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
-    """Yield ``items`` in a random order using at most ``size`` held items (each exactly once)."""
-    buf: List[Any] = []
-    for item in items:
-        if len(buf) < size:
-            buf.append(item)
-            continue
-        j = int(rng.integers(size))
-        yield buf[j]
-        buf[j] = item
-    order = rng.permutation(len(buf))
-    for j in order:
-        yield buf[j]
-
-
 class _Engine:
     """The state the producer thread needs (no reference back to the iterator)."""
 
@@ -411,7 +397,7 @@ class _Engine:
         part = "" if self.num_parts == 1 else f" of part {self.part_index}/{self.num_parts}"
         stream = ((f"record #{n}{part}", payload) for n, payload in enumerate(split))
         if self.shuffle:
-            stream = buffered_shuffle(stream, self.shuffle_buffer, rng)
+            stream = ShuffleBuffer(self.shuffle_buffer, rng).shuffle(stream)
         yield from stream
 
     # -- one record ------------------------------------------------------------------------

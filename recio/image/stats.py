@@ -23,7 +23,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from recio import portable, storage
-from recio.deprecation import renamed_keywords
 from recio.errors import RecordIOError, StorageError, TruncatedFileError
 from recio.image.header import IR_SIZE as _IR_SIZE
 from recio.image.header import IR_STRUCT as _IR
@@ -206,7 +205,7 @@ class FileStats:
     images: ImageStats = field(default_factory=ImageStats)
     layout: Optional[Dict[str, Any]] = None  # the face-recognition layout, when recognised
     damage: List[DamageRegion] = field(default_factory=list)
-    stray_heads: int = 0  # aligned magic words inside payloads (deep scan only)
+    stray_heads: int = 0  # aligned magic words inside payloads
     index: Optional[IndexCheck] = None
     shown: List[Dict[str, Any]] = field(default_factory=list)
 
@@ -300,9 +299,8 @@ def sniff_format(path: "os.PathLike[str] | str") -> str:
 
 
 # -- the scan -----------------------------------------------------------------------------------
-@renamed_keywords(index_path="idx_path")
 def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int = 0,
-              idx_path: Optional[str] = None, check_index: bool = True, deep: bool = False,
+              idx_path: Optional[str] = None, check_index: bool = True,
               collect_heads: bool = False,
               progress: Optional[Callable[[int], None]] = None
               ) -> Tuple[FileStats, Optional[array]]:
@@ -313,11 +311,10 @@ def scan_file(path: "os.PathLike[str] | str", *, sample: int = 1000, show: int =
     multi-part records, and record data holding an aligned magic word: a corrupt length that
     swallows the records after it); each damaged region is what skip mode passes over.
     ``sample``: how many image records (spread over the file) have their width x height read.
-    ``show``: describe the first ``show`` records in ``stats.shown``. ``deep`` is accepted for
-    compatibility: every scan now reads every byte for swallowed record heads. ``idx_path``
-    (default: the ``.idx`` beside the file; the old keyword ``index_path`` still works, with a
-    DeprecationWarning) is checked when it exists. ``progress(nbytes)`` is called now and then
-    with the bytes scanned since the last call.
+    ``show``: describe the first ``show`` records in ``stats.shown``. Every byte is read, so
+    swallowed record heads are found. ``idx_path`` (default: the ``.idx`` beside the file) is
+    checked when it exists. ``progress(nbytes)`` is called now and then with the bytes scanned
+    since the last call.
     """
     path = os.fspath(path)
     if idx_path is None:

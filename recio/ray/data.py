@@ -60,7 +60,7 @@ from recio.records.shards import (
     manifest_path,
     set_outputs,
 )
-from recio.records.split import expand_source
+from recio.records.source import resolve_source
 from recio.records.writer import IndexedRecordWriter
 from recio.storage import StorageOptions
 
@@ -83,17 +83,18 @@ class RecordDatasource(Datasource):
         super().__init__()
         self.decode, self.header, self.include_paths = decode, header, include_paths
         self.storage_options = storage_options
-        recs = expand_source(paths if isinstance(paths, (str, os.PathLike)) else list(paths),
-                             storage_options)
+        sources = resolve_source(paths if isinstance(paths, (str, os.PathLike)) else list(paths),
+                                 storage_options)
         self.files: List[Tuple[str, str, int, int]] = []  # rec, idx, rec bytes, idx bytes
-        for rec in recs:
-            idx = sibling_index_path(rec)
+        for source in sources:
+            rec, idx = source.path, source.idx_path or sibling_index_path(source.path)
             if not storage.exists(idx, storage_options):
                 raise IndexFileError(f"has no index {storage.basename(idx)} beside it; read "
                                      f"tasks are ranges of the .idx: write it once with "
                                      f"`recio index {rec}`", path=rec)
-            self.files.append((rec, idx, storage.size(rec, storage_options),
-                               storage.size(idx, storage_options)))
+            rec_bytes = source.size if source.size is not None else \
+                storage.size(rec, storage_options)
+            self.files.append((rec, idx, rec_bytes, storage.size(idx, storage_options)))
 
     def get_name(self) -> str:
         return "RecordIO"

@@ -792,24 +792,8 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
     return manifest
 
 
-def expand_manifests(entries: Sequence[str], storage_options: StorageOptions = None,
-                     shard_cache: Optional[ShardCache] = None) -> List[str]:
-    """``entries`` with every manifest replaced by its shards' ``.rec`` files, in order (and
-    what each file must be told to ``shard_cache``)."""
-    out: List[str] = []
-    for entry in entries:
-        if is_manifest(entry):
-            manifest = load_manifest(entry, storage_options)
-            if shard_cache is not None:
-                shard_cache.expect_manifest(manifest)
-            out.extend(manifest.rec_paths())
-        else:
-            out.append(entry)
-    return out
-
-
 __all__ = ["ShardWriter", "ShardReader", "Manifest", "Shard", "load_manifest", "verify_manifest",
            "ManifestReport", "ShardProblem", "combined_index", "record_checksums",
-           "manifest_path", "shard_stem", "is_manifest", "file_crc32", "expand_manifests",
+           "manifest_path", "shard_stem", "is_manifest", "file_crc32",
            "existing_shard_files", "commit_staged", "set_outputs", "combined_lines", "COMBINED_INDEX_SUFFIX",
            "MANIFEST_SUFFIX", "RECORD_CHECKSUM_SUFFIX"]

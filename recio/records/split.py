@@ -28,23 +28,20 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 import numpy as np
 
 from recio import portable, storage
-from recio.deprecation import renamed_keywords
 from recio.errors import IndexFileError
 from recio.records import framing
 from recio.records.cache import READ_AHEAD, ShardCache
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
-from recio.records.shards import expand_manifests
+from recio.records.source import Source, expand_source
 from recio.storage import RemoteFile, StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
-Source = Union[PathLike, Sequence[PathLike]]
 
 #: default size of one read while streaming a part (and the largest boundary-search window)
 DEFAULT_CHUNK_SIZE = 4 << 20
 #: first window read when looking for a record head after a nominal boundary
 _PROBE_SIZE = 4096
-_GLOB_CHARS = frozenset("*?[")
 
 
 class FileSpan(NamedTuple):
@@ -53,45 +50,6 @@ class FileSpan(NamedTuple):
     path: str
     start: int
     end: int
-
-
-def expand_source(source: Source, storage_options: StorageOptions = None,
-                  shard_cache: Optional[ShardCache] = None) -> List[str]:
-    """The files an InputSplit reads, in order (``;``-joined strings, directories, globs and
-    shard-set manifests expanded; a manifest gives its shards in manifest order).
-
-    A directory contributes its ``*.rec`` files in name order; a glob its matches in name order.
-    Entries may be URLs (``s3://bucket/train/``, ``s3://bucket/part-*.rec``), read with
-    ``storage_options``. Raises ``FileNotFoundError`` for a named path (or a pattern) that
-    matches nothing. A manifest's files are described to ``shard_cache`` (their sizes and
-    checksums), which then needs no lookup of them.
-    """
-    if isinstance(source, (str, os.PathLike)):
-        entries = [e for e in os.fspath(source).split(";") if e]
-    else:
-        entries = [os.fspath(e) for e in source]
-    known = set(entries)
-    entries = expand_manifests(entries, storage_options, shard_cache)
-    files: List[str] = []
-    for entry in entries:
-        if entry not in known and shard_cache is not None and shard_cache.knows(entry):
-            files.append(entry)  # a manifest's shard: no lookup
-        elif storage.isdir(entry, storage_options):
-            found = storage.listdir(entry, storage_options)
-            files.extend(p for p in found if p.endswith(".rec") and
-                         (storage.is_url(p) or os.path.isfile(p)))
-        elif _GLOB_CHARS & set(entry) and not storage.exists(entry, storage_options):
-            matches = storage.glob(entry, storage_options)
-            if not matches:
-                raise FileNotFoundError(2, "no file matches the pattern", entry)
-            files.extend(matches)
-        elif storage.isfile(entry, storage_options):
-            files.append(entry)
-        else:
-            raise FileNotFoundError(2, "No such file", entry)
-    if not files:
-        raise FileNotFoundError(2, "no .rec files found", ";".join(entries) or "(empty source)")
-    return files
 
 
 def nominal_range(total: int, part_index: int, num_parts: int) -> Tuple[int, int]:
@@ -249,7 +207,6 @@ class InputSplit:
     the next file is downloaded while one is read.
     """
 
-    @renamed_keywords(index_paths="idx_paths")
     def __init__(self, source: Source, part_index: int = 0, num_parts: int = 1, *,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, balance: str = "bytes",
                  idx_paths: Optional[Sequence[Optional[PathLike]]] = None, shuffle: bool = False,
@@ -417,7 +374,6 @@ class InputSplit:
 
     # -- all parts at once -------------------------------------------------------------------
     @classmethod
-    @renamed_keywords(index_paths="idx_paths")
     def all_parts(cls, source: Source, num_parts: int, **kwargs: Any) -> List["InputSplit"]:
         """The ``num_parts`` parts of ``source``, each boundary found once (for tools and tests).
 
@@ -580,14 +536,13 @@ def iter_span_with_offsets(path: PathLike, start: int, end: int,
 
 
 def iter_span(path: PathLike, start: int, end: int,
-              chunk_size: int = DEFAULT_CHUNK_SIZE,
               storage_options: StorageOptions = None) -> Iterator[bytes]:
     """Payloads of the records whose heads lie in ``[start, end)`` of ``path``.
 
     ``start`` must be a record head; the last record is read to its end even past ``end``.
     Records are read and checked by ``RecordReader`` (the one parser), so damage raises the same
-    ``RecordIOError`` at the same offset as any other reader; ``chunk_size`` is kept for
-    compatibility (the file is memory-mapped, and only the pages read are touched).
+    ``RecordIOError`` at the same offset as any other reader (a local file is memory-mapped,
+    and only the pages read are touched).
     """
     for _, record in iter_span_with_offsets(path, start, end, storage_options):
         yield record
@@ -604,5 +559,5 @@ def split_boundaries(source: Source, num_parts: int, max_window: int = DEFAULT_C
 
 __all__ = ["InputSplit", "SourceLayout", "load_record_offsets", "FileSpan", "PartSummary",
            "SplitPlan", "plan_split", "chosen_parts",
-           "expand_source", "nominal_range", "record_range", "check_part", "seek_record_head", "split_boundaries",
+           "nominal_range", "record_range", "check_part", "seek_record_head", "split_boundaries",
            "record_heads", "iter_span", "iter_span_with_offsets", "DEFAULT_CHUNK_SIZE"]

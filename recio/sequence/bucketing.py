@@ -27,12 +27,10 @@ millions of sequences cost no more than their distinct lengths.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from recio.deprecation import renamed_keywords
 from recio.errors import SequenceError
 from recio.records.split import check_part
 from recio.sequence.records import sample_counts
@@ -42,8 +40,6 @@ __all__ = ["length_histogram", "bucket_boundaries", "optimal_boundaries", "equal
            "bucketing_report", "BucketBatchSampler"]
 
 Boundaries = Optional[Sequence[int]]
-#: ``state_dict`` keys saved before "which part am I" got recio's names
-_STATE_RENAMES = {"num_replicas": "num_parts", "rank": "part_index"}
 
 
 # ----------------------------------------------------------------------------- lengths
@@ -333,8 +329,7 @@ class BucketBatchSampler:
       ``shuffle=False`` buckets and batches come in ascending length order.
     * ``drop_last`` drops each bucket's final batch when the bucket ran out before it was full,
       and, with several parts, the batches that would leave parts with unequal counts.
-    * ``num_parts``/``part_index`` (one part per data-parallel rank; the old names
-      ``num_replicas``/``rank`` still work, with a DeprecationWarning): parts get disjoint
+    * ``num_parts``/``part_index`` (one part per data-parallel rank): parts get disjoint
       batches that together cover the epoch; consecutive batches come from the same bucket in
       groups of ``num_parts`` so parts step through similar lengths together. Without
       ``drop_last`` the first parts may get one batch more than the others.
@@ -344,7 +339,6 @@ class BucketBatchSampler:
       (``state_dict(batches_done=step)``).
     """
 
-    @renamed_keywords(num_replicas="num_parts", rank="part_index")
     def __init__(self, lengths, buckets: Union[int, Sequence[int]], batch_size: int,
                  batch_size_in: str = "sequences", shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, num_parts: int = 1, part_index: int = 0) -> None:
@@ -385,20 +379,6 @@ class BucketBatchSampler:
                  stream: Optional[str] = None, **kwargs) -> "BucketBatchSampler":
         """A sampler over a sequence ``.rec`` whose lengths come from its sample-count sidecar."""
         return cls(sample_counts(rec_path, stream=stream), buckets, batch_size, **kwargs)
-
-    @property
-    def num_replicas(self) -> int:
-        """Deprecated name of ``num_parts``."""
-        warnings.warn("BucketBatchSampler.num_replicas is deprecated: use num_parts",
-                      DeprecationWarning, stacklevel=2)
-        return self.num_parts
-
-    @property
-    def rank(self) -> int:
-        """Deprecated name of ``part_index``."""
-        warnings.warn("BucketBatchSampler.rank is deprecated: use part_index",
-                      DeprecationWarning, stacklevel=2)
-        return self.part_index
 
     # -- epoch plan
     def _cut(self, idx: np.ndarray) -> Tuple[List[np.ndarray], bool]:
@@ -476,11 +456,7 @@ class BucketBatchSampler:
                 "num_batches": len(self)}
 
     def load_state_dict(self, state: Dict) -> None:
-        """Continue from ``state``: the next iteration yields the batch after the last one done.
-
-        A state saved before the rename (keys ``num_replicas``/``rank``) is read as well.
-        """
-        state = {_STATE_RENAMES.get(key, key): value for key, value in state.items()}
+        """Continue from ``state``: the next iteration yields the batch after the last one done."""
         for key in ("seed", "num_parts", "part_index"):
             if key in state and state[key] != getattr(self, key):
                 raise ValueError(f"state_dict was saved with {key}={state[key]!r} but this "

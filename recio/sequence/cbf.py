@@ -31,13 +31,11 @@ from __future__ import annotations
 
 import os
 import struct
-import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from recio.deprecation import deprecated_alias
 from recio.errors import CBFError, SequenceError
 from recio.records.atomic import ManagedWriter, OutputSet
 from recio.sequence.records import Sparse
@@ -118,36 +116,6 @@ class ChunkInfo:
     size: int
     num_sequences: int
     num_samples: int
-
-
-class _SparseSequenceType(type):
-    """Makes ``SparseSequence(...)`` return a :class:`Sparse` and ``isinstance(x,
-    SparseSequence)`` mean ``isinstance(x, Sparse)``, so old code keeps working."""
-
-    def __call__(cls, values: Any, indices: Any, counts: Any, sample_dim: int) -> Sparse:
-        warnings.warn("recio.sequence.cbf.SparseSequence(values, indices, counts, sample_dim) is "
-                      "deprecated: CBF streams are recio.sequence.Sparse; use "
-                      "Sparse.from_counts(counts, indices, values, dim)",
-                      DeprecationWarning, stacklevel=2)
-        return Sparse.from_counts(counts, indices, values, sample_dim)
-
-    def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, Sparse)
-
-
-class SparseSequence(metaclass=_SparseSequenceType):
-    """Deprecated (kept for one release): CBF's sparse streams are :class:`recio.sequence.Sparse`.
-
-    ``SparseSequence(values, indices, counts, sample_dim)`` warns and returns the equivalent
-    ``Sparse.from_counts(counts, indices, values, sample_dim)``; ``from_dense`` likewise.
-    """
-
-    @classmethod
-    def from_dense(cls, array: Any, dtype: Any = None) -> Sparse:
-        """Deprecated: ``recio.sequence.Sparse.from_dense``."""
-        warnings.warn("recio.sequence.cbf.SparseSequence.from_dense is deprecated: use "
-                      "recio.sequence.Sparse.from_dense", DeprecationWarning, stacklevel=2)
-        return Sparse.from_dense(array, dtype)
 
 
 def _error(path: str, message: str, offset: int, chunk: Optional[int] = None) -> CBFError:
@@ -820,14 +788,6 @@ class CBFWriter(ManagedWriter):
     def discard(self) -> None:
         """Abandon the file: nothing appears under ``path`` (same as ``abort()``)."""
         self.abort()
-
-
-def __getattr__(name: str) -> Any:
-    """``MAGIC`` is now ``CBF_MAGIC`` (the old name clashed with RecordIO's
-    ``recio.records.framing.MAGIC``); the old name works for one release with a warning."""
-    if name == "MAGIC":
-        return deprecated_alias(__name__, "MAGIC", "CBF_MAGIC", CBF_MAGIC)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["CBFReader", "CBFWriter", "StreamInfo", "ChunkInfo",

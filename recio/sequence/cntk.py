@@ -60,12 +60,14 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from recio.errors import SequenceError
-from recio.sequence import minibatch as recio_minibatch
 from recio.sequence.cbf import CBFReader
 from recio.sequence.ctf import CTFReader, CTFStream
 from recio.sequence.records import Sparse
 
 SIZE_MAX = 2**64 - 1
+# CNTK's names and values, so that code ported from cntk.io keeps them. recio's own
+# MinibatchSource has no max_samples: its ``epoch_size`` says how long an epoch is, and its two
+# values for "an epoch is one sweep" have names of their own (recio.SWEEP_FOREVER, SWEEP_ONCE).
 #: ``max_samples``/``max_sweeps``: no limit (CNTK's value, SIZE_MAX)
 INFINITELY_REPEAT = SIZE_MAX
 #: ``max_samples``: exactly one sweep (CNTK's value, SIZE_MAX - 1)
@@ -626,12 +628,9 @@ class _Minibatch(dict):
 
 
 def _limit(value: Any, name: str) -> int:
-    """A ``max_samples``/``max_sweeps`` value; recio's own INFINITELY_REPEAT / FULL_DATA_SWEEP
-    constants mean CNTK's."""
-    if value is None or value == recio_minibatch.INFINITELY_REPEAT:
+    """A ``max_samples``/``max_sweeps`` value (None: ``INFINITELY_REPEAT``)."""
+    if value is None:
         return INFINITELY_REPEAT
-    if value == recio_minibatch.FULL_DATA_SWEEP:
-        return FULL_DATA_SWEEP
     value = int(value)
     if value < 0:
         raise ValueError(f"{name} must be >= 0, not {value}")

@@ -47,7 +47,6 @@ its list of offsets (the window then bounds the file's working set in the page c
 """
 from __future__ import annotations
 
-import glob
 import heapq
 import mmap
 import os
@@ -57,12 +56,12 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from recio import portable
+from recio import portable, storage
 from recio.errors import RecordIOError, SequenceError
 from recio.image.header import unpack_header
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
-from recio.records.shards import is_manifest, load_manifest
+from recio.records.source import SourceFile, resolve_source
 from recio.sequence import records as sequence
 from recio.sequence.cbf import CBFReader
 from recio.sequence.ctf import CTFReader, CTFStream
@@ -73,10 +72,16 @@ from recio.sequence.records import (
     unpack_sequence,
 )
 
-#: ``epoch_size`` value: one epoch = one sweep, repeat forever (CNTK's SIZE_MAX)
-INFINITELY_REPEAT = sys.maxsize
-#: ``epoch_size`` value: one epoch = one sweep, and stop after it unless ``max_sweeps`` says more
-FULL_DATA_SWEEP = sys.maxsize - 2
+# The two ``epoch_size`` values that are not a number of samples. Both make an epoch one sweep
+# (one pass over the corpus); they differ in when the source ends. Their names are not CNTK's
+# INFINITELY_REPEAT / FULL_DATA_SWEEP on purpose: ``recio.sequence.cntk`` keeps those for CNTK's
+# ``max_samples`` (2**64 - 1 and 2**64 - 2, a count of samples across workers), a different
+# parameter with a different rule, and one name must not mean both.
+#: ``epoch_size``: an epoch is one sweep, and the source never ends (``max_sweeps`` can end it)
+SWEEP_FOREVER = sys.maxsize
+#: ``epoch_size`` (the default): an epoch is one sweep, and the source ends after it (after
+#: ``max_sweeps`` sweeps when that is given)
+SWEEP_ONCE = sys.maxsize - 2
 
 #: default target of samples per chunk for ``RecordCorpus``
 DEFAULT_CHUNK_SAMPLES = 4096
@@ -93,16 +98,20 @@ class RecordCorpus:
 
     Sequence records (with a ``PREFIX.len`` sidecar) give their own streams; plain image records
     give two single-sample streams: ``label`` (float32, 1 x label_width, from the IRHeader) and
-    ``image`` (uint8, 1 x nbytes, the encoded image).
+    ``image`` (uint8, 1 x nbytes, the encoded image). ``rec_path`` may be a URL: each record is
+    then one ranged read (the index and the sidecar are fetched whole). ``rec_size``: the size
+    of the ``.rec`` when a manifest says it (None: looked up).
     """
 
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
                  idx_path: Optional[Union[str, "os.PathLike[str]"]] = None,
-                 chunk_samples: int = DEFAULT_CHUNK_SAMPLES) -> None:
+                 chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
+                 rec_size: Optional[int] = None) -> None:
         self.rec_path = os.fspath(rec_path)
         if chunk_samples < 1:
             raise ValueError(f"chunk_samples must be >= 1, not {chunk_samples}")
-        rec_size = os.path.getsize(self.rec_path)
+        if rec_size is None:
+            rec_size = storage.size(self.rec_path)
         index = index_for(self.rec_path, idx_path, None, rec_size=rec_size)
         self.idx_path = index.path
         self.offsets = np.asarray(index.offsets, dtype=np.int64)
@@ -113,9 +122,10 @@ class RecordCorpus:
         #: each stream's layout (sparse?, dtype, dim, 1-D?) as record 0 gives it: every record
         #: decoded must match (None: image records, whose image streams vary in size)
         self.layouts: Optional[Dict[str, sequence.Layout]] = None
-        if os.path.exists(side):
+        if storage.exists(side):
             self.kind = "sequence"
-            names, counts = sequence.read_sidecar(side, rec_size, len(self.offsets))
+            with storage.local_copy(side) as local_side:  # a URL's sidecar: fetched (it is small)
+                names, counts = sequence.read_sidecar(local_side, rec_size, len(self.offsets))
             self.stream_names = list(names)
             self.counts = counts
         elif len(self.offsets) and self._reader.read_at(int(self.offsets[0]))[:4] == \
@@ -412,8 +422,9 @@ class ConcatCorpus:
 def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
                 per_stream_counts: bool = False,
                 ctf_streams: Optional[Sequence[CTFStream]] = None) -> Any:
-    """A corpus for a path (``.rec``; ``.cbf`` via recio.sequence.cbf; ``.ctf`` via
-    recio.sequence.ctf; a glob; a shard set's manifest), a corpus, or a list of them.
+    """A corpus for a source (``recio.records.source``: paths, URLs, ``;``-joined, folders,
+    globs, a shard set's manifest; each file a ``.rec``, or a local ``.cbf`` read by
+    recio.sequence.cbf or ``.ctf`` read by recio.sequence.ctf), a corpus, or a list of them.
 
     ``per_stream_counts`` asks corpora that can give each stream's sample counts (CBF, at the cost
     of reading chunk bodies) to do so: ``defines_mb_size`` needs them.
@@ -422,28 +433,37 @@ def open_corpus(source: Any, chunk_samples: int = DEFAULT_CHUNK_SAMPLES,
     ``ctf_streams`` (:class:`CTFStream` objects, e.g. from ``recio.sequence.ctf.read_header``);
     without them it is refused with a ValueError saying so.
     """
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if is_manifest(path):  # a shard set: its shards' .rec files, in manifest order
-            return open_corpus(load_manifest(path).rec_paths(), chunk_samples, per_stream_counts,
-                               ctf_streams)
-        if glob.has_magic(path) and not os.path.exists(path):  # a glob: its files in name order
-            matches = sorted(glob.glob(path))
-            if not matches:
-                raise FileNotFoundError(2, "no file matches the pattern", path)
-            return open_corpus(matches, chunk_samples, per_stream_counts, ctf_streams)
-        if path.lower().endswith(".cbf"):
-            return CBFReader(path, per_stream_counts=per_stream_counts)
-        if path.lower().endswith(".ctf"):  # CTFReader refuses it without ctf_streams
-            return CTFReader(path, ctf_streams)
-        return RecordCorpus(path, chunk_samples=chunk_samples)
-    if isinstance(source, (list, tuple)):
-        parts = [open_corpus(s, chunk_samples, per_stream_counts, ctf_streams) for s in source]
-        return parts[0] if len(parts) == 1 else ConcatCorpus(parts)
-    if hasattr(source, "read_chunk") and hasattr(source, "chunk_sample_counts"):
+    if _is_corpus(source):
         return source
-    raise TypeError(f"cannot read minibatches from {source!r}: give a .rec path, a list of paths "
-                    f"or an object with num_chunks / chunk_sample_counts / read_chunk")
+    if isinstance(source, (list, tuple)) and any(_is_corpus(s) for s in source):
+        parts = [open_corpus(s, chunk_samples, per_stream_counts, ctf_streams) for s in source]
+    elif isinstance(source, (str, os.PathLike, SourceFile, list, tuple)):
+        parts = [_open_file(f, chunk_samples, per_stream_counts, ctf_streams)
+                 for f in resolve_source(source)]
+    else:
+        raise TypeError(f"cannot read minibatches from {source!r}: give a .rec path, a list of "
+                        f"paths or an object with num_chunks / chunk_sample_counts / read_chunk")
+    return parts[0] if len(parts) == 1 else ConcatCorpus(parts)
+
+
+def _is_corpus(source: Any) -> bool:
+    return hasattr(source, "read_chunk") and hasattr(source, "chunk_sample_counts")
+
+
+def _open_file(source: SourceFile, chunk_samples: int, per_stream_counts: bool,
+               ctf_streams: Optional[Sequence[CTFStream]]) -> Any:
+    """The corpus of one resolved file, by its name: CBF, CTF or (anything else) records."""
+    path = source.path
+    kind = os.path.splitext(path)[1].lower()
+    if kind in (".cbf", ".ctf") and storage.is_url(path):
+        raise SequenceError(f"{kind[1:].upper()} files are read from local disk; copy it "
+                            f"here first (a .rec can be read from its URL)", path=path)
+    if kind == ".cbf":
+        return CBFReader(path, per_stream_counts=per_stream_counts)
+    if kind == ".ctf":  # CTFReader refuses it without ctf_streams
+        return CTFReader(path, ctf_streams)
+    return RecordCorpus(path, source.idx_path, chunk_samples=chunk_samples,
+                        rec_size=source.size)
 
 
 # --------------------------------------------------------------------------- minibatch
@@ -619,8 +639,13 @@ def _check_source_arguments(randomization_window: Optional[int], seed: int, epoc
         raise ValueError(f"randomization_window must be >= 1 sample, not "
                          f"{randomization_window}")
     if epoch_size is None or epoch_size < 1:
-        raise ValueError(f"epoch_size must be >= 1 sample, INFINITELY_REPEAT or "
-                         f"FULL_DATA_SWEEP, not {epoch_size}")
+        raise ValueError(f"epoch_size must be >= 1 sample, recio.SWEEP_FOREVER or "
+                         f"recio.SWEEP_ONCE, not {epoch_size}")
+    if epoch_size > sys.maxsize:  # CNTK's constants are 2**64 - 1 and 2**64 - 2
+        raise ValueError(f"epoch_size={epoch_size} is not a size recio.MinibatchSource takes: "
+                         f"recio.sequence.cntk's INFINITELY_REPEAT and FULL_DATA_SWEEP are CNTK's "
+                         f"max_samples values; for an epoch of one sweep pass recio.SWEEP_FOREVER "
+                         f"(never ends) or recio.SWEEP_ONCE (ends after one sweep)")
     if int(seed) < 0:
         raise ValueError(f"seed must be >= 0, not {seed}")
     if max_sweeps is not None and max_sweeps < 1:
@@ -651,21 +676,25 @@ def _stream_map(streams: Union[None, Sequence[str], Mapping[str, str]], names: L
 class MinibatchSource:
     """Sample-counted minibatches over sequence or image records, with exact checkpoint/restore.
 
-    ``files``: a ``.rec`` path (sequence records with a ``.len`` sidecar, or image records), a
-    ``.cbf`` or ``.ctf`` path, a corpus object, or a list of them. ``streams``: None (all), a
+    ``files``: a source as every recio reader takes it (``recio.records.source``: a path or
+    URL, a list, ``a.rec;b.rec``, a folder, a glob, a shard set's manifest) of ``.rec`` files
+    (sequence records with a ``.len`` sidecar, or image records) or local ``.cbf``/``.ctf``
+    files; or a corpus object, or a list of them. ``streams``: None (all), a
     list of stream names, or ``{output name: stream name}``; for ``.ctf`` files, which do not
     name their streams, the list of :class:`recio.sequence.ctf.CTFStream` definitions (e.g.
     ``read_header(header_file)``), every one of them returned. ``randomization_window`` in
     samples (None: whole corpus).
-    ``epoch_size`` in samples, ``INFINITELY_REPEAT`` (epoch = sweep, forever) or
-    ``FULL_DATA_SWEEP`` (epoch = sweep, stop after one unless ``max_sweeps``).
+    ``epoch_size`` in samples, :data:`SWEEP_FOREVER` (epoch = sweep, forever) or
+    :data:`SWEEP_ONCE` (the default: epoch = sweep, stop after one unless ``max_sweeps``).
+    (CNTK's ``INFINITELY_REPEAT``/``FULL_DATA_SWEEP`` belong to ``recio.sequence.cntk``, whose
+    ``MinibatchSource`` takes CNTK's ``max_samples``.)
     """
 
     def __init__(self, files: Any,
                  streams: Union[None, Sequence[str], Sequence[CTFStream],
                                 Mapping[str, str]] = None,
                  randomize: bool = True, randomization_window: Optional[int] = None, seed: int = 0,
-                 epoch_size: int = FULL_DATA_SWEEP, max_sweeps: Optional[int] = None,
+                 epoch_size: int = SWEEP_ONCE, max_sweeps: Optional[int] = None,
                  defines_mb_size: Optional[str] = None, worker_rank: int = 0,
                  num_workers: int = 1, chunk_samples: Optional[int] = None) -> None:
         _check_source_arguments(randomization_window, seed, epoch_size, max_sweeps,
@@ -692,7 +721,7 @@ class MinibatchSource:
         self.seed = int(seed)
         self.epoch_size = int(epoch_size)
         self.max_sweeps = max_sweeps
-        if self.epoch_size == FULL_DATA_SWEEP and max_sweeps is None:
+        if self.epoch_size == SWEEP_ONCE and max_sweeps is None:
             self.max_sweeps = 1
         self.worker_rank, self.num_workers = int(worker_rank), int(num_workers)
         self.defines_mb_size = defines_mb_size
@@ -716,7 +745,7 @@ class MinibatchSource:
                                 f"nothing to make minibatches from", path=where)
         self.window = self.num_samples if randomization_window is None else \
             int(min(randomization_window, self.num_samples))
-        self._epoch = self.num_samples if self.epoch_size in (INFINITELY_REPEAT, FULL_DATA_SWEEP) \
+        self._epoch = self.num_samples if self.epoch_size in (SWEEP_FOREVER, SWEEP_ONCE) \
             else self.epoch_size
         self._chunks: Dict[int, List[Dict[str, Any]]] = {}
         self._heap: List[Tuple[float, int]] = []  # (last key, chunk) of resident chunks
@@ -789,7 +818,7 @@ class MinibatchSource:
     def next_minibatch(self, minibatch_size_in_samples: int) -> Optional[Minibatch]:
         """The next global minibatch of at most this many samples (this worker's share of it).
 
-        Returns ``None`` when a finite source (``FULL_DATA_SWEEP`` / ``max_sweeps``) is done.
+        Returns ``None`` when a finite source (``SWEEP_ONCE`` / ``max_sweeps``) is done.
         """
         size = int(minibatch_size_in_samples)
         if size < 1:
@@ -999,4 +1028,4 @@ def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = No
 
 
 __all__ = ["MinibatchSource", "Minibatch", "RecordCorpus", "MemoryCorpus", "ConcatCorpus",
-           "open_corpus", "cbf_minibatch_source", "INFINITELY_REPEAT", "FULL_DATA_SWEEP"]
+           "open_corpus", "cbf_minibatch_source", "SWEEP_FOREVER", "SWEEP_ONCE"]

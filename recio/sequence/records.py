@@ -48,7 +48,6 @@ from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tu
 import numpy as np
 
 from recio import storage
-from recio.deprecation import deprecated_alias
 from recio.errors import SequenceError
 from recio.records.atomic import ManagedWriter, OutputSet, atomic_open
 from recio.records.diagnose import open_checked_index
@@ -789,18 +788,6 @@ def write_sequences(rec_path: PathLike, sequences: Iterable[Dict[str, Stream]],
             w.write(seq)
             n += 1
     return n
-
-
-_RENAMED = {"DENSE": "KIND_DENSE", "SPARSE": "KIND_SPARSE"}
-
-
-def __getattr__(name: str) -> Any:
-    """``DENSE``/``SPARSE`` (the stream kind codes) are now ``KIND_DENSE``/``KIND_SPARSE``: the
-    old names clashed with ``recio.sequence.cbf.DENSE``/``SPARSE`` ("dense"/"sparse")."""
-    if name in _RENAMED:
-        new = _RENAMED[name]
-        return deprecated_alias(__name__, name, new, globals()[new])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Sparse", "pack_sequence", "unpack_sequence", "sequence_sample_counts",

@@ -45,7 +45,6 @@ import numpy as np
 from PIL import Image
 
 from recio import storage
-from recio.deprecation import renamed_keywords
 from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decode_image
 from recio.image.header import unpack
@@ -57,8 +56,9 @@ from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import BY_KEY, EVERY_LINE, key_text, warn_repeated_keys
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
-from recio.records.shards import is_manifest, load_manifest
-from recio.records.split import InputSplit, SourceLayout, load_record_offsets, expand_source
+from recio.records.shuffle import ShuffleBuffer
+from recio.records.source import resolve_source
+from recio.records.split import InputSplit, SourceLayout, load_record_offsets
 from recio.storage import StorageOptions
 from recio.torch import batching as _batching
 from recio.torch.batching import collate_encoded, decode_on_device
@@ -178,12 +178,10 @@ class RecordDataset(Dataset):
     repeated key reads its last line, as MXNet does). Undecodable images raise ``ImageError``
     naming the key. Safe in ``DataLoader(num_workers > 0)``: files reopen in each process,
     which share the cache.
-    (``path_imgrec``/``path_imgidx`` are the deprecated names of ``rec_path``/``idx_path``.)
     To resume exactly mid-epoch, sample it with ``RecordSampler``, which holds the position
     (``StatefulDataLoader(ds, sampler=RecordSampler(ds), ...)``).
     """
 
-    @renamed_keywords(path_imgrec="rec_path", path_imgidx="idx_path")
     def __init__(self, rec_path: Union[PathLike, Sequence[PathLike]],
                  idx_path: Optional[PathLike] = None,
                  keys: Optional[Sequence[Any]] = None, transform: Optional[Callable] = None,
@@ -197,26 +195,21 @@ class RecordDataset(Dataset):
         self.rec_path = ";".join(map(os.fspath, rec_path)) if several else os.fspath(rec_path)
         self.storage_options = storage_options
         cache = self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
-        if is_manifest(self.rec_path):  # its shards' indexes, which must exist
-            if idx_path is not None:
-                raise ValueError("idx_path goes with one .rec; a manifest names its shards' "
-                                 "indexes")
-            manifest = load_manifest(self.rec_path, storage_options)
-            if cache is not None:
-                cache.expect_manifest(manifest)
-            self._files = manifest.rec_paths()
-            indexes = [open_checked_index(s.rec, s.idx, key_type, rec_size=s.rec_bytes,
-                                          storage_options=storage_options, shard_cache=cache)
-                       for s in manifest.shards]
-        else:  # a path, a list, a glob or a folder, as InputSplit takes them
-            self._files = expand_source(rec_path, storage_options, cache)
-            if idx_path is not None and (several or self._files != [self.rec_path]):
-                raise ValueError("idx_path goes with one .rec; several files use the .idx "
-                                 "beside each")
-            # arrays (or the memory-mapped index cache), so forked DataLoader workers share
-            # them instead of touching millions of Python objects
-            indexes = [index_for(f, idx_path, key_type, storage_options=storage_options,
-                                 shard_cache=cache) for f in self._files]
+        # a path, a list, a glob, a folder or a manifest, as InputSplit takes them
+        sources = resolve_source(rec_path, storage_options, cache)
+        self._files = [f.path for f in sources]
+        if idx_path is not None and any(f.manifest for f in sources):
+            raise ValueError("idx_path goes with one .rec; a manifest names its shards' indexes")
+        if idx_path is not None and (several or self._files != [self.rec_path]):
+            raise ValueError("idx_path goes with one .rec; several files use the .idx beside each")
+        # arrays (or the memory-mapped index cache), so forked DataLoader workers share them
+        # instead of touching millions of Python objects; a manifest's shards have their
+        # indexes, which must exist
+        indexes = [open_checked_index(f.path, f.idx_path, key_type, rec_size=f.size,
+                                      storage_options=storage_options, shard_cache=cache)
+                   if f.manifest else
+                   index_for(f.path, idx_path, key_type, storage_options=storage_options,
+                             shard_cache=cache) for f in sources]
         self._indexes = indexes
         self.idx_path = indexes[0].path if len(indexes) == 1 else None
         if len(indexes) == 1:
@@ -664,7 +657,7 @@ class _Live:
     out (what ``state_dict()`` reports while iterating)."""
 
     __slots__ = ("plan", "intervals", "iv", "pos", "queued", "qi", "buf_off", "draining",
-                 "di", "rng", "yielded")
+                 "shuffler", "rng", "yielded")
 
     def __init__(self, plan: Dict[str, Any], rng: Optional[np.random.Generator]) -> None:
         self.plan = plan
@@ -673,11 +666,13 @@ class _Live:
         self.pos = self.intervals[0][0] if self.intervals else 0
         self.queued = [int(v) for v in plan["queued"]]
         self.qi = 0
+        # a restored shuffle buffer (records by offset), until the pass makes the buffer
         self.buf_off = [int(v) for v in plan["buffer"]]
         self.draining = bool(plan["draining"]) and rng is not None
         if rng is None and self.buf_off:  # no shuffling now: buffered records go first
             self.queued, self.buf_off = self.buf_off + self.queued, []
-        self.di = 0
+        #: the pass's shuffle buffer of records (offset at [1]), once it is made
+        self.shuffler: Optional[ShuffleBuffer] = None
         self.rng = rng
         self.yielded = int(plan["yielded"])
 
@@ -688,13 +683,16 @@ class _Live:
             if max(self.pos, a) < b:
                 intervals.append([max(self.pos, a), b])
             intervals.extend(list(iv) for iv in self.intervals[self.iv + 1:])
+        if self.shuffler is not None:
+            buffer, draining = [rec[1] for rec in self.shuffler.held()], self.shuffler.draining
+        else:
+            buffer, draining = list(self.buf_off), self.draining
         p = self.plan
         return _rs.stream_state(
             epoch=p["epoch"], seed=p["seed"], source=p["source"], slot=p["slot"],
             slots=p["slots"], intervals=intervals, queued=self.queued[self.qi:],
             resumes=p["resumes"], base_delivered=p["base_delivered"], base=p["base"],
-            buffer=self.buf_off[self.di:] if self.draining else list(self.buf_off),
-            draining=self.draining,
+            buffer=buffer, draining=draining,
             rng=self.rng.bit_generator.state if self.rng is not None else None,
             yielded=self.yielded, ranks=int(p.get("ranks", 1)))
 
@@ -748,8 +746,7 @@ class RecordIterableDataset(IterableDataset):
     ``shuffle_buffer > 0`` shuffles within a bounded buffer, seeded by ``(seed, epoch, part)``;
     call ``set_epoch`` each epoch. ``balance="records"`` splits by record count from the
     ``.idx`` files so that ranks get equal shares (needed by DDP, which expects the same number
-    of batches on every rank). (``rank``/``world_size`` are the deprecated names of
-    ``part_index``/``num_parts``.)
+    of batches on every rank).
 
     Exact mid-epoch resume (torchdata's ``StatefulDataLoader`` protocol): ``state_dict()`` is
     a reader's *remaining work* (its unread byte ranges, the records in its shuffle buffer and
@@ -774,7 +771,6 @@ class RecordIterableDataset(IterableDataset):
     for the way to change shape).
     """
 
-    @renamed_keywords(rank="part_index", world_size="num_parts")
     def __init__(self, source: Union[PathLike, Sequence[PathLike]],
                  transform: Optional[Callable] = None,
                  target_transform: Optional[Callable] = None, decode: str = "tensor",
@@ -995,27 +991,11 @@ class RecordIterableDataset(IterableDataset):
                     live.yielded += 1  # before the yield: the loader reads the state then
                     yield item
                 return
-            size = self.shuffle_buffer
-            buf = [read_at(g) for g in live.buf_off]  # a restored buffer, read by offset
-            if not live.draining:  # recio.image.imageiter.buffered_shuffle, step by step
-                for rec in records():
-                    if len(buf) < size:
-                        buf.append(rec)
-                        live.buf_off.append(rec[1])
-                        continue
-                    j = int(rng.integers(size))
-                    gone, buf[j] = buf[j], rec
-                    live.buf_off[j] = rec[1]
-                    item = out(gone)
-                    live.yielded += 1
-                    yield item
-                order = rng.permutation(len(buf))
-                buf = [buf[j] for j in order]
-                live.buf_off = [live.buf_off[j] for j in order]
-                live.draining, live.di = True, 0
-            for i in range(len(buf)):
-                item = out(buf[i])
-                live.di = i + 1
+            # a restored buffer's records are read by offset; live.state() saves the offsets
+            live.shuffler = ShuffleBuffer(self.shuffle_buffer, rng,
+                                          [read_at(g) for g in live.buf_off], live.draining)
+            for rec in live.shuffler.shuffle(records()):
+                item = out(rec)
                 live.yielded += 1
                 yield item
         finally:
