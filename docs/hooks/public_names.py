@@ -57,7 +57,7 @@ def public_names_table() -> str:
         target = paths[f"recio.{name}"]
         doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isroutine(obj)) else None
         summary = (doc or "").strip().split("\n\n")[0].replace("\n", " ").replace("|", "\\|")
-        rows.append(f"| [`recio.{name}`][{target}] | {summary} |")
+        rows.append(f"| [`{name}`][{target}] | {summary} |")
     return "\n".join(rows) + "\n"
 
 
