@@ -105,8 +105,8 @@ def opened_path(fd: int, path: str) -> str:
 
 
 def sync_folder(folder: str) -> None:
-    """fsync a folder so a rename in it survives an OS crash; nothing where folders cannot be
-    opened (Windows: NTFS makes renames durable with the file's own flush)."""
+    """fsync a folder so a rename in it survives an OS crash; nothing where a folder cannot be
+    opened as a file (Windows)."""
     if os.name != "posix" or is_windows():
         return
     fd = os.open(folder, os.O_RDONLY)

@@ -229,8 +229,6 @@ PLATFORM_REASONS = tuple(reason for reason, _ in PLATFORM_MARKS.values())
 #: ``signal.SIGKILL``, which Windows lacks: the tests that send it are posix_only, but their
 #: parameters are made when the module is collected, on every platform
 SIGKILL = getattr(signal, "SIGKILL", 9)
-#: the "fork" start method as a test parameter: Windows has none (``spawn`` runs everywhere)
-FORK = pytest.param("fork", marks=pytest.mark.posix_only("Windows has no fork start method"))
 
 
 def running_platform() -> str:
@@ -387,3 +385,81 @@ def s3(s3_server, request):
     name = _re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-")
     name = f"t-{name}-{len(s3_server.client().list_buckets()['Buckets'])}"
     return s3_server, s3_server.bucket(name)
+
+
+# --- start methods (issue 33) ------------------------------------------------------------------
+# Windows and macOS start worker processes with ``spawn`` (a fresh interpreter that imports
+# what it needs and unpickles its task), Linux with ``fork`` (a copy of the parent; from Python
+# 3.14 ``forkserver``, which pickles the task as spawn does). Code that works forked can fail
+# spawned: an object that does not pickle, module state set in the parent, an initialiser that
+# assumes the parent's memory. The tests of worker processes (DataLoader workers, im2rec's
+# process executor, readers and InputSplit in workers) take the ``start_method`` fixture and so
+# run under the platform's default and spawn, in the ordinary ``pytest tests`` run.
+
+import multiprocessing  # noqa: E402  (this section is kept apart from the top of the file)
+import multiprocessing.context  # noqa: E402
+
+#: the start methods the tests of worker processes run under: the platform's default (fork on
+#: Linux before Python 3.14, forkserver from 3.14, spawn on Windows and macOS, where fork is
+#: unsafe) and spawn
+START_METHODS = list(dict.fromkeys([multiprocessing.get_start_method(), "spawn"]))
+
+
+def count_process_starts(monkeypatch) -> List[str]:
+    """Record the start method of every process multiprocessing starts from now on (a Pool's,
+    a DataLoader's or a plain Process's: all go through their context's ``Process._Popen``)."""
+    started: List[str] = []
+    for name in ("ForkProcess", "SpawnProcess", "ForkServerProcess"):
+        cls = getattr(multiprocessing.context, name, None)
+        if cls is None:
+            continue
+
+        def counted(process_obj, _popen=cls._Popen, _method=cls._start_method):
+            started.append(_method)
+            return _popen(process_obj)
+
+        monkeypatch.setattr(cls, "_Popen", staticmethod(counted))
+    return started
+
+
+def start_method_cases(cases, spawn_too):
+    """Parameters for a test too slow to run every case spawned (a spawned DataLoader worker
+    imports torch again, 1-2 s): every case of ``cases`` under the platform's default method
+    and those of ``spawn_too`` under spawn as well (where spawn is the default: every case). Use
+    with ``@pytest.mark.parametrize("a, b, start_method", start_method_cases(...),
+    indirect=["start_method"])``."""
+    first = START_METHODS[0]
+    params = [(*case, first) for case in cases]
+    if first != "spawn":
+        params += [(*case, "spawn") for case in spawn_too]
+    return params
+
+
+@pytest.fixture(params=START_METHODS)
+def start_method(request, monkeypatch) -> str:
+    """Run the test with multiprocessing's default start method set to one of START_METHODS
+    (the test's id says which), as on a platform whose default it is: every Pool, Process and
+    DataLoader that does not name its own context uses it. Afterwards the test must have
+    started at least one process, every one with this method; otherwise the variant would
+    pass without testing what it names (code or a test that picks its own context)."""
+    saved = multiprocessing.get_start_method(allow_none=True)
+    started = count_process_starts(monkeypatch)
+    multiprocessing.set_start_method(request.param, force=True)
+    try:
+        yield request.param
+    finally:
+        multiprocessing.set_start_method(saved, force=True)
+    wrong = start_method_mismatch(request.param, started)
+    if wrong:
+        pytest.fail(wrong, pytrace=False)
+
+
+def start_method_mismatch(method: str, started: List[str]) -> str:
+    """Why a test run under start method ``method`` that started processes with the methods
+    ``started`` did not test ``method`` ("" if it did)."""
+    if not started:
+        return f"the {method} variant started no process: it tests nothing the other does not"
+    if set(started) != {method}:
+        return (f"the {method} variant started processes with {sorted(set(started))}: "
+                f"something chose its own start method")
+    return ""

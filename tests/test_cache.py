@@ -19,7 +19,6 @@ from typing import List
 
 import numpy as np
 import pytest
-from conftest import FORK
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -111,18 +110,15 @@ class DiskWatch:
         self._thread.join()
 
 
-def _loader(ds, workers, context, **kw):
+def _loader(ds, workers, **kw):
     import torch
 
-    return torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers,
-                                       multiprocessing_context=context if workers else None,
-                                       **kw)
+    return torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers, **kw)
 
 
 # -- training: two epochs from the bucket -------------------------------------------------------
 @pytest.mark.needs("torch")
-@pytest.mark.parametrize("context", [FORK, "spawn"])
-def test_two_epochs_of_keyed_random_reads(dataset, tmp_path, context):
+def test_two_epochs_of_keyed_random_reads(dataset, tmp_path, start_method):
     """RecordDataset + a shuffling RecordSampler, 2 workers: epoch 1 downloads each shard (and
     its index) exactly once; epoch 2 sends the bucket nothing; every record comes once, in the
     sampler's order, with its bytes."""
@@ -137,7 +133,7 @@ def test_two_epochs_of_keyed_random_reads(dataset, tmp_path, context):
         order.set_epoch(epoch)
         mark = server.mark()
         with DiskWatch(tmp_path / "cache") as disk:
-            got = [(int(y), bytes(x)) for x, y in _loader(ds, 2, context, sampler=sampler)]
+            got = [(int(y), bytes(x)) for x, y in _loader(ds, 2, sampler=sampler)]
         assert [k for k, _ in got] == list(order)  # each record once, in the sampler's order
         assert all(x == images[k] for k, x in got)
         if epoch == 0:
@@ -151,8 +147,7 @@ def test_two_epochs_of_keyed_random_reads(dataset, tmp_path, context):
 
 
 @pytest.mark.needs("torch")
-@pytest.mark.parametrize("context", [FORK, "spawn"])
-def test_two_epochs_of_streaming_under_a_limit(dataset, tmp_path, context):
+def test_two_epochs_of_streaming_under_a_limit(dataset, tmp_path, start_method):
     """RecordIterableDataset (2 workers, a shuffle buffer) with a limit of 2.5 shards: every
     record once in each epoch and the folder never above the limit plus one shard. The two
     workers read one shard each and want two more ahead, more than the limit holds, so a shard
@@ -176,7 +171,7 @@ def test_two_epochs_of_streaming_under_a_limit(dataset, tmp_path, context):
             # under the limit, epoch 1's last shards may still be here for epoch 2
             kept = [(folder / copy_name(dataset.rec(i))).exists() for i in range(SHARDS)]
             with DiskWatch(folder) as disk:
-                got = [(int(y), bytes(x)) for x, y in _loader(ds, 2, context)]
+                got = [(int(y), bytes(x)) for x, y in _loader(ds, 2)]
             assert sorted(k for k, _ in got) == list(range(N))
             assert all(x == images[k] for k, x in got)
             if cache_limit is not None:  # some shards twice (see the docstring), none more

@@ -6,7 +6,6 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import FORK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -156,8 +155,7 @@ def _read_in_child(obj, keys, queue):
     queue.put([obj.read_idx(k) for k in keys])
 
 
-@pytest.mark.parametrize("method", [FORK, "spawn"])
-def test_mx_indexed_reader_in_child_process(golden, method):
+def test_mx_indexed_reader_in_child_process(golden, start_method):
     rec, idx = golden / "records" / "tricky.rec", golden / "records" / "tricky.idx"
     parent = recio.mx.MXIndexedRecordIO(str(idx), str(rec), "r")
     keys = [np.int64(k) for k in (17, 3, 6, 0)]
@@ -165,9 +163,8 @@ def test_mx_indexed_reader_in_child_process(golden, method):
     parent.read()  # the parent's position must not matter to the child
     clone = pickle.loads(pickle.dumps(parent))
     assert [clone.read_idx(k) for k in keys] == expected
-    ctx = multiprocessing.get_context(method)
-    queue = ctx.Queue()
-    child = ctx.Process(target=_read_in_child, args=(parent, keys, queue))
+    queue = multiprocessing.Queue()
+    child = multiprocessing.Process(target=_read_in_child, args=(parent, keys, queue))
     child.start()
     got = queue.get(timeout=60)
     child.join(60)

@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import SIGKILL, as_in_a_terminal, need
+from conftest import SIGKILL, START_METHODS, as_in_a_terminal, need
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
@@ -31,6 +31,7 @@ from recio.image.codec import (
     transform_image,
 )
 from recio.image.packing import pack_list, partial_paths
+from support import hook_env, make_corpus
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +68,47 @@ def pack_args(manifest, case, prefix, root):
 # --------------------------------------------------------------------------------- golden cases
 
 
-@pytest.mark.parametrize("workers, executor", [(1, "auto"), (2, "thread"), (2, "process")])
+@pytest.mark.parametrize("workers, executor", [(1, "auto"), (2, "thread")])
 @pytest.mark.parametrize("name", ["all", "multi"])
 def test_pack_matches_mxnet_headers_and_sizes(name, workers, executor, manifest, golden, tmp_path):
+    _pack_golden(name, workers, executor, manifest, golden, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["all", "multi"])
+def test_pack_in_worker_processes_matches_mxnet_headers_and_sizes(name, start_method, manifest,
+                                                                 golden, tmp_path):
+    """--executor process with forked workers, or spawned ones (the default on Windows and
+    macOS), which get the job pickled and set themselves up afresh: MXNet's records still."""
+    _pack_golden(name, 2, "process", manifest, golden, tmp_path)
+
+
+def test_worker_processes_resize_with_the_packing_process_choice(start_method, monkeypatch,
+                                                                 golden, tmp_path):
+    """Worker processes resize with the library the packing process chose, whatever they would
+    pick themselves: here the process was told Pillow (codec.RESIZER) while RECIO_RESIZER, which
+    a spawned worker inherits and decides from afresh, says OpenCV. The records are those of a
+    pack on threads, and the two resizers do give different records."""
+    need("cv2")
+    from recio.image import codec
+
+    monkeypatch.setenv("RECIO_RESIZER", "opencv")
+    options = ImageOptions(resize=20, resize_mode="antialias", quality=95)
+    packed = {}
+    for resizer, executor in (("pillow", "process"), ("pillow", "thread"), ("opencv", "thread")):
+        monkeypatch.setattr(codec, "RESIZER", resizer)
+        folder = tmp_path / f"{resizer}-{executor}"
+        folder.mkdir()
+        shutil.copy(golden / "im2rec" / "all.lst", folder)
+        pack_list(folder / "all.lst", golden / "im2rec" / "images", options, workers=2,
+                  executor=executor)
+        packed[resizer, executor] = (folder / "all.rec").read_bytes()
+    assert packed["pillow", "process"] == packed["pillow", "thread"]
+    assert packed["pillow", "thread"] != packed["opencv", "thread"]
+
+
+def _pack_golden(name, workers, executor, manifest, golden, tmp_path):
+    """Pack the golden list ``name`` with im2rec (in this process, so that a test's start
+    method holds) and check the records against MXNet's headers and sizes."""
     shutil.copy(golden / "im2rec" / f"{name}.lst", tmp_path)
     args = pack_args(manifest, f"pack_{name}", tmp_path / name, golden / "im2rec" / "images")
     result = CliRunner().invoke(im2rec_cmd, args + ["--num-thread", str(workers),
@@ -639,6 +678,131 @@ def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, 
     pack_list(fresh / "job.lst", root, ImageOptions(resize=16, quality=90))
     assert (fresh / "job.rec").read_bytes() == open(prefix + ".rec", "rb").read()
     assert (fresh / "job.idx").read_bytes() == open(prefix + ".idx", "rb").read()
+
+
+#: a ``sitecustomize`` that holds each spawned worker process at the start for 3 s (where it
+#: imports Python's and recio's modules) after it creates the file ``PID`` in the folder
+#: RECIO_TEST_STARTING, and ``PID.interrupted`` there if a KeyboardInterrupt stops it meanwhile
+_SLOW_SPAWN_HOOK = """
+import os, sys
+if "--multiprocessing-fork" in sys.argv and os.environ.get("RECIO_TEST_STARTING"):
+    import multiprocessing.spawn, time
+    _prepare = multiprocessing.spawn.prepare
+
+    def _slow_prepare(data):
+        mark = os.path.join(os.environ["RECIO_TEST_STARTING"], str(os.getpid()))
+        open(mark, "w").close()
+        try:
+            time.sleep(3)
+        except KeyboardInterrupt:
+            open(mark + ".interrupted", "w").close()
+            raise
+        _prepare(data)
+    multiprocessing.spawn.prepare = _slow_prepare
+"""
+
+
+def _im2rec_with(method):
+    """``python -c`` code that runs im2rec with multiprocessing's start method ``method`` (as on
+    a platform whose default it is), arguments after it."""
+    return (f"import multiprocessing, sys; multiprocessing.set_start_method({method!r}); "
+            f"sys.argv[0] = 'im2rec'; from recio.cli.im2rec import main; main()")
+
+
+#: im2rec as run where multiprocessing spawns (Windows, macOS), arguments after it
+_SPAWNING_IM2REC = _im2rec_with("spawn")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
+@pytest.mark.parametrize("method", START_METHODS)
+def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp_path, method):
+    """A worker process killed while it packs (as by the OOM killer; here each kills itself at
+    its third image), forked or spawned: multiprocessing's pool replaces it, but the batch it
+    held never comes back, and the pack waited for it for ever. Now the pack stops with one
+    line that says so, keeping its progress, and --resume finishes it."""
+    lst = make_corpus(tmp_path, n=30)
+    cmd = [sys.executable, "-c", _im2rec_with(method), str(tmp_path / "job"),
+           str(tmp_path / "img"), "--resize", "16", "--num-thread", "2", "--executor", "process"]
+    env = hook_env(tmp_path, kill_at="recio.image.packing:_read_image_file:3:KILL")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{lst}: a worker process was killed by signal {int(signal.SIGKILL)} (out of " \
+        "memory?) before its images were packed" in proc.stderr
+    assert "--resume" in proc.stderr and os.path.exists(partial_paths(lst)[0])
+    done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "packed 29 images" in done.stdout and not os.path.exists(partial_paths(lst)[0])
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="a terminal's Ctrl-C to a process group "
+                    "is POSIX's (a Windows console's reaches every process attached to it)")
+def test_ctrl_c_while_spawned_workers_start_says_interrupted_once(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, worker processes included. A
+    spawned worker (the default on Windows and macOS) needs a moment to start before it can
+    ignore Ctrl-C; a Ctrl-C then must not raise KeyboardInterrupt in it (whose traceback
+    reaches the terminal when the worker prints it before the packer stops it): the packer
+    says "Interrupted" once and keeps its progress for --resume."""
+    make_corpus(tmp_path, n=8, missing=(), bad_lines=())
+    root = tmp_path / "img"
+    starting, hook = tmp_path / "starting", tmp_path / "hook"
+    starting.mkdir()
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_SLOW_SPAWN_HOOK)
+    env = dict(os.environ, RECIO_TEST_STARTING=str(starting), PYTHONPATH=os.pathsep.join(
+        [str(hook)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.Popen([sys.executable, "-c", _SPAWNING_IM2REC, str(tmp_path / "job"),
+                             str(root), "--num-thread", "2", "--executor", "process"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=as_in_a_terminal, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(os.listdir(starting)) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        assert len(os.listdir(starting)) == 2, "the workers did not start"
+        time.sleep(0.5)  # both are in their 3 s start
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the packer and both starting workers
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert not [n for n in os.listdir(starting) if n.endswith(".interrupted")]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.count("Interrupted") == 1 and "--resume" in err, err
+
+
+#: a library user's script that packs on worker processes, as it runs where multiprocessing
+#: spawns (Windows, macOS), written without ``if __name__ == "__main__":``
+_UNGUARDED_SCRIPT = """
+import multiprocessing, sys
+multiprocessing.set_start_method("spawn", force=True)
+from recio.errors import RecordIOError
+from recio.image.packing import pack_list
+try:
+    pack_list(sys.argv[1], sys.argv[2], workers=2, executor="process")
+except RecordIOError as exc:
+    sys.exit(str(exc))
+"""
+
+
+def test_a_script_without_a_main_guard_gets_an_error_not_a_hang(tmp_path):
+    """A spawned worker first runs the script that started the pack again (as its main module);
+    without ``if __name__ == "__main__":`` that second pack fails (the first holds the lock)
+    and the worker ends before it starts. multiprocessing's pool replaces such workers for
+    ever: the pack waited for batches that never came. Now it stops at once and says what to
+    do, keeping its partial output for resume."""
+    lst, root = make_corpus(tmp_path, n=8, missing=(), bad_lines=()), tmp_path / "img"
+    (tmp_path / "pack.py").write_text(_UNGUARDED_SCRIPT)
+    proc = subprocess.run([sys.executable, str(tmp_path / "pack.py"), str(lst), str(root)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "job.lst: a worker process exited with status 1" in last, proc.stderr
+    assert 'inside if __name__ == "__main__"' in last and "resume" in last, last
+    assert not (tmp_path / "job.rec").exists() and os.path.exists(partial_paths(lst)[0])
 
 
 def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path):

@@ -10,7 +10,6 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from conftest import FORK
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import recio
@@ -383,8 +382,7 @@ def _child_reads(reader, rec_io, keys, queue):
 
 
 @pytest.mark.parametrize("keys", [list(range(500)), [3 * i for i in range(500)][::-1]])
-@pytest.mark.parametrize("method", [FORK, "spawn"])
-def test_workers_read_through_the_arrays(tmp_path, monkeypatch, keys, method):
+def test_workers_read_through_the_arrays(tmp_path, monkeypatch, keys, start_method):
     monkeypatch.setenv("RECIO_INDEX_CACHE", "1")
     rec, idx = make_rec(tmp_path, keys)
     reader = IndexedRecordReader(rec)
@@ -395,9 +393,8 @@ def test_workers_read_through_the_arrays(tmp_path, monkeypatch, keys, method):
     assert [reader[k] for k in wanted] == expected
     # the child must not parse: fork shares the arrays, spawn maps the cache
     monkeypatch.setattr(index_mod, "_parse_file", None)
-    ctx = multiprocessing.get_context(method)
-    queue = ctx.Queue()
-    child = ctx.Process(target=_child_reads, args=(reader, rec_io, wanted, queue))
+    queue = multiprocessing.Queue()
+    child = multiprocessing.Process(target=_child_reads, args=(reader, rec_io, wanted, queue))
     child.start()
     got = queue.get(timeout=60)
     child.join(60)

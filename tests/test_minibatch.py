@@ -681,7 +681,9 @@ def test_torch_dataset_state_dict_resumes_exactly():
     assert first["x"].dtype == torch.float32 and first["x"].dim() == 3
 
 
-def test_torch_dataset_with_state_and_one_worker():
+def test_torch_dataset_with_state_and_one_worker(start_method):
+    """Minibatches and their states from one DataLoader worker, forked or spawned (the source
+    and its corpus travel pickled): the states resume where each minibatch left off."""
     torch = need("torch")
     from recio.torch.minibatch import MinibatchDataset
 

@@ -8,8 +8,6 @@ import multiprocessing
 import numbers
 
 import numpy as np
-import pytest
-from conftest import FORK
 
 from recio import mx as recordio  # was: from mxnet import recordio
 
@@ -62,8 +60,7 @@ def _get(i):
     return _DATASET[i]
 
 
-@pytest.mark.parametrize("method", [FORK, "spawn"])
-def test_face_dataset_in_worker_processes(tmp_path, method):
+def test_face_dataset_in_worker_processes(tmp_path, start_method):
     global _DATASET
     idx, rec = make_face_dataset(tmp_path)
     dataset = FaceDataset(idx, rec)
@@ -71,11 +68,10 @@ def test_face_dataset_in_worker_processes(tmp_path, method):
     expected = [dataset[i] for i in range(len(dataset))]
     assert [e[0] for e in expected] == [0] * 4 + [1] * 4 + [2] * 4
     _DATASET = dataset
-    ctx = multiprocessing.get_context(method)
-    if method == "fork":
-        with ctx.Pool(2) as pool:
+    if start_method == "fork":  # the workers inherit the dataset, its reader open
+        with multiprocessing.Pool(2) as pool:
             got = pool.map(_get, range(len(dataset)))
     else:  # spawn pickles the dataset (and its reader) into each worker
-        with ctx.Pool(2) as pool:
+        with multiprocessing.Pool(2) as pool:
             got = pool.starmap(FaceDataset.__getitem__, [(dataset, i) for i in range(12)])
     assert got == expected

@@ -71,6 +71,19 @@ def test_shards_are_list_ranges_with_the_records_of_an_unsharded_pack(tmp_path):
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".recio-")]
 
 
+def test_shards_packed_by_worker_processes_are_those_packed_by_threads(tmp_path, start_method):
+    """The local engine's parts on --executor process, forked or spawned workers (each gets
+    the part's job pickled): the same shard set, byte for byte, as on threads."""
+    sets = {}
+    for executor in ("thread", "process"):
+        lst = make_corpus(tmp_path / executor, n=20)
+        pack_shards(lst, tmp_path / executor / "img", ImageOptions(resize=16), num_shards=3,
+                    pack_label=True, checksums=True, workers=2, executor=executor)
+        sets[executor] = tmp_path / executor
+    assert_same_files(sets["process"], sets["thread"], "job")
+    assert len(load_manifest(sets["process"] / "job.manifest.json").shards) == 3
+
+
 def test_a_part_whose_images_are_all_missing_gets_no_shard_and_numbers_stay_dense(tmp_path):
     lst = make_corpus(tmp_path, n=12, missing=(4, 5, 6, 7), bad_lines=(), multi=False)
     result = pack_shards(lst, tmp_path / "img", ImageOptions(resize=12), num_shards=3)

@@ -52,6 +52,27 @@ def test_golden_every_part_matches_mxnet(golden_split):
         assert part.count_records() == len(keys), kn
 
 
+def _part_keys(split):
+    """A worker's job: the keys of the records its InputSplit reads from where it stands."""
+    return label_keys(split)
+
+
+def test_golden_parts_read_in_worker_processes(golden_split, start_method):
+    """InputSplits handed to a pool of worker processes, as a data loader does: each pickled
+    (a spawned worker, with nothing of the parent's, opens the files itself), one of them
+    already read from in the parent (a pickled split reads its part from the start, as
+    test_pickles_mid_epoch says). Together the workers read MXNet's partition."""
+    import multiprocessing
+
+    files, manifest = golden_split
+    splits = [InputSplit(files, k, 3) for k in range(3)]
+    want = [manifest["partitions"][f"{k}/3"] for k in range(3)]
+    assert label_keys([splits[1].read()]) == want[1][:1]  # the parent's file is open
+    with multiprocessing.Pool(2) as pool:
+        got = pool.map(_part_keys, splits, chunksize=1)
+    assert got == want
+
+
 @pytest.mark.parametrize("chunk_size", [8, 100, 1024])
 def test_golden_with_chunks_smaller_than_records(golden_split, chunk_size):
     files, manifest = golden_split

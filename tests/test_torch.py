@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import recio
-
+from conftest import start_method_cases
 from recio.errors import ImageError
 
 try:
@@ -125,19 +125,26 @@ def _labels(loader):
 
 
 @needs_torch
-def test_record_dataset_dataloader_two_workers_each_record_once(dataset):
+def test_record_dataset_dataloader_two_workers_each_record_once(dataset, start_method):
+    """Two DataLoader workers read every record once. The dataset has its file open when the
+    workers start: forked ones must reopen it, not share the parent's; spawned ones get the
+    dataset pickled, which must leave the parent's open reader behind."""
     rec, idx = dataset
     ds = RecordDataset(rec, idx)
-    ds[0]  # opened in the parent before the workers fork: they must reopen, not share
+    ds[0]  # opened in the parent before the workers start
     loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2,
                         generator=torch.Generator().manual_seed(0))
     labels = _labels(loader)
     assert sorted(labels) == list(range(N))
 
 
-@pytest.mark.parametrize("balance", ["bytes", "records"])
+@pytest.mark.parametrize("balance, start_method",
+                         start_method_cases([("bytes",), ("records",)], [("bytes",)]),
+                         indirect=["start_method"])
 @needs_torch
-def test_iterable_dataset_dataloader_two_workers_each_record_once(dataset, balance):
+def test_iterable_dataset_dataloader_two_workers_each_record_once(dataset, balance, start_method):
+    """Each of two workers reads its InputSplit part of the stream (made in the worker, forked
+    or spawned): together every record once."""
     rec, _ = dataset
     ds = RecordIterableDataset(rec, balance=balance)
     labels = _labels(DataLoader(ds, batch_size=5, num_workers=2))
@@ -176,6 +183,23 @@ def test_iterable_dataset_set_epoch_reaches_persistent_workers(dataset):
     assert all(sorted(o) == list(range(N)) for o in persistent)
     assert len({tuple(o) for o in fresh}) == 3
     assert persistent == fresh
+
+
+@needs_torch
+def test_iterable_dataset_set_epoch_reaches_a_persistent_worker_forked_or_spawned(dataset,
+                                                                                 start_method):
+    """set_epoch reaches a persistent worker through shared memory, which a spawned worker gets
+    pickled (as a handle to the same memory), not inherited: each epoch its own order, the one
+    the main process reads for that epoch (one worker reads what the main process does)."""
+    rec, _ = dataset
+    ds = RecordIterableDataset(rec, shuffle_buffer=8, seed=1)
+    loader = DataLoader(ds, batch_size=5, num_workers=1, persistent_workers=True)
+    got, want = [], []
+    for epoch in range(3):
+        ds.set_epoch(epoch)
+        got.append(_labels(loader))
+        want.append([int(lab) for _, lab in ds])
+    assert got == want and len({tuple(o) for o in got}) == 3
 
 
 @needs_torch
@@ -231,16 +255,6 @@ def test_jpeg_records_decode_the_same_with_either_decoder(tmp_path):
     np.testing.assert_array_equal(clone[0][0], auto[0][0])
     grey = RecordDataset(rec, idx, mode="L")[0][0]
     assert grey.shape == (1, 20, 30)
-
-
-@needs_torch
-def test_record_dataset_with_spawned_workers(dataset):
-    rec, idx = dataset
-    ds = RecordDataset(rec, idx)
-    ds[0]  # an open reader must not be pickled into the spawned workers
-    # one worker keeps the test quick: starting a spawned worker means importing torch again
-    loader = DataLoader(ds, batch_size=8, num_workers=1, multiprocessing_context="spawn")
-    assert sorted(_labels(loader)) == list(range(N))
 
 
 @needs_torch

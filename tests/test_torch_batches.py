@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import recio
+from conftest import start_method_cases
 from recio.errors import ImageError
 
 try:
@@ -111,9 +112,12 @@ def test_main_process_buffers_are_reused_only_when_released(data):
     np.testing.assert_array_equal(view[1].numpy(), _want(3))
 
 
-@pytest.mark.parametrize("persistent", [True, False])
-def test_batches_held_in_the_main_process_are_never_overwritten(data, persistent):
-    """Whole batches, views of them and pinned-style copies kept while the workers go on."""
+@pytest.mark.parametrize("persistent, start_method",
+                         start_method_cases([(True,), (False,)], [(True,)]),
+                         indirect=["start_method"])
+def test_batches_held_in_the_main_process_are_never_overwritten(data, persistent, start_method):
+    """Whole batches, views of them and pinned-style copies kept while the workers go on
+    (forked or spawned: the buffers are shared memory either way)."""
     from torch.utils.data import DataLoader
 
     ds = _dataset(data)
@@ -132,8 +136,9 @@ def test_batches_held_in_the_main_process_are_never_overwritten(data, persistent
             np.testing.assert_allclose(img.numpy(), _want(int(lab)), rtol=1e-6)
 
 
-def test_worker_buffers_are_reused(data):
-    """A worker reuses its buffers (the labels say how many it had made)."""
+def test_worker_buffers_are_reused(data, start_method):
+    """A worker reuses its buffers (the labels say how many it had made), whether it was
+    forked with the parent's pool of buffers or spawned without one."""
     from torch.utils.data import DataLoader
 
     from recio.torch import batching
@@ -165,12 +170,14 @@ def test_a_custom_collate_fn_gets_plain_samples_and_they_stay_intact(data):
             np.testing.assert_allclose(img.numpy(), _want(int(lab)), rtol=1e-6)
 
 
-def test_spawned_workers_and_integer_labels(data):
+def test_workers_and_integer_labels(data, start_method):
+    """uint8 batches with integer labels (the target_transform ``int``) from a worker, forked
+    or spawned (then the dataset, its ImageAugment and its transforms travel pickled)."""
     from torch.utils.data import DataLoader
 
     ds = _dataset(data, mean=None, std=None, dtype="uint8")
     ds._decoder.target_transform = int
-    loader = DataLoader(ds, batch_size=16, num_workers=1, multiprocessing_context="spawn")
+    loader = DataLoader(ds, batch_size=16, num_workers=1)
     batches = list(loader)
     assert [b[1].dtype for b in batches] == [torch.int64] * 4
     assert sorted(v for _, labels in batches for v in labels.tolist()) == list(range(N))

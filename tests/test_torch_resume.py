@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import recio
+from conftest import start_method_cases
 
 try:
     import torch
@@ -197,11 +198,14 @@ def test_iterable_single_process_state_and_next_epoch(files):
     assert sorted(int(lab) for _, lab in other) == list(range(N))
 
 
-@pytest.mark.parametrize("workers, persistent", [(0, False), (2, False), (2, True)])
-def test_iterable_resumed_pass_is_used_once(files, workers, persistent):
+@pytest.mark.parametrize("workers, persistent, start_method",
+                         start_method_cases([(0, False), (2, False), (2, True)], [(2, True)]),
+                         indirect=["start_method"])
+def test_iterable_resumed_pass_is_used_once(files, workers, persistent, start_method):
     """The pass after the resumed one reads the whole epoch again (as without a state), with
-    or without set_epoch: new workers forked from the main process's dataset, which holds the
-    loaded state, and persistent workers, which keep their dataset copy."""
+    or without set_epoch: new workers started from the main process's dataset, which holds the
+    loaded state, and persistent workers, which keep their dataset copy (spawned ones share
+    the mark of the used state with the main process only through shared memory)."""
     before, saved = _take(_loader(_iterable(files, shuffle_buffer=3), 2), 4)
     ds = _iterable(files, shuffle_buffer=3)
     ds.load_state_dict(saved)

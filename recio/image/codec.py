@@ -116,7 +116,8 @@ _RESIZER_MODULES = {"opencv": ("cv2",), "cykooz": ("cykooz_resizer", "cykooz.res
 #: one of RESIZERS (an error if it is not installed)
 RESIZER_ENV = "RECIO_RESIZER"
 #: module-level switch: None = decide once from RECIO_RESIZER and what imports; a name from
-#: RESIZERS forces that resizer (tests set it)
+#: RESIZERS forces that resizer (tests set it; so do im2rec's worker processes, to the choice of
+#: the process that started them)
 RESIZER: Optional[str] = None
 
 #: what Pillow and the decoders raise on bad data; all of it becomes ImageError

@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from multiprocessing.pool import Pool
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple, Union
@@ -44,6 +45,7 @@ from recio.errors import (
     RecordIOError,
     plural,
 )
+from recio.image import codec
 from recio.image.codec import ImageOptions, has_alpha, set_opencv_threads, transform_image
 from recio.image.header import IRHeader, pack
 from recio.image.lists import (
@@ -423,17 +425,49 @@ def _encode_batch(job: _Job, batch: List[Task]) -> List[Outcome]:
     return [_encode_one(job, task) for task in batch]
 
 
-def _init_process_worker(parent: int) -> None:
+def _init_process_worker(parent: int, resizer: str) -> None:
     """Worker processes leave Ctrl-C to the parent, which stops them cleanly; SIGTERM (how
     the parent stops them) ends them, whatever handler they inherited. On Linux a worker also
     ends with its parent (``PR_SET_PDEATHSIG``): a parent killed with SIGKILL cannot stop its
     workers, which would otherwise decode on and print a broken-pipe traceback to the user's
-    terminal when they hand back their batch."""
+    terminal when they hand back their batch.
+
+    A worker resizes with ``resizer``, the parent's choice: a forked worker inherits it, but a
+    spawned one (Windows', macOS's default) imports the codec afresh and would decide again,
+    from an environment the parent may have changed since it decided."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held since it started (_ctrl_c_held); now ignored
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     portable.end_with_parent(parent)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+    codec.RESIZER = resizer
     set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
+
+
+@contextmanager
+def _ctrl_c_held(context: Any) -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT blocked, POSIX) while worker processes of ``context`` start. A
+    terminal's Ctrl-C reaches the workers too, and a spawned worker (Windows', macOS's default)
+    spends its first half second importing Python's and recio's modules before
+    ``_init_process_worker`` can ignore it: a KeyboardInterrupt there printed its traceback to
+    the terminal. The block is inherited across fork and exec and lifted by each worker once it
+    ignores SIGINT; this process gets a Ctrl-C that came meanwhile as soon as the workers have
+    started. (Windows has no signal mask; there a console's Ctrl-C reaches a starting worker.
+    Under ``forkserver`` the workers are the server's children and do not inherit it.)"""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    if context.get_start_method() != "fork":
+        # multiprocessing's resource tracker, started with the first spawned worker, unblocks
+        # SIGINT after it starts itself: start it first
+        from multiprocessing import resource_tracker
+        resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _batched(tasks: Iterable[Task], size: int) -> Iterator[List[Task]]:
@@ -939,6 +973,7 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
     keeps the partial files for ``resume``.
     """
     pool: Optional[Pool] = None
+    others: set = set()  # the children this process had before the pool's
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -950,23 +985,76 @@ def _encode_in_order(job: _Job, tasks: Iterator[Task], workers: int, kind: str, 
             else:
                 # a multiprocessing pool, not concurrent.futures: terminate() kills the workers
                 # at once on Ctrl-C, even one stuck reading a file
-                pool = multiprocessing.get_context().Pool(workers, _init_process_worker,
-                                                          (os.getpid(),))
+                context = multiprocessing.get_context()
+                others = set(multiprocessing.active_children())
+                with _ctrl_c_held(context):  # assigned inside: a Ctrl-C held here finds the pool
+                    pool = context.Pool(workers, _init_process_worker,
+                                        (os.getpid(), codec.resizer_name()))
+                started = [p for p in multiprocessing.active_children() if p not in others]
                 pending: Deque = deque()
                 for batch in _batched(tasks, batch_size):
                     pending.append(pool.apply_async(_encode_batch, (job, batch)))
                     if len(pending) >= window:
-                        sink.write(pending.popleft().get())
+                        sink.write(_outcomes(pending.popleft(), started, sink.out.lst_path))
                 while pending:
-                    sink.write(pending.popleft().get())
+                    sink.write(_outcomes(pending.popleft(), started, sink.out.lst_path))
     except BaseException:
         if pool is not None:
-            pool.terminate()
+            _stop_pool(pool, others)
         sink.out.abort()
         raise  # the partial files stay for resume
     if pool is not None:
         pool.close()
         pool.join()
+
+
+def _outcomes(result: Any, workers: List[Any], lst_path: str) -> List[Outcome]:
+    """A batch's outcomes from the pool's ``result``; RecordIOError as soon as one of the
+    pool's first ``workers`` (the children this process started with the pool) has failed:
+    the batch it held never comes back, and multiprocessing's pool, which replaces the
+    worker, would wait for it for ever. A worker killed by the OS (out of memory), or a
+    spawned one that cannot start: it runs the main module first, and a script that packs
+    without ``if __name__ == "__main__":`` packs again there (and fails, as this pack holds
+    the lock) in every worker the pool starts."""
+    while True:
+        try:
+            return result.get(timeout=0.2)
+        except multiprocessing.TimeoutError:
+            # exit status 0 is no failure: a pool's worker ends so only when the pool closes
+            ended = [w.exitcode for w in workers if w.exitcode]
+            if ended:
+                raise _worker_ended(ended[0], lst_path) from None
+
+
+def _stop_pool(pool: Pool, others: set) -> None:
+    """``pool.terminate()``, but bounded: it first takes the lock of the pool's task queue,
+    which a worker process that died holding it never gives back (seen when every worker was
+    killed mid-pack). After 5 s the pool's workers (this process's children but ``others``)
+    are killed directly, and the stuck daemon thread is left to end with the process."""
+    stopper = threading.Thread(target=pool.terminate, name="recio-pack-stop", daemon=True)
+    stopper.start()
+    stopper.join(5.0)
+    if stopper.is_alive():
+        for worker in set(multiprocessing.active_children()) - others:
+            worker.kill()
+            worker.join(5.0)
+
+
+def _worker_ended(exitcode: int, lst_path: str) -> RecordIOError:
+    """The error of a pack whose worker process ended with ``exitcode``."""
+    if exitcode < 0:
+        how = f"was killed by signal {-exitcode}"
+        if -exitcode == getattr(signal, "SIGKILL", None):
+            how += " (out of memory?)"
+    else:
+        how = f"exited with status {exitcode}"
+    method = multiprocessing.get_start_method()
+    hint = "" if method == "fork" else (
+        f"; a worker process started by {method} first runs the main module: a script that "
+        f"packs on worker processes must start the pack inside if __name__ == \"__main__\"")
+    return RecordIOError(f"a worker process {how} before its images were packed{hint}; the "
+                         f"partial output is kept (resume=True, --resume continues it)",
+                         path=lst_path)
 
 
 class _ThreadPipeline:

@@ -63,6 +63,17 @@ def _in_use(path, winerror, mapped_only=False):
     return error if os.path.realpath(path) in held_paths(mapped_only) else None
 
 
+class _Function:
+    """A stand-in for an ``os`` function. An object, not a Python function: code that stores
+    ``os.open`` as a class attribute (Python 3.9's pathlib) must not get it bound as a method."""
+
+    def __init__(self, call):
+        self.call = call
+
+    def __call__(self, *args, **kwargs):
+        return self.call(*args, **kwargs)
+
+
 def _checked(real, arity):
     def call(*args, **kwargs):
         if not any(kwargs.get(k) is not None for k in ("dir_fd", "src_dir_fd", "dst_dir_fd")):
@@ -72,15 +83,18 @@ def _checked(real, arity):
                     if error is not None:
                         raise error
         return real(*args, **kwargs)
-    return call
+    return _Function(call)
 
 
-def _open(path, flags, mode=0o777, *, dir_fd=None):
+def _open_checked(path, flags, mode=0o777, *, dir_fd=None):
     if flags & os.O_TRUNC and dir_fd is None and os.path.exists(path):
         error = _in_use(path, 1224, mapped_only=True)  # ERROR_USER_MAPPED_FILE
         if error is not None:
             raise error
     return _real_open(path, flags, mode, dir_fd=dir_fd)
+
+
+_open = _Function(_open_checked)
 
 
 def apply(items):
