@@ -410,6 +410,17 @@ BLOCKS = [block for path in DOCUMENTS
 CODE_BLOCKS = [b for b in BLOCKS if b.lang not in TEXT_LANGS]
 
 
+def test_every_page_of_the_site_is_run():
+    """The pages mkdocs.yml's navigation lists are among the documents whose blocks run here."""
+    nav = re.findall(r"^\s+- (?:[^\n]*: )?([\w/.-]+\.md)\s*$",
+                     (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    assert "index.md" in nav and "api/recio.md" in nav
+    run = {_relative(path) for path in DOCUMENTS}
+    assert {f"docs/{page}" for page in nav} <= run
+    assert {b.doc for b in CODE_BLOCKS} >= {"README.md", "docs/im2rec.md",
+                                            "docs/training/pytorch.md"}
+
+
 def test_every_code_block_says_what_it_needs():
     problems = [f"{b.name}: {p}" for b in BLOCKS for p in spec_problems(b)]
     assert not problems, "\n".join(problems)
