@@ -3,8 +3,9 @@
 pyproject.toml's classifiers and requires-python, the README, docs/platforms.md and the CI
 workflow for the systems this machine cannot run (.github/workflows/tests.yml) must say the
 same: Linux, macOS and Windows, each tested on the oldest and the newest Python claimed, Windows
-with the Makefile's commands spelled out. The linux_only / posix_only markers of tests/conftest.py are checked here too: a
-test another platform cannot run is skipped there with its reason, which CI=true accepts.
+with the Makefile's commands spelled out. The linux_only / posix_only markers of
+tests/conftest.py are checked here too: a test another platform cannot run is skipped there
+with its reason, which CI=true accepts.
 """
 import os
 import pathlib
