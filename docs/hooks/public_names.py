@@ -69,7 +69,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 
 #: a Sphinx role left in a rendered docstring: ``:class:`~recio.errors.OutputExistsError```
 #: comes out of Markdown as ``:class:<code>~recio.errors.OutputExistsError</code>``
-ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|exc|data|obj):<code>(~?)([\w.]+)(\(\))?</code>")
+ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|exc|data|obj):"
+                  r"<code>(~?)([\w.]+)(\(\))?</code>")
 
 
 def _role(match: "re.Match[str]") -> str:
