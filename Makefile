@@ -12,7 +12,7 @@ ifeq ($(origin TORCH_PIN), undefined)
 TORCH_PIN := $(shell $(PYTHON) -c 'import sys; print("torch==2.13.0" if sys.version_info[:2] == (3, 11) else "")' 2>/dev/null)
 endif
 
-.PHONY: check-python install install-dev install-torch test demo bench clean
+.PHONY: check-python install install-dev install-torch install-docs test docs demo bench clean
 
 # Refuse, in one line, an interpreter pip may not install into (PEP 668 "externally managed",
 # e.g. Debian's /usr/bin/python3 outside a virtualenv, unless pip is configured to install there
@@ -52,6 +52,31 @@ else
 		echo "make test: no torch build is pinned for this Python (TORCH_PIN is empty): the torch tests will be reported as skipped"
 endif
 
+# The documentation site (mkdocs.yml, docs/): MkDocs with the Material theme and mkdocstrings,
+# whose API pages are generated from the docstrings. The build reads only the checkout.
+# NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2, printed on every build, says nothing
+# about this site.
+MKDOCS = NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs
+# The docs extra's releases need Python 3.11 or newer. On an older Python (CI's oldest is 3.9)
+# `make test` says so and leaves the site out, which is the same built by any Python (CI builds
+# it on 3.11 and 3.13); `make docs` stops with that line.
+DOCS_PYTHON := $(shell $(PYTHON) -c 'import sys; print("yes" if sys.version_info >= (3, 11) else "")' 2>/dev/null)
+NO_DOCS = the documentation tools (the docs extra) need Python 3.11 or newer: the site is not built with $(PYTHON)
+
+install-docs: check-python
+ifneq ($(strip $(DOCS_PYTHON)),)
+	$(PIP) install -q -e '.[docs]'
+	@$(PYTHON) -c 'import mkdocs, material, mkdocstrings_handlers.python' || \
+		{ echo "make: the docs extra (mkdocs, mkdocs-material, mkdocstrings[python]) installed but does not import" >&2; exit 1; }
+else
+	@echo "make: $(NO_DOCS)"
+endif
+
+# site/index.html: the guides and the API reference
+docs: install-docs
+	@[ -n "$(DOCS_PYTHON)" ] || { echo "make docs: $(NO_DOCS)" >&2; exit 1; }
+	$(MKDOCS) build
+
 # CI=true: a test may not skip, except for an optional dependency left out on purpose here
 # (RECIO_TEST_WITHOUT), and pytest -rs lists every skip with its reason.
 # The record, index, im2rec and reader tests again, as on a system without Linux's facilities:
@@ -63,8 +88,11 @@ PORTABLE_TESTS := $(addprefix tests/test_,records.py split.py writer_lifecycle.p
 	pack_resume.py damaged_files.py lists.py list_safety.py imageiter.py mx_compat.py \
 	shards.py inspect_verify.py minibatch.py portable.py portable_paths.py portable_text.py)
 
-test: install-dev install-torch
+test: install-dev install-torch install-docs
 	CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)' $(PYTHON) -m pytest -q -rs tests
+	@if [ -n "$(DOCS_PYTHON)" ]; then \
+		echo "== the documentation site, strictly: a broken link, anchor or API reference fails"; \
+		$(MKDOCS) build --strict; fi
 	@if [ -d /proc/self/fd ]; then \
 		echo "== the same without Linux's facilities (RECIO_TEST_REMOVE=all)"; \
 		CI=true RECIO_TEST_REMOVE=all $(PYTHON) -m pytest -q -rs $(PORTABLE_TESTS); fi
@@ -77,4 +105,4 @@ bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PYTHON) $$b || exit 1; done
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache examples/out
+	rm -rf build dist *.egg-info .pytest_cache examples/out site

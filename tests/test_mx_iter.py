@@ -298,8 +298,9 @@ def test_parameter_names_match_mxnets_documentation():
         scale max_random_contrast max_random_illumination""".split())
     extra = {"data_name", "label_name", "rotate_list"}  # MXDataIter's, the augmenter's
     assert set(mx.io.PARAMETERS) == documented | extra
-    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    table = {name for line in readme.splitlines() if line.startswith("| `")
+    page = (pathlib.Path(__file__).parents[1] / "docs" / "training" / "mxnet.md").read_text(
+        encoding="utf-8")
+    table = {name for line in page.splitlines() if line.startswith("| `")
              for name in re.findall(r"`(\w+)`", line.split("|")[1])}
     assert documented | extra <= table, sorted((documented | extra) - table)
 

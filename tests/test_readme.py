@@ -1,4 +1,5 @@
-"""README.md is tested: every code block runs as written, every command and name it shows exists.
+"""README.md and the documentation site's pages (docs/**/*.md) are tested: every code block runs
+as written, every command and name they show exists.
 
 Each fenced ``python`` or ``bash`` block must follow an HTML comment (invisible on GitHub) that
 says what the block needs::
@@ -15,7 +16,8 @@ block cannot go untested. Blocks run as written, in a temporary working folder.
 
 Besides the blocks, every ``recio``/``im2rec`` command line quoted in the text must use options
 the commands have, every ``recio.x.y`` name must resolve, and every ``recio/...py`` or
-``examples/...`` path must exist.
+``examples/...`` path must exist. The site's own links, anchors and API reference are checked by
+``mkdocs build --strict`` (``make test``); the README's links to its sections here.
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ from recio.optional import TORCH_CPU_INDEX
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+#: every page of the documentation site (mkdocs.yml), then the README: each runs the same way
+DOCUMENTS = sorted((ROOT / "docs").rglob("*.md")) + [README]
 
 PYTHON_LANGS = {"python", "py", "python3"}
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
@@ -57,6 +61,7 @@ _SPEC = re.compile(r"<!--\s*readme-test:((?:(?!-->).)*)-->\s*\Z", re.S)
 class Block:
     """One fenced code block: where it is, its language, code and readme-test comment."""
 
+    doc: str                     # the file, relative to the repository
     line: int                    # line of the opening fence, 1-based
     lang: str
     code: str
@@ -69,17 +74,17 @@ class Block:
     def name(self) -> str:
         first = next((ln for ln in self.code.splitlines() if ln.strip()
                       and not ln.startswith("#")), "")
-        return f"README.md:{self.line} {first.strip()[:40]}"
+        return f"{self.doc}:{self.line} {first.strip()[:40]}"
 
 
-def parse_blocks(text: str) -> List[Block]:
+def parse_blocks(text: str, doc: str = "README.md") -> List[Block]:
     """Every fenced block of ``text`` with the readme-test comment right before it (only blank
     lines may come between), split into setups, needs and flags (``run``, ``check``)."""
     blocks = []
     for m in _FENCE.finditer(text):
         before = text[:m.start()].rstrip()
         spec = _SPEC.search(before)
-        block = Block(text.count("\n", 0, m.start()) + 1, m.group(1).lower(), m.group(2),
+        block = Block(doc, text.count("\n", 0, m.start()) + 1, m.group(1).lower(), m.group(2),
                       spec.group(1).strip() if spec else None)
         for word in (block.spec or "").split():
             key, _, value = word.partition("=")
@@ -341,8 +346,29 @@ def run_shell(block: Block) -> None:
 
 # -- the tests ------------------------------------------------------------------------------------
 
-BLOCKS = parse_blocks(README.read_text(encoding="utf-8"))
+def _relative(path: pathlib.Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def all_text() -> str:
+    """The README and every page of the site, one after another."""
+    return "\n".join(path.read_text(encoding="utf-8") for path in DOCUMENTS)
+
+
+BLOCKS = [block for path in DOCUMENTS
+          for block in parse_blocks(path.read_text(encoding="utf-8"), _relative(path))]
 CODE_BLOCKS = [b for b in BLOCKS if b.lang not in TEXT_LANGS]
+
+
+def test_every_page_of_the_site_is_run():
+    """The pages mkdocs.yml's navigation lists are among the documents whose blocks run here."""
+    nav = re.findall(r"^\s+- (?:[^\n]*: )?([\w/.-]+\.md)\s*$",
+                     (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    assert "index.md" in nav and "api/recio.md" in nav
+    run = {_relative(path) for path in DOCUMENTS}
+    assert {f"docs/{page}" for page in nav} <= run
+    assert {b.doc for b in CODE_BLOCKS} >= {"README.md", "docs/im2rec.md",
+                                            "docs/training/pytorch.md"}
 
 
 def test_every_code_block_says_what_it_needs():
@@ -351,15 +377,15 @@ def test_every_code_block_says_what_it_needs():
 
 
 @pytest.mark.parametrize("block", [b for b in CODE_BLOCKS if b.lang in PYTHON_LANGS],
-                         ids=lambda b: f"line{b.line}")
+                         ids=lambda b: f"{b.doc}:{b.line}")
 def test_python_block_runs_as_written(block, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     prepare(block)
-    run_python(block.code, f"README.md:{block.line}")
+    run_python(block.code, f"{block.doc}:{block.line}")
 
 
 @pytest.mark.parametrize("block", [b for b in CODE_BLOCKS if b.lang in SHELL_LANGS],
-                         ids=lambda b: f"line{b.line}")
+                         ids=lambda b: f"{b.doc}:{b.line}")
 def test_shell_block_commands_exist_and_run(block, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     prepare(block)
@@ -381,7 +407,7 @@ def quoted_commands(text: str) -> List[List[str]]:
 
 
 def test_commands_quoted_in_the_text_have_those_options():
-    text = README.read_text(encoding="utf-8")
+    text = all_text()
     commands = quoted_commands(text)
     assert len(commands) >= 10  # the table of commands, the bucketing and im2rec notes
     problems = [p for words in commands for p in option_problems(words)]
@@ -389,7 +415,9 @@ def test_commands_quoted_in_the_text_have_those_options():
 
 
 def dotted_names(text: str) -> List[str]:
-    """Every ``recio.a.b`` name the README mentions, in the prose and in the blocks."""
+    """Every ``recio.a.b`` name ``text`` mentions, in the prose and in the blocks (not in link
+    targets: ``api/recio.md`` is a page)."""
+    text = re.sub(r"\]\([^)\s]*\)", "]", text)
     return sorted(set(re.findall(r"\brecio(?:\.[A-Za-z_]\w*)+", text)))
 
 
@@ -411,7 +439,7 @@ def resolve(name: str) -> object:
 
 
 def test_every_recio_name_in_the_text_exists_under_that_name():
-    text = README.read_text(encoding="utf-8")
+    text = all_text()
     names = dotted_names(text)
     assert "recio.image.codec.DEFAULT_MAX_PIXELS" in names
     if any(n.startswith("recio.torch") for n in names):
@@ -426,12 +454,12 @@ def test_every_recio_name_in_the_text_exists_under_that_name():
 
 
 def test_every_file_path_in_the_text_exists():
-    text = README.read_text(encoding="utf-8")
+    text = all_text()
     paths = set(re.findall(r"`((?:recio|examples|benchmarks|tests)/[\w./-]*\w)`", text))
     paths |= set(re.findall(r"See `(recio/[\w/]+\.py)`", text))
     assert "recio/records/framing.py" in paths
     missing = sorted(p for p in paths if not (ROOT / p).exists())
-    assert not missing, f"README.md names files that do not exist: {missing}"
+    assert not missing, f"the documentation names files that do not exist: {missing}"
 
 
 def heading_anchor(heading: str) -> str:
@@ -450,16 +478,24 @@ def anchor_problems(text: str) -> List[str]:
 
 def test_every_link_to_a_section_finds_it():
     """The contents once linked to "Feeding .rec files to training" after the section was
-    gone."""
+    gone. (The site's pages: ``mkdocs build --strict`` checks their links and anchors.)"""
     problems = anchor_problems(README.read_text(encoding="utf-8"))
     assert not problems, "\n".join(problems)
     assert anchor_problems("# Feeding `.rec` files: now!\n[x](#feeding-rec-files-now)") == []
     assert anchor_problems("# Other\n[x](#feeding-rec-files-to-training)") != []
 
 
+def test_every_file_the_readme_links_to_exists():
+    """The README's links into docs/ (GitHub shows the pages as they are in the repository)."""
+    links = re.findall(r"\]\(((?![a-z]+:|#)[^)\s#]+)", _prose(README.read_text(encoding="utf-8")))
+    assert "docs/index.md" in links
+    missing = sorted(link for link in links if not (ROOT / link).exists())
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
 def test_no_code_hides_in_indented_blocks():
     """A command or import in a 4-space indented block would escape the tests above."""
-    lines = _prose(README.read_text(encoding="utf-8")).splitlines()
+    lines = _prose(all_text()).splitlines()
     hidden = [ln for ln in lines
               if re.match(r"    +(recio |im2rec |import |from recio|python )", ln)]
     assert not hidden, f"use a fenced block with a readme-test comment for: {hidden}"
