@@ -2,9 +2,9 @@
 
 Layers, bottom to top (a module may import its own layer and the ones below):
 
-0. ``recio.errors``, ``recio.optional``, ``recio.storage``, ``recio.portable``: exceptions,
-   optional-dependency imports, where files live (local paths and URLs), where operating
-   systems differ
+0. ``recio.errors``, ``recio.optional``, ``recio.storage``, ``recio.portable``, ``recio._lazy``:
+   exceptions, optional-dependency imports, where files live (local paths and URLs), where
+   operating systems differ, lazy exports
 1. ``recio.records``: the container (framing, index, reader, writer, split, atomic files)
 2. ``recio.image``: image records (IRHeader, codec, lists, packing, ImageRecordIter)
 3. ``recio.sequence``: sample-counted sequences, MinibatchSource, bucketing, CBF
@@ -21,6 +21,7 @@ import recio
 ROOT = pathlib.Path(recio.__file__).parent
 LAYERS = [
     ("recio.errors", 0), ("recio.optional", 0), ("recio.storage", 0), ("recio.portable", 0),
+    ("recio._lazy", 0),
     ("recio.records", 1), ("recio.image", 2), ("recio.sequence", 3),
     ("recio.mx", 4), ("recio.torch", 4), ("recio.ray", 4), ("recio.cli", 5),
     ("recio.__main__", 6), ("recio.im2rec", 6), ("recio", 6),
