@@ -5,6 +5,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -29,7 +30,8 @@ from recio.errors import RecordIOError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS, ENCODERS, RESIZE_MODES, ImageOptions
 from recio.image.lists import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
 from recio.image.pack_progress import PackProgress, staging_folder
-from recio.image.packing import PackResult, PrefixLists, describe_skips, has_partial
+from recio.image.packing import (PACK_THREAD, PackResult, PrefixLists, describe_skips,
+                                 has_partial)
 from recio.image.staging import pack_prefix_to
 from recio.storage import is_url
 
@@ -408,9 +410,9 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
             bars[-1][1].close()
             click.echo(f"{_interrupted(exc)}: {_kept(bars[-1][0])}", err=True)
             # said what happened: not handle_errors' "Interrupted." as well
-            sys.exit(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
+            _exit_interrupted(EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED)
         if isinstance(exc, Terminated):
-            sys.exit(EXIT_TERMINATED)
+            _exit_interrupted(EXIT_TERMINATED)
         raise
     finally:
         for _, bar in bars:
@@ -422,6 +424,20 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
         total = sum(r.skipped for r in failed)
         fail(f"{total} image(s) could not be packed (--strict); see "
              + ", ".join(_rel(r.errors_path) for r in failed if r.errors_path), code=EXIT_DAMAGE)
+
+
+def _exit_interrupted(code: int) -> None:
+    """Exit with ``code`` after a stopped pack has said what it kept. A pack's worker threads
+    are daemons, and one may still be inside native code (OpenCV's resize) when the pack stops;
+    Python's shutdown ends such a thread in a way C++ code cannot unwind, which aborts the
+    process ("terminate called without an active exception", status -6) instead of exiting with
+    ``code``. The outputs are closed by now, so then leave without that shutdown."""
+    if any(thread.name.startswith(PACK_THREAD) and thread.is_alive()
+           for thread in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _lists_lines(found: PrefixLists) -> List[str]:

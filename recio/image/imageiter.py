@@ -92,6 +92,8 @@ RRC_RATIO = (3 / 4, 4 / 3)
 #: the uniforms one image's random resized crop may use: three a box (area, aspect, side swap)
 #: for RRC_ATTEMPTS boxes, and two for the position of the box that fits
 _RRC_DRAWS = 3 * RRC_ATTEMPTS + 2
+#: the name prefix of the decoding threads (close() on one of them must not wait for itself)
+_DECODE_THREAD = "recio-decode"
 
 
 
@@ -367,10 +369,12 @@ class _Engine:
             self.layout = SourceLayout(self.path, self.storage_options, cache)
         self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
         self.pool = ThreadPoolExecutor(max_workers=it.preprocess_threads,
-                                       thread_name_prefix="recio-decode")
+                                       thread_name_prefix=_DECODE_THREAD)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        # a finalizer may run this on one of the pool's own threads, which cannot wait for itself
+        own = threading.current_thread().name.startswith(_DECODE_THREAD)
+        self.pool.shutdown(wait=not own, cancel_futures=True)
         if self.reader is not None:
             self.reader.close()
             self.reader = None

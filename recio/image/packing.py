@@ -1064,6 +1064,10 @@ def _worker_ended(exitcode: int, lst_path: str) -> RecordIOError:
                          path=lst_path)
 
 
+#: the name prefix of a pack's worker threads (the CLI looks for them when a pack stops)
+PACK_THREAD = "recio-pack-"
+
+
 class _ThreadPipeline:
     """Thread workers that do all of a pack's work themselves: each takes the next batch of list
     items (parsing the list as it goes), encodes it, and the one whose batch is next in list
@@ -1091,7 +1095,7 @@ class _ThreadPipeline:
         self.failure: Optional[BaseException] = None
 
     def run(self) -> None:
-        threads = [threading.Thread(target=self._work, name=f"recio-pack-{i}", daemon=True)
+        threads = [threading.Thread(target=self._work, name=f"{PACK_THREAD}{i}", daemon=True)
                    for i in range(self.workers)]
         for thread in threads:
             thread.start()
