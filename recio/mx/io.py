@@ -298,7 +298,8 @@ _DTYPES = ("float32", "uint8", "int8")
 
 #: Every parameter of MXNet 1.9.1's ImageRecordIter (``help(mx.io.ImageRecordIter)``), plus
 #: ``data_name``/``label_name`` (MXDataIter's) and ``rotate_list`` (read by MXNet's augmenter,
-#: undocumented), with MXNet's defaults. What each does here: README, "recio.mx".
+#: undocumented), with MXNet's defaults. What each does here: the documentation's "Training:
+#: recio.mx and ImageRecordIter" page (docs/training/mxnet.md).
 PARAMETERS: Dict[str, Param] = {
     # the records
     "path_imgrec": Param(_text, ""),
@@ -522,7 +523,8 @@ def ImageRecordIter(*args: Any, **kwargs: Any) -> MXDataIter:  # noqa: N802 - MX
 
     Keyword arguments only, with MXNet's names and defaults: ``path_imgrec``, ``data_shape``
     ``(channels, height, width)`` and ``batch_size`` are required; see MXNet's documentation or
-    recio's README (section "recio.mx") for the others. Returns an :class:`MXDataIter`::
+    recio's documentation (docs/training/mxnet.md) for the others. Returns an
+    :class:`MXDataIter`::
 
         train = mx.io.ImageRecordIter(path_imgrec="train.rec", path_imgidx="train.idx",
                                       data_shape=(3, 224, 224), batch_size=32, shuffle=True,

@@ -15,42 +15,10 @@ Code written for ``cntk.io`` runs on recio by changing the import::
 
 The parameters, their defaults and the minibatches follow CNTK 2.7's C++ reader (its
 ``BlockRandomizer``/``ChunkRandomizer``/``SequenceRandomizer`` with ``std::mt19937_64``, its
-``NoRandomizer`` and ``SequencePacker``), checked side by side against the real CNTK 2.7:
-
-- **end of data**: ``max_samples`` and ``max_sweeps`` default to ``INFINITELY_REPEAT``; the source
-  never ends unless one of them is given (they exclude each other). ``max_samples`` counts the
-  samples of every worker together; a sequence that starts before the limit comes whole, so the
-  last minibatch's budget is capped at what remains and may overshoot it. After the end every
-  call returns an empty dict.
-- **randomization**: chunks are shuffled per sweep (seed ``randomization_seed + sweep``); each
-  chunk may exchange sequences only with the chunks of its window: ``randomization_window_in_chunks``
-  (default 128) chunks around it, or ``randomization_window_in_samples`` (then pass
-  ``randomization_window_in_chunks=0``, as CNTK requires). The window bounds how many chunks are
-  open at once. ``randomize=False`` reads in file order.
-- **distributed reading** (``num_data_partitions=K, partition_index=r``): worker r's budget is
-  ``size // K`` plus one for ``r < size % K``, at least 1 sample (so every worker gets data when
-  ``size < K``). Without randomization sequence i goes to worker ``i mod K``; with it, whole chunks
-  go to the worker of their shuffled position ``mod K``. Each worker keeps its own position.
-- minibatches may cross sweep boundaries; ``sweep_end`` is set on the one that reaches or crosses
-  the end of a sweep; the over-long first sequence of a minibatch comes whole.
-- ``get_checkpoint_state()`` is CNTK's ``{"minibatchSourcePosition": n}``; restoring it replays
-  nothing (including CNTK's own quirk of reshuffling the rest of a sweep with seed ``sweep`` when a
-  restore or a change of minibatch size seeks back within the sweep; it shows only with
-  ``randomization_seed != 0``).
-
-Deliberate differences from CNTK (recio's reading of the same files, kept because they are more
-useful; see README "CNTK-named API"): D3 ``defines_mb_size`` on a CBF stream is honoured (CNTK
-ignores it there); D7 float64 CBF files are read (CNTK's Python reader is float-only); D8 empty
-streams are delivered as empty arrays (CNTK fails); D9 CBF chunks are the file's chunks and CTF
-chunks are cut as CNTK's text reader cuts them (32 MiB). Not supported: several deserializers
-joined by key, ``frame_mode`` with sequences longer than 1, ``truncation_length``. Not copied
-from CNTK's Python conversion of a minibatch (its reader is not involved): ``-0.0`` turned into
-``+0.0`` when a minibatch holds sequences of different lengths, and NaN in the other columns of
-a densified sparse sample holding ``inf``.
-
-recio's own :class:`recio.MinibatchSource` keeps its different choices (one sweep by default,
-contiguous shares of a global minibatch that survive a change of worker count, a window in
-samples only); the two are compared side by side in the README.
+``NoRandomizer`` and ``SequencePacker``), checked side by side against the real CNTK 2.7. The
+semantics, the deliberate differences from CNTK (D3, D7, D8, D9) and the comparison with recio's
+own :class:`recio.MinibatchSource` are on one page of the documentation: docs/cntk.md, "CNTK
+formats and API".
 """
 from __future__ import annotations
 
