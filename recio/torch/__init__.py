@@ -53,7 +53,8 @@ from recio.optional import require
 from recio.records.cache import (PREFETCH_THREADS, READ_AHEAD, RECHECK_SECONDS, Prefetch,
                                  ShardCache)
 from recio.records.diagnose import explain_indexed_read, open_checked_index
-from recio.records.index import BY_KEY, EVERY_LINE, key_text, warn_repeated_keys
+from recio.records.index import BY_KEY, EVERY_LINE, warn_repeated_keys
+from recio.records.index_format import key_text
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shuffle import ShuffleBuffer
