@@ -14,6 +14,8 @@ Reading from the bottom up:
 * ``split``    ``InputSplit``: record boundaries for N partitions of one or more files.
 * ``cache``    ``ShardCache``: checked local copies of remote objects, bounded, shared by
                the processes of a node (readers' ``cache_dir=``).
+* ``cache_folder``    a cache folder's files, locks and eviction; ``cache_prefetch`` its
+                     background downloads ahead of a reader.
 * ``shards``   shard sets: ``ShardWriter``, the manifest (written last), checksums, the
                combined ``.idx`` for DALI.
 * ``reshard``  write the parts of a split as files of their own (``recio split --write``).
