@@ -45,7 +45,7 @@ _LAZY = {
     "IndexedRecordReader": "recio.records.indexed",
     "build_index": "recio.records.indexed",
     "read_index": "recio.records.index",
-    "write_index": "recio.records.index",
+    "write_index": "recio.records.index_format",
     "IRHeader": "recio.image.header",
     "pack": "recio.image.header",
     "unpack": "recio.image.header",

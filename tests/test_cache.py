@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.records.cache import CACHE_DIR_ENV, CACHE_LIMIT_ENV, ShardCache, copy_name
+from recio.records.cache import CACHE_DIR_ENV, CACHE_LIMIT_ENV, ShardCache
+from recio.records.cache_folder import copy_name
 from recio.records.indexed import IndexedRecordReader
 from recio.records.reader import RecordReader
 from recio.records.split import InputSplit

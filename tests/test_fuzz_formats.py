@@ -32,7 +32,7 @@ from recio.errors import (CBFError, ImageError, IndexFileError, ListFileError, R
                           SequenceError)
 from recio.image.header import IRHeader, decode_image, pack, pack_img, unpack, unpack_header, unpack_img
 from recio.optional import optional
-from recio.records.index import write_index
+from recio.records.index_format import write_index
 from recio.image.lists import read_list
 from recio.sequence.minibatch import RecordCorpus
 from recio.sequence import (Sparse, SequenceWriter, pack_sequence, read_sidecar, sample_counts,

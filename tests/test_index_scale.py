@@ -13,10 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import recio
-from recio.records import index as index_mod
+from recio.records import index as index_mod, index_cache, index_format
 from recio import mx
 from recio.errors import IndexFileError
-from recio.records.index import CACHE_SUFFIX, open_index, read_index, write_index
+from recio.records.index import open_index, read_index
+from recio.records.index_cache import CACHE_SUFFIX
+from recio.records.index_format import write_index
 from recio.records.indexed import IndexedRecordReader
 
 
@@ -58,7 +60,7 @@ def as_int64(text):
 
 def parse_with_recio(path, key_type, rec_size, chunk, cache=False):
     """``(index, None)`` or ``(None, line number of the IndexFileError)``."""
-    with mock.patch.object(index_mod, "_CHUNK_BYTES", chunk):
+    with mock.patch.object(index_format, "_CHUNK_BYTES", chunk):
         try:
             return open_index(path, key_type, rec_size=rec_size, cache=cache), None
         except IndexFileError as exc:
@@ -212,7 +214,7 @@ def make_rec(folder, keys, name="d"):
 
 
 def parse_forbidden():
-    return mock.patch.object(index_mod, "_parse_file", side_effect=AssertionError("parsed"))
+    return mock.patch.object(index_mod, "parse_index_file", side_effect=AssertionError("parsed"))
 
 
 def test_cache_written_then_mapped(tmp_path):
@@ -251,17 +253,17 @@ def test_a_damaged_cache_is_never_trusted(tmp_path, keys, where, flip):
     # any flipped bit (header or arrays) makes the cache be ignored: offsets come from the .idx
     rec, idx = make_rec(tmp_path, keys)
     expected = open_index(idx, cache=False)
-    os.unlink(index_mod.index_cache_path(idx)) if os.path.exists(
-        index_mod.index_cache_path(idx)) else None
+    os.unlink(index_cache.index_cache_path(idx)) if os.path.exists(
+        index_cache.index_cache_path(idx)) else None
     open_index(idx, cache=True)
-    cache = index_mod.index_cache_path(idx)
+    cache = index_cache.index_cache_path(idx)
     data = bytearray(open(cache, "rb").read())
     data[where % len(data)] ^= 1 << flip
     stat = os.stat(cache)
     with open(cache, "wb") as f:
         f.write(bytes(data))
     os.utime(cache, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert index_mod._load_cache(str(idx), os.stat(idx), int, None) is None
+    assert index_cache.load_cache(str(idx), os.stat(idx), int, None) is None
     got = open_index(idx, cache=True)
     assert got.offsets.tolist() == expected.offsets.tolist()
     assert got.key_list() == expected.key_list()
@@ -271,7 +273,7 @@ def test_cache_off_by_default_for_small_and_by_environment(tmp_path, monkeypatch
     rec, idx = make_rec(tmp_path, range(20))
     open_index(idx)
     assert not (tmp_path / ("d.idx" + CACHE_SUFFIX)).exists()  # below CACHE_MIN_BYTES
-    monkeypatch.setattr(index_mod, "CACHE_MIN_BYTES", 10)
+    monkeypatch.setattr(index_cache, "CACHE_MIN_BYTES", 10)
     monkeypatch.setenv("RECIO_INDEX_CACHE", "0")
     open_index(idx)
     assert not (tmp_path / ("d.idx" + CACHE_SUFFIX)).exists()
@@ -344,7 +346,7 @@ def test_cache_not_required(tmp_path, monkeypatch):
 
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Read-only file system")
-    monkeypatch.setattr(index_mod, "AtomicFile", read_only)
+    monkeypatch.setattr(index_cache, "AtomicFile", read_only)
     index = open_index(idx, cache=True)
     assert index.cache_path is None and index.key_list() == list(range(30))
     assert sorted(os.listdir(tmp_path)) == ["d.idx", "d.rec"]
@@ -392,7 +394,7 @@ def test_workers_read_through_the_arrays(tmp_path, monkeypatch, keys, start_meth
     expected = [struct.pack("<q", k) for k in wanted]
     assert [reader[k] for k in wanted] == expected
     # the child must not parse: fork shares the arrays, spawn maps the cache
-    monkeypatch.setattr(index_mod, "_parse_file", None)
+    monkeypatch.setattr(index_mod, "parse_index_file", None)
     queue = multiprocessing.Queue()
     child = multiprocessing.Process(target=_child_reads, args=(reader, rec_io, wanted, queue))
     child.start()

@@ -21,7 +21,8 @@ from recio.image.id_index import index_by_id, record_ids
 from recio.image.lists import read_list
 from recio.image.verify import verify_file
 from recio.records import framing
-from recio.records.index import index_cache_path, read_index
+from recio.records.index import read_index
+from recio.records.index_cache import index_cache_path
 from recio.records.reindex import rebuild_index, scan_record_offsets
 from recio.records.reshard import part_paths, reshard
 from recio.records.split import InputSplit, plan_split

@@ -113,9 +113,9 @@ def test_windows_runs_the_makefiles_commands():
 def test_the_shard_cache_without_posix_locks_refuses_in_one_line(tmp_path, monkeypatch):
     """Windows has no fcntl: ShardCache (cache_dir=) says so and what to do instead, and
     tests/test_cache.py is posix_only."""
-    from recio.records import cache
+    from recio.records import cache, cache_folder
 
-    monkeypatch.setattr(cache, "fcntl", None)
+    monkeypatch.setattr(cache_folder, "fcntl", None)
     with pytest.raises(OSError, match="needs POSIX file locks") as info:
         cache.ShardCache(tmp_path / "cache")
     assert "\n" not in str(info.value) and "without cache_dir" in str(info.value)

@@ -255,7 +255,7 @@ def test_closed_readers_hold_no_descriptor_or_map(name, indexed):
 def test_a_closed_reader_lets_go_of_the_index_cache(tmp_path):
     """A large ``.idx`` is served from its sidecar cache, memory-mapped: ``close()`` unmaps it
     too, even while the reader object lives on."""
-    from recio.records.index import CACHE_MIN_BYTES, index_cache_path
+    from recio.records.index_cache import CACHE_MIN_BYTES, index_cache_path
 
     rec, idx = tmp_path / "big.rec", tmp_path / "big.idx"
     with recio.IndexedRecordWriter(rec, idx) as writer:

@@ -24,7 +24,8 @@ from recio.image.shard_pack import (
     split_list,
 )
 from recio.image.packing import PackResult
-from recio.records.index import open_index, read_index_range, write_index
+from recio.records.index import open_index, read_index_range
+from recio.records.index_format import write_index
 from recio.records.reader import RecordReader
 from recio.records.shards import load_manifest, record_checksums, verify_manifest
 from support import assert_same_files, make_corpus, records_of

@@ -33,7 +33,7 @@ from recio import storage
 from recio.errors import RecordIOError
 from recio.image.lists import find_classes, read_classes
 from recio.image.stats import FileStats, image_size, scan_file, sniff_format
-from recio.records.index import sibling_index_path
+from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.source import Source, expand_source
 

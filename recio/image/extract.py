@@ -40,7 +40,7 @@ from recio.image.lists import (
 )
 from recio.image.stats import image_format
 from recio.records.atomic import atomic_open, check_outputs
-from recio.records.index import sibling_index_path
+from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -15,7 +15,8 @@ import numpy as np
 from recio import storage
 from recio.errors import RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT
-from recio.records.index import key_text, open_index, sibling_index_path
+from recio.records.index import open_index
+from recio.records.index_format import key_text, sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.reindex import Progress, RebuiltIndex, rebuild_index
 

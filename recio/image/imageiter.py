@@ -50,7 +50,8 @@ from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode, jpeg_si
 from recio.image.header import unpack
 from recio.records.cache import ShardCache
 from recio.records.diagnose import explain_indexed_read, open_checked_index
-from recio.records.index import EVERY_LINE, key_text, warn_repeated_keys
+from recio.records.index import EVERY_LINE, warn_repeated_keys
+from recio.records.index_format import key_text
 from recio.records.reader import RecordReader
 from recio.records.shuffle import ShuffleBuffer
 from recio.records.split import InputSplit, SourceLayout, record_range

@@ -66,7 +66,7 @@ from recio.records.atomic import (
     remove_orphaned_temps,
 )
 from recio.records.framing import MAGIC, MAX_RECORD_LENGTH, PART_HEADER, encode_record
-from recio.records.index import format_index, sibling_index_path
+from recio.records.index_format import format_index, sibling_index_path
 from recio.records.lock import OutputLock, lock_path
 from recio.storage import StorageOptions
 

@@ -25,7 +25,7 @@ from recio.image.header import IR_SIZE, IR_STRUCT, read_head
 from recio.image.stats import image_format
 from recio.records.atomic import check_outputs
 from recio.records.diagnose import explain_indexed_read
-from recio.records.index import sibling_index_path
+from recio.records.index_format import sibling_index_path
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter

@@ -49,7 +49,8 @@ from recio.image.stats import DamageRegion, add_damage, image_format
 from recio.records.atomic import check_outputs
 from recio.records.diagnose import index_fit, part_at
 from recio.records.framing import HEADER_SIZE, MAGIC_BYTES, pad_size
-from recio.records.index import open_index, sibling_index_path
+from recio.records.index import open_index
+from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
 

@@ -21,7 +21,7 @@ from recio.image.header import read_head, unpack_header
 from recio.image.lists import find_classes, read_classes
 from recio.image.repack import record_kind
 from recio.records.atomic import atomic_open, check_outputs
-from recio.records.index import key_text, sibling_index_path
+from recio.records.index_format import key_text, sibling_index_path
 from recio.records.indexed import IndexedRecordReader
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -28,7 +28,8 @@ from recio.image.header import IR_SIZE as _IR_SIZE
 from recio.image.header import IR_STRUCT as _IR
 from recio.records import framing
 from recio.records.diagnose import IndexFit, reindex_hint
-from recio.records.index import key_text, read_index, sibling_index_path
+from recio.records.index import read_index
+from recio.records.index_format import key_text, sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.sniff import IMAGE_SIGNATURES as _SIGNATURES
 from recio.records.sniff import describe, image_signature

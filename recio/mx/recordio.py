@@ -27,7 +27,8 @@ from recio.records.framing import (
     SMALL_PAYLOAD,
     WHOLE_HEADERS,
 )
-from recio.records.index import BY_KEY, format_index, warn_repeated_keys
+from recio.records.index import BY_KEY, warn_repeated_keys
+from recio.records.index_format import format_index
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
 from recio.storage import is_url
@@ -65,8 +66,8 @@ def _close_all(files: list) -> None:
 class _IndexLines:
     """The ``.idx`` of an ``MXIndexedRecordIO`` writer: the offsets of the records whose lines
     are not written yet (their keys are the last ones of the writer's ``keys``), formatted
-    together by ``recio.records.index.format_index`` whenever the records themselves are handed
-    to their file, and at ``close()`` (formatting one line a call cost more than the rest of
+    together by ``recio.records.index_format.format_index`` whenever the records themselves are
+    handed to their file, and at ``close()`` (formatting one line a call cost more than the rest of
     ``write_idx``)."""
 
     def __init__(self, file: Any, keys: list) -> None:
@@ -299,7 +300,7 @@ class MXIndexedRecordIO(MXRecordIO):
             stamp = (stat.st_size, stat.st_mtime_ns, self._reader.size)
         index = getattr(self, "_index", None)
         if index is None or stamp != getattr(self, "_idx_stamp", None):
-            # arrays, mapped from the sidecar cache when there is one (see recio.records.index); a
+            # arrays, mapped from the sidecar cache when there is one (records.index_cache); a
             # worker reopening an unchanged index keeps the arrays it shares with the parent
             index = open_checked_index(self.uri, self.idx_path, self.key_type,
                                        rec_size=self._reader.size)

@@ -46,12 +46,8 @@ from recio.image.shard_pack import describe_shard
 from recio.optional import require
 from recio.ray.engine import connect
 from recio.records.atomic import check_outputs, publish_staged
-from recio.records.index import (
-    open_index,
-    read_index_range,
-    sibling_index_path,
-    write_index,
-)
+from recio.records.index import open_index, read_index_range
+from recio.records.index_format import sibling_index_path, write_index
 from recio.records.reader import RecordReader
 from recio.records.shards import (
     Shard,

@@ -4,7 +4,9 @@ Reading from the bottom up:
 
 * ``framing``  the part header (magic, length, cflag) and padding: the one framing check.
 * ``atomic``   how every output appears complete or not at all (temporary name, then rename).
-* ``index``    the ``.idx`` text format, the ``.idx`` beside a ``.rec``, the parsed ``Index``.
+* ``index_format``  the ``.idx`` text format (parse, write) and the ``.idx`` beside a ``.rec``.
+* ``index_cache``   the binary sidecar cache of an ``.idx``, memory-mapped on later opens.
+* ``index``    the parsed ``Index``, its lookups and MXNet views, ``open_index``.
 * ``reader``   ``RecordReader``: sequential and by-offset reads of whole records.
 * ``writer``   ``RecordWriter`` / ``IndexedRecordWriter``.
 * ``indexed``  ``IndexedRecordReader`` and the load-the-index-or-scan decision.
@@ -12,6 +14,8 @@ Reading from the bottom up:
 * ``split``    ``InputSplit``: record boundaries for N partitions of one or more files.
 * ``cache``    ``ShardCache``: checked local copies of remote objects, bounded, shared by
                the processes of a node (readers' ``cache_dir=``).
+* ``cache_folder``    a cache folder's files, locks and eviction; ``cache_prefetch`` its
+                     background downloads ahead of a reader.
 * ``shards``   shard sets: ``ShardWriter``, the manifest (written last), checksums, the
                combined ``.idx`` for DALI.
 * ``reshard``  write the parts of a split as files of their own (``recio split --write``).
@@ -27,7 +31,7 @@ from typing import Any
 _LAZY = {
     "RecordReader": "reader", "RecordWriter": "writer", "IndexedRecordWriter": "writer",
     "IndexedRecordReader": "indexed", "Index": "index", "open_index": "index",
-    "read_index": "index", "write_index": "index", "sibling_index_path": "index",
+    "read_index": "index", "write_index": "index_format", "sibling_index_path": "index_format",
     "InputSplit": "split", "ThreadedIter": "threaded", "ShardWriter": "shards",
     "ShardReader": "shards", "load_manifest": "shards", "verify_manifest": "shards",
     "combined_index": "shards", "ShardCache": "cache",

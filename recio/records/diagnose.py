@@ -33,7 +33,8 @@ from recio.records.framing import (
     PART_HEADER,
     pad_size,
 )
-from recio.records.index import key_text, open_index
+from recio.records.index import open_index
+from recio.records.index_format import key_text
 from recio.records.reader import RecordReader
 from recio.records.sniff import SNIFF_BYTES, not_a_record_file
 

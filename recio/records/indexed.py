@@ -13,7 +13,8 @@ from recio import storage
 from recio.errors import RecordIOError
 from recio.records.cache import ShardCache
 from recio.records.diagnose import explain_indexed_read, open_checked_index
-from recio.records.index import BY_KEY, Index, IndexOffsets, sibling_index_path, warn_repeated_keys
+from recio.records.index import BY_KEY, Index, IndexOffsets, warn_repeated_keys
+from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.storage import StorageOptions
 

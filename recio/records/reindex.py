@@ -17,7 +17,8 @@ import numpy as np
 
 from recio import storage
 from recio.records.atomic import check_outputs
-from recio.records.index import PathLike, index_cache_path, sibling_index_path, write_index
+from recio.records.index_cache import discard_cache
+from recio.records.index_format import PathLike, sibling_index_path, write_index
 from recio.records.sniff import not_a_record_file
 from recio.records.split import record_heads
 
@@ -77,10 +78,7 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
     key_list: Sequence[Any] = range(len(offsets)) if keys is None else keys(rec_path, offsets)
     write_index(idx_path, key_list, offsets)
     if not storage.is_url(idx_path):
-        try:  # the old index's cache no longer applies (it would be ignored anyway)
-            os.remove(index_cache_path(idx_path))
-        except OSError:
-            pass
+        discard_cache(idx_path)  # the old index's cache no longer applies
     return RebuiltIndex(rec_path, idx_path, len(offsets), "position" if keys is None else "custom")
 
 

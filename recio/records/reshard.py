@@ -23,7 +23,7 @@ from recio import portable, storage
 from recio.errors import IndexFileError, RecordIOError
 from recio.records.atomic import OutputSet, check_outputs
 from recio.records.diagnose import open_checked_index
-from recio.records.index import format_index, sibling_index_path
+from recio.records.index_format import format_index, sibling_index_path
 from recio.records.split import (
     DEFAULT_CHUNK_SIZE,
     FileSpan,

@@ -63,7 +63,8 @@ from recio.records.atomic import (
 from recio.records.cache import READ_AHEAD, ShardCache
 from recio.records.framing import HEADER_SIZE
 from recio.records.diagnose import open_checked_index
-from recio.records.index import iter_index_lines, open_index
+from recio.records.index import open_index
+from recio.records.index_format import iter_index_lines
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
 from recio.storage import StorageOptions

@@ -35,7 +35,7 @@ from recio.records.framing import (
     frame_parts,
     split_payload,
 )
-from recio.records.index import format_index
+from recio.records.index_format import format_index
 from recio.storage import StorageOptions
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]

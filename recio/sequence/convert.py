@@ -32,7 +32,7 @@ import numpy as np
 from recio import storage
 from recio.errors import CBFError, SequenceError
 from recio.records.atomic import check_outputs, publish_staged
-from recio.records.index import sibling_index_path
+from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
 from recio.sequence.ctf import CTFReader, CTFStream

@@ -51,7 +51,7 @@ from recio import storage
 from recio.errors import SequenceError
 from recio.records.atomic import ManagedWriter, OutputSet, atomic_open
 from recio.records.diagnose import open_checked_index
-from recio.records.index import format_index, sibling_index_path
+from recio.records.index_format import format_index, sibling_index_path
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter

@@ -50,10 +50,11 @@ from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decod
 from recio.image.header import unpack
 from recio.image.imageiter import RRC_AREA, RRC_RATIO, Augmenter
 from recio.optional import require
-from recio.records.cache import (PREFETCH_THREADS, READ_AHEAD, RECHECK_SECONDS, Prefetch,
-                                 ShardCache)
+from recio.records.cache import PREFETCH_THREADS, READ_AHEAD, RECHECK_SECONDS, ShardCache
+from recio.records.cache_prefetch import Prefetch
 from recio.records.diagnose import explain_indexed_read, open_checked_index
-from recio.records.index import BY_KEY, EVERY_LINE, key_text, warn_repeated_keys
+from recio.records.index import BY_KEY, EVERY_LINE, warn_repeated_keys
+from recio.records.index_format import key_text
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.shuffle import ShuffleBuffer
@@ -357,7 +358,8 @@ class RecordDataset(Dataset):
         ``ds[i]`` indices, in the order they will be read), each file in the order its first
         record comes, in the background, as far as the cache's limit allows; a prefetch this
         dataset started before is stopped. ``RecordSampler`` calls it at the start of each
-        pass. Returns the running ``recio.records.cache.Prefetch`` (None without a cache)."""
+        pass. Returns the running ``recio.records.cache_prefetch.Prefetch`` (None without a
+        cache)."""
         if self._cache is None or not any(storage.is_url(f) for f in self._files):
             return None
         seen = np.zeros(len(self._files), dtype=bool)
