@@ -23,7 +23,7 @@ def test_missing_torch_gives_install_hint():
     import subprocess
     import sys
     code = ("import sys; sys.modules['torch'] = None\n"
-            "try:\n    import recio.torch\n"
+            "try:\n    from recio.torch import RecordDataset\n"
             "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "pip install 'recio[torch]'" in out.stdout, out.stderr
