@@ -475,5 +475,4 @@ class RecordIterableDataset(IterableDataset):
         return state
 
 
-
 __all__ = ["RecordIterableDataset"]
