@@ -336,7 +336,7 @@ def test_a_keyed_reader_under_a_limit_lets_evicted_copies_go(dataset, tmp_path, 
     never every shard it has read."""
     import recio.torch as rt
 
-    monkeypatch.setattr(rt, "RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr(rt.datasets, "RECHECK_SECONDS", 0.0)
     biggest = max(s.rec_bytes for s in dataset.manifest.shards)
     ds = rt.RecordDataset(dataset.url, decode="raw", cache_dir=tmp_path,
                           cache_limit=int(1.5 * biggest))
@@ -359,7 +359,7 @@ def test_a_keyed_reader_keeps_few_files_open(dataset, tmp_path, monkeypatch):
     recently used reader is closed, and reopened from the cache when needed again."""
     import recio.torch as rt
 
-    monkeypatch.setattr(rt, "_MOST_OPEN", 2)
+    monkeypatch.setattr(rt.datasets, "_MOST_OPEN", 2)
     ds = rt.RecordDataset(dataset.url, decode="raw", cache_dir=tmp_path)
     for i in list(rt.RecordSampler(N, seed=4))[:80]:
         assert bytes(ds[i][0]) == dataset.images[i]

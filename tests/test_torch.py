@@ -23,11 +23,29 @@ def test_missing_torch_gives_install_hint():
     import subprocess
     import sys
     code = ("import sys; sys.modules['torch'] = None\n"
-            "try:\n    import recio.torch\n"
+            "try:\n    from recio.torch import RecordDataset\n"
             "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "pip install 'recio[torch]'" in out.stdout, out.stderr
     assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in out.stdout
+
+
+def test_names_load_on_first_use():
+    """recio.torch imports a module when one of its names is used: resume_state (NumPy only)
+    works without torch, and MinibatchDataset does not load the record datasets."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from recio.torch import resume_state\n"
+            "print(callable(resume_state), 'recio.torch.datasets' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "False"], out.stderr
+    if torch is not None:
+        code = ("import sys, recio.torch.minibatch\n"
+                "print('recio.torch.datasets' in sys.modules)\n")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60)
+        assert out.stdout.split() == ["False"], out.stderr
 
 N = 37
 

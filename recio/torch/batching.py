@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import sys
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -36,7 +36,10 @@ from recio import portable
 from recio.image.codec import decode
 from recio.optional import require
 
-torch = require("torch", feature="recio.torch")
+if TYPE_CHECKING:  # torch's own types for the checker; require() names what to install
+    import torch
+else:
+    torch = require("torch", feature="recio.torch")
 _collate = torch.utils.data._utils.collate  # default_collate's module: its extension point
 
 #: bytes before the batch array in a shared buffer: the flag the main process clears (the
@@ -139,6 +142,9 @@ class Batch:
 class Sample(tuple):
     """``(image, label)`` of one record of a :class:`Batch` (a plain tuple to any code that
     does not know it); pickles as a plain tuple."""
+
+    batch: Batch
+    position: int
 
     def __new__(cls, image: Any, label: Any, batch: Batch, position: int) -> "Sample":
         self = super().__new__(cls, (image, label))

@@ -12,16 +12,20 @@ This module imports torch; ``recio`` imports it only on demand (``pip install 'r
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, Optional
 
 import numpy as np
 
 from recio.optional import require
 from recio.sequence.minibatch import Minibatch, MinibatchSource
 
-torch = require("torch", feature="recio.torch.minibatch")
-IterableDataset = torch.utils.data.IterableDataset
-get_worker_info = torch.utils.data.get_worker_info
+if TYPE_CHECKING:  # torch's own types for the checker; require() names what to install
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+else:
+    torch = require("torch", feature="recio.torch.minibatch")
+    IterableDataset = torch.utils.data.IterableDataset
+    get_worker_info = torch.utils.data.get_worker_info
 
 
 def to_tensors(mb: Minibatch) -> Dict[str, torch.Tensor]:

@@ -385,7 +385,7 @@ def byte_bounds(intervals: Sequence[Interval], parts: int,
         i = bisect.bisect_right(cum, v) - 1
         a, b = intervals[i]
         real = a + (v - cum[i])
-        head = to_head(real) if real > a else a
+        head: float = to_head(real) if real > a else a
         if head >= b:  # no head left in this range: the piece starts with the next range
             head = intervals[i + 1][0] if i + 1 < len(intervals) else _INF
         bounds.append(max(head, bounds[-1]))
