@@ -109,4 +109,4 @@ bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PYTHON) $$b || exit 1; done
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache examples/out site
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache examples/out site

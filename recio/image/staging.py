@@ -64,8 +64,8 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
     if shard_size is not None and shard_size < 1:
         raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
     fault = Fault.parse(os.environ.get(FAULT_VARIABLE))
-    in_parts: Dict[str, Any] = {"num_shards": num_shards, "shard_size": shard_size, "checksums": checksums,
-                "engine": engine, "fault": fault}
+    in_parts: Dict[str, Any] = {"num_shards": num_shards, "shard_size": shard_size,
+                                "checksums": checksums, "engine": engine, "fault": fault}
     plain = num_shards is None and shard_size is None and engine is None \
         and not storage.is_url(root) and not storage.is_url(prefix)
     if plain:

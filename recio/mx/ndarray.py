@@ -456,8 +456,9 @@ def full(shape: Union[int, Sequence[int]], val: Any, ctx: Optional[Context] = No
 
 def arange(start: Any, stop: Any = None, step: Any = 1.0, repeat: int = 1,
            ctx: Optional[Context] = None, dtype: Any = np.float32) -> NDArray:
+    # arange(0, start, step): what NumPy does with arange(start, step=step)
     values = np.arange(start, stop, step, dtype=dtype) if stop is not None else np.arange(
-        start, step=step, dtype=dtype)
+        0, start, step, dtype=dtype)
     return NDArray(np.repeat(values, repeat), ctx)
 
 

@@ -235,7 +235,8 @@ def diagnose_index(reader: Any, index: Any,
     if cut < 0 or not _runs_past_end(reader, cut):
         cut = -1
     size, idx = reader.size, index.path
-    unlisted: Union[np.ndarray, List[int]] = np.setdiff1d(_walk_heads(reader, cut), landed) if not fit.sampled else []
+    unlisted: Union[np.ndarray, List[int]] = (
+        np.setdiff1d(_walk_heads(reader, cut), landed) if not fit.sampled else [])
     if len(unlisted):  # the file holds records the index does not list: the index is wrong
         return IndexFileError(
             f"{fit.past_end:,} of its entries point past the end of {rec} (a {size:,}-byte "

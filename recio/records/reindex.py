@@ -74,7 +74,8 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
         raise other
     check_outputs([idx_path], [rec_path], force=force)
     offsets = scan_record_offsets(rec_path, progress)
-    key_list: Union[Sequence[Any], np.ndarray] = range(len(offsets)) if keys is None else keys(rec_path, offsets)
+    key_list: Union[Sequence[Any], np.ndarray] = (
+        range(len(offsets)) if keys is None else keys(rec_path, offsets))
     write_index(idx_path, key_list, offsets)
     if not storage.is_url(idx_path):
         try:  # the old index's cache no longer applies (it would be ignored anyway)
