@@ -88,7 +88,11 @@ PORTABLE_TESTS := $(addprefix tests/test_,records.py split.py writer_lifecycle.p
 	pack_resume.py damaged_files.py lists.py list_safety.py imageiter.py mx_compat.py \
 	shards.py inspect_verify.py minibatch.py portable.py portable_paths.py portable_text.py)
 
+# The type check: `$(PYTHON) -m mypy recio` (pyproject.toml's [tool.mypy]; the dev extra pins
+# mypy) checks the library as a user's type checker reads it (recio ships py.typed).
 test: install-dev install-torch install-docs
+	@echo "== the type check (mypy)"
+	$(PYTHON) -m mypy recio
 	CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)' $(PYTHON) -m pytest -q -rs tests
 	@if [ -n "$(DOCS_PYTHON)" ]; then \
 		echo "== the documentation site, strictly: a broken link, anchor or API reference fails"; \
@@ -105,4 +109,4 @@ bench: install
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PYTHON) $$b || exit 1; done
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache examples/out site
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache examples/out site

@@ -219,7 +219,7 @@ def end_with_parent(parent: int) -> None:
     """Make this worker process end when its parent (pid ``parent``) does, even by SIGKILL,
     where the OS can (Linux ``PR_SET_PDEATHSIG``); elsewhere an orphaned worker ends when it
     next hands back its work."""
-    if not system().startswith("linux"):
+    if not system().startswith("linux") or sys.platform == "win32":  # (this: for type checkers)
         return
     import ctypes
     import signal

@@ -156,6 +156,13 @@ def test_bad_arguments():
         recio.BucketBatchSampler([1, 2], 2, 2, batch_size_in="tokens")
 
 
+def test_buckets_true_says_what_buckets_is():
+    """A bool is neither a number of buckets nor their boundaries (it was iterated, and
+    failed with "'bool' object is not iterable")."""
+    with pytest.raises(TypeError, match="buckets is a number of buckets or their boundaries"):
+        bk.BucketBatchSampler([1, 2], True, 2)
+
+
 def test_public_exports():
     assert recio.bucket_boundaries is bk.bucket_boundaries
     assert recio.BucketBatchSampler is bk.BucketBatchSampler

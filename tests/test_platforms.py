@@ -95,7 +95,7 @@ def test_linux_and_macos_run_make_test():
 
 def test_windows_runs_the_makefiles_commands():
     """Windows has no make: its steps must install the same extras, check the same imports,
-    pin the same torchdata and run pytest as ``make test`` does, under CI=true."""
+    pin the same torchdata and run mypy and pytest as ``make test`` does, under CI=true."""
     makefile = _text(ROOT / "Makefile")
     windows = _steps(windows=True)
     extras = re.search(r"install -q -e '(\.\[[\w,]+\])'", makefile).group(1)
@@ -106,6 +106,8 @@ def test_windows_runs_the_makefiles_commands():
     assert f"--no-deps '{torchdata}'" in windows
     pytest_run = re.search(r"\$\(PYTHON\) (-m pytest .*)$", makefile, re.M).group(1)
     assert f"python {pytest_run}" in windows
+    type_check = re.search(r"^\t\$\(PYTHON\) (-m mypy .*)$", makefile, re.M).group(1)
+    assert f"python {type_check}" in windows
     assert "CI=true" in windows and "RECIO_TEST_WITHOUT" in windows
     assert "python .ci/check_python.py" in windows
 

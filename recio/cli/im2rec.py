@@ -545,6 +545,7 @@ def _print_result(name: str, result: PackResult, quiet: bool) -> None:
         first = ""
         if result.first_skip is not None:
             first = f" (first, line {result.first_skip[0]}: {result.first_skip[1]})"
+        assert result.errors_path is not None  # every skip is written there
         click.echo(f"{name}: {plural(result.skipped, 'item')} skipped{first}; every reason is "
                    f"in {_rel(result.errors_path)}", err=True)
     for warning in _dropped(result):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Callable, Dict, Optional
 
 import click
 
@@ -15,7 +15,7 @@ from recio.cli.common import (
     json_option,
 )
 from recio.image.id_index import index_by_id, index_keeping_keys
-from recio.records.reindex import rebuild_index
+from recio.records.reindex import RebuiltIndex, rebuild_index
 from recio.records.shards import combined_index, is_manifest
 
 
@@ -70,7 +70,9 @@ def index_cmd(rec: str, output: Optional[str], key: str, combined: bool, force: 
     if is_manifest(rec):
         fail(f"{rec} is a shard set's manifest: each shard has its own .idx; `recio index "
              f"--combined {rec} -o all.idx` writes one index across them")
-    build = {"id": index_by_id, "position": rebuild_index, "auto": index_keeping_keys}[key]
+    builders: Dict[str, Callable[..., RebuiltIndex]] = {
+        "id": index_by_id, "position": rebuild_index, "auto": index_keeping_keys}
+    build = builders[key]
     start = time.monotonic()
     with file_progress(rec, "index", quiet or as_json) as bar:
         written = build(rec, output, force=force, progress=bar.update)

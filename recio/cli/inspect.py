@@ -232,6 +232,7 @@ def _sample_words(sampled: int, records: int, unsized: int) -> str:
 
 def _size_summary(img: ImageStats) -> str:
     common = ", ".join(f"{k} ({v})" for k, v in list(img.sizes.items())[:5])
+    assert img.width_range is not None and img.height_range is not None  # set with sizes
     return (f"width {img.width_range[0]}..{img.width_range[1]}, height "
             f"{img.height_range[0]}..{img.height_range[1]}; most common {common}")
 

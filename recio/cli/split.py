@@ -16,7 +16,7 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.records.reshard import reshard
-from recio.records.split import DEFAULT_CHUNK_SIZE, SplitPlan, plan_split
+from recio.records.split import DEFAULT_CHUNK_SIZE, FileSpan, SplitPlan, plan_split
 
 
 @click.command("split")
@@ -88,7 +88,7 @@ def _print_table(plan: SplitPlan) -> None:
     click.echo(f"{'part':>4}  {'records':>9}  {'bytes':>14}  file: [start, end)")
     for p in plan.parts:
         records = "-" if p.records is None else f"{p.records:,}"
-        spans = p.spans or [None]
+        spans: List[Optional[FileSpan]] = list(p.spans) or [None]
         for i, s in enumerate(spans):
             where = "(empty)" if s is None else f"{s.path}: [{s.start}, {s.end})"
             if i == 0:

@@ -117,6 +117,7 @@ def _print_report(report: VerifyReport) -> None:
                        f"of its last record's padding; all {st.records:,} records are whole, "
                        f"but MXNet's reader stops at the cut ('Invalid RecordIO File'){extra}")
         elif cut == st.size:
+            assert st.index is not None  # cut at the size: the index lists records past it
             click.echo(f"{verdict}: {rec}: the file ends at byte {cut:,}, between two records, "
                        f"and its index lists {st.index.past_end:,} more past the end; the "
                        f"{st.records:,} records before it are intact{extra}")

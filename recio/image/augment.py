@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
@@ -188,12 +188,21 @@ class AugmentParams:
 
 
 # -- the random draws, as MXNet makes them -------------------------------------------------------
-def uniform(rng: np.random.Generator, low: float, high: float) -> float:
+class _Uniforms(Protocol):
+    """What ``uniform``, ``randint`` and ``random_resized_crop_box`` draw from: a
+    ``numpy.random.Generator``, or draws made ahead (``recio.image.imageiter``)."""
+
+    def random(self) -> float: ...
+
+    def integers(self, low: int, high: int) -> int: ...
+
+
+def uniform(rng: _Uniforms, low: float, high: float) -> float:
     """``std::uniform_real_distribution<float>(low, high)``: ``low + (high - low) * u``."""
     return float(_F32(low) + (_F32(high) - _F32(low)) * _F32(rng.random()))
 
 
-def randint(rng: np.random.Generator, low: int, high: int) -> int:
+def randint(rng: _Uniforms, low: int, high: int) -> int:
     """``std::uniform_int_distribution(low, high)``: both ends included."""
     return int(rng.integers(low, high + 1))
 
@@ -214,7 +223,7 @@ def inter_method_for(inter_method: int, old_w: float, old_h: float, new_w: float
 
 
 def random_resized_crop_box(width: int, height: int, area: Tuple[float, float],
-                            ratio: Tuple[float, float], rng: np.random.Generator,
+                            ratio: Tuple[float, float], rng: _Uniforms,
                             attempts: int = RRC_ATTEMPTS) -> Optional[Tuple[int, int, int, int]]:
     """MXNet's random resized crop box ``(x, y, w, h)`` of a ``width x height`` image, or None
     when ``attempts`` draws all miss (the caller then centre-crops).

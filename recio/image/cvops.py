@@ -158,7 +158,7 @@ def _resize_cubic(src: np.ndarray, width: int, height: int) -> np.ndarray:
     taps_y = np.clip(sy[:, None] + np.arange(-1, 3)[None, :], 0, h - 1)
     rows, where = np.unique(taps_y, return_inverse=True)
     part = src[rows].astype(np.int64)
-    hpass = np.zeros((len(rows), width, c), np.int64)
+    hpass: np.ndarray = np.zeros((len(rows), width, c), np.int64)  # then flattened per row
     for k in range(4):
         hpass += part[:, taps_x[:, k]] * ax[None, :, k, None]
     hpass = hpass.reshape(len(rows), width * c)
@@ -253,6 +253,7 @@ def _warp(src: np.ndarray, m: np.ndarray, width: int, height: int, fill: np.ndar
     bdelta = np.rint(a21 * xs * scale).astype(np.int64)
     x0 = np.rint((a12 * ys + b1) * scale).astype(np.int64) + round_delta
     y0 = np.rint((a22 * ys + b2) * scale).astype(np.int64) + round_delta
+    out: np.ndarray  # uint8 pixels, or the int64 sums of the bilinear taps
     if nearest:
         sx = (x0[:, None] + adelta[None, :]) >> _AB_BITS
         sy = (y0[:, None] + bdelta[None, :]) >> _AB_BITS

@@ -335,6 +335,7 @@ def dataset_stats(paths: Source, *, sample: int = DEFAULT_SAMPLE,
             out.files.append(st)
             images = header_only = other = 0
             if st.records:
+                assert heads is not None  # collect_heads=True
                 images, header_only, other = _scan_headers(
                     local, np.frombuffer(heads, np.uint64).astype(np.int64), tally)
         out.records += st.records

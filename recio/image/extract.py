@@ -124,6 +124,7 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     classes = read_classes(source_classes) if source_classes else {}
     if classes:
         result.classes_path = classes_path(result.lst_path)
+        assert source_classes is not None  # the classes were read from it
         inputs.append(source_classes)
     planned = [p for p in (result.lst_path, result.classes_path) if p]
     with RecordReader(rec_path) as reader:  # a missing or wrong input is named first

@@ -27,8 +27,9 @@ IR_FORMAT = "<IfQQ"
 IR_STRUCT = struct.Struct(IR_FORMAT)
 IR_SIZE = IR_STRUCT.size  # 24
 
-#: MXNet's field names, so ``header.label`` / ``header.id`` code keeps working
-IRHeader = namedtuple("HEADER", ["flag", "label", "id", "id2"])
+#: MXNet's field names, so ``header.label`` / ``header.id`` code keeps working (and MXNet's
+#: class name, HEADER, which its repr shows; a checker wants the variable's name)
+IRHeader = namedtuple("HEADER", ["flag", "label", "id", "id2"])  # type: ignore[name-match]
 IRHeader.__doc__ = "Image record header: flag (label count), label, id, id2 (MXNet layout)."
 
 #: float32 represents every integer up to this exactly; larger integer labels change silently
@@ -44,7 +45,7 @@ def pack(header: IRHeader, payload: Record) -> bytes:
     """
     flag, label, id_, id2 = header
     if isinstance(label, numbers.Number):
-        if abs(label) > FLOAT32_EXACT_INT:
+        if abs(label) > FLOAT32_EXACT_INT:  # type: ignore[arg-type]  # a real: int, float, NumPy
             _warn_if_inexact(np.asarray([label]))
         return IR_STRUCT.pack(0, label, id_, id2) + bytes(payload)
     original = np.asarray(label)

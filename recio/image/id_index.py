@@ -8,7 +8,7 @@ records without an image (a face-recognition set's header and identity records) 
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from recio.records.reindex import Progress, RebuiltIndex, rebuild_index
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def record_ids(rec_path: PathLike, offsets: Sequence[int]) -> List[int]:
+def record_ids(rec_path: PathLike, offsets: Union[Sequence[int], np.ndarray]) -> List[int]:
     """The ``IRHeader`` id of the record at each of ``offsets``.
 
     A record shorter than the 24-byte header raises ``RecordIOError`` with its offset.
@@ -41,13 +41,14 @@ def record_ids(rec_path: PathLike, offsets: Sequence[int]) -> List[int]:
     return ids
 
 
-def unique_record_ids(rec_path: PathLike, offsets: Sequence[int]) -> Union[np.ndarray, List[int]]:
+def unique_record_ids(rec_path: PathLike, offsets: Union[Sequence[int], np.ndarray]
+                      ) -> Union[np.ndarray, List[int]]:
     """``record_ids``, checked to be unique (an index needs unique keys).
 
     A repeated id raises ``RecordIOError`` at the offset of its second record.
     """
     ids = record_ids(rec_path, offsets)
-    seen = {}
+    seen: Dict[int, int] = {}  # id -> position of its first record
     repeats = 0
     first_repeat = None
     for position, rid in enumerate(ids):
@@ -104,7 +105,7 @@ def index_keeping_keys(rec_path: PathLike, idx_path: Optional[PathLike] = None, 
         return rebuild_index(rec_path, idx_path, force=force, progress=progress)
     chosen = {}
 
-    def keys(path: str, offsets: np.ndarray) -> Sequence[Any]:
+    def keys(path: str, offsets: np.ndarray) -> Union[Sequence[Any], np.ndarray]:
         kind = _old_key_kind(path, offsets, old)
         chosen["kind"] = kind
         return range(len(offsets)) if kind == "position" else unique_record_ids(path, offsets)
@@ -132,6 +133,7 @@ def _old_key_kind(rec_path: str, offsets: np.ndarray, old: str) -> str:
         if len(landed) * 2 <= len(old_offsets):
             why = "its offsets do not land on this file's records (it belongs to another file)"
     if why is None:
+        assert index is not None  # why says when there is none
         keys = [index.key_at(int(i)) for i in landed]
         position = np.searchsorted(offsets, np.asarray(index.offsets)[landed])
         if keys == [str(p) for p in position.tolist()]:
@@ -150,7 +152,8 @@ def _old_key_kind(rec_path: str, offsets: np.ndarray, old: str) -> str:
                         f"{ask}", path=rec_path)
 
 
-def _ids_or_none(rec_path: str, offsets: Sequence[int]) -> Optional[List[int]]:
+def _ids_or_none(rec_path: str, offsets: Union[Sequence[int], np.ndarray]
+                 ) -> Optional[List[int]]:
     """``record_ids``, or None when a record has no image header."""
     try:
         return record_ids(rec_path, offsets)

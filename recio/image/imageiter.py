@@ -38,7 +38,7 @@ import warnings
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 from PIL import Image
@@ -387,6 +387,7 @@ class _Engine:
         rng = np.random.default_rng([self.seed, sweep, self.part_index, 0])
         if self.keys is not None:
             order = rng.permutation(len(self.keys)) if self.shuffle else range(len(self.keys))
+            assert self.reader is not None and self.offsets is not None  # open with the keys
             keys, offsets, read_at = self.keys, self.offsets, self.reader.read_at
             for i in order:
                 try:
@@ -400,9 +401,11 @@ class _Engine:
         split = InputSplit(self.path, self.part_index, self.num_parts,
                            storage_options=self.storage_options, _layout=self.layout)
         part = "" if self.num_parts == 1 else f" of part {self.part_index}/{self.num_parts}"
-        stream = ((f"record #{n}{part}", payload) for n, payload in enumerate(split))
+        stream: Iterator[Tuple[str, bytes]] = (
+            (f"record #{n}{part}", payload) for n, payload in enumerate(split))
         if self.shuffle:
-            stream = ShuffleBuffer(self.shuffle_buffer, rng).shuffle(stream)
+            buffer: ShuffleBuffer[Tuple[str, bytes]] = ShuffleBuffer(self.shuffle_buffer, rng)
+            stream = buffer.shuffle(stream)
         yield from stream
 
     # -- one record ------------------------------------------------------------------------
@@ -620,7 +623,7 @@ class RecordBatchIter:
                 raise ValueError("path_imgidx works with a single path_imgrec; pass one file")
             self.path_imgrec: Any = [os.fspath(p) for p in path_imgrec]
         else:
-            self.path_imgrec = os.fspath(path_imgrec)
+            self.path_imgrec = os.fspath(cast(PathLike, path_imgrec))  # not a list: one path
         self.path_imgidx = None if path_imgidx is None else os.fspath(path_imgidx)
         self.storage_options = storage_options
         self.cache_dir, self.cache_limit = cache_dir, cache_limit
@@ -703,6 +706,7 @@ class RecordBatchIter:
         if remaining is not None and remaining > self.carry_lookahead * self.batch_size:
             return None
         threaded = self._box[0]
+        assert threaded is not None  # _start() made it
         for _ in range(self.carry_lookahead):
             try:
                 _, resume, self._position = next(threaded)

@@ -31,6 +31,7 @@ from collections import Counter
 from numbers import Real
 from dataclasses import dataclass, field
 from typing import (
+    Any,
     BinaryIO,
     Callable,
     Dict,
@@ -66,23 +67,22 @@ _UTF16_BOMS = ("\udcff\udcfe", "\udcfe\udcff")
 class ListItem(NamedTuple):
     """One ``.lst`` line: ``index`` (the record key and id), its float labels and relative path."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index(): MXNet's name for the field
     labels: Tuple[float, ...]
     path: str
 
 
 def format_list_line(index: int, labels: Union[Sequence[float], float], path: str) -> str:
     """MXNet's ``.lst`` line: ``"%d\\t" + "%f\\t" * len(labels) + "%s\\n"``."""
-    if isinstance(labels, Real):
-        labels = (labels,)
-    return "%d\t%s%s\n" % (index, "".join("%f\t" % label for label in labels), path)
+    values = (labels,) if isinstance(labels, (float, Real)) else labels
+    return "%d\t%s%s\n" % (index, "".join("%f\t" % label for label in values), path)
 
 
 def parse_list_line(line: str, path: Optional[PathLike] = None,
                     line_number: Optional[int] = None) -> ListItem:
     """Parse one ``.lst`` line; raises :class:`ListFileError` naming the file and line."""
     fields = [field.strip() for field in line.strip().split("\t")]
-    where = {"path": None if path is None else os.fspath(path), "line": line_number}
+    where: Dict[str, Any] = {"path": None if path is None else os.fspath(path), "line": line_number}
     if line.startswith(_UTF16_BOMS) or "\0\t" in line or "\t\0" in line:
         raise ListFileError("the list is UTF-16 (as Windows PowerShell's '>' and Out-File "
                             "write it), not UTF-8: save it as UTF-8 without BOM", **where)
@@ -110,8 +110,8 @@ def parse_list_line(line: str, path: Optional[PathLike] = None,
     try:  # labels are stored as float32 in the record header
         struct.pack("<%df" % len(labels), *labels)
     except OverflowError:
-        bad = next(x for x in labels if not _fits_float32(x))
-        raise ListFileError(f"label {bad!r} is too large for float32, the type record headers "
+        big = next(x for x in labels if not _fits_float32(x))
+        raise ListFileError(f"label {big!r} is too large for float32, the type record headers "
                             f"store labels in", **where) from None
     if not fields[-1]:
         raise ListFileError("the image path (last field) is empty", **where)

@@ -84,6 +84,7 @@ def _class_name(value: float, stats: DatasetStats) -> str:
 
 def _size_axes(fig: Any, rows: int, stats: DatasetStats) -> None:
     dims, weights = stats.size_samples, stats.size_weights
+    assert dims is not None  # the caller checks
     width, height = dims[:, 0], dims[:, 1]
     measures = [("width", width), ("height", height),
                 ("short side", np.minimum(width, height)), ("aspect (w/h)", width / height)]

@@ -74,6 +74,7 @@ def _chunks(data: bytes) -> Tuple[int, int, int, int, bytes, Optional[Tuple[int,
         pos += 12 + length
     if width is None or not idat:
         raise ValueError("PNG without IHDR or image data")
+    assert height is not None and color_type is not None and interlace is not None  # IHDR's
     return width, height, color_type, interlace, b"".join(idat), key
 
 

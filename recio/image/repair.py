@@ -39,7 +39,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, BinaryIO, Callable, Dict, List, Optional, Set, Tuple, Union, cast
 
 from recio import portable, storage
 from recio.errors import ImageError, RecordIOError
@@ -195,7 +195,9 @@ class _Segment:
         self.path, self.base = rec_path, base
         self._file = None if base == 0 else _FileFrom(rec_path, base)
         self.regions: List[DamageRegion] = []
-        self.reader = RecordReader(self._file or rec_path, on_error="skip",
+        # _FileFrom: a binary file (io.RawIOBase), which RecordReader reads as any other
+        source = rec_path if self._file is None else cast(BinaryIO, self._file)
+        self.reader = RecordReader(source, on_error="skip",
                                    on_damage=partial(add_damage, self.regions))
         self.heads: List[int] = []
 
@@ -344,7 +346,7 @@ def _shifted_head(segment: _Segment, start: int, end: int) -> Optional[int]:
 def _whole_record_at(rec_path: str, pos: int) -> bool:
     """Whether a record that checks out starts at byte ``pos`` of the file (off the grid) and
     ends at the end of the file or where another head starts."""
-    with _FileFrom(rec_path, pos) as view, RecordReader(view) as there:
+    with _FileFrom(rec_path, pos) as view, RecordReader(cast(BinaryIO, view)) as there:
         try:
             there.read_at(0)
         except RecordIOError:
@@ -475,8 +477,8 @@ def _assign_keys(found: List[Tuple[_Segment, int]], mode: str, old_idx: Optional
                                 f"auto or --key position", path=result.rec_path)
         text = [str(rid) for rid in ids]
         if len(set(text)) != n:
-            seen: Set[str] = set()
-            repeat = next(i for i, t in enumerate(text) if t in seen or seen.add(t))
+            first: Dict[str, int] = {}  # each id's first position
+            repeat = next(i for i, t in enumerate(text) if first.setdefault(t, i) != i)
             seg, head = found[repeat]
             raise RecordIOError(f"record id {text[repeat]} repeats (the record at byte "
                                 f"{seg.base + head}); an index needs unique keys: use --key "
@@ -485,9 +487,9 @@ def _assign_keys(found: List[Tuple[_Segment, int]], mode: str, old_idx: Optional
         return text, []
     for i, rid in enumerate(ids):  # first the ids, so a new number never takes a later one's
         if keys[i] is None and rid is not None and str(rid) not in used:
-            keys[i] = str(rid)
+            keys[i] = key = str(rid)
             result.keys_from_ids += 1
-            used.add(keys[i])
+            used.add(key)
     numbers = [int(k) for k in used if k.lstrip("-").isdigit()]
     following = max(numbers, default=-1) + 1
     for i in range(n):

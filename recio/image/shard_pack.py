@@ -511,6 +511,7 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
             raise interrupted_error(store, saved, lst_path)
         resumed = saved is not None and resume
         if resumed:
+            assert saved is not None  # resumed: there was a job
             _check_same(saved, settings, store)
             per_part = int(saved["layout"]["per_part"])
             kept = _kept_parts(store, saved["job"], -(-total // per_part),

@@ -79,7 +79,7 @@ def _thumbnail(pixels: np.ndarray, size: int) -> Image.Image:
     img = Image.fromarray(pixels)
     scale = size / max(img.width, img.height)
     target = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
-    return img.resize(target, Image.BICUBIC) if target != img.size else img
+    return img.resize(target, Image.Resampling.BICUBIC) if target != img.size else img
 
 
 def draw_grid(rec_path: PathLike, out_path: PathLike, *, count: int = 16,

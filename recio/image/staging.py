@@ -17,7 +17,7 @@ continues that one when asked to ``resume``.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 from recio import storage
 from recio.image.codec import ImageOptions
@@ -64,16 +64,18 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
     if shard_size is not None and shard_size < 1:
         raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
     fault = Fault.parse(os.environ.get(FAULT_VARIABLE))
-    in_parts = {"num_shards": num_shards, "shard_size": shard_size, "checksums": checksums,
-                "engine": engine, "fault": fault}
+    in_parts: Dict[str, Any] = {"num_shards": num_shards, "shard_size": shard_size,
+                                "checksums": checksums, "engine": engine, "fault": fault}
     plain = num_shards is None and shard_size is None and engine is None \
         and not storage.is_url(root) and not storage.is_url(prefix)
     if plain:
-        def pack_one(lst: str, *args: Any, **options: Any) -> PackResult:
-            if options.get("resume") and \
+        def pack_one(lst: str, lst_root: PathLike, lst_options: Optional[ImageOptions],
+                     **keywords: Any) -> PackResult:
+            if keywords.get("resume") and \
                     PackProgress(staging_folder(os.path.splitext(lst)[0])).job() is not None:
-                return pack_shards(lst, *args, **in_parts, **options)  # begun in parts
-            return pack_list(lst, *args, **options)
+                return pack_shards(lst, lst_root, lst_options, **in_parts,
+                                   **keywords)  # begun in parts
+            return pack_list(lst, lst_root, lst_options, **keywords)
         yield from pack_prefix(given, root, options, progress_for=progress_for,
                                on_lists=on_lists, pack_one=pack_one, **pack_options)
         return

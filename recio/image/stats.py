@@ -440,7 +440,10 @@ class _ImageTally:
         self.label_widths: Counter = Counter()
         self.formats: Counter = Counter()
         self.dims: Counter = Counter()
-        self.lab_min = self.lab_max = self.id_min = self.id_max = None
+        self.lab_min: Optional[float] = None
+        self.lab_max: Optional[float] = None
+        self.id_min: Optional[int] = None
+        self.id_max: Optional[int] = None
         self.reservoir: List[Optional[Tuple[int, int]]] = []  # (w, h), None: no size known
         self.face: Optional[Dict[str, Any]] = None
         self.face_identity_records = 0
@@ -525,7 +528,7 @@ class _ImageTally:
             if slot >= self.sample:
                 return
         _, w, h = image_size(buf, body, end)
-        self.reservoir[slot] = None if w is None else (w, h)
+        self.reservoir[slot] = None if w is None or h is None else (w, h)  # both or neither
 
     def finish(self) -> None:
         """Put the tallies into ``st.images`` and the face-recognition layout into ``st``."""

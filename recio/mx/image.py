@@ -149,6 +149,8 @@ def fixed_crop(src: Any, x0: int, y0: int, w: int, h: int,
 
 def scale_down(src_size: Tuple[int, int], size: Tuple[int, int]) -> Tuple[int, int]:
     """Shrink a crop ``size`` (w, h) to fit ``src_size`` (w, h), keeping its aspect."""
+    w: float
+    h: float
     w, h = size
     sw, sh = src_size
     if sh < h:
@@ -199,7 +201,7 @@ def random_size_crop(src: Any, size: Tuple[int, int], area: Union[float, Tuple[f
         area = kwargs.pop("min_area")
     if kwargs:
         raise ValueError(f"random_size_crop: unexpected arguments {sorted(kwargs)}")
-    if isinstance(area, Number):
+    if isinstance(area, (float, int, Number)):
         area = (area, 1.0)
     for _ in range(10):
         target_area = random.uniform(area[0], area[1]) * src_area
@@ -546,21 +548,22 @@ class ImageIter(DataIter):
         elif isinstance(imglist, list):
             self.imglist = {}
             for number, img in enumerate(imglist, 1):
-                key = str(number)
+                name = str(number)
                 if len(img) > 2:
                     label = nd.array(img[:-1], dtype=dtype)
                 elif isinstance(img[0], Number):
                     label = nd.array([img[0]], dtype=dtype)
                 else:
                     label = nd.array(img[0], dtype=dtype)
-                self.imglist[key] = (label, img[-1])
-                imgkeys.append(key)
+                self.imglist[name] = (label, img[-1])
+                imgkeys.append(name)
         self.path_root = path_root
         data_shape = tuple(data_shape)
         self.check_data_shape(data_shape)
         self.provide_data = [(data_name, (batch_size,) + data_shape)]
         if label_width > 1:
-            self.provide_label = [(label_name, (batch_size, label_width))]
+            self.provide_label: List[Tuple[str, Tuple[int, ...]]] = [
+                (label_name, (batch_size, label_width))]
         else:
             self.provide_label = [(label_name, (batch_size,))]
         self.batch_size, self.data_shape = batch_size, data_shape
@@ -576,6 +579,7 @@ class ImageIter(DataIter):
         if num_parts > 1:
             if not 0 <= part_index < num_parts:
                 raise ValueError(f"part_index must be in 0..{num_parts - 1}, got {part_index}")
+            assert self.seq is not None  # num_parts > 1 gave it one above
             per_part = len(self.seq) // num_parts
             self.seq = self.seq[part_index * per_part:(part_index + 1) * per_part]
         self.auglist = CreateAugmenter(data_shape, **kwargs) if aug_list is None else aug_list
@@ -612,6 +616,7 @@ class ImageIter(DataIter):
         if not self._allow_read:
             raise StopIteration
         if self.seq is not None:
+            assert self.num_image is not None  # len(self.seq)
             if self.cur < self.num_image:
                 idx = self.seq[self.cur]
             else:
@@ -624,6 +629,7 @@ class ImageIter(DataIter):
                 if self.imglist is None:
                     return header.label, img
                 return self.imglist[idx][0], img
+            assert self.imglist is not None  # no .rec: the samples come from the list
             label, fname = self.imglist[idx]
             return label, self.read_image(fname)
         record = self.imgrec.read()
@@ -657,6 +663,7 @@ class ImageIter(DataIter):
         c, h, w = self.data_shape
         if self._cache_data is not None:
             batch_data, batch_label, i = self._cache_data, self._cache_label, self._cache_idx
+            assert batch_label is not None and i is not None  # cached with batch_data
         else:
             batch_data = nd.zeros((self.batch_size, c, h, w))
             batch_label = nd.zeros(self.provide_label[0][1])
@@ -691,7 +698,7 @@ class ImageIter(DataIter):
         try:
             return imdecode(s)
         except Exception as exc:  # noqa: BLE001 - MXNet's message, the cause kept
-            where = self.seq[(self.cur % self.num_image) - 1] if self.seq else self.cur - 1
+            where = self.seq[(self.cur % len(self.seq)) - 1] if self.seq else self.cur - 1
             raise RuntimeError(f"Broken image index: {where}, {exc}") from exc
 
     def read_image(self, fname: str) -> bytes:

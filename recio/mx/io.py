@@ -44,6 +44,9 @@ class DataDesc(namedtuple("DataDesc", ["name", "shape"])):
     """Name, shape, dtype and layout of an input: a ``(name, shape)`` tuple (``desc[0]``,
     ``desc.name``, ``name, shape = desc``) with ``dtype`` and ``layout`` attributes."""
 
+    dtype: Any
+    layout: str
+
     def __new__(cls, name: str, shape: Tuple[int, ...], dtype: Any = np.float32,
                 layout: str = "NCHW") -> "DataDesc":
         desc = super().__new__(cls, name, shape)
@@ -72,6 +75,10 @@ class DataDesc(namedtuple("DataDesc", ["name", "shape"])):
 class DataBatch:
     """One batch: ``data`` and ``label`` are lists of NDArrays; ``pad`` filler samples at the
     end; ``index`` the samples' ids (or None)."""
+
+    # lists of NDArrays, None only where the caller gave None: code indexes them unchecked
+    data: Any
+    label: Any
 
     def __init__(self, data: Optional[Sequence[Any]], label: Optional[Sequence[Any]] = None,
                  pad: Optional[int] = None, index: Any = None, bucket_key: Any = None,
@@ -202,7 +209,9 @@ class MXDataIter(DataIter):
         return self._batch().index
 
     def getpad(self) -> int:
-        return self._batch().pad
+        pad = self._batch().pad
+        assert pad is not None  # _advance gives every batch its pad
+        return pad
 
     def close(self) -> None:
         """Stop the decode threads and close the file (garbage collection does it too)."""
@@ -705,15 +714,19 @@ class _OverBatches(DataIter):
     current_batch: Optional[DataBatch] = None
 
     def getdata(self) -> Any:
+        assert self.current_batch is not None, "call iter_next() first"
         return self.current_batch.data
 
     def getlabel(self) -> Any:
+        assert self.current_batch is not None, "call iter_next() first"
         return self.current_batch.label
 
     def getindex(self) -> Any:
+        assert self.current_batch is not None, "call iter_next() first"
         return self.current_batch.index
 
     def getpad(self) -> Any:
+        assert self.current_batch is not None, "call iter_next() first"
         return self.current_batch.pad
 
 
@@ -725,8 +738,9 @@ class ResizeIter(_OverBatches):
         self.data_iter, self.size, self.reset_internal = data_iter, size, reset_internal
         self.cur = 0
         self.current_batch: Optional[DataBatch] = None
-        self.provide_data = data_iter.provide_data
-        self.provide_label = data_iter.provide_label
+        # MXNet's iterators all have these; its DataIter base class (so this one) does not
+        self.provide_data = data_iter.provide_data  # type: ignore[attr-defined]
+        self.provide_label = data_iter.provide_label  # type: ignore[attr-defined]
         self.batch_size = data_iter.batch_size
         if hasattr(data_iter, "default_bucket_key"):
             self.default_bucket_key = data_iter.default_bucket_key
@@ -763,7 +777,7 @@ class PrefetchingIter(_OverBatches):
         self.rename_data, self.rename_label = rename_data, rename_label
         self.batch_size = self.provide_data[0][1][0]
         self.current_batch: Optional[DataBatch] = None
-        self._pending: List[Optional[threading.Thread]] = []
+        self._pending: List[threading.Thread] = []
         self._results: List[Any] = []
         self._fetch()
 
@@ -840,6 +854,7 @@ class PrefetchingIter(_OverBatches):
 
     def next(self) -> DataBatch:
         if self.iter_next():
+            assert self.current_batch is not None  # iter_next() set it
             return self.current_batch
         raise StopIteration
 

@@ -36,6 +36,8 @@ class Context:
     ``with`` block that makes it the default context of new arrays."""
 
     _local = threading.local()
+    device_typeid: int
+    device_id: int
 
     def __init__(self, device_type: Union[str, "Context"], device_id: int = 0) -> None:
         if isinstance(device_type, Context):
@@ -429,7 +431,7 @@ def array(source_array: Any, ctx: Optional[Context] = None, dtype: Any = None) -
 
 
 def _shape(shape: Union[int, Sequence[int]]) -> Tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, numbers.Integral) else tuple(shape)
+    return (int(shape),) if isinstance(shape, (int, numbers.Integral)) else tuple(shape)
 
 
 def empty(shape: Union[int, Sequence[int]], ctx: Optional[Context] = None,
@@ -454,8 +456,9 @@ def full(shape: Union[int, Sequence[int]], val: Any, ctx: Optional[Context] = No
 
 def arange(start: Any, stop: Any = None, step: Any = 1.0, repeat: int = 1,
            ctx: Optional[Context] = None, dtype: Any = np.float32) -> NDArray:
+    # arange(0, start, step): what NumPy does with arange(start, step=step)
     values = np.arange(start, stop, step, dtype=dtype) if stop is not None else np.arange(
-        start, step=step, dtype=dtype)
+        0, start, step, dtype=dtype)
     return NDArray(np.repeat(values, repeat), ctx)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, TextIO
 
 import numpy as np
 
@@ -135,7 +135,7 @@ class MXRecordIO:
             self._writer = self._record_writer(self.uri, atomic=False)
             # at interpreter exit: close (and keep) before the writer's own finalizer, which
             # was made first and so runs later, would warn about an unclosed writer
-            self._closing = [self._writer]
+            self._closing: List[Any] = [self._writer]
             weakref.finalize(self, _close_all, self._closing)
             self.writable = True
         elif self.flag == "r":
@@ -235,6 +235,7 @@ class MXRecordIO:
             if not self.writable:
                 raise RuntimeError(f"{self.uri}: opened for reading (flag 'r'), cannot write")
             self._check_pid(allow_reset=False)
+        assert self._writer is not None  # open in this process: pid == _PID
         return self._writer.write(buf)
 
     def read(self) -> Optional[bytes]:
@@ -247,7 +248,9 @@ class MXRecordIO:
 
     def tell(self) -> int:
         """Current byte offset (of the next record)."""
-        return self._writer.tell() if self.writable else self._reader.tell()
+        file = self._writer if self.writable else self._reader
+        assert file is not None, f"{self.uri}: tell() on a closed MXRecordIO"
+        return file.tell()
 
 
 class MXIndexedRecordIO(MXRecordIO):
@@ -267,13 +270,14 @@ class MXIndexedRecordIO(MXRecordIO):
         self.idx: dict = {}
         self.keys: List[Any] = []
         self.key_type = key_type
-        self.fidx = None
+        self.fidx: Optional[TextIO] = None
         super().__init__(uri, flag)
 
     def _open(self) -> None:
         super()._open()
         self._dense = None
         if self.writable:
+            assert isinstance(self._writer, _IndexedRecordSink)  # super()._open() made it
             try:
                 if is_url(self.idx_path):
                     raise ValueError(f"{self.idx_path}: MXIndexedRecordIO writes local files; "
@@ -292,6 +296,7 @@ class MXIndexedRecordIO(MXRecordIO):
             return
         self.fidx = None
         self._resume = None
+        assert self._reader is not None  # super()._open() made it
         self._read_at = self._reader.read_at
         if is_url(self.idx_path):
             stamp: tuple = (self.idx_path, self._reader.size)
@@ -319,7 +324,8 @@ class MXIndexedRecordIO(MXRecordIO):
         super().close()
         if self.fidx is not None:
             self._lines.close()
-            self._lines = self._pending = None
+            # used only while fidx is open, which the hot write_idx does not check again
+            self._lines = self._pending = None  # type: ignore[assignment]
             self.fidx = None
 
     def __getstate__(self) -> dict:
@@ -337,7 +343,7 @@ class MXIndexedRecordIO(MXRecordIO):
 
     def _catch_up(self) -> None:
         pos, self._resume = self._resume, None
-        if self._reader is not None:
+        if self._reader is not None and pos is not None:  # read() and tell() check pos
             self._reader.seek(pos)
             self._reader.read()
 
@@ -357,6 +363,7 @@ class MXIndexedRecordIO(MXRecordIO):
             raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot seek")
         self._check_pid(allow_reset=True)
         self._resume = None
+        assert self._reader is not None  # open in this process after _check_pid
         self._reader.seek(self.idx[idx])
 
     def read_idx(self, idx: Any) -> bytes:

@@ -25,6 +25,7 @@ from typing import (
     Any,
     BinaryIO,
     Callable,
+    Dict,
     Iterable,
     Iterator,
     List,
@@ -32,6 +33,7 @@ from typing import (
     Sequence,
     Tuple,
     Union,
+    cast,
 )
 
 from recio import portable, storage
@@ -55,7 +57,7 @@ def remove_orphaned_temps(stem: PathLike) -> List[str]:
 
     folder, base = os.path.split(os.path.abspath(os.fspath(stem)))
     pattern = re.compile(r"\." + re.escape(base) + r"[-.].*\.(\d+)\.[0-9a-f]{8}\.tmp\Z")
-    removed = []
+    removed: List[str] = []
     try:
         names = os.listdir(folder)
     except OSError:
@@ -132,7 +134,8 @@ class AtomicFile:
         self.storage_options = storage_options
         fd, self.temp_path = _create_exclusive(self.path)
         try:
-            self.file: BinaryIO = os.fdopen(fd, mode, buffering)
+            # binary: the writers open "wb" (a text mode would give a TextIO)
+            self.file = cast(BinaryIO, os.fdopen(fd, mode, buffering))
         except BaseException:
             os.close(fd)
             _unlink_quietly(self.temp_path)
@@ -233,7 +236,7 @@ class InPlaceFile(AtomicFile):
                     raise FileInUseError(path=self.path) from None
                 raise
         try:
-            self.file = os.fdopen(fd, mode, buffering)
+            self.file = cast(BinaryIO, os.fdopen(fd, mode, buffering))  # binary, as above
         except BaseException:
             os.close(fd)
             raise
@@ -473,14 +476,14 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
     Call it with every output path before anything is written; raises
     :class:`~recio.errors.OutputExistsError` naming the first path that is refused.
     """
-    outputs = [storage.local_path(p) for p in outputs]
-    taken = {}
+    wanted = [storage.local_path(p) for p in outputs]
+    taken: Dict[Any, str] = {}  # the inputs by real path and by (device, inode)
     for path in (storage.local_path(p) for p in inputs):
         taken[_real(path)] = path
         ident = _identity(path)
         if ident is not None:
             taken[ident] = path
-    for path in outputs:
+    for path in wanted:
         source = taken.get(_real(path)) or taken.get(_identity(path) or ())
         if source is not None:
             same = "" if os.path.abspath(source) == os.path.abspath(path) else f" ({source})"
@@ -488,7 +491,7 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
                                     "elsewhere", path=path)
     if force:
         return
-    existing = [p for p in outputs if (storage.exists(p, storage_options) if storage.is_url(p)
+    existing = [p for p in wanted if (storage.exists(p, storage_options) if storage.is_url(p)
                                        else os.path.lexists(p))]
     if existing:
         more = (f" ({len(existing) - 1} more output file(s) exist too)"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -236,7 +236,8 @@ def diagnose_index(reader: Any, index: Any,
     if cut < 0 or not _runs_past_end(reader, cut):
         cut = -1
     size, idx = reader.size, index.path
-    unlisted = np.setdiff1d(_walk_heads(reader, cut), landed) if not fit.sampled else []
+    unlisted: Union[np.ndarray, List[int]] = (
+        np.setdiff1d(_walk_heads(reader, cut), landed) if not fit.sampled else [])
     if len(unlisted):  # the file holds records the index does not list: the index is wrong
         return IndexFileError(
             f"{fit.past_end:,} of its entries point past the end of {rec} (a {size:,}-byte "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from array import array
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from recio.records.split import record_heads
 
 Progress = Optional[Callable[[int], Any]]
 #: ``keys(rec_path, offsets)``: one key per record, in file order
-KeyFunction = Callable[[str, np.ndarray], Sequence[Any]]
+KeyFunction = Callable[[str, np.ndarray], Union[Sequence[Any], np.ndarray]]
 
 _PROGRESS_EVERY = 64 << 20
 
@@ -75,7 +75,8 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
         raise other
     check_outputs([idx_path], [rec_path], force=force)
     offsets = scan_record_offsets(rec_path, progress)
-    key_list: Sequence[Any] = range(len(offsets)) if keys is None else keys(rec_path, offsets)
+    key_list: Union[Sequence[Any], np.ndarray] = (
+        range(len(offsets)) if keys is None else keys(rec_path, offsets))
     write_index(idx_path, key_list, offsets)
     if not storage.is_url(idx_path):
         discard_cache(idx_path)  # the old index's cache no longer applies

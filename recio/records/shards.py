@@ -236,7 +236,7 @@ def load_manifest(path: PathLike, storage_options: StorageOptions = None) -> Man
         raise ManifestError("has no \"shards\" list", path=path)
     folder = storage.dirname(path)
     shards = [_shard_from(entry, i, folder, path) for i, entry in enumerate(entries)]
-    made_by = doc.get("made_by") if isinstance(doc.get("made_by"), dict) else {}
+    made_by = doc["made_by"] if isinstance(doc.get("made_by"), dict) else {}
     return Manifest(path, shards, made_by, doc.get("record_checksums"), storage_options)
 
 
@@ -252,7 +252,7 @@ def _shard_from(entry: Any, i: int, folder: str, path: str) -> Shard:
         if type(value) is not int or value < 0:
             raise ManifestError(f"{where}: {name!r} must be a whole number >= 0, got {value!r}",
                                 path=path)
-    files = {}
+    files: Dict[str, Any] = {}  # rec and idx: strings (checked above); crc: or None
     for name in ("rec", "idx", "crc"):
         rel = entry.get(name)
         if rel is None:

@@ -176,7 +176,8 @@ def load_record_offsets(layout: SourceLayout,
             in_order = index.offsets
             order = np.argsort(in_order, kind="stable")
             offsets = in_order[order]
-            same = np.flatnonzero(offsets[1:] == offsets[:-1]) if len(offsets) > 1 else []
+            same: Union[np.ndarray, List[int]] = (
+                np.flatnonzero(offsets[1:] == offsets[:-1]) if len(offsets) > 1 else [])
             if len(same):
                 first, second = sorted(int(order[j]) for j in (same[0], same[0] + 1))
                 raise IndexFileError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import io
 import os
 from functools import partial
-from typing import Any, BinaryIO, Callable, List, Optional, Sequence, Union
+from typing import Any, BinaryIO, Callable, List, Optional, Sequence, Union, cast
 
 from recio.errors import RecordIOError
 from recio import portable
@@ -86,7 +86,7 @@ def _salvage_records(fd: int, pieces: List[Buffer]) -> None:
     if any(pieces):
         _writev_all(fd, pieces)
         del pieces[:-1]
-        pieces[-1].clear()
+        cast(bytearray, pieces[-1]).clear()  # the last piece is always the writer's _buffer
     os.ftruncate(fd, os.lseek(fd, 0, os.SEEK_CUR))
 
 
@@ -123,7 +123,8 @@ class RecordWriter(ManagedWriter):
             outputs = OutputSet.create([(path, "wb", 0)], atomic=atomic, fsync=fsync,
                                        storage_options=storage_options)
             self._bind(outputs.files[0].file, path, 0, buffer_size, owned=True)
-            salvage = partial(_salvage_records, self._fd, self._pieces)
+            assert self._fd is not None  # OutputSet opens it unbuffered (buffering 0): FileIO
+            salvage: Callable[[], Any] = partial(_salvage_records, self._fd, self._pieces)
         else:
             try:
                 offset = target.tell()
@@ -250,6 +251,7 @@ class RecordWriter(ManagedWriter):
         so the file system allocates in a few large pieces rather than page by page."""
         start = self._reserved
         end = self._offset + min(max(start, 1 << 20), _RESERVE_STEP)
+        assert self._fd is not None  # _reserve is set only for a descriptor
         if portable.reserve(self._fd, start, end - start):
             self._reserved = end
         else:
@@ -258,6 +260,7 @@ class RecordWriter(ManagedWriter):
     def _release(self) -> None:
         """Give back the reserved space past the last record."""
         if self._reserved:
+            assert self._fd is not None  # _grow reserved through it
             os.ftruncate(self._fd, self._offset)
             self._reserved = 0
         self._reserve = False
@@ -344,6 +347,7 @@ class IndexedRecordWriter(ManagedWriter):
         self._write_record = self._records.write
         self._keys: list = []  # index lines not yet written, formatted in bulk
         self._offsets: list = []
+        assert self._records._fd is not None  # OutputSet opens it unbuffered: FileIO
         self._begin(outputs, f"IndexedRecordWriter({rec!r})",
                     partial(_salvage_indexed, self._records._fd, self._records._pieces,
                             self._idx_fd, self._keys, self._offsets))

@@ -363,6 +363,8 @@ class BucketBatchSampler:
             if batch_size_in == "samples" and self.lengths.size and self.lengths.mean() > 0:
                 per_batch = max(1, int(round(self.batch_size / float(self.lengths.mean()))))
             self.boundaries = optimal_boundaries(self.lengths, int(buckets), per_batch)
+        elif isinstance(buckets, bool):
+            raise TypeError(f"buckets is a number of buckets or their boundaries, not {buckets}")
         else:
             self.boundaries = _check_boundaries(buckets)
         which = assign_buckets(self.lengths, self.boundaries)
@@ -387,6 +389,7 @@ class BucketBatchSampler:
             k = self.batch_size
             batches = [idx[s:s + k] for s in range(0, idx.size, k)]
             return batches, idx.size % k == 0
+        current: List[int]
         batches, current, total = [], [], 0
         lengths = self.lengths[idx].tolist()
         for pos, n in zip(idx.tolist(), lengths):

@@ -616,7 +616,8 @@ def encode_dense(stream: StreamInfo, data: Any) -> bytes:
     if arr.shape[0] > _U32_MAX:
         raise ValueError(f"stream {stream.name!r}: {arr.shape[0]} samples exceed the uint32 "
                          f"sample count")
-    return b"".join((DENSE_HEAD.pack(arr.shape[0]),
+    # arrays are buffers: NumPy's stubs declare __buffer__ for Python 3.12+ only
+    return b"".join((DENSE_HEAD.pack(arr.shape[0]),  # type: ignore[arg-type]
                      np.ascontiguousarray(arr, dtype=stream.dtype)))
 
 
@@ -666,7 +667,8 @@ def encode_sparse(stream: StreamInfo, data: Any) -> bytes:
     """Encode one sparse sequence: ``N | nnz | values | indices | counts``."""
     seq = as_sparse(stream, data)
     counts = np.diff(seq.indptr).astype(_INDEX_DTYPE)
-    return b"".join((SPARSE_HEAD.pack(len(counts), len(seq.values)),
+    # arrays are buffers: NumPy's stubs declare __buffer__ for Python 3.12+ only
+    return b"".join((SPARSE_HEAD.pack(len(counts), len(seq.values)),  # type: ignore[arg-type]
                      np.ascontiguousarray(seq.values), np.ascontiguousarray(seq.indices),
                      counts))
 

@@ -224,7 +224,9 @@ class _BlockRandomizer:
     def __init__(self, corpus: _Corpus, window: int, in_samples: bool, seed: int) -> None:
         self.corpus, self.window, self.in_samples, self.seed = corpus, window, in_samples, seed
         self.sweep: Optional[int] = None
-        self.layout: Optional[_SweepLayout] = None
+        # None until _prepare_sweep, which every seek and walk calls first; typed without the
+        # None so that the per-sequence methods need no check
+        self.layout: _SweepLayout = None  # type: ignore[assignment]
         self.pos = 0
         self.workers, self.rank = 1, 0
         self.epoch_end = _NO_LIMIT
@@ -286,6 +288,7 @@ class _BlockRandomizer:
 
     def set_state(self, position: int) -> None:
         self._prepare_sweep(position)
+        assert self.sweep is not None  # _prepare_sweep set it
         offset = self._seek(position % self.corpus.sweep_size, self.sweep)
         self.pos = self.sweep * self.corpus.sweep_size + offset
         if self.rank >= self.corpus.num_chunks:

@@ -247,6 +247,7 @@ def convert(source: PathLike, destination: PathLike, chunk_size_bytes: int = 32 
                                dir=os.environ.get("RECIO_STAGING_DIR") or None)
     try:
         with storage.local_copies(_family(source)) as copies:
+            assert copies[0] is not None  # the first path is always there (or it raised)
             return _convert_staged(copies[0], source, destination, staging, chunk_size_bytes,
                                    alias, progress, streams, dtype)
     finally:

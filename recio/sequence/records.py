@@ -319,7 +319,8 @@ def pack_sequence(streams: Dict[str, Stream]) -> bytes:
     size += _pad8(size)
     for _, arrays in encoded:
         for arr in arrays:
-            parts.append(arr.reshape(-1).view(np.uint8))
+            # an array is a buffer: NumPy's stubs declare __buffer__ for Python 3.12+ only
+            parts.append(arr.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
             size += arr.nbytes
             parts.append(b"\0" * _pad8(size))
             size += _pad8(size)
@@ -337,6 +338,7 @@ def _stream_table_entry(name: str, data: Stream) -> Tuple[bytes, List[np.ndarray
     bname = name.encode("utf-8")
     if not 0 < len(bname) <= 255:
         raise SequenceError(f"stream name {name!r} must be 1..255 bytes of UTF-8")
+    arrays: List[np.ndarray]
     if isinstance(data, Sparse):
         indptr = np.ascontiguousarray(data.indptr, dtype=_INDPTR)
         indices = np.ascontiguousarray(data.indices, dtype=_INDICES)
