@@ -601,6 +601,6 @@ def test_minibatch_source_reads_sequences_from_the_bucket(s3, tmp_path):
     assert local and drain(f"{bucket}/seq/part-0.rec") == local
     both = drain([str(tmp_path / "part-0.rec"), str(tmp_path / "part-1.rec")])
     assert drain(f"{bucket}/seq/") == both == drain(f"{bucket}/seq/part-*.rec")
-    with pytest.raises(recio.SequenceError, match="read from local disk") as info:
+    with pytest.raises(recio.errors.SequenceError, match="read from local disk") as info:
         MinibatchSource(f"{bucket}/seq/notes.cbf")
     assert info.value.path == f"{bucket}/seq/notes.cbf"
