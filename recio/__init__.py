@@ -61,5 +61,6 @@ _LAZY = {
 
 __all__ = [*_LAZY, "RecordIOError"]
 
-__getattr__, __dir__ = _lazy_exports(
-    __name__, _LAZY, submodules=("records", "image", "sequence", "mx", "torch", "ray", "errors"))
+if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=(
+        "records", "image", "sequence", "mx", "torch", "ray", "errors"))

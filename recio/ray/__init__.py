@@ -37,7 +37,8 @@ _LAZY = {
     "RecordDatasink": "recio.ray.data",
 }
 
-__getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=("data",))
+if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=("data",))
 
 
 def pack_list(lst_path: Union[str, "os.PathLike[str]"], root: Union[str, "os.PathLike[str]"],
