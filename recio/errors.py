@@ -161,8 +161,8 @@ class DuplicateKeyWarning(UserWarning):
     ``warnings.simplefilter("error", recio.errors.DuplicateKeyWarning)``."""
 
 
-__all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError",
-           "ImageError", "TruncatedFileError", "NotRecordFileError", "OutputExistsError",
-           "OutputBusyError", "FileInUseError", "InterruptedPackError", "NothingFoundError", "ManifestError",
+__all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError", "ImageError",
+           "TruncatedFileError", "NotRecordFileError", "OutputExistsError", "OutputBusyError",
+           "FileInUseError", "InterruptedPackError", "NothingFoundError", "ManifestError",
            "ChecksumError", "StorageError", "CBFError", "SequenceError", "CTFError",
-           "DuplicateKeyWarning", "plural"]
+           "DuplicateKeyWarning"]

@@ -122,4 +122,4 @@ def not_a_record_file(path: Any, head: Optional[bytes] = None,
     return NotRecordFileError(f"not a RecordIO file: this is {what}", path=os.fspath(path))
 
 
-__all__ = ["describe", "not_a_record_file", "image_signature", "IMAGE_SIGNATURES"]
+__all__ = ["describe"]
