@@ -36,8 +36,8 @@ LAZY_MODULES: Dict[str, ast.Module] = {
 def lazy_map(tree: ast.Module) -> Dict[str, str]:
     """The module's ``_LAZY`` literal."""
     for node in tree.body:
-        targets = [getattr(t, "id", None) for t in node.targets] if isinstance(node, ast.Assign) else []
-        if targets == ["_LAZY"]:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] \
+                == ["_LAZY"]:
             return ast.literal_eval(node.value)
     raise AssertionError("no _LAZY = {...} at the module's top level")
 
@@ -49,7 +49,8 @@ def type_checking_imports(tree: ast.Module) -> Dict[str, str]:
         if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING",
                                                                    "_typing.TYPE_CHECKING"):
             for stmt in node.body:
-                assert isinstance(stmt, ast.ImportFrom) and stmt.level == 0, ast.unparse(stmt)
+                assert isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module, \
+                    ast.unparse(stmt)
                 for alias in stmt.names:
                     assert alias.asname is None, f"{ast.unparse(stmt)}: no renaming"
                     found[alias.name] = stmt.module
