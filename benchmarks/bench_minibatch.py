@@ -100,9 +100,9 @@ def child_restore(path: str, mb: int) -> dict:
     """Median restore and first-minibatch latency at sweeps 1, 100, 10,000 (10% window)."""
     import recio
 
-    src = recio.MinibatchSource(path, seed=1, epoch_size=recio.SWEEP_FOREVER)
+    src = recio.MinibatchSource(path, seed=1, epoch_size=recio.sequence.SWEEP_FOREVER)
     window = src.num_samples // 10
-    src = recio.MinibatchSource(path, seed=1, epoch_size=recio.SWEEP_FOREVER,
+    src = recio.MinibatchSource(path, seed=1, epoch_size=recio.sequence.SWEEP_FOREVER,
                                 randomization_window=window)
     for _ in range(3):
         src.next_minibatch(mb)
@@ -113,7 +113,7 @@ def child_restore(path: str, mb: int) -> dict:
         for rep in range(5):
             s = dict(state, sweep=sweep, offset=src.num_sequences // 2 + rep,
                      sample_position=0)
-            fresh = recio.MinibatchSource(path, seed=1, epoch_size=recio.SWEEP_FOREVER,
+            fresh = recio.MinibatchSource(path, seed=1, epoch_size=recio.sequence.SWEEP_FOREVER,
                                           randomization_window=window)
             t0 = time.perf_counter()
             fresh.restore_from_checkpoint(s)

@@ -4,9 +4,9 @@ Writes a file of image-like records (an image header and 20-200 KB of payload en
 JPEG) with its ``.idx`` under ``--dir``, then damages copies of it three ways: cut short
 (the commonest: a copy or download that stopped), a zeroed range in the middle, and one byte
 inserted in the middle (the records after it move off the 4-byte grid and are found in a
-second segment). For each it prints the median time of ``recio.repair`` over ``--repeats``
-runs as MB/s of input and records/s, beside ``verify_file``'s scan of the same file (what a
-user runs first) and the target. The file is in the page cache (a second read).
+second segment). For each it prints the median time of ``recio.image.repair.repair`` over
+``--repeats`` runs as MB/s of input and records/s, beside ``verify_file``'s scan of the same
+file (what a user runs first) and the target. The file is in the page cache (a second read).
 Run: ``python benchmarks/bench_repair.py [--mb 1000] [--repeats 3] [--dir /tmp] [--keep]``.
 """
 from __future__ import annotations

@@ -74,7 +74,7 @@ def main(folder: str) -> int:
             written.append((body, label))
             writer.write(key, pack(IRHeader(0, label, key, 0), body))
     index = os.path.join(folder, "set-all.idx")
-    recio.combined_index(writer.manifest, index)
+    recio.records.combined_index(writer.manifest, index)
     recs = writer.manifest.rec_paths()
     read = [(body, labels[0]) for body, labels in dali_read(recs, index, len(written))]
     same = read[:len(written)] == written

@@ -48,7 +48,7 @@ def make_corpus() -> None:
 
 def open_source() -> "recio.MinibatchSource":
     return recio.MinibatchSource(REC, randomization_window=2000, seed=42,
-                                 epoch_size=recio.SWEEP_FOREVER, defines_mb_size="frames")
+                                 epoch_size=recio.sequence.SWEEP_FOREVER, defines_mb_size="frames")
 
 
 def step(weights: np.ndarray, mb) -> float:

@@ -3,8 +3,9 @@
 Run:  python examples/train_imagerecorditer.py [train.rec [train.idx]]
 
 With your own .rec (packed by im2rec, labels = class ids 0..K-1), the number of classes is
-read from the data (one pass over the file with ``recio.dataset_stats``). Without arguments it
-first writes a tiny 2-class dataset (bright vs dark squares) into examples/out/iter/. The "model" is a NumPy softmax regression on 4x4 average-pooled pixels, so
+read from the data (one pass over the file with ``recio.image.dataset_stats``). Without
+arguments it first writes a tiny 2-class dataset (bright vs dark squares) into
+examples/out/iter/. The "model" is a NumPy softmax regression on 4x4 average-pooled pixels, so
 the example needs nothing beyond recio; with a real framework, hand ``batch.data`` (float32 NCHW)
 and ``batch.label`` to it instead (e.g. ``torch.from_numpy(batch.data)``), and ignore the last
 ``batch.pad`` samples of a batch.
@@ -15,6 +16,7 @@ import sys
 import numpy as np
 
 import recio
+from recio.image.dataset_stats import dataset_stats
 
 
 def make_tiny_dataset(folder, n=200, seed=0):
@@ -33,7 +35,7 @@ def make_tiny_dataset(folder, n=200, seed=0):
 
 def count_classes(rec):
     """The number of classes: the largest class id in the data, plus one."""
-    labels = recio.dataset_stats(rec, sample=1).labels
+    labels = dataset_stats(rec, sample=1).labels
     if not labels or labels[0].kind != "classes" or not labels[0].values:
         sys.exit(f"{rec}: the labels are not class ids 0..K-1; this example trains a classifier")
     return int(max(labels[0].values)) + 1

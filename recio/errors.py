@@ -158,11 +158,11 @@ class DuplicateKeyWarning(UserWarning):
     """An ``.idx`` in which a key appears on several lines. Readers then do what MXNet does
     (the last line of a key wins), so the records of the earlier lines cannot be read by key;
     the warning names the key and how many lines hold it. Make it an error with
-    ``warnings.simplefilter("error", recio.DuplicateKeyWarning)``."""
+    ``warnings.simplefilter("error", recio.errors.DuplicateKeyWarning)``."""
 
 
-__all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError",
-           "ImageError", "TruncatedFileError", "NotRecordFileError", "OutputExistsError",
-           "OutputBusyError", "FileInUseError", "InterruptedPackError", "NothingFoundError", "ManifestError",
+__all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError", "ImageError",
+           "TruncatedFileError", "NotRecordFileError", "OutputExistsError", "OutputBusyError",
+           "FileInUseError", "InterruptedPackError", "NothingFoundError", "ManifestError",
            "ChecksumError", "StorageError", "CBFError", "SequenceError", "CTFError",
-           "DuplicateKeyWarning", "plural"]
+           "DuplicateKeyWarning"]

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Dict, Optional
 
 # import name -> (extra that installs it, the pip package)
-EXTRAS: Dict[str, tuple] = {
+_EXTRAS: Dict[str, tuple] = {
     "simplejpeg": (None, "simplejpeg"),
     "cykooz_resizer": (None, "cykooz.resizer"),
     "cv2": ("fast", "opencv-python-headless"),
@@ -47,7 +47,7 @@ TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 def install_hint(name: str) -> str:
     """``pip install 'recio[extra]'`` (or the package) that provides module ``name``."""
-    extra, package = EXTRAS.get(name, (None, name))
+    extra, package = _EXTRAS.get(name, (None, name))
     if name == "torch":
         return (f"pip install 'recio[torch]' (without an NVIDIA GPU, first pip install torch "
                 f"--index-url {TORCH_CPU_INDEX}: plain pip fetches the multi-GB CUDA build)")
@@ -67,4 +67,4 @@ def require(name: str, feature: str) -> ModuleType:
                           f"(import failed: {exc})") from exc
 
 
-__all__ = ["optional", "require", "install_hint", "EXTRAS", "TORCH_CPU_INDEX"]
+__all__ = ["optional", "install_hint", "TORCH_CPU_INDEX"]

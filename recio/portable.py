@@ -243,5 +243,4 @@ def in_use(exc: OSError) -> bool:
 
 
 __all__ = ["system", "is_windows", "open_fd", "opens_without_blocking", "nonblocking_read_flags",
-           "has_pread", "read_at", "write_at", "has_proc_fd", "opened_path", "sync_folder",
-           "reserve", "advise", "process_alive", "boot_id", "end_with_parent", "in_use"]
+           "read_at", "write_at", "has_proc_fd", "reserve", "advise", "process_alive", "in_use"]

@@ -46,15 +46,15 @@ StorageOptions = Optional[Dict[str, Any]]
 #: bytes per block of a streaming read (one ``read`` of the response body)
 STREAM_BLOCK = 8 << 20
 #: blocks a streaming read keeps ready ahead of the reader
-STREAM_AHEAD = 3
+_STREAM_AHEAD = 3
 #: a random read fetches at least this much (a record header and a small record in one GET)
-RANDOM_BLOCK = 64 << 10
+_RANDOM_BLOCK = 64 << 10
 #: ``prefetch_many`` merges ranges at most this far apart into one GET ...
-COALESCE_GAP = 64 << 10
+_COALESCE_GAP = 64 << 10
 #: ... as long as the merged GET stays below this
-COALESCE_MAX = 16 << 20
+_COALESCE_MAX = 16 << 20
 #: prefetched and random blocks kept, in bytes (the oldest are dropped first)
-CACHE_BYTES = 64 << 20
+_CACHE_BYTES = 64 << 20
 #: a presigned URL for streams is used for at most this many seconds (it is valid for 6 h)
 _URL_FRESH = 3600.0
 
@@ -176,7 +176,7 @@ def missing(path: PathLike) -> FileNotFoundError:
 
 
 @contextmanager
-def translated(url: str, action: str = "reading", offset: Optional[int] = None) -> Iterator[None]:
+def _translated(url: str, action: str = "reading", offset: Optional[int] = None) -> Iterator[None]:
     """Turn what fsspec and its backends raise into one-line errors naming ``url``."""
     try:
         yield
@@ -198,7 +198,7 @@ def translated(url: str, action: str = "reading", offset: Optional[int] = None) 
 def info(url: str, storage_options: StorageOptions = None) -> Dict[str, Any]:
     """fsspec's ``info`` of ``url`` (``size``, ``type``)."""
     fs, path = filesystem(url, storage_options)
-    with translated(url, "looking up"):
+    with _translated(url, "looking up"):
         return fs.info(path)
 
 
@@ -213,7 +213,7 @@ def _test(path: PathLike, storage_options: StorageOptions, name: str) -> bool:
     """``os.path.<name>(path)`` for a local path, fsspec's ``<name>`` for a URL."""
     if is_url(path):
         fs, inner = filesystem(os.fspath(path), storage_options)
-        with translated(os.fspath(path), "looking up"):
+        with _translated(os.fspath(path), "looking up"):
             return bool(getattr(fs, name)(inner))
     return bool(getattr(os.path, name)(local_path(path)))
 
@@ -244,7 +244,7 @@ def listdir(folder: str, storage_options: StorageOptions = None) -> List[str]:
         folder = local_path(folder)
         return sorted(os.path.join(folder, n) for n in os.listdir(folder))
     fs, inner = filesystem(folder, storage_options)
-    with translated(folder, "listing"):
+    with _translated(folder, "listing"):
         found = fs.ls(inner, detail=True)
     return sorted(_as_url(folder, fs, e["name"]) for e in found if e.get("type") == "file")
 
@@ -256,7 +256,7 @@ def glob(pattern: str, storage_options: StorageOptions = None) -> List[str]:
 
         return sorted(p for p in local_glob.glob(local_path(pattern)) if os.path.isfile(p))
     fs, inner = filesystem(pattern, storage_options)
-    with translated(pattern, "listing"):
+    with _translated(pattern, "listing"):
         found = fs.glob(inner, detail=True)
     return sorted(_as_url(pattern, fs, name) for name, e in found.items()
                   if e.get("type") == "file")
@@ -267,7 +267,7 @@ def read_bytes(path: PathLike, storage_options: StorageOptions = None) -> bytes:
     if is_url(path):
         url = os.fspath(path)
         fs, inner = filesystem(url, storage_options)
-        with translated(url):
+        with _translated(url):
             return fs.cat_file(inner)
     with open(local_path(path), "rb") as f:
         return f.read()
@@ -278,7 +278,7 @@ def remove(path: PathLike, storage_options: StorageOptions = None) -> None:
     if is_url(path):
         url = os.fspath(path)
         fs, inner = filesystem(url, storage_options)
-        with translated(url, "deleting"):
+        with _translated(url, "deleting"):
             if fs.exists(inner):
                 fs.rm_file(inner)
         return
@@ -292,7 +292,7 @@ def upload(local: str, url: str, storage_options: StorageOptions = None) -> None
     """Put the finished local file ``local`` at ``url`` as one object (visible only once the
     upload completed)."""
     fs, inner = filesystem(url, storage_options)
-    with translated(url, "uploading"):
+    with _translated(url, "uploading"):
         fs.put_file(local, inner)
 
 
@@ -302,7 +302,7 @@ def move(source: PathLike, target: PathLike, storage_options: StorageOptions = N
     if is_url(source) or is_url(target):
         src_fs, src = filesystem(os.fspath(source), storage_options)
         _, dst = filesystem(os.fspath(target), storage_options)
-        with translated(os.fspath(target), "moving"):
+        with _translated(os.fspath(target), "moving"):
             src_fs.mv(src, dst)
         return
     os.replace(local_path(source), local_path(target))
@@ -313,7 +313,7 @@ def remove_tree(folder: PathLike, storage_options: StorageOptions = None) -> Non
     if is_url(folder):
         url = os.fspath(folder)
         fs, inner = filesystem(url, storage_options)
-        with translated(url, "deleting"):
+        with _translated(url, "deleting"):
             if fs.exists(inner):
                 fs.rm(inner, recursive=True)
         return
@@ -325,9 +325,15 @@ def remove_tree(folder: PathLike, storage_options: StorageOptions = None) -> Non
 # -- reading an object by ranges -------------------------------------------------------------
 def _http_url(fs: Any, path: str, url: str) -> Optional[str]:
     """A plain HTTP(S) URL that serves the object to a GET (a presigned one for S3), or None
-    when the file system has none (its streams then use ranged GETs)."""
-    if hasattr(fs, "_call_s3") and hasattr(fs, "url"):
-        return fs.url(path, expires=6 * 3600)
+    when the file system has none (its streams then use ranged GETs).
+
+    S3 is told by the file system's ``protocol`` and signed by ``sign``, both fsspec's public
+    API (s3fs presigns through its boto client, so the URL names the configured endpoint).
+    Other stores keep ranged GETs: their ``sign`` is missing or needs credentials a reader may
+    not have (gcsfs signs only with a service-account key)."""
+    protocols = getattr(fs, "protocol", ())
+    if "s3" in ((protocols,) if isinstance(protocols, str) else protocols):
+        return str(fs.sign(path, expiration=6 * 3600))
     if url_scheme(url) in ("http", "https"):
         return url
     return None
@@ -422,7 +428,7 @@ class _Stream:
         self.blocks: Deque[Any] = deque()  # held blocks; the first begins at self.start
         self.held_end = start  # end of the held blocks
         self.exhausted = False
-        self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=STREAM_AHEAD)
+        self.queue: "queue.Queue[Any]" = queue.Queue(maxsize=_STREAM_AHEAD)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=_fill, name=f"recio-read {remote.url}",
                                        args=(remote._open_stream(start, end), self.queue,
@@ -470,7 +476,7 @@ class _Stream:
                 break
             if isinstance(item, BaseException):
                 self.exhausted = True
-                with translated(self.url, "reading", self.held_end):
+                with _translated(self.url, "reading", self.held_end):
                     raise item
             if not self.blocks:
                 self.start = self.held_end
@@ -538,7 +544,7 @@ class RemoteFile:
             self._connect()
 
     def _size(self) -> int:
-        with translated(self.url, "looking up"):
+        with _translated(self.url, "looking up"):
             found = self._fs.info(self._path)
         if found.get("type") == "directory":
             raise IsADirectoryError(errno.EISDIR, "is a folder, not an object", self.url)
@@ -547,7 +553,7 @@ class RemoteFile:
     def _get(self, start: int, end: int) -> bytes:
         """One ranged GET of ``[start, end)``."""
         self.requests += 1
-        with translated(self.url, "reading", start):
+        with _translated(self.url, "reading", start):
             data = self._fs.cat_file(self._path, start=start, end=end)
         if len(data) != end - start:
             raise StorageError(f"asked for {end - start} bytes, the server sent {len(data)}; "
@@ -557,14 +563,15 @@ class RemoteFile:
     def _stream_url(self, start: int) -> str:
         """The plain URL streams GET ("": none, they use ranged GETs)."""
         if self._http_url is None or time.monotonic() - self._http_url_made > _URL_FRESH:
-            with translated(self.url, "reading", start):  # presigned URLs expire: renewed
+            with _translated(self.url, "reading", start):  # presigned URLs expire: renewed
                 self._http_url = _http_url(self._fs, self._path, self.url) or ""
             self._http_url_made = time.monotonic()
         return self._http_url
 
     def _open_stream(self, start: int, end: int) -> Iterator[Any]:
-        if self._stream_url(start):
-            return _http_stream(self._http_url, start, end, STREAM_BLOCK)
+        http_url = self._stream_url(start)
+        if http_url:
+            return _http_stream(http_url, start, end, STREAM_BLOCK)
         return _ranged_stream(self._fs, self._path, start, end, STREAM_BLOCK)
 
     def stream_into(self, buffer: Any) -> Iterator[int]:
@@ -578,13 +585,14 @@ class RemoteFile:
         view = memoryview(buffer).cast("B")
         pos = 0
         self.requests += 1
-        if self._stream_url(0) and self.size:
-            with translated(self.url, "reading", 0):
-                response = _http_open(self._http_url, 0, self.size)
+        http_url = self._stream_url(0)
+        if http_url and self.size:
+            with _translated(self.url, "reading", 0):
+                response = _http_open(http_url, 0, self.size)
             with response:
                 while pos < self.size:
                     want = min(len(view), self.size - pos)
-                    with translated(self.url, "reading", pos):
+                    with _translated(self.url, "reading", pos):
                         got = _read_into(response, view[:want])
                     pos += got
                     if got:
@@ -594,7 +602,7 @@ class RemoteFile:
         elif self.size:
             blocks = _ranged_stream(self._fs, self._path, 0, self.size, STREAM_BLOCK)
             while pos < self.size:
-                with translated(self.url, "reading", pos):
+                with _translated(self.url, "reading", pos):
                     block = next(blocks, b"")
                 if not block:
                     break
@@ -615,7 +623,7 @@ class RemoteFile:
             bisect.insort(self._starts, start)
             self._blocks[start] = data
             self._cached += len(data)
-            while self._cached > CACHE_BYTES and len(self._starts) > 1:
+            while self._cached > _CACHE_BYTES and len(self._starts) > 1:
                 victim = next(iter(self._blocks))  # insertion order: the oldest block
                 if victim == start:
                     break
@@ -643,7 +651,7 @@ class RemoteFile:
         self._cache(start, self._get(start, end))
 
     def prefetch_many(self, ranges: Sequence[Tuple[int, int]]) -> None:
-        """Fetch many ranges: neighbours (at most ``COALESCE_GAP`` apart) merged into one GET,
+        """Fetch many ranges: neighbours (at most 64 KiB apart) merged into one GET,
         the GETs run concurrently."""
         self._check_fork()
         merged = coalesce(ranges, self.size)
@@ -654,12 +662,12 @@ class RemoteFile:
             self.prefetch(*merged[0])
             return
         self.requests += len(merged)
-        with translated(self.url, "reading", merged[0][0]):
+        with _translated(self.url, "reading", merged[0][0]):
             blocks = self._fs.cat_ranges([self._path] * len(merged), [a for a, _ in merged],
                                          [b for _, b in merged], on_error="return")
         for (a, b), data in zip(merged, blocks):
             if isinstance(data, BaseException):
-                with translated(self.url, "reading", a):
+                with _translated(self.url, "reading", a):
                     raise data
             if len(data) != b - a:
                 raise StorageError(f"asked for {b - a} bytes, the server sent {len(data)}",
@@ -679,7 +687,7 @@ class RemoteFile:
         if data is None:
             data = self._from_stream(offset, end)
         if data is None:
-            fetch_end = min(self.size, max(end, offset + RANDOM_BLOCK))
+            fetch_end = min(self.size, max(end, offset + _RANDOM_BLOCK))
             block = self._get(offset, fetch_end)
             self._cache(offset, block)
             data = block[:end - offset]
@@ -768,7 +776,7 @@ class RemoteFile:
         return {"url": self.url, "storage_options": self.storage_options, "size": self.size}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["url"], state["storage_options"], size=state["size"])
+        RemoteFile.__init__(self, state["url"], state["storage_options"], size=state["size"])
 
     def __repr__(self) -> str:
         return f"RemoteFile({self.url!r}, {self.size} bytes)"
@@ -776,12 +784,12 @@ class RemoteFile:
 
 def coalesce(ranges: Sequence[Tuple[int, int]], limit: int) -> List[Tuple[int, int]]:
     """Sorted ``[start, end)`` ranges, clipped to ``limit``, with neighbours at most
-    ``COALESCE_GAP`` apart merged while the merged range stays under ``COALESCE_MAX``."""
+    64 KiB apart merged while the merged range stays under 16 MiB."""
     out: List[Tuple[int, int]] = []
     for start, end in sorted((int(a), min(int(b), limit)) for a, b in ranges):
         if start >= end:
             continue
-        if out and start - out[-1][1] <= COALESCE_GAP and end - out[-1][0] <= COALESCE_MAX:
+        if out and start - out[-1][1] <= _COALESCE_GAP and end - out[-1][0] <= _COALESCE_MAX:
             out[-1] = (out[-1][0], max(out[-1][1], end))
         else:
             out.append((start, end))
@@ -805,6 +813,7 @@ def local_copy(path: PathLike, storage_options: StorageOptions = None) -> Iterat
     object downloaded in one streaming GET to a temporary file (``RECIO_STAGING_DIR``, else
     ``TMPDIR``), deleted afterwards. For tools that need several passes or a memory map."""
     with local_copies([os.fspath(path)], storage_options) as (copy,):
+        assert copy is not None  # local_copies gives None only for a missing sidecar
         yield copy
 
 
@@ -828,8 +837,9 @@ def local_copies(paths: Sequence[str],
             if not is_url(path):
                 out.append(local_path(path))
             elif i == 0 or exists(path, storage_options):
-                out.append(os.path.join(folder, basename(path)))
-                download(path, out[-1], storage_options)
+                copy = os.path.join(folder, basename(path))
+                download(path, copy, storage_options)
+                out.append(copy)
             else:
                 out.append(None)
         yield out
@@ -845,8 +855,6 @@ def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
     return open(local_path(path), "rb")
 
 
-__all__ = ["RemoteFile", "is_url", "url_scheme", "local_path", "absolute", "join", "dirname",
-           "basename", "filesystem", "translated", "info", "size", "exists", "isfile", "isdir",
-           "missing", "listdir", "glob", "read_bytes", "remove", "remove_tree", "move", "upload",
-           "download", "open_input", "parse_size", "local_copy", "local_copies", "coalesce",
-           "STREAM_BLOCK", "RANDOM_BLOCK"]
+__all__ = ["RemoteFile", "is_url", "url_scheme", "filesystem", "info", "size", "exists", "isfile",
+           "isdir", "listdir", "glob", "read_bytes", "remove", "move", "upload", "download",
+           "parse_size", "STREAM_BLOCK"]

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import recio
+from recio.image.repair import repair
 from recio.records.framing import MAGIC_BYTES
 
 
@@ -62,7 +63,7 @@ def main(work: pathlib.Path, images: pathlib.Path) -> dict:
     found["parts"] = parts
     cut = work / "cut.rec"
     cut.write_bytes(rec.read_bytes()[:-1000])
-    result = recio.repair(str(cut), str(work / "fixed.rec"))
+    result = repair(str(cut), str(work / "fixed.rec"))
     found["repaired"] = [file_digest(work / "fixed.rec"), result.records]
     prefix = work / "pack"
     command = [sys.executable, "-m", "recio.im2rec"]

@@ -97,7 +97,7 @@ def test_lognormal_figures_match_the_issue():
 def test_cost_model_agrees_with_the_sampler():
     lengths = lognormal_lengths(3000, seed=4)
     edges = bk.bucket_boundaries(lengths, 3, 32)
-    sampler = recio.BucketBatchSampler(lengths, edges, 32, seed=1)
+    sampler = bk.BucketBatchSampler(lengths, edges, 32, seed=1)
     measured = []
     for epoch in range(5):
         sampler.set_epoch(epoch)
@@ -151,9 +151,9 @@ def test_bad_arguments():
     with pytest.raises(ValueError):
         bk.padded_cost([1, 2], [5, 5], 2)
     with pytest.raises(ValueError):
-        recio.BucketBatchSampler([1, 2], 2, 2, part_index=1)
+        bk.BucketBatchSampler([1, 2], 2, 2, part_index=1)
     with pytest.raises(ValueError):
-        recio.BucketBatchSampler([1, 2], 2, 2, batch_size_in="tokens")
+        bk.BucketBatchSampler([1, 2], 2, 2, batch_size_in="tokens")
 
 
 def test_buckets_true_says_what_buckets_is():
@@ -164,8 +164,8 @@ def test_buckets_true_says_what_buckets_is():
 
 
 def test_public_exports():
-    assert recio.bucket_boundaries is bk.bucket_boundaries
-    assert recio.BucketBatchSampler is bk.BucketBatchSampler
+    assert recio.sequence.bucket_boundaries is bk.bucket_boundaries
+    assert recio.sequence.BucketBatchSampler is bk.BucketBatchSampler
 
 
 # ----------------------------------------------------------------------------- sampler
@@ -186,7 +186,7 @@ sampler_args = st.fixed_dictionaries({
 @FAST
 @given(sampler_args, st.integers(0, 3))
 def test_every_sequence_once_per_epoch_and_within_bucket(args, epoch):
-    s = recio.BucketBatchSampler(**args)
+    s = bk.BucketBatchSampler(**args)
     s.set_epoch(epoch)
     batches = list(s)
     assert len(batches) == len(s)
@@ -202,7 +202,7 @@ def test_every_sequence_once_per_epoch_and_within_bucket(args, epoch):
 @given(st.lists(st.integers(1, 50), min_size=1, max_size=150), st.integers(1, 120),
        st.booleans())
 def test_samples_mode_packs_whole_sequences_within_budget(lengths, budget, shuffle):
-    s = recio.BucketBatchSampler(lengths, [10, 25], budget, batch_size_in="samples",
+    s = bk.BucketBatchSampler(lengths, [10, 25], budget, batch_size_in="samples",
                                  shuffle=shuffle, seed=3)
     batches = list(s)
     assert flat(batches) == list(range(len(lengths)))
@@ -217,34 +217,34 @@ def test_samples_mode_packs_whole_sequences_within_budget(lengths, budget, shuff
 
 
 def test_samples_mode_long_sequence_alone():
-    s = recio.BucketBatchSampler([5, 50, 5, 5], [100], 10, batch_size_in="samples", shuffle=False)
+    s = bk.BucketBatchSampler([5, 50, 5, 5], [100], 10, batch_size_in="samples", shuffle=False)
     assert list(s) == [[0], [1], [2, 3]]
 
 
 def test_reproducible_from_seed_and_epoch():
     lengths = lognormal_lengths(500, seed=2)
-    a = recio.BucketBatchSampler(lengths, 3, 16, seed=7)
-    b = recio.BucketBatchSampler(lengths, 3, 16, seed=7)
+    a = bk.BucketBatchSampler(lengths, 3, 16, seed=7)
+    b = bk.BucketBatchSampler(lengths, 3, 16, seed=7)
     a.set_epoch(3)
     b.set_epoch(3)
     assert list(a) == list(b)
     first = list(a)
     a.set_epoch(4)
     assert list(a) != first
-    c = recio.BucketBatchSampler(lengths, 3, 16, seed=8)
+    c = bk.BucketBatchSampler(lengths, 3, 16, seed=8)
     c.set_epoch(3)
     assert list(c) != first
 
 
 def test_no_shuffle_ascending_buckets():
     lengths = [9, 1, 5, 2, 8, 3]
-    s = recio.BucketBatchSampler(lengths, [3, 9], 2, shuffle=False)
+    s = bk.BucketBatchSampler(lengths, [3, 9], 2, shuffle=False)
     assert list(s) == [[1, 3], [5], [0, 2], [4]]
 
 
 def test_drop_last_drops_partial_bucket_batches():
     lengths = [1] * 5 + [10] * 4
-    s = recio.BucketBatchSampler(lengths, [1, 10], 2, shuffle=False, drop_last=True)
+    s = bk.BucketBatchSampler(lengths, [1, 10], 2, shuffle=False, drop_last=True)
     assert list(s) == [[0, 1], [2, 3], [5, 6], [7, 8]]
 
 
@@ -253,7 +253,7 @@ def test_drop_last_drops_partial_bucket_batches():
 def test_parts_disjoint_and_complete(args, parts, drop_last):
     per_part = []
     for part in range(parts):
-        s = recio.BucketBatchSampler(num_parts=parts, part_index=part, drop_last=drop_last,
+        s = bk.BucketBatchSampler(num_parts=parts, part_index=part, drop_last=drop_last,
                                      **args)
         s.set_epoch(2)
         per_part.append(list(s))
@@ -269,7 +269,7 @@ def test_parts_disjoint_and_complete(args, parts, drop_last):
 
 def test_parts_step_through_the_same_bucket():
     lengths = lognormal_lengths(2000, seed=5)
-    parts = [recio.BucketBatchSampler(lengths, 3, 8, num_parts=2, part_index=r, drop_last=True)
+    parts = [bk.BucketBatchSampler(lengths, 3, 8, num_parts=2, part_index=r, drop_last=True)
              for r in range(2)]
     which = bk.assign_buckets(lengths, parts[0].boundaries)
     pairs = list(zip(*[list(s) for s in parts]))
@@ -280,7 +280,7 @@ def test_parts_step_through_the_same_bucket():
 @FAST
 @given(sampler_args, st.integers(0, 5), st.data())
 def test_resume_from_state_dict_is_exact(args, epoch, data):
-    s = recio.BucketBatchSampler(**args)
+    s = bk.BucketBatchSampler(**args)
     s.set_epoch(epoch)
     full = list(s)
     stop = data.draw(st.integers(0, len(full)))
@@ -288,7 +288,7 @@ def test_resume_from_state_dict_is_exact(args, epoch, data):
     it = iter(s)
     seen = [next(it) for _ in range(stop)]
     state = json.loads(json.dumps(s.state_dict()))   # survives a checkpoint file
-    fresh = recio.BucketBatchSampler(**args)
+    fresh = bk.BucketBatchSampler(**args)
     fresh.load_state_dict(state)
     assert seen + list(fresh) == full
     assert list(fresh) == full          # the iteration after a resumed one is the whole epoch
@@ -296,17 +296,17 @@ def test_resume_from_state_dict_is_exact(args, epoch, data):
 
 def test_state_dict_with_batches_done_and_mismatch():
     lengths = lognormal_lengths(300)
-    s = recio.BucketBatchSampler(lengths, 2, 10, seed=1)
+    s = bk.BucketBatchSampler(lengths, 2, 10, seed=1)
     full = list(s)
     state = s.state_dict(batches_done=4)
     assert state["epoch"] == 0 and state["batches_done"] == 4
-    other = recio.BucketBatchSampler(lengths, 2, 10, seed=1)
+    other = bk.BucketBatchSampler(lengths, 2, 10, seed=1)
     other.load_state_dict(state)
     assert list(other) == full[4:]
     with pytest.raises(ValueError, match="seed"):
-        recio.BucketBatchSampler(lengths, 2, 10, seed=2).load_state_dict(state)
+        bk.BucketBatchSampler(lengths, 2, 10, seed=2).load_state_dict(state)
     with pytest.raises(ValueError, match="batches"):
-        recio.BucketBatchSampler(lengths, 2, 5, seed=1).load_state_dict(state)
+        bk.BucketBatchSampler(lengths, 2, 5, seed=1).load_state_dict(state)
 
 
 def test_torch_dataloader_batch_sampler():
@@ -323,7 +323,7 @@ def test_torch_dataloader_batch_sampler():
     def collate(items):
         return torch.nn.utils.rnn.pad_sequence(items, batch_first=True, padding_value=-1)
 
-    sampler = recio.BucketBatchSampler(lengths, 3, 16, seed=2)
+    sampler = bk.BucketBatchSampler(lengths, 3, 16, seed=2)
     loader = torch.utils.data.DataLoader(Seqs(), batch_sampler=sampler, collate_fn=collate)
     got = [sorted(set(b.flatten().tolist()) - {-1}) for b in loader]
     assert got == [sorted(b) for b in sampler]
@@ -346,10 +346,10 @@ def seq_rec(tmp_path):
 
 def test_sampler_from_rec(seq_rec):
     rec, lengths = seq_rec
-    s = recio.BucketBatchSampler.from_rec(rec, 3, 16, seed=4)
+    s = bk.BucketBatchSampler.from_rec(rec, 3, 16, seed=4)
     assert s.boundaries == bk.bucket_boundaries(lengths, 3, 16)
-    assert list(s) == list(recio.BucketBatchSampler(lengths, 3, 16, seed=4))
-    y = recio.BucketBatchSampler.from_rec(rec, 2, 4, stream="y")
+    assert list(s) == list(bk.BucketBatchSampler(lengths, 3, 16, seed=4))
+    y = bk.BucketBatchSampler.from_rec(rec, 2, 4, stream="y")
     assert y.lengths.tolist() == [1] * len(lengths)
 
 

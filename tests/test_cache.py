@@ -282,7 +282,7 @@ def test_an_object_that_differs_from_its_manifest_is_refused(s3, tmp_path):
     server.put(shard, bytes(data))
     with recio.ShardReader(writer.manifest.path, cache_dir=tmp_path) as reader:
         assert reader[0] == b"record 0"
-        with pytest.raises(recio.ChecksumError, match="the manifest says") as info:
+        with pytest.raises(recio.errors.ChecksumError, match="the manifest says") as info:
             reader[7]
     assert info.value.path == shard and "recio verify" in str(info.value)
     names = os.listdir(tmp_path)
@@ -409,7 +409,7 @@ def test_a_download_cut_off_leaves_nothing(s3_server, dataset, tmp_path):
         options = {"endpoint_url": f"http://127.0.0.1:{proxy.port}"}
         cache = ShardCache(tmp_path, storage_options=options)
         cache.expect_manifest(dataset.manifest)
-        with pytest.raises(recio.StorageError, match="retry") as info:
+        with pytest.raises(recio.errors.StorageError, match="retry") as info:
             cache.open(dataset.rec(0))
         assert info.value.path == dataset.rec(0)
     finally:
@@ -431,7 +431,8 @@ def test_a_full_disk_fails_the_download_cleanly(dataset, tmp_path, monkeypatch):
     monkeypatch.setattr(os, "write", full_disk)
     cache = ShardCache(tmp_path)
     cache.expect_manifest(dataset.manifest)
-    with pytest.raises(recio.StorageError, match="no space left on the cache's disk") as info:
+    with pytest.raises(recio.errors.StorageError,
+                       match="no space left on the cache's disk") as info:
         cache.open(dataset.rec(0))
     assert info.value.path == dataset.rec(0) and str(tmp_path) in str(info.value)
     assert [n for n in os.listdir(tmp_path) if not n.startswith(".")] == []

@@ -347,7 +347,7 @@ def test_truncated_files(golden, tmp_path):
     for cut in [0, 5, 11, 12, 40, 1000, 3296, 3300, len(raw) - 8, len(raw) - 1]:
         path = tmp_path / f"cut{cut}.cbf"
         path.write_bytes(raw[:cut])
-        with pytest.raises(recio.CBFError) as info:
+        with pytest.raises(recio.errors.CBFError) as info:
             read_all(path)
         assert info.value.path == str(path)
         assert info.value.offset is not None and 0 <= info.value.offset <= cut
@@ -359,33 +359,33 @@ def test_truncated_after_open(golden, tmp_path):
     path.write_bytes((golden / "cbf" / "float.cbf").read_bytes())
     r = CBFReader(path)
     os.truncate(path, 500)
-    with pytest.raises(recio.CBFError, match="truncated") as info:
+    with pytest.raises(recio.errors.CBFError, match="truncated") as info:
         r.read_chunk(0)
     assert info.value.offset == 500
 
 
 def test_bad_magic_and_version(golden, tmp_path):
     src = golden / "cbf" / "float.cbf"
-    with pytest.raises(recio.CBFError, match="bad magic") as info:
+    with pytest.raises(recio.errors.CBFError, match="bad magic") as info:
         CBFReader(corrupt(src, tmp_path / "m.cbf", 0, b"X"))
     assert info.value.offset == 0
-    with pytest.raises(recio.CBFError, match="version 2") as info:
+    with pytest.raises(recio.errors.CBFError, match="version 2") as info:
         CBFReader(corrupt(src, tmp_path / "v.cbf", 8, struct.pack("<I", 2)))
     assert info.value.offset == 8
 
 
 def test_wrong_sentinel(golden, tmp_path):
     src = golden / "cbf" / "float.cbf"
-    with pytest.raises(recio.CBFError, match="sentinel") as info:
+    with pytest.raises(recio.errors.CBFError, match="sentinel") as info:
         CBFReader(corrupt(src, tmp_path / "s.cbf", 3296, b"\0"))
     assert info.value.offset == 3296
     # a header offset that points elsewhere finds no sentinel either
     size = src.stat().st_size
-    with pytest.raises(recio.CBFError, match="sentinel") as info:
+    with pytest.raises(recio.errors.CBFError, match="sentinel") as info:
         CBFReader(corrupt(src, tmp_path / "h.cbf", size - 8, struct.pack("<q", 3288)))
     assert info.value.offset == 3288
     for bad in (-5, size, 10**12):   # before the data, past the end
-        with pytest.raises(recio.CBFError, match=f"header offset {bad} is outside") as info:
+        with pytest.raises(recio.errors.CBFError, match=f"header offset {bad} is outside") as info:
             CBFReader(corrupt(src, tmp_path / "n.cbf", size - 8, struct.pack("<q", bad)))
         assert info.value.offset == size - 8
 
@@ -403,7 +403,7 @@ def test_chunk_offsets_out_of_range(golden, tmp_path, bad_offset):
     index = 19  # the last chunk: must end at the header
     at = chunk_entry_offset(r, index)
     path = corrupt(src, tmp_path / "o.cbf", at, struct.pack("<q", bad_offset))
-    with pytest.raises(recio.CBFError, match="chunk 19 offset") as info:
+    with pytest.raises(recio.errors.CBFError, match="chunk 19 offset") as info:
         CBFReader(path)
     assert info.value.offset == at
 
@@ -413,7 +413,7 @@ def test_chunk_offsets_out_of_order(golden, tmp_path):
     r = CBFReader(src)
     at = chunk_entry_offset(r, 3)
     path = corrupt(src, tmp_path / "o.cbf", at, struct.pack("<q", 2000))  # past chunk 4 (1360)
-    with pytest.raises(recio.CBFError, match="chunk 3 offset 2000") as info:
+    with pytest.raises(recio.errors.CBFError, match="chunk 3 offset 2000") as info:
         CBFReader(path)
     assert info.value.offset == at
 
@@ -424,12 +424,12 @@ def test_nnz_larger_than_chunk(golden, tmp_path):
     chunk = r.chunks[1]                    # one sequence of 9 feature samples
     labels_at = chunk.offset + 4 + 4 + 9 * 3 * 4
     path = corrupt(src, tmp_path / "nnz.cbf", labels_at + 4, struct.pack("<i", 10**6))
-    with pytest.raises(recio.CBFError, match="nnz 1000000.*overrun the chunk") as info:
+    with pytest.raises(recio.errors.CBFError, match="nnz 1000000.*overrun the chunk") as info:
         CBFReader(path).read_chunk(1)
     assert info.value.offset == labels_at
     assert "chunk 1" in str(info.value) and str(path) in str(info.value)
     path = corrupt(src, tmp_path / "neg.cbf", labels_at + 4, struct.pack("<i", -3))
-    with pytest.raises(recio.CBFError, match="negative nnz") as info:
+    with pytest.raises(recio.errors.CBFError, match="negative nnz") as info:
         CBFReader(path).read_chunk(1)
     assert info.value.offset == labels_at + 4
 
@@ -438,7 +438,7 @@ def test_dense_count_overruns_chunk(golden, tmp_path):
     src = golden / "cbf" / "float.cbf"
     chunk = CBFReader(src).chunks[1]
     path = corrupt(src, tmp_path / "n.cbf", chunk.offset + 4, struct.pack("<I", 1000))
-    with pytest.raises(recio.CBFError, match="1000 samples of dim 3") as info:
+    with pytest.raises(recio.errors.CBFError, match="1000 samples of dim 3") as info:
         CBFReader(path).read_chunk(1)
     assert info.value.offset == chunk.offset + 4
 
@@ -450,7 +450,7 @@ def test_sparse_index_out_of_range(golden, tmp_path):
     nnz = struct.unpack_from("<i", src.read_bytes(), labels_at + 4)[0]
     second_index = labels_at + 8 + nnz * 4 + 4
     path = corrupt(src, tmp_path / "i.cbf", second_index, struct.pack("<i", 5))
-    with pytest.raises(recio.CBFError, match=r"index 5 is outside \[0, 5\)") as info:
+    with pytest.raises(recio.errors.CBFError, match=r"index 5 is outside \[0, 5\)") as info:
         CBFReader(path).read_chunk(1)
     assert info.value.offset == second_index
 
@@ -462,7 +462,7 @@ def test_sparse_counts_do_not_add_up(golden, tmp_path):
     nnz = struct.unpack_from("<i", src.read_bytes(), labels_at + 4)[0]
     counts_at = labels_at + 8 + nnz * 8
     path = corrupt(src, tmp_path / "c.cbf", counts_at, struct.pack("<i", 7))
-    with pytest.raises(recio.CBFError, match="do not add up") as info:
+    with pytest.raises(recio.errors.CBFError, match="do not add up") as info:
         CBFReader(path).read_chunk(1)
     assert info.value.offset == counts_at
 
@@ -472,7 +472,7 @@ def test_chunk_sequence_count_overruns(golden, tmp_path):
     r = CBFReader(src)
     at = chunk_entry_offset(r, 1) + 8
     path = corrupt(src, tmp_path / "s.cbf", at, struct.pack("<I", 10**6))
-    with pytest.raises(recio.CBFError, match="chunk 1:.*sample counts need") as info:
+    with pytest.raises(recio.errors.CBFError, match="chunk 1:.*sample counts need") as info:
         CBFReader(path).read_chunk(1)
     assert info.value.offset == r.chunks[1].offset
 
@@ -480,10 +480,10 @@ def test_chunk_sequence_count_overruns(golden, tmp_path):
 def test_bad_stream_description(golden, tmp_path):
     src = golden / "cbf" / "float.cbf"
     header = CBFReader(src).header_offset
-    with pytest.raises(recio.CBFError, match="storage type 7") as info:
+    with pytest.raises(recio.errors.CBFError, match="storage type 7") as info:
         CBFReader(corrupt(src, tmp_path / "st.cbf", header + 16, b"\x07"))
     assert info.value.offset == header + 16
-    with pytest.raises(recio.CBFError, match="header ends inside stream 0") as info:
+    with pytest.raises(recio.errors.CBFError, match="header ends inside stream 0") as info:
         CBFReader(corrupt(src, tmp_path / "nl.cbf", header + 17, struct.pack("<I", 10**6)))
     assert info.value.offset == header + 21
 
@@ -499,7 +499,7 @@ def test_random_damage_raises_only_cbf_error(golden, tmp_path_factory, data):
     path.write_bytes(bytes(raw))
     try:
         read_all(path)
-    except recio.CBFError as exc:
+    except recio.errors.CBFError as exc:
         assert exc.offset is not None and exc.path == str(path)
 
 

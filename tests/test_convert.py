@@ -139,7 +139,8 @@ def test_rec_to_cbf_rejects_what_cbf_cannot_hold(tmp_path):
     rec = tmp_path / "ints.rec"
     with SequenceWriter(rec) as w:
         w.write({"tokens": np.arange(6, dtype=np.int32).reshape(3, 2)})
-    with pytest.raises(recio.CBFError, match="int32; CBF stores only float32 or float64") as info:
+    with pytest.raises(recio.errors.CBFError,
+                       match="int32; CBF stores only float32 or float64") as info:
         rec_to_cbf(rec, tmp_path / "ints.cbf")
     assert info.value.offset == 0 and info.value.path == str(rec)
     assert not (tmp_path / "ints.cbf").exists()
@@ -149,7 +150,8 @@ def test_rec_to_cbf_rejects_what_cbf_cannot_hold(tmp_path):
         from recio.sequence import pack_sequence
         w.write(pack_sequence({"x": np.zeros((1, 2), np.float32)}))
         second = w.write(pack_sequence({"x": np.zeros((1, 3), np.float32)}))
-    with pytest.raises(recio.SequenceError, match="dim 3 here but dense float32 dim 2") as info:
+    with pytest.raises(recio.errors.SequenceError,
+                       match="dim 3 here but dense float32 dim 2") as info:
         rec_to_cbf(mixed, tmp_path / "mixed.cbf")
     assert info.value.offset == second
     assert list(p.name for p in tmp_path.iterdir() if p.suffix == ".cbf" or
@@ -158,13 +160,13 @@ def test_rec_to_cbf_rejects_what_cbf_cannot_hold(tmp_path):
     images = tmp_path / "plain.rec"
     with recio.RecordWriter(images) as w:
         w.write(b"not a sequence record")
-    with pytest.raises(recio.SequenceError, match="not a sequence record") as info:
+    with pytest.raises(recio.errors.SequenceError, match="not a sequence record") as info:
         rec_to_cbf(images, tmp_path / "plain.cbf")
     assert info.value.offset == 0
 
     empty = tmp_path / "empty.rec"
     empty.write_bytes(b"")
-    with pytest.raises(recio.SequenceError, match="no sequence records"):
+    with pytest.raises(recio.errors.SequenceError, match="no sequence records"):
         rec_to_cbf(empty, tmp_path / "empty.cbf")
 
 
@@ -180,7 +182,7 @@ def test_corrupt_cbf_fails_before_writing(golden, tmp_path):
     raw[804 + 4:804 + 8] = (10**5).to_bytes(4, "little")   # chunk 1: dense N overruns
     bad = tmp_path / "bad.cbf"
     bad.write_bytes(bytes(raw))
-    with pytest.raises(recio.CBFError, match="chunk 1") as info:
+    with pytest.raises(recio.errors.CBFError, match="chunk 1") as info:
         cbf_to_rec(bad, tmp_path / "bad.rec")
     assert info.value.offset == 808
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.cbf"]

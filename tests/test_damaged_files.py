@@ -84,7 +84,7 @@ def test_a_rec_cut_between_two_records_is_truncated_not_a_bad_index(dataset):
                                    f"{size:,}, between two records") and \
             f"the {records} records before it are intact" in last[-2], (into, res.output)
         assert last[-1].startswith("next: rescue the intact records: `recio repair")
-        with pytest.raises(recio.TruncatedFileError):
+        with pytest.raises(recio.errors.TruncatedFileError):
             recio.IndexedRecordReader(folder / "short.rec")
         assert verify_file(folder / "short.rec").truncated_at == size == head + into
 
@@ -127,17 +127,17 @@ def test_every_command_says_truncated_and_names_repair(dataset, script, argv):
 def test_readers_say_truncated(dataset):
     folder, _ = dataset
     head = cut(folder)
-    with pytest.raises(recio.TruncatedFileError, match="the 7 record.s. before it are intact") \
-            as info:
+    with pytest.raises(recio.errors.TruncatedFileError,
+                       match="the 7 record.s. before it are intact") as info:
         recio.IndexedRecordReader(folder / "short.rec")
     assert info.value.offset == head and info.value.path == str(folder / "short.rec")
-    with pytest.raises(recio.TruncatedFileError):
+    with pytest.raises(recio.errors.TruncatedFileError):
         recio.mx.MXIndexedRecordIO(str(folder / "short.idx"), str(folder / "short.rec"), "r")
-    with pytest.raises(recio.TruncatedFileError):
+    with pytest.raises(recio.errors.TruncatedFileError):
         next(iter(recio.ImageRecordIter(path_imgrec=str(folder / "short.rec"),
                                         path_imgidx=str(folder / "short.idx"),
                                         data_shape=(3, 8, 8), batch_size=2)))
-    with pytest.raises(recio.TruncatedFileError, match="recio repair"):
+    with pytest.raises(recio.errors.TruncatedFileError, match="recio repair"):
         list(recio.RecordReader(folder / "short.rec"))
 
 
@@ -147,13 +147,13 @@ def test_record_dataset_says_truncated_and_foreign(dataset):
 
     folder, _ = dataset
     cut(folder)
-    with pytest.raises(recio.TruncatedFileError):
+    with pytest.raises(recio.errors.TruncatedFileError):
         RecordDataset(str(folder / "short.rec"))
-    with pytest.raises(recio.IndexMismatchError, match="does not belong to this .rec"):
+    with pytest.raises(recio.errors.IndexMismatchError, match="does not belong to this .rec"):
         RecordDataset(str(folder / "train.rec"), str(folder / "other.idx"))  # offsets past
     shifted(folder)  # offsets inside the file, none on a record head
     ds = RecordDataset(str(folder / "train.rec"), str(folder / "shifted.idx"))
-    with pytest.raises(recio.IndexMismatchError, match="does not belong to this .rec"):
+    with pytest.raises(recio.errors.IndexMismatchError, match="does not belong to this .rec"):
         ds.read_record(3)
 
 
@@ -168,9 +168,9 @@ def test_an_index_whose_offsets_land_inside_records_is_named(dataset):
     folder, ids = dataset
     shifted(folder)
     reader = recio.IndexedRecordReader(folder / "train.rec", folder / "shifted.idx")
-    with pytest.raises(recio.IndexMismatchError, match=f"key {ids[0]} at byte 16: no record "
-                                                       f"starts there; this index does not "
-                                                       f"belong to this .rec"):
+    with pytest.raises(recio.errors.IndexMismatchError,
+                       match=f"key {ids[0]} at byte 16: no record starts there; this index "
+                             f"does not belong to this .rec"):
         reader[ids[0]]
     res = run("verify", folder / "train.rec", "--index", folder / "shifted.idx")
     assert res.exit_code == 1 and "BAD INDEX" in res.output and "DAMAGED" not in res.output
@@ -192,12 +192,12 @@ def test_an_index_of_another_file_is_named_not_the_healthy_rec(dataset, script):
                               text=True)
         assert proc.returncode == 2 and "does not belong to this .rec" in proc.stderr
         assert "bad magic" not in proc.stderr and "corrupt" not in proc.stderr
-    with pytest.raises(recio.IndexMismatchError) as info:
+    with pytest.raises(recio.errors.IndexMismatchError) as info:
         recio.IndexedRecordReader(folder / "train.rec", folder / "other.idx")
     assert info.value.path == str(folder / "other.idx")
     shifted(folder)
     mx = recio.mx.MXIndexedRecordIO(str(folder / "shifted.idx"), str(folder / "train.rec"), "r")
-    with pytest.raises(recio.IndexMismatchError):
+    with pytest.raises(recio.errors.IndexMismatchError):
         [mx.read_idx(k) for k in mx.keys]
 
 
@@ -218,7 +218,7 @@ def test_an_index_of_a_longer_file(dataset):
     shutil.copy(folder / "other.idx", folder / "x.idx")
     shutil.copy(folder / "train.rec", folder / "x.rec")
     (folder / "x.rec").write_bytes((folder / "train.rec").read_bytes()[:3000])
-    with pytest.raises((recio.IndexMismatchError, recio.TruncatedFileError)) as info:
+    with pytest.raises((recio.errors.IndexMismatchError, recio.errors.TruncatedFileError)) as info:
         recio.IndexedRecordReader(folder / "x.rec")
     assert "does not belong" in str(info.value) or "truncated" in str(info.value)
 
@@ -230,9 +230,9 @@ def test_one_wrong_index_line_is_named(dataset):
     lines[4] = f"{key}\t{int(offset) + 16}"
     (folder / "train.idx").write_text("\n".join(lines) + "\n")
     reader = recio.IndexedRecordReader(folder / "train.rec")
-    with pytest.raises(recio.IndexFileError, match=f"key {key} of .* says byte "
-                                                   f"{int(offset) + 16}, which lies inside "
-                                                   f"the record at byte {offset}"):
+    with pytest.raises(recio.errors.IndexFileError,
+                       match=f"key {key} of .* says byte {int(offset) + 16}, which lies inside "
+                             f"the record at byte {offset}"):
         reader[int(key)]
 
 
@@ -265,7 +265,7 @@ def test_a_file_that_is_no_rec_is_named(tmp_path, script, which, words):
         assert proc.returncode == 2, (argv, proc.stderr)
         assert words in proc.stderr and "bad magic" not in proc.stderr, (argv, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) <= 3 and "Traceback" not in proc.stderr
-    with pytest.raises(recio.NotRecordFileError, match=words.replace("(", r"\(")
+    with pytest.raises(recio.errors.NotRecordFileError, match=words.replace("(", r"\(")
                        .replace(")", r"\)")):
         recio.IndexedRecordReader(path)
 
@@ -303,7 +303,8 @@ def test_index_force_keeps_im2rec_keys(dataset):
     res = run("index", folder / "train.rec", "--force")
     assert res.exit_code == 0 and "keys: id as the index it replaced" in res.output
     assert (folder / "train.idx").read_text() == before
-    recio.write_index(folder / "train.idx", range(12), recio.build_index(folder / "train.rec"))
+    recio.records.write_index(folder / "train.idx", range(12),
+                              recio.build_index(folder / "train.rec"))
     res = run("index", folder / "train.rec", "--force")
     assert res.exit_code == 0 and "keys: position" in res.output
 
@@ -311,7 +312,7 @@ def test_index_force_keeps_im2rec_keys(dataset):
 def test_index_force_refuses_to_renumber_keys_it_cannot_keep(dataset):
     folder, _ = dataset
     offsets = recio.build_index(folder / "train.rec")
-    recio.write_index(folder / "train.idx", [f"img{i}" for i in range(12)], offsets)
+    recio.records.write_index(folder / "train.idx", [f"img{i}" for i in range(12)], offsets)
     before = (folder / "train.idx").read_bytes()
     res = run("index", folder / "train.rec", "--force")
     assert res.exit_code == 2 and "neither positions nor image ids (e.g. key img0)" in \
@@ -356,21 +357,21 @@ def test_repeated_keys_warn_naming_the_key_everywhere(repeated):
     folder, key = repeated
     rec, idx = str(folder / "train.rec"), str(folder / "train.idx")
     pattern = f"key {key} appears on 2 lines"
-    with pytest.warns(recio.DuplicateKeyWarning, match=pattern + ".*last line.*1 record"):
+    with pytest.warns(recio.errors.DuplicateKeyWarning, match=pattern + ".*last line.*1 record"):
         reader = recio.IndexedRecordReader(rec)
     assert len(reader) == 11
-    with pytest.warns(recio.DuplicateKeyWarning, match=pattern + ".*as MXNet does"):
+    with pytest.warns(recio.errors.DuplicateKeyWarning, match=pattern + ".*as MXNet does"):
         mx = recio.mx.MXIndexedRecordIO(idx, rec, "r")
     assert len(mx.keys) == 12  # MXNet's list keeps every line, its dict the last offset
-    with pytest.warns(recio.DuplicateKeyWarning, match=pattern + ".*every line is read"):
+    with pytest.warns(recio.errors.DuplicateKeyWarning, match=pattern + ".*every line is read"):
         next(iter(recio.ImageRecordIter(path_imgrec=rec, path_imgidx=idx,
                                         data_shape=(3, 8, 8), batch_size=2)))
     res = run("verify", rec)
     assert res.exit_code == 1 and f"key {key} on 2 lines" in res.output
     assert "BAD INDEX" in res.output and "--key position" in res.output
     with warnings.catch_warnings():
-        warnings.simplefilter("error", recio.DuplicateKeyWarning)  # strict users: an error
-        with pytest.raises(recio.DuplicateKeyWarning):
+        warnings.simplefilter("error", recio.errors.DuplicateKeyWarning)  # strict users: an error
+        with pytest.raises(recio.errors.DuplicateKeyWarning):
             recio.IndexedRecordReader(rec)
 
 
@@ -379,10 +380,10 @@ def test_record_dataset_reads_every_line_of_an_index_whose_key_repeats(repeated)
     from recio.torch import RecordDataset
 
     folder, key = repeated
-    with pytest.warns(recio.DuplicateKeyWarning, match=f"key {key} appears on 2 lines"):
+    with pytest.warns(recio.errors.DuplicateKeyWarning, match=f"key {key} appears on 2 lines"):
         ds = RecordDataset(str(folder / "train.rec"))
     assert len(ds) == 12  # 12 records, 12 items: nothing dropped
-    with pytest.warns(recio.DuplicateKeyWarning, match="last line"):
+    with pytest.warns(recio.errors.DuplicateKeyWarning, match="last line"):
         assert len(RecordDataset(str(folder / "train.rec"), keys=[key])) == 1
 
 
@@ -392,28 +393,28 @@ def test_keys_are_spelled_one_way(tmp_path):
         w.write(99, b"x")
     (tmp_path / "a.idx").write_text("99\t400\n")
     for key_type in (int, str):
-        with pytest.raises(recio.IndexFileError) as info:
+        with pytest.raises(recio.errors.IndexFileError) as info:
             recio.IndexedRecordReader(tmp_path / "a.rec", key_type=key_type)
         assert "key 99 -> byte 400" in str(info.value) and "'99'" not in str(info.value)
-        with pytest.raises(recio.IndexFileError) as info:
+        with pytest.raises(recio.errors.IndexFileError) as info:
             open_index(tmp_path / "a.idx", key_type, rec_size=12)
         assert "for key 99 is not" in str(info.value) and "'99'" not in str(info.value)
     (tmp_path / "a.idx").write_text("99\t0\n99\t0\n")
     for key_type in (int, str):
-        with pytest.warns(recio.DuplicateKeyWarning, match="key 99 appears"):
+        with pytest.warns(recio.errors.DuplicateKeyWarning, match="key 99 appears"):
             recio.IndexedRecordReader(tmp_path / "a.rec", key_type=key_type)
 
 
 # -- sequences whose layouts disagree --------------------------------------------------------
 def test_memory_corpus_and_padded_name_the_sequence():
-    with pytest.raises(recio.SequenceError, match="sequence 1: stream 's' is dense float32 of "
-                                                  "dim 4 where sequence 0 has dense float32 "
-                                                  "of dim 3"):
+    with pytest.raises(recio.errors.SequenceError,
+                       match="sequence 1: stream 's' is dense float32 of dim 4 where sequence 0 "
+                             "has dense float32 of dim 3"):
         MemoryCorpus([{"s": np.zeros((2, 3), np.float32)}, {"s": np.zeros((2, 4), np.float32)}])
     mb = Minibatch({"s": [np.zeros((1, 3)), np.zeros((2, 5))]}, np.array([7, 9]), 3, 3, 2, 0,
                    False, False)
-    with pytest.raises(recio.SequenceError, match="sequence 9 of the corpus: .* dim 5 where "
-                                                  "sequence 7 has .* dim 3"):
+    with pytest.raises(recio.errors.SequenceError,
+                       match="sequence 9 of the corpus: .* dim 5 where sequence 7 has .* dim 3"):
         mb.padded("s")
 
 

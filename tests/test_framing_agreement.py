@@ -74,7 +74,7 @@ def check_error(error, region, path):
     expected = region[2]
     assert (error.message, error.offset) == (expected.message, expected.offset)
     assert error.path == os.fspath(path) and type(error) is type(expected)
-    assert type(error) in (recio.RecordIOError, recio.TruncatedFileError)
+    assert type(error) in (recio.RecordIOError, recio.errors.TruncatedFileError)
 
 
 def read_all_sequential(path):
@@ -134,7 +134,7 @@ def assert_agreement(path):
     _, error = outcome(lambda: [recio.IndexedRecordReader(path)])
     check_error(error, region, path)
     _, error = outcome(lambda: [RecordCorpus(path)])
-    if region is None and isinstance(error, recio.SequenceError):
+    if region is None and isinstance(error, recio.errors.SequenceError):
         error = None  # framing is fine; a record that starts like a sequence but is not one
     check_error(error, region, path)
     # inspect / verify: the same regions, the same records
@@ -290,7 +290,7 @@ def claiming_file(tmp_path):
     "InputSplit-parts", "InputSplit-records", "IndexedRecordReader", "scan_file", "RecordCorpus",
     "skip-mode", "ImageRecordIter", "torch.RecordDataset", "torch.RecordIterableDataset",
 ])
-@pytest.mark.filterwarnings("ignore::recio.SkippedRecordWarning")
+@pytest.mark.filterwarnings("ignore::recio.image.imageiter.SkippedRecordWarning")
 def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
     path = claiming_file(tmp_path)
     if entry.startswith("torch."):

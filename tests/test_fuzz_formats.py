@@ -41,7 +41,8 @@ from recio.sequence import (Sparse, SequenceWriter, pack_sequence, read_sidecar,
 from recio.records.writer import IndexedRecordWriter
 
 DOCUMENTED = (RecordIOError, IndexFileError, ListFileError, ImageError, CBFError, SequenceError,
-              recio.TruncatedFileError, recio.IndexMismatchError, recio.NotRecordFileError)
+              recio.errors.TruncatedFileError, recio.errors.IndexMismatchError,
+              recio.errors.NotRecordFileError)
 RECIO_DIR = os.path.dirname(os.path.abspath(recio.__file__))
 # the decoders recio looks up on first use (OpenCV decodes PNGs when installed): imported here,
 # so that bounded() measures decoding, not a module's first import (megabytes, once)
@@ -467,7 +468,7 @@ def read_by_every_key(rec, idx):
     from recio.image.verify import verify_file
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", recio.DuplicateKeyWarning)
+        warnings.simplefilter("ignore", recio.errors.DuplicateKeyWarning)
         reader = recio.IndexedRecordReader(rec, idx)
         got = [reader[k] for k in reader.keys()]
         mx = recio.mx.MXIndexedRecordIO(idx, rec, "r")
@@ -731,34 +732,35 @@ def test_tiny_image_claiming_huge_size_is_refused_before_allocation():
 # -- a damaged dimension must not become a huge dense allocation ------------------------------
 def test_densifying_a_damaged_cbf_dimension_is_refused(tmp_path):
     path = tmp_path / "dim.cbf"
-    with recio.CBFWriter(path, [("s", "sparse", "float32", 10)]) as w:
+    with recio.sequence.CBFWriter(path, [("s", "sparse", "float32", 10)]) as w:
         w.write({"s": np.eye(2, 10, dtype=np.float32)})
     data = bytearray(path.read_bytes())
     at = data.rindex(b"\x01\x01\x00\x00\x00s") + 7  # storage, name length, name, elem -> dim
     struct.pack_into("<I", data, at, 2 ** 31 - 1)
     path.write_bytes(bytes(data))
-    with pytest.raises(recio.CBFError, match="MAX_DENSE_BYTES") as info:
-        list(recio.CBFReader(path, densify=True))
+    with pytest.raises(recio.errors.CBFError, match="MAX_DENSE_BYTES") as info:
+        list(recio.sequence.CBFReader(path, densify=True))
     assert info.value.path == str(path) and info.value.offset is not None
-    assert next(iter(recio.CBFReader(path)))["s"].sample_dim == 2 ** 31 - 1  # sparse: fine
+    sparse = next(iter(recio.sequence.CBFReader(path)))["s"]
+    assert sparse.sample_dim == 2 ** 31 - 1  # sparse: fine
 
 
 def test_padding_a_sparse_stream_with_a_damaged_dimension_is_refused(tmp_path):
     path = tmp_path / "dim.rec"
-    with recio.SequenceWriter(path) as w:
-        w.write({"s": recio.Sparse.from_lists([([1], [1.0]), ([2], [2.0])], 10)})
+    with recio.sequence.SequenceWriter(path) as w:
+        w.write({"s": recio.sequence.Sparse.from_lists([([1], [1.0]), ([2], [2.0])], 10)})
     data = bytearray(path.read_bytes())
     struct.pack_into("<I", data, 8 + 8 + 4, 2 ** 32 - 1)  # record header, RSEQ header, kind..
     path.write_bytes(bytes(data))
     batch = recio.MinibatchSource(str(path), randomize=False).next_minibatch(4)
-    with pytest.raises(recio.SequenceError, match="MAX_DENSE_BYTES"):
+    with pytest.raises(recio.errors.SequenceError, match="MAX_DENSE_BYTES"):
         batch.padded("s")
 
 
 def test_a_cbf_without_samples_names_its_file(tmp_path):
     path = tmp_path / "empty.cbf"
-    with recio.CBFWriter(path, [("x", "dense", "float32", 3)]) as w:
+    with recio.sequence.CBFWriter(path, [("x", "dense", "float32", 3)]) as w:
         w.write({"x": np.zeros((0, 3), np.float32)})
-    with pytest.raises(recio.SequenceError, match="no samples") as info:
+    with pytest.raises(recio.errors.SequenceError, match="no samples") as info:
         recio.sequence.minibatch.cbf_minibatch_source(str(path))
     assert info.value.path == str(path)

@@ -447,6 +447,6 @@ def test_bad_index_raises_and_leaves_no_threads(tmp_path):
     rec, idx = tmp_path / "x.rec", tmp_path / "x.idx"
     _write(rec, idx, n=3)
     idx.write_text("0\t0\n1\tnot-a-number\n")
-    with pytest.raises(recio.IndexFileError, match="line 2"):
+    with pytest.raises(recio.errors.IndexFileError, match="line 2"):
         ImageRecordIter(rec, (3, 4, 4), 2, path_imgidx=idx)
     assert _our_threads() == []

@@ -491,7 +491,7 @@ def test_write_index_arrays_byte_identical(tmp_path_factory, keys, offsets):
 def test_indexed_reader_api_on_arrays(tmp_path):
     keys = [30, 10, 20, 10]
     rec, idx = make_rec(tmp_path, keys)
-    with pytest.warns(recio.DuplicateKeyWarning, match="key 10 appears on 2 lines"):
+    with pytest.warns(recio.errors.DuplicateKeyWarning, match="key 10 appears on 2 lines"):
         reader = IndexedRecordReader(rec)
     assert reader.keys() == [30, 10, 20] and list(reader) == [30, 10, 20] and len(reader) == 3
     assert reader.offsets == {30: 0, 10: 48, 20: 32} and reader.offsets[10] == 48

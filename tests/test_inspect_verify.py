@@ -30,7 +30,8 @@ def write_rec(path, payloads, index=False):
             offsets.append(f.tell())
             f.write(framing.encode_record(p))
     if index:
-        recio.write_index(os.path.splitext(str(path))[0] + ".idx", range(len(offsets)), offsets)
+        recio.records.write_index(os.path.splitext(str(path))[0] + ".idx", range(len(offsets)),
+                                  offsets)
     return str(path)
 
 

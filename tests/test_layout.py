@@ -144,8 +144,6 @@ def test_no_import_cycles():
 FUNCTION_LEVEL_ALLOWED: Dict[Tuple[str, str], str] = {
     ("recio.cli.im2rec", "recio.ray"): "importing recio.ray imports Ray (hundreds of MB, an "
                                        "extra): only im2rec --engine ray pays for it",
-    ("recio.ray", "recio.ray.data"): "Ray Data (with pandas) takes ~0.5 s to import, which "
-                                     "im2rec --engine ray does not need",
 }
 
 

@@ -166,7 +166,7 @@ def test_reshard_property(tmp_path_factory, payloads, n, use_idx):
     folder = tmp_path_factory.mktemp("rs")
     rec = write_rec(folder / "in.rec", payloads)
     if use_idx:
-        recio.write_index(folder / "in.idx", [f"k{i}" for i in range(len(payloads))],
+        recio.records.write_index(folder / "in.idx", [f"k{i}" for i in range(len(payloads))],
                           recio.build_index(rec))
     reshard(rec, n, folder / "o")
     outs = [part_paths(folder / "o", k) for k in range(n)]

@@ -23,6 +23,7 @@ import recio
 from recio import portable
 from recio.cli.main import recio as recio_command
 from recio.errors import FileInUseError
+from recio.image.repair import repair
 from recio.records.atomic import AtomicFile, OutputSet
 
 from conftest import GOLDEN, SIMULATE
@@ -305,7 +306,7 @@ def test_other_readers_hold_nothing_after_close(tmp_path):
     assert held(corpus) == []
 
     cbf = GOLDEN / "cbf" / "float.cbf"
-    with recio.CBFReader(str(cbf)) as reader:
+    with recio.sequence.CBFReader(str(cbf)) as reader:
         assert reader.num_chunks
     assert held(cbf) == []
 
@@ -316,7 +317,7 @@ def test_writers_and_tools_hold_nothing_after_they_return(indexed, tmp_path):
     descriptor or map of their inputs or outputs behind."""
     rec, idx = indexed
     recio.build_index(rec, tmp_path / "built.idx")
-    recio.repair(str(rec), str(tmp_path / "fixed"))
+    repair(str(rec), str(tmp_path / "fixed"))
     from recio.image.verify import verify_file
 
     verify_file(rec, images=True, idx_path=idx)
@@ -402,7 +403,7 @@ def test_command_replacing_a_held_output_says_what_to_close(indexed, tmp_path, w
 
     rec, _ = indexed
     out = tmp_path / "out"
-    recio.repair(str(rec), str(out))
+    repair(str(rec), str(out))
     before = _snapshot(tmp_path)
     with recio.RecordReader(tmp_path / "out.rec") as reader:
         _read_some(reader)

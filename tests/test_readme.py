@@ -177,7 +177,7 @@ def _sequences() -> None:
     """train.rec + .idx + .len: 48 sequence records, ``features`` (N x 40 float32, N from 3 to
     120) and ``label`` (one int64)."""
     rng = np.random.default_rng(0)
-    with recio.SequenceWriter("train.rec") as w:
+    with recio.sequence.SequenceWriter("train.rec") as w:
         for i in range(48):
             n = int(rng.integers(3, 121))
             w.write({"features": rng.random((n, 40), dtype=np.float32),

@@ -165,7 +165,8 @@ def test_duplicate_keys_warn_on_read_and_last_wins(tmp_path):
         writer.write(2, b"y")
         writer.write(1, b"z")
     assert (tmp_path / "a.idx").read_text() == "1\t0\n2\t12\n1\t24\n"
-    with pytest.warns(recio.DuplicateKeyWarning, match="key 1 appears on 2 lines.*last line"):
+    with pytest.warns(recio.errors.DuplicateKeyWarning,
+                      match="key 1 appears on 2 lines.*last line"):
         reader = recio.IndexedRecordReader(tmp_path / "a.rec")
     assert reader.keys() == [1, 2] and reader[1] == b"z"
 
@@ -200,7 +201,7 @@ def test_indexed_reader_without_idx_scans(golden, tmp_path):
 ])
 def test_bad_index_lines(golden, tmp_path, line, message):
     (tmp_path / "x.idx").write_bytes(line)
-    with pytest.raises(recio.IndexFileError, match=message) as info:
+    with pytest.raises(recio.errors.IndexFileError, match=message) as info:
         recio.IndexedRecordReader(golden / "records" / "tricky.rec", tmp_path / "x.idx")
     assert str(tmp_path / "x.idx") in str(info.value)
 
@@ -260,7 +261,7 @@ def test_pack_img_roundtrip_rgb_and_mx_bgr():
     assert np.array_equal(back, noisy)
     jpg = recio.pack_img(recio.IRHeader(0, 0, 0, 0), noisy, quality=90)
     assert recio.unpack(jpg)[1][:2] == b"\xff\xd8"
-    with pytest.raises(recio.ImageError):
+    with pytest.raises(recio.errors.ImageError):
         recio.unpack_img(recio.pack(recio.IRHeader(0, 0, 0, 0), b"not an image"))
 
 

@@ -62,6 +62,19 @@ def test_every_golden_file_reads_byte_identical_from_the_bucket(s3_server, golde
         assert streamed == path.read_bytes(), url
 
 
+def test_an_s3_scan_is_one_presigned_get_to_the_configured_endpoint(s3):
+    """s3fs is recognised by its public ``protocol``; a scan streams from a URL its public
+    ``sign`` presigned, on the endpoint the client is configured with (the local server)."""
+    server, bucket = s3
+    data = bytes(range(256)) * 5000
+    server.put(f"{bucket}/blob", data)
+    since = server.mark()
+    with storage.RemoteFile(f"{bucket}/blob") as remote:
+        assert remote.read() == data and remote.requests == 1
+    gets = [path for method, path in server.requests(since) if method == "GET"]
+    assert len(gets) == 1 and "Signature=" in gets[0], gets  # presigned, not a ranged GET
+
+
 @pytest.mark.parametrize("path", RECORD_FILES, ids=lambda p: p.name)
 def test_records_from_the_bucket_equal_the_local_ones(golden_bucket, path):
     url = url_of(golden_bucket, path)
@@ -601,6 +614,6 @@ def test_minibatch_source_reads_sequences_from_the_bucket(s3, tmp_path):
     assert local and drain(f"{bucket}/seq/part-0.rec") == local
     both = drain([str(tmp_path / "part-0.rec"), str(tmp_path / "part-1.rec")])
     assert drain(f"{bucket}/seq/") == both == drain(f"{bucket}/seq/part-*.rec")
-    with pytest.raises(recio.SequenceError, match="read from local disk") as info:
+    with pytest.raises(recio.errors.SequenceError, match="read from local disk") as info:
         MinibatchSource(f"{bucket}/seq/notes.cbf")
     assert info.value.path == f"{bucket}/seq/notes.cbf"

@@ -165,7 +165,8 @@ def check_images(folder, seed, op):
     try:
         result = repair(rec, os.path.join(folder, "fixed"))
     except recio.RecordIOError as exc:
-        assert "no intact record" in exc.message or isinstance(exc, recio.NotRecordFileError)
+        assert "no intact record" in exc.message \
+            or isinstance(exc, recio.errors.NotRecordFileError)
         assert all(touched(e, changed, kind) for e in extents)
         return
     out = rescued(os.path.join(folder, "fixed"))

@@ -291,7 +291,3 @@ def test_sparse_counts_form_is_the_indptr_form(sp):
 def test_sparse_from_dense_refuses_other_shapes():
     with pytest.raises(SequenceError, match="2-D"):
         Sparse.from_dense(np.zeros(3))
-
-
-def test_lazy_exports():
-    assert recio.pack_sequence is pack_sequence and recio.unpack_sequence is unpack_sequence

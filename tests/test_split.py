@@ -27,7 +27,7 @@ def write_rec(path, payloads):
 def write_idx(rec_path, keys=None):
     offsets = recio.build_index(rec_path)
     keys = list(range(len(offsets))) if keys is None else keys
-    recio.write_index(os.path.splitext(rec_path)[0] + ".idx", keys, offsets)
+    recio.records.write_index(os.path.splitext(rec_path)[0] + ".idx", keys, offsets)
 
 
 def label_keys(records):
@@ -232,7 +232,7 @@ def test_corruption_raises_with_offset(tmp_path):
     data[48:52] = MAGIC
     with open(path, "wb") as f:
         f.write(bytes(data[:120]))  # truncated inside the third record
-    with pytest.raises(recio.TruncatedFileError,
+    with pytest.raises(recio.errors.TruncatedFileError,
                        match="it ends 16 bytes into the data of the record at byte 96"):
         list(iter_span(path, 0, 120))
 

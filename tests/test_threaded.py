@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recio import ThreadedIter
+from recio.records import ThreadedIter
 from recio.records import threaded
 
 
@@ -188,7 +188,7 @@ def test_bad_capacity():
 def test_no_hang_at_interpreter_exit(tmp_path):
     import subprocess
     import sys
-    code = ("from recio import ThreadedIter\n"
+    code = ("from recio.records import ThreadedIter\n"
             "it = ThreadedIter(lambda: iter(range(10**9)), capacity=2)\n"
             "print(next(it))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

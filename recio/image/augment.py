@@ -41,7 +41,7 @@ from recio.records.sniff import image_signature
 _F32 = np.float32
 #: ``inter_method`` values MXNet accepts: OpenCV's 0-4, 9 (auto: cubic to enlarge, area to
 #: shrink, bilinear otherwise) and 10 (one of 0-4 at random for each resize)
-INTER_METHODS = (0, 1, 2, 3, 4, 9, 10)
+_INTER_METHODS = (0, 1, 2, 3, 4, 9, 10)
 INTER_AUTO, INTER_RANDOM = 9, 10
 #: MXNet's PCA lighting basis: eigenvalue * eigenvector, one row per RGB channel, in float32
 _PCA_EIGVEC = (np.array([[55.46, 4.794, 1.148]] * 3, _F32)
@@ -97,10 +97,10 @@ class AugmentParams:
         if self.resize != -1 and self.resize < 1:
             raise ValueError(f"resize must be -1 (no resize) or a size of at least 1, "
                              f"got {self.resize}")
-        if self.inter_method not in INTER_METHODS:
-            raise ValueError(f"inter_method must be one of {INTER_METHODS} (0 nearest, 1 bilinear, "
-                             f"2 bicubic, 3 area, 4 Lanczos-4, 9 auto, 10 random), got "
-                             f"{self.inter_method}")
+        if self.inter_method not in _INTER_METHODS:
+            raise ValueError(f"inter_method must be one of {_INTER_METHODS} (0 nearest, "
+                             f"1 bilinear, 2 bicubic, 3 area, 4 Lanczos-4, 9 auto, 10 random), "
+                             f"got {self.inter_method}")
         lo, hi = self.aspect_range
         if self.random_resized_crop:
             conflicts = [name for name, bad in (
@@ -207,8 +207,8 @@ def randint(rng: _Uniforms, low: int, high: int) -> int:
     return int(rng.integers(low, high + 1))
 
 
-def inter_method_for(inter_method: int, old_w: float, old_h: float, new_w: float, new_h: float,
-                     rng: np.random.Generator) -> int:
+def _inter_method_for(inter_method: int, old_w: float, old_h: float, new_w: float, new_h: float,
+                      rng: np.random.Generator) -> int:
     """MXNet's ``GetInterMethod``: 9 is bicubic to enlarge both sides, area to shrink both,
     bilinear otherwise; 10 draws one of 0-4; others are themselves."""
     if inter_method == INTER_AUTO:
@@ -277,7 +277,7 @@ class DefaultAugmenter:
             h, w = res.shape[:2]
             new_w, new_h = target_size(w, h, p.resize)
             res = cvops.resize(res, new_w, new_h,
-                               inter_method_for(p.inter_method, w, h, new_w, new_h, rng))
+                               _inter_method_for(p.inter_method, w, h, new_w, new_h, rng))
         if self.affine:
             res = self._warp(res, rng)
         if p.pad > 0:
@@ -323,7 +323,7 @@ class DefaultAugmenter:
         centre_h = m[1, 0] * _F32(cols) + m[1, 1] * _F32(rows)
         m[0, 2] = (new_w - centre_w) / _F32(2)
         m[1, 2] = (new_h - centre_h) / _F32(2)
-        interp = inter_method_for(p.inter_method, cols, rows, float(new_w), float(new_h), rng)
+        interp = _inter_method_for(p.inter_method, cols, rows, float(new_w), float(new_h), rng)
         return cvops.warp_affine(res, m.astype(np.float64), int(new_w), int(new_h), interp,
                                  self.fill)
 
@@ -336,7 +336,7 @@ class DefaultAugmenter:
                                           self.aspect, rng)
             if box is not None:
                 x, y, w, h = box
-                interp = inter_method_for(p.inter_method, w, h, out_w, out_h, rng)
+                interp = _inter_method_for(p.inter_method, w, h, out_w, out_h, rng)
                 return cvops.resize(res[y:y + h, x:x + w], out_w, out_h, interp)
         elif not p.random_resized_crop and (p.max_crop_size != -1 or p.min_crop_size != -1):
             if cols < p.max_crop_size or rows < p.max_crop_size:
@@ -348,9 +348,9 @@ class DefaultAugmenter:
                 y, x = randint(rng, 0, y), randint(rng, 0, x)
             else:
                 y, x = y // 2, x // 2
-            interp = inter_method_for(p.inter_method, size, size, out_w, out_h, rng)
+            interp = _inter_method_for(p.inter_method, size, size, out_w, out_h, rng)
             return cvops.resize(res[y:y + size, x:x + size], out_w, out_h, interp)
-        interp = inter_method_for(p.inter_method, cols, rows, out_w, out_h, rng)
+        interp = _inter_method_for(p.inter_method, cols, rows, out_w, out_h, rng)
         if rows < out_h:  # too small: scale up (float32 arithmetic, truncated) to cover the crop
             cols = int(_F32(out_h) / _F32(rows) * _F32(cols))
             rows = out_h
@@ -556,4 +556,4 @@ class MXAugmenter:
 
 
 __all__ = ["AugmentParams", "DefaultAugmenter", "OutputParams", "OutputWriter", "MXAugmenter",
-           "random_resized_crop_box", "inter_method_for", "uniform", "randint", "INTER_METHODS"]
+           "random_resized_crop_box", "uniform", "randint"]

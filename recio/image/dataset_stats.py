@@ -419,4 +419,4 @@ def weighted_percentiles(values: np.ndarray, weights: Optional[np.ndarray] = Non
 
 
 __all__ = ["dataset_stats", "DatasetStats", "LabelHistogram", "weighted_percentiles",
-           "PERCENTILES", "DEFAULT_SAMPLE", "MAX_CLASSES", "BINS"]
+           "PERCENTILES", "BINS", "MAX_CLASSES"]

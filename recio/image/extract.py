@@ -47,8 +47,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]
 
 #: image format (as ``image_format`` names it) -> file extension
-EXTENSIONS = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp", "webp": ".webp",
-              "tiff": ".tiff"}
+_EXTENSIONS = {"jpeg": ".jpg", "png": ".png", "gif": ".gif", "bmp": ".bmp", "webp": ".webp",
+               "tiff": ".tiff"}
 _PROGRESS_EVERY = 16 << 20
 
 
@@ -198,7 +198,7 @@ def _planned_names(reader: RecordReader, classes: Dict[int, str]) -> Iterator[st
         found = _image_of(head)
         if found is not None:
             header, fmt = found
-            yield _unique_name(header.id, EXTENSIONS[fmt], used,
+            yield _unique_name(header.id, _EXTENSIONS[fmt], used,
                                _class_folder(header.label, classes))
     reader.reset()
 
@@ -241,7 +241,7 @@ def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
     result.vector_labels = result.vector_labels or header.flag > 1
     result.single_vectors += header.flag == 1
     result.id2_dropped += header.id2 != 0
-    name = _unique_name(header.id, EXTENSIONS[fmt], used, _class_folder(header.label, classes))
+    name = _unique_name(header.id, _EXTENSIONS[fmt], used, _class_folder(header.label, classes))
     path = storage.join(result.out_dir, name)
     if not storage.is_url(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -265,4 +265,4 @@ def _unique_name(rid: int, ext: str, used: Set[str], folder: str = "") -> str:
     return name
 
 
-__all__ = ["extract_images", "ExtractResult", "EXTENSIONS"]
+__all__ = ["extract_images", "ExtractResult"]

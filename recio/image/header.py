@@ -23,8 +23,8 @@ import numpy as np
 from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode, encode
 
-IR_FORMAT = "<IfQQ"
-IR_STRUCT = struct.Struct(IR_FORMAT)
+_IR_FORMAT = "<IfQQ"
+IR_STRUCT = struct.Struct(_IR_FORMAT)
 IR_SIZE = IR_STRUCT.size  # 24
 
 #: MXNet's field names, so ``header.label`` / ``header.id`` code keeps working (and MXNet's
@@ -33,7 +33,7 @@ IRHeader = namedtuple("HEADER", ["flag", "label", "id", "id2"])  # type: ignore[
 IRHeader.__doc__ = "Image record header: flag (label count), label, id, id2 (MXNet layout)."
 
 #: float32 represents every integer up to this exactly; larger integer labels change silently
-FLOAT32_EXACT_INT = 1 << 24
+_FLOAT32_EXACT_INT = 1 << 24
 
 Record = Union[bytes, bytearray, memoryview]
 
@@ -45,12 +45,12 @@ def pack(header: IRHeader, payload: Record) -> bytes:
     """
     flag, label, id_, id2 = header
     if isinstance(label, numbers.Number):
-        if abs(label) > FLOAT32_EXACT_INT:  # type: ignore[arg-type]  # a real: int, float, NumPy
+        if abs(label) > _FLOAT32_EXACT_INT:  # type: ignore[arg-type]  # a real: int, float, NumPy
             _warn_if_inexact(np.asarray([label]))
         return IR_STRUCT.pack(0, label, id_, id2) + bytes(payload)
     original = np.asarray(label)
     labels = original.astype(np.float32).ravel()
-    if original.dtype != np.float32 and labels.size and np.abs(labels).max() > FLOAT32_EXACT_INT:
+    if original.dtype != np.float32 and labels.size and np.abs(labels).max() > _FLOAT32_EXACT_INT:
         _warn_if_inexact(original.ravel())
     return IR_STRUCT.pack(labels.size, 0.0, id_, id2) + labels.tobytes() + bytes(payload)
 
@@ -62,7 +62,7 @@ def _warn_if_inexact(values: np.ndarray) -> None:
     if changed.size:
         i = changed[0]
         warnings.warn(f"label {values[i]!r} is stored as float32 {stored[i]!r}: labels are float32 "
-                      f"in RecordIO, so integers above 2**24 = {FLOAT32_EXACT_INT} are not exact",
+                      f"in RecordIO, so integers above 2**24 = {_FLOAT32_EXACT_INT} are not exact",
                       stacklevel=3)
 
 
@@ -135,5 +135,4 @@ def unpack_img(record: Record, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]
     return header, decode_image(payload, iscolor)
 
 
-__all__ = ["IRHeader", "IR_FORMAT", "IR_SIZE", "pack", "unpack", "unpack_header", "read_head",
-           "pack_img", "unpack_img", "decode_image", "FLOAT32_EXACT_INT"]
+__all__ = ["IRHeader", "pack", "unpack", "unpack_header", "pack_img", "unpack_img", "decode_image"]

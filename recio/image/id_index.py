@@ -41,8 +41,8 @@ def record_ids(rec_path: PathLike, offsets: Union[Sequence[int], np.ndarray]) ->
     return ids
 
 
-def unique_record_ids(rec_path: PathLike, offsets: Union[Sequence[int], np.ndarray]
-                      ) -> Union[np.ndarray, List[int]]:
+def _unique_record_ids(rec_path: PathLike, offsets: Union[Sequence[int], np.ndarray]
+                       ) -> Union[np.ndarray, List[int]]:
     """``record_ids``, checked to be unique (an index needs unique keys).
 
     A repeated id raises ``RecordIOError`` at the offset of its second record.
@@ -79,7 +79,7 @@ def index_by_id(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
     damaged ``.rec``, a record without an image header or a repeated id (nothing is written
     then). ``force`` and ``progress(n)`` as in ``rebuild_index``.
     """
-    written = rebuild_index(rec_path, idx_path, keys=unique_record_ids, force=force,
+    written = rebuild_index(rec_path, idx_path, keys=_unique_record_ids, force=force,
                             progress=progress)
     written.keys = "id"
     return written
@@ -108,7 +108,7 @@ def index_keeping_keys(rec_path: PathLike, idx_path: Optional[PathLike] = None, 
     def keys(path: str, offsets: np.ndarray) -> Union[Sequence[Any], np.ndarray]:
         kind = _old_key_kind(path, offsets, old)
         chosen["kind"] = kind
-        return range(len(offsets)) if kind == "position" else unique_record_ids(path, offsets)
+        return range(len(offsets)) if kind == "position" else _unique_record_ids(path, offsets)
 
     written = rebuild_index(rec_path, idx_path, keys=keys, force=force, progress=progress)
     written.keys = chosen.get("kind", "position")
@@ -161,4 +161,4 @@ def _ids_or_none(rec_path: str, offsets: Union[Sequence[int], np.ndarray]
         return None
 
 
-__all__ = ["index_by_id", "index_keeping_keys", "record_ids", "unique_record_ids"]
+__all__ = ["index_by_id", "record_ids"]

@@ -178,14 +178,6 @@ def read_list_entries(path: PathLike
                     yield number, None, exc
 
 
-def read_list_numbered(path: PathLike) -> Iterator[Tuple[int, ListItem]]:
-    """Like :func:`read_list`, but yields ``(line_number, item)`` (for error reports)."""
-    with open(path, "r", encoding=_ENCODING, errors=_ERRORS, newline=None) as fin:
-        for number, line in enumerate(fin, 1):
-            if line.strip():
-                yield number, parse_list_line(line, path, number)
-
-
 def native_list_path(path: str) -> str:
     """A ``.lst`` path as this OS names the file: on POSIX ``\\`` is a separator (``cat\\1.jpg`` is
     ``cat/1.jpg``); on Windows, which takes both separators, the path as written. A reader that
@@ -268,7 +260,7 @@ def normalize_exts(exts: Sequence[str]) -> Tuple[str, ...]:
 
 
 #: characters a ``.lst`` line cannot hold in a path (they end or split the line)
-UNLISTABLE = ("\t", "\r", "\n")
+_UNLISTABLE = ("\t", "\r", "\n")
 
 
 @dataclass
@@ -321,7 +313,7 @@ def _walk_once(root: str, scan: ImageScan) -> Iterator[Tuple[str, List[str]]]:
 
 
 def _listable(relpath: str, scan: ImageScan) -> bool:
-    if any(c in relpath for c in UNLISTABLE):
+    if any(c in relpath for c in _UNLISTABLE):
         scan.unlistable += 1
         if scan.unlistable_example is None:
             scan.unlistable_example = relpath
@@ -364,8 +356,8 @@ def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = D
     return scan
 
 
-def nothing_listed(scan: ImageScan, root: PathLike, recursive: bool,
-                   exts: Sequence[str] = DEFAULT_EXTS) -> str:
+def _nothing_listed(scan: ImageScan, root: PathLike, recursive: bool,
+                    exts: Sequence[str] = DEFAULT_EXTS) -> str:
     """Why a walk of ``root`` that listed nothing found nothing, and what to pass instead
     (``--recursive``, ``--exts``): for the message of a list that would be empty."""
     wanted = ", ".join(normalize_exts(exts))
@@ -431,7 +423,7 @@ def list_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = D
     return scan.items, scan.mapping
 
 
-def shuffle_items(items: List[ListItem], seed: int = 100) -> None:
+def _shuffle_items(items: List[ListItem], seed: int = 100) -> None:
     """Shuffle in place exactly as im2rec's ``random.seed(100); random.shuffle(list)``."""
     random.Random(seed).shuffle(items)
 
@@ -469,7 +461,7 @@ def split_items(items: Sequence[ListItem], prefix: str, chunks: int = 1,
 
 
 #: suffix of the folder -> label map ``im2rec --list --recursive`` writes beside its lists
-CLASSES_SUFFIX = ".classes.tsv"
+_CLASSES_SUFFIX = ".classes.tsv"
 
 
 def classes_path(path: PathLike) -> str:
@@ -477,7 +469,7 @@ def classes_path(path: PathLike) -> str:
     ``PREFIX.lst``, ``PREFIX_train.lst``'s prefix is ``PREFIX_train``)."""
     path = os.fspath(path)
     stem, ext = os.path.splitext(path)
-    return (stem if ext.lower() in (".rec", ".idx", ".lst") else path) + CLASSES_SUFFIX
+    return (stem if ext.lower() in (".rec", ".idx", ".lst") else path) + _CLASSES_SUFFIX
 
 
 def find_classes(rec_path: PathLike) -> Optional[str]:
@@ -495,8 +487,8 @@ def find_classes(rec_path: PathLike) -> Optional[str]:
     if head and tail.isdigit():
         candidates.append(head)
     for candidate in candidates:
-        if os.path.isfile(candidate + CLASSES_SUFFIX):
-            return candidate + CLASSES_SUFFIX
+        if os.path.isfile(candidate + _CLASSES_SUFFIX):
+            return candidate + _CLASSES_SUFFIX
     return None
 
 
@@ -590,8 +582,8 @@ class ListResult:
                 "warnings": self.warnings()}
 
 
-def list_outputs(prefix: PathLike, chunks: int = 1, train_ratio: float = 1.0,
-                 test_ratio: float = 0.0, recursive: bool = False) -> List[str]:
+def _list_outputs(prefix: PathLike, chunks: int = 1, train_ratio: float = 1.0,
+                  test_ratio: float = 0.0, recursive: bool = False) -> List[str]:
     """Every file ``make_lists`` would write for these options (lists, then classes)."""
     names = [name for name, _ in split_items([], storage.absolute(prefix), chunks,
                                              train_ratio, test_ratio)]
@@ -613,14 +605,14 @@ def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
     command is not refused because of an empty list.
     """
     prefix = storage.absolute(prefix)
-    check_outputs(list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
+    check_outputs(_list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
     scan = scan_images(root, recursive, exts, progress)
     if not scan.items:
-        raise NothingFoundError(f"no image to list: {nothing_listed(scan, root, recursive, exts)}"
+        raise NothingFoundError(f"no image to list: {_nothing_listed(scan, root, recursive, exts)}"
                                 "; nothing was written", path=os.fspath(root))
     items = list(scan.items)
     if shuffle:
-        shuffle_items(items)
+        _shuffle_items(items)
     parts = split_items(items, prefix, chunks, train_ratio, test_ratio)
     outputs = OutputSet()
     try:
@@ -652,26 +644,8 @@ def _train_shortfall(total: int, chunks: int, train_ratio: float,
     return max(0, filled * int(size * train_ratio) - held)
 
 
-def count_lines(path: PathLike, block: int = 1 << 20) -> int:
-    """Number of non-empty-terminated lines in a file, counted without decoding it."""
-    count = 0
-    last = b"\n"
-    with open(path, "rb") as f:
-        block = min(block, os.fstat(f.fileno()).st_size + 1)  # no large buffer for a small file
-        while True:
-            data = f.read(block)
-            if not data:
-                break
-            count += data.count(b"\n")
-            last = data[-1:]
-    return count + (last != b"\n")
-
-
-__all__ = ["DEFAULT_EXTS", "ListItem", "format_list_line", "parse_list_line", "read_list",
-           "read_list_numbered", "read_list_entries", "write_list", "native_list_path",
-           "list_path_candidates", "foreign_list_path", "list_entry", "normalize_exts",
-           "list_images", "scan_images",
-           "ImageScan", "ListResult", "list_outputs", "UNLISTABLE", "shuffle_items",
-           "split_items", "make_lists", "count_lines", "CLASSES_SUFFIX", "classes_path",
-           "find_classes", "write_classes", "read_classes", "nothing_listed", "near_folders"]
+__all__ = ["ListItem", "format_list_line", "parse_list_line", "read_list", "read_list_entries",
+           "write_list", "native_list_path", "list_path_candidates", "foreign_list_path",
+           "list_entry", "normalize_exts", "list_images", "ImageScan", "ListResult", "split_items",
+           "make_lists", "classes_path", "write_classes", "read_classes", "scan_images"]
 

@@ -40,10 +40,10 @@ from recio.records.shards import file_crc32
 from recio.storage import StorageOptions
 
 #: the staging folder of ``STEM``'s pack: ``DIR/.recio-pack-NAME``
-STAGING_PREFIX = ".recio-pack-"
+_STAGING_PREFIX = ".recio-pack-"
 PROGRESS_FORMAT = "recio-pack-progress"
 PROGRESS_VERSION = 1
-JOB_FILE = "job.json"
+_JOB_FILE = "job.json"
 _DONE = re.compile(r"part-(\d{5,})\.json\Z")
 #: files checksummed at once when a resume verifies the kept parts
 _VERIFY_THREADS = 8
@@ -51,7 +51,7 @@ _VERIFY_THREADS = 8
 
 def staging_folder(stem: str) -> str:
     """``data/train`` -> ``data/.recio-pack-train`` (a URL stays a URL)."""
-    return storage.join(storage.dirname(stem), STAGING_PREFIX + storage.basename(stem))
+    return storage.join(storage.dirname(stem), _STAGING_PREFIX + storage.basename(stem))
 
 
 def part_name(number: int) -> str:
@@ -93,7 +93,7 @@ class PackProgress:
     # -- the job ---------------------------------------------------------------------------
     def job(self) -> Optional[Dict[str, Any]]:
         """``job.json``, or None when there is none (or it is unreadable)."""
-        doc = self._read_json(JOB_FILE)
+        doc = self._read_json(_JOB_FILE)
         if doc is None or doc.get("format") != PROGRESS_FORMAT \
                 or doc.get("version") != PROGRESS_VERSION or not isinstance(doc.get("job"), str):
             return None
@@ -110,7 +110,7 @@ class PackProgress:
             os.makedirs(self.folder, exist_ok=True)
         doc = {"format": PROGRESS_FORMAT, "version": PROGRESS_VERSION, "job": uuid.uuid4().hex,
                "settings": settings, "layout": layout}
-        self._write_json(JOB_FILE, doc)
+        self._write_json(_JOB_FILE, doc)
         return doc
 
     def discard(self) -> None:
@@ -120,7 +120,7 @@ class PackProgress:
     def finish(self) -> None:
         """Delete the folder of a pack that is published: ``job.json`` first, so a process
         killed half way leaves a folder that is known to hold nothing."""
-        storage.remove(self.path(JOB_FILE), self.storage_options)
+        storage.remove(self.path(_JOB_FILE), self.storage_options)
         self.discard()
 
     # -- the parts -------------------------------------------------------------------------
@@ -173,7 +173,7 @@ class PackProgress:
 
     def clean(self, kept: Dict[int, Dict[str, Any]]) -> None:
         """Delete every file but ``job.json`` and the ``kept`` parts' records and files."""
-        keep = {JOB_FILE} | {part_name(n) + ".json" for n in kept} \
+        keep = {_JOB_FILE} | {part_name(n) + ".json" for n in kept} \
             | {entry[0] for doc in kept.values() for entry in doc["files"]}
         for name in self._names():
             if name not in keep:
@@ -196,4 +196,4 @@ class PackProgress:
         return False
 
 
-__all__ = ["PackProgress", "staging_folder", "part_name", "STAGING_PREFIX", "JOB_FILE"]
+__all__ = ["PackProgress", "staging_folder"]

@@ -18,9 +18,9 @@ from recio.records.atomic import atomic_open
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: class histograms with more classes show the most common ones only
-TOP_CLASSES = 40
+_TOP_CLASSES = 40
 #: label positions drawn (label vectors can be long)
-MAX_POSITIONS = 4
+_MAX_POSITIONS = 4
 
 
 def plot_stats(stats: DatasetStats, path: PathLike, *, dpi: int = 100) -> str:
@@ -43,7 +43,7 @@ def draw_stats(stats: DatasetStats, *, dpi: int = 100) -> Any:
     matplotlib.use("Agg", force=True)
     from matplotlib.figure import Figure  # Figure needs no pyplot state, so threads are safe
 
-    labels = stats.labels[:MAX_POSITIONS]
+    labels = stats.labels[:_MAX_POSITIONS]
     rows = len(labels) + (1 if stats.size_samples is not None else 0) or 1
     fig = Figure(figsize=(12, 3.2 * rows), dpi=dpi)
     for row, hist in enumerate(labels):
@@ -64,13 +64,13 @@ def _label_axes(ax: Any, hist: LabelHistogram, stats: DatasetStats) -> None:
         ax.set_title(f"{where}: {hist.total:,} values in {len(hist.counts)} bins")
     else:
         pairs = list(zip(hist.values, hist.counts))
-        shown = pairs if len(pairs) <= TOP_CLASSES else sorted(
-            pairs, key=lambda vc: -vc[1])[:TOP_CLASSES]
+        shown = pairs if len(pairs) <= _TOP_CLASSES else sorted(
+            pairs, key=lambda vc: -vc[1])[:_TOP_CLASSES]
         names = [_class_name(v, stats) for v, _ in shown]
         ax.bar(range(len(shown)), [c for _, c in shown])
         ax.set_xticks(range(len(shown)))
         ax.set_xticklabels(names, rotation=90 if len(shown) > 12 else 0, fontsize=8)
-        more = "" if len(pairs) <= TOP_CLASSES else f" ({TOP_CLASSES} most common shown)"
+        more = "" if len(pairs) <= _TOP_CLASSES else f" ({_TOP_CLASSES} most common shown)"
         ax.set_title(f"{where}: {len(pairs):,} classes, {hist.total:,} records{more}")
     ax.set_ylabel("records")
     _whole_counts(ax)
@@ -118,4 +118,4 @@ def _whole_counts(ax: Any) -> None:
     ax.yaxis.set_major_locator(_integer_locator())
 
 
-__all__ = ["plot_stats", "draw_stats", "TOP_CLASSES", "MAX_POSITIONS"]
+__all__ = ["plot_stats", "draw_stats"]

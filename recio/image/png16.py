@@ -14,7 +14,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: colour type -> channels, for the 16-bit colour layouts read here
 _CHANNELS = {2: 3, 4: 2, 6: 4}
 #: Adam7 passes: (x0, y0, dx, dy)
@@ -25,7 +25,7 @@ _ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), 
 def png16_layout(data: bytes) -> Optional[int]:
     """The colour type (2 RGB, 4 grey + alpha, 6 RGBA) of a 16-bit PNG with colour or alpha,
     else None (any other file), from the IHDR chunk, which a PNG must start with."""
-    if len(data) < 26 or data[:8] != PNG_SIGNATURE or data[12:16] != b"IHDR":
+    if len(data) < 26 or data[:8] != _PNG_SIGNATURE or data[12:16] != b"IHDR":
         return None
     depth, color_type = data[24], data[25]
     return color_type if depth == 16 and color_type in _CHANNELS else None
@@ -134,4 +134,4 @@ def _unfilter_sequential(kind: int, line: np.ndarray, prior: np.ndarray, width: 
     return cur
 
 
-__all__ = ["png16_layout", "read_png16", "PNG_SIGNATURE"]
+__all__ = []

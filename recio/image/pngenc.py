@@ -28,7 +28,7 @@ import zlib
 import numpy as np
 
 #: libpng's compression buffer: each full buffer becomes one IDAT chunk
-IDAT_SIZE = 8192
+_IDAT_SIZE = 8192
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: zlib's largest stored block, and its pending buffer at memory level 8 (libpng's)
 _STORED_MAX = 65535
@@ -67,8 +67,8 @@ def encode_png(image: np.ndarray, level: int = 3) -> bytes:
     stream = _smallest_window(stream, filtered.size)
     header = struct.pack(">IIBBBBB", width, height, depth, _COLOR_TYPE[channels], 0, 0, 0)
     parts = [_SIGNATURE, _chunk(b"IHDR", header)]
-    parts += [_chunk(b"IDAT", stream[i:i + IDAT_SIZE])
-              for i in range(0, len(stream), IDAT_SIZE)]
+    parts += [_chunk(b"IDAT", stream[i:i + _IDAT_SIZE])
+              for i in range(0, len(stream), _IDAT_SIZE)]
     parts.append(_chunk(b"IEND", b""))
     return b"".join(parts)
 
@@ -109,7 +109,7 @@ class _StoredDeflate:
         self.stream = bytearray()
         cmf = 0x08 | ((bits - 8) << 4)
         self.pending = bytearray((cmf, 0x1F - (cmf << 8) % 0x1F))  # FLEVEL 0, no dictionary
-        self.avail_out = IDAT_SIZE
+        self.avail_out = _IDAT_SIZE
         self.next_in = 0  # offset in data of the next byte to read
         self.avail_in = 0
         self.base = 0  # data offset of window[0]
@@ -125,7 +125,7 @@ class _StoredDeflate:
         while True:
             done = self._deflate(final)
             if self.avail_out == 0:  # libpng writes a full IDAT and gives a fresh buffer
-                self.avail_out = IDAT_SIZE
+                self.avail_out = _IDAT_SIZE
                 continue
             if done or (not final and self.avail_in == 0):
                 return
@@ -278,4 +278,4 @@ def _filter_rows(rows: np.ndarray, bpp: int) -> np.ndarray:
     return out
 
 
-__all__ = ["encode_png", "IDAT_SIZE"]
+__all__ = ["encode_png"]

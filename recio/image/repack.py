@@ -34,7 +34,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], None]]
 
 #: kinds of record a rewrite with ``images_only`` leaves out
-DROPPED_KINDS = ("header", "identity", "not_an_image")
+_DROPPED_KINDS = ("header", "identity", "not_an_image")
 
 
 @dataclass
@@ -46,7 +46,7 @@ class RepackResult:
     records_in: int = 0
     records_out: int = 0
     bytes_out: int = 0
-    dropped: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(DROPPED_KINDS, 0))
+    dropped: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(_DROPPED_KINDS, 0))
     shuffled: bool = False
     seed: Optional[int] = None
     seconds: float = 0.0
@@ -142,4 +142,4 @@ def _explained(read: Callable[[Any, int], bytes], reader: RecordReader, index: A
         raise explain_indexed_read(reader, index, offset, exc) from None
 
 
-__all__ = ["repack", "RepackResult", "record_kind", "output_paths", "DROPPED_KINDS"]
+__all__ = ["repack", "RepackResult", "record_kind"]

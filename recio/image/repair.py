@@ -563,4 +563,4 @@ def _image_id(reader: RecordReader, offset: int) -> Optional[int]:
     return rid if IR_SIZE + 4 * flag <= length else None
 
 
-__all__ = ["repair", "RepairResult", "image_complete", "KEY_MODES"]
+__all__ = ["repair", "RepairResult", "image_complete"]

@@ -508,7 +508,7 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
         _check_plain_partial(lst_path, force)
         saved = store.job()
         if saved is not None and not resume and not force:
-            raise interrupted_error(store, saved, lst_path)
+            raise _interrupted_error(store, saved, lst_path)
         resumed = saved is not None and resume
         if resumed:
             assert saved is not None  # resumed: there was a job
@@ -596,8 +596,8 @@ def _check_same(saved: Dict[str, Any], settings: Dict[str, Any], store: PackProg
             path=store.folder)
 
 
-def interrupted_error(store: PackProgress, saved: Dict[str, Any],
-                      lst_path: str) -> InterruptedPackError:
+def _interrupted_error(store: PackProgress, saved: Dict[str, Any],
+                       lst_path: str) -> InterruptedPackError:
     """The refusal of a new pack over an interrupted one: how far it got, what to do."""
     layout = saved.get("layout") or {}
     parts = -(-int(layout.get("items", 0)) // max(1, int(layout.get("per_part", 1))))
@@ -756,7 +756,6 @@ def _reshard(finished: Sequence[PartResult], stem: str, shard_size: int, checksu
                     writer.write(key, record)
 
 
-__all__ = ["pack_shards", "pack_part", "split_list", "part_size", "LocalEngine", "Engine",
-           "ListPart", "PartJob", "PartResult", "PartFailedError", "ShardPackReport", "Fault",
-           "InjectedFault", "describe_shard", "interrupted_error", "FAULT_VARIABLE",
-           "PART_ITEMS"]
+__all__ = ["pack_shards", "split_list", "part_size", "LocalEngine", "Engine", "ListPart",
+           "PartJob", "PartResult", "PartFailedError", "ShardPackReport", "Fault", "PART_ITEMS",
+           "InjectedFault"]

@@ -35,7 +35,7 @@ from recio.image.shard_pack import FAULT_VARIABLE, Engine, Fault, pack_shards
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def find_lists_at(prefix: str) -> List[str]:
+def _find_lists_at(prefix: str) -> List[str]:
     """The ``.lst`` files im2rec packs for a URL ``prefix`` (``packing.find_lists``' rule: in
     its folder, starting with ``prefix``), sorted."""
     folder = prefix.rstrip("/") if prefix.endswith("/") else storage.dirname(prefix)
@@ -79,7 +79,7 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
         yield from pack_prefix(given, root, options, progress_for=progress_for,
                                on_lists=on_lists, pack_one=pack_one, **pack_options)
         return
-    found = prefix_lists(given, root, find_lists_at(prefix) if storage.is_url(prefix) else None)
+    found = prefix_lists(given, root, _find_lists_at(prefix) if storage.is_url(prefix) else None)
     if on_lists is not None:
         on_lists(found)
     for lst in found.lists:
@@ -87,4 +87,4 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
         yield pack_shards(lst, root, options, progress=progress, **in_parts, **pack_options)
 
 
-__all__ = ["pack_prefix_to", "find_lists_at"]
+__all__ = ["pack_prefix_to"]

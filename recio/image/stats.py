@@ -594,5 +594,5 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int,
     return chk
 
 
-__all__ = ["sniff_format", "DamageRegion", "add_damage", "IndexCheck", "ImageStats", "FileStats",
-           "scan_file", "check_index_file", "image_format", "image_size"]
+__all__ = ["DamageRegion", "IndexCheck", "ImageStats", "FileStats", "scan_file",
+           "check_index_file", "image_format", "image_size"]

@@ -9,7 +9,7 @@ Reading from the bottom up:
 * ``index``    the parsed ``Index``, its lookups and MXNet views, ``open_index``.
 * ``reader``   ``RecordReader``: sequential and by-offset reads of whole records.
 * ``writer``   ``RecordWriter`` / ``IndexedRecordWriter``.
-* ``indexed``  ``IndexedRecordReader`` and the load-the-index-or-scan decision.
+* ``indexed``  ``IndexedRecordReader``, ``build_index`` and the load-the-index-or-scan decision.
 * ``reindex``  rebuild an ``.idx`` by scanning the ``.rec`` (MXNet's ``rec2idx``).
 * ``split``    ``InputSplit``: record boundaries for N partitions of one or more files.
 * ``cache``    ``ShardCache``: checked local copies of remote objects, bounded, shared by
@@ -23,34 +23,46 @@ Reading from the bottom up:
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import typing as _typing
+
+from recio._lazy import lazy_exports as _lazy_exports
+
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+    from recio.records.cache import ShardCache
+    from recio.records.index import Index, open_index, read_index
+    from recio.records.index_format import sibling_index_path, write_index
+    from recio.records.indexed import IndexedRecordReader, build_index
+    from recio.records.reader import RecordReader
+    from recio.records.shards import (ShardReader, ShardWriter, combined_index, load_manifest,
+                                      verify_manifest)
+    from recio.records.split import InputSplit
+    from recio.records.threaded import ThreadedIter
+    from recio.records.writer import IndexedRecordWriter, RecordWriter
 
 #: exported name -> the module that defines it, imported on first use (``import recio.records``
 #: stays cheap for tools that need one module, such as im2rec)
 _LAZY = {
-    "RecordReader": "reader", "RecordWriter": "writer", "IndexedRecordWriter": "writer",
-    "IndexedRecordReader": "indexed", "Index": "index", "open_index": "index",
-    "read_index": "index", "write_index": "index_format", "sibling_index_path": "index_format",
-    "InputSplit": "split", "ThreadedIter": "threaded", "ShardWriter": "shards",
-    "ShardReader": "shards", "load_manifest": "shards", "verify_manifest": "shards",
-    "combined_index": "shards", "ShardCache": "cache",
+    "RecordReader": "recio.records.reader",
+    "RecordWriter": "recio.records.writer",
+    "IndexedRecordWriter": "recio.records.writer",
+    "IndexedRecordReader": "recio.records.indexed",
+    "build_index": "recio.records.indexed",
+    "Index": "recio.records.index",
+    "open_index": "recio.records.index",
+    "read_index": "recio.records.index",
+    "write_index": "recio.records.index_format",
+    "sibling_index_path": "recio.records.index_format",
+    "InputSplit": "recio.records.split",
+    "ThreadedIter": "recio.records.threaded",
+    "ShardWriter": "recio.records.shards",
+    "ShardReader": "recio.records.shards",
+    "load_manifest": "recio.records.shards",
+    "verify_manifest": "recio.records.shards",
+    "combined_index": "recio.records.shards",
+    "ShardCache": "recio.records.cache",
 }
 
-__all__ = ["RecordReader", "RecordWriter", "IndexedRecordWriter", "IndexedRecordReader", "Index",
-           "open_index", "read_index", "write_index", "sibling_index_path", "InputSplit",
-           "ThreadedIter", "ShardWriter", "ShardReader", "load_manifest", "verify_manifest",
-           "combined_index", "ShardCache"]
+__all__ = list(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'recio.records' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"recio.records.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list:
-    return sorted(set(globals()) | set(__all__))
+if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY)

@@ -87,13 +87,13 @@ def _create_exclusive(path: str) -> tuple:
             continue
 
 
-def fsync_folder(path: PathLike) -> None:
+def _fsync_folder(path: PathLike) -> None:
     """fsync the folder holding ``path`` so a rename in it survives an OS crash (POSIX only)."""
     if not storage.is_url(path):
         portable.sync_folder(os.path.dirname(os.path.abspath(os.fspath(path))))
 
 
-def replace_file(source: str, target: str, held: Optional[str] = None) -> None:
+def _replace_file(source: str, target: str, held: Optional[str] = None) -> None:
     """Rename ``source`` over ``target``. Where the OS refuses because a file is open or
     memory-mapped (Windows), raises :class:`FileInUseError` naming ``held`` (default:
     ``target``), the user's file that something holds."""
@@ -170,7 +170,7 @@ class AtomicFile:
             storage.upload(self.temp_path, self.path, self.storage_options)
             _unlink_quietly(self.temp_path)
         else:
-            replace_file(self.temp_path, self.path)
+            _replace_file(self.temp_path, self.path)
         self.done = True
 
     def commit(self) -> None:
@@ -180,7 +180,7 @@ class AtomicFile:
         self.finish_file()
         self.publish()
         if self.fsync:
-            fsync_folder(self.path)
+            _fsync_folder(self.path)
 
     def discard(self) -> None:
         """Close and delete the temporary file, leaving any existing final file untouched."""
@@ -223,7 +223,7 @@ class InPlaceFile(AtomicFile):
             try:
                 if hasattr(os, "fchmod"):
                     os.fchmod(fd, st.st_mode & 0o7777)
-                replace_file(temp, self.path)
+                _replace_file(temp, self.path)
             except BaseException:
                 os.close(fd)
                 _unlink_quietly(temp)
@@ -327,7 +327,7 @@ class OutputSet:
             folders = {os.path.dirname(os.path.abspath(f.path)): f.path for f in self.files
                        if not storage.is_url(f.path)}
             for path in folders.values():
-                fsync_folder(path)
+                _fsync_folder(path)
 
     def discard(self) -> None:
         """Close and delete every file not yet renamed into place (the first error is raised
@@ -520,7 +520,7 @@ def publish_staged(files: Sequence[Tuple[str, str]],
         if storage.is_url(final):
             storage.upload(staged, final, storage_options)
         else:
-            replace_file(staged, final)
+            _replace_file(staged, final)
 
 
 def set_aside(paths: Iterable[str]) -> List[Tuple[str, str]]:
@@ -528,21 +528,21 @@ def set_aside(paths: Iterable[str]) -> List[Tuple[str, str]]:
     can take the names where a file in use cannot be replaced (Windows): ``(temporary name,
     path)`` of each. All or none: if one is held, :class:`FileInUseError` names it after the
     ones already moved were put back. :func:`drop_aside` deletes them once the new files are
-    in place; :func:`put_back` restores them."""
+    in place; :func:`_put_back` restores them."""
     aside: List[Tuple[str, str]] = []
     try:
         for path in paths:
             if os.path.lexists(path) and not os.path.isdir(path):
                 temp = _temp_name(path)
-                replace_file(path, temp, held=path)
+                _replace_file(path, temp, held=path)
                 aside.append((temp, path))
     except BaseException:
-        put_back(aside)
+        _put_back(aside)
         raise
     return aside
 
 
-def put_back(aside: Sequence[Tuple[str, str]]) -> None:
+def _put_back(aside: Sequence[Tuple[str, str]]) -> None:
     """Return the files :func:`set_aside` moved to their names."""
     for temp, path in reversed(aside):
         os.replace(temp, path)
@@ -571,12 +571,12 @@ def _publish_windows(files: Sequence[Tuple[str, str]], obsolete: Iterable[str]) 
     placed: List[str] = []
     try:
         for staged, final in files:
-            replace_file(staged, final)
+            _replace_file(staged, final)
             placed.append(final)
     except BaseException:
         for final in placed:
             _unlink_quietly(final)
-        put_back(aside)
+        _put_back(aside)
         raise
     drop_aside(aside)
 
@@ -596,5 +596,4 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
 
 
 __all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
-           "check_outputs", "publish_staged", "remove_orphaned_temps",
-           "fsync_folder", "replace_file", "set_aside", "put_back", "drop_aside"]
+           "check_outputs", "remove_orphaned_temps"]

@@ -3,7 +3,7 @@
 A read that fails at an offset the ``.idx`` gave has three possible causes, and each needs a
 different fix: the ``.rec`` was cut short (its intact records can be rescued with
 ``recio repair``), the ``.idx`` belongs to another file (the ``.rec`` is fine: rebuild the
-index), or the ``.rec`` is damaged at that record. ``diagnose_index`` tells them apart from
+index), or the ``.rec`` is damaged at that record. ``_diagnose_index`` tells them apart from
 where the index's offsets land: on record heads, past the end of the file, or on neither.
 It reads one 8-byte header per index entry, so it runs only once something has failed (an
 offset past the end when an index is opened, a bad record head at an indexed offset).
@@ -68,7 +68,7 @@ def part_at(reader: Any, pos: int) -> Tuple[bool, int, int, int]:
 
 
 
-def heads_at(reader: Any, offsets: np.ndarray) -> np.ndarray:
+def _heads_at(reader: Any, offsets: np.ndarray) -> np.ndarray:
     """For each offset, whether a record head (the magic, then cflag 0 or 1) starts there in
     ``reader``'s file; False for offsets whose header would not fit in the file."""
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -157,7 +157,7 @@ def index_fit(reader: Any, index: Any) -> IndexFit:
         fit.sampled = True
     chosen = offsets[positions]
     past = chosen + HEADER_SIZE > reader.size
-    landed = heads_at(reader, chosen)
+    landed = _heads_at(reader, chosen)
     miss = ~landed & ~past
     scale = len(offsets) / max(len(positions), 1)
     fit.past_end = int(round(past.sum() * scale))
@@ -184,8 +184,8 @@ def _shown(examples: List[Tuple[str, int]]) -> str:
     return ", ".join(f"key {k} -> byte {o}" for k, o in examples)
 
 
-def mismatch_error(rec_path: str, index: Any, fit: IndexFit, size: int,
-                   asked: Optional[Tuple[Optional[str], int]] = None) -> IndexMismatchError:
+def _mismatch_error(rec_path: str, index: Any, fit: IndexFit, size: int,
+                    asked: Optional[Tuple[Optional[str], int]] = None) -> IndexMismatchError:
     """"This index does not belong to this .rec", with the numbers that show it."""
     wrong = fit.misses + fit.past_end
     past = f" ({fit.past_end:,} of them past its end)" if fit.past_end else ""
@@ -205,9 +205,9 @@ def mismatch_error(rec_path: str, index: Any, fit: IndexFit, size: int,
         path=index.path)
 
 
-def diagnose_index(reader: Any, index: Any,
-                   asked: Optional[Tuple[Optional[str], int]] = None
-                   ) -> Optional[RecordIOError]:
+def _diagnose_index(reader: Any, index: Any,
+                    asked: Optional[Tuple[Optional[str], int]] = None
+                    ) -> Optional[RecordIOError]:
     """The error that explains why ``index`` does not fit ``reader``'s file, or None when every
     offset lands on a record head inside it.
 
@@ -220,18 +220,18 @@ def diagnose_index(reader: Any, index: Any,
     if fit.past_end == 0 and fit.misses == 0:
         return None
     rec = reader.path or "the .rec"
-    if reader.size and not heads_at(reader, np.zeros(1, np.int64))[0]:
+    if reader.size and not _heads_at(reader, np.zeros(1, np.int64))[0]:
         other = not_a_record_file(reader.path, reader.span_bytes(
             [(0, min(reader.size, SNIFF_BYTES))]), reader.storage_options)
         if other is not None:  # not the index's fault: the ".rec" is something else
             return other
     if fit.foreign:
-        return mismatch_error(rec, index, fit, reader.size, asked)
+        return _mismatch_error(rec, index, fit, reader.size, asked)
     if fit.past_end == 0:
         return None  # a few entries miss: the .rec is damaged there, or those lines are wrong
     offsets = np.asarray(index.offsets, dtype=np.int64)
     inside = offsets[offsets + HEADER_SIZE <= reader.size]
-    landed = inside[heads_at(reader, inside)] if len(inside) else inside
+    landed = inside[_heads_at(reader, inside)] if len(inside) else inside
     cut = int(landed.max()) if len(landed) else -1
     if cut < 0 or not _runs_past_end(reader, cut):
         cut = -1
@@ -266,7 +266,7 @@ def open_checked_index(rec_path: Any, idx_path: Any, key_type: Any = int,
                        rec_size: Optional[int] = None, cache: Optional[bool] = None,
                        storage_options: Any = None, shard_cache: Any = None) -> Any:
     """``recio.records.index.open_index`` for the ``.rec`` at ``rec_path``: offsets past the
-    end of that file raise the error that names the culprit (``diagnose_index``):
+    end of that file raise the error that names the culprit (``_diagnose_index``):
     ``TruncatedFileError`` when the ``.rec`` was cut short, ``IndexMismatchError`` when the
     index belongs to another file, ``NotRecordFileError`` when ``rec_path`` is no ``.rec``.
     ``shard_cache`` (a ``recio.records.cache.ShardCache``) serves URLs from local copies."""
@@ -279,7 +279,7 @@ def open_checked_index(rec_path: Any, idx_path: Any, key_type: Any = int,
     if len(index) and int(index.offsets.max()) + HEADER_SIZE > rec_size:
         with RecordReader(rec_path, storage_options=storage_options,
                           shard_cache=shard_cache) as reader:
-            found = diagnose_index(reader, index)
+            found = _diagnose_index(reader, index)
         raise found or IndexFileError(f"offsets past the end of {os.fspath(rec_path)}",
                                       path=index.path)
     index.rec_size = rec_size
@@ -294,12 +294,12 @@ def explain_indexed_read(reader: Any, index: Any, offset: int,
     if isinstance(error, (TruncatedFileError, NotRecordFileError, StorageError)):
         return error
     key = _key_of_offset(index, offset)
-    found = diagnose_index(reader, index, asked=(key, offset))
+    found = _diagnose_index(reader, index, asked=(key, offset))
     if found is not None:
         return found
     rec = reader.path or "the .rec"
     named = f"key {key} of {index.path}" if key is not None else f"an entry of {index.path}"
-    if not heads_at(reader, np.array([offset]))[0]:
+    if not _heads_at(reader, np.array([offset]))[0]:
         inside = _record_around(reader, index, offset)
         if inside is not None:
             return IndexFileError(
@@ -318,7 +318,7 @@ def _record_around(reader: Any, index: Any, offset: int) -> Optional[int]:
     if not len(before):
         before = np.zeros(1, np.int64)
     start = int(before.max())
-    if not heads_at(reader, np.array([start]))[0]:
+    if not _heads_at(reader, np.array([start]))[0]:
         return None
     pos, head = start, start
     size = reader.size
@@ -336,6 +336,4 @@ def _record_around(reader: Any, index: Any, offset: int) -> Optional[int]:
     return None
 
 
-__all__ = ["repair_hint", "reindex_hint", "part_at", "heads_at",
-           "index_fit", "IndexFit", "diagnose_index", "open_checked_index",
-           "explain_indexed_read", "mismatch_error"]
+__all__ = ["IndexFit"]

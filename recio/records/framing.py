@@ -289,9 +289,6 @@ def count_aligned_magic(buf: Any, start: int, end: int) -> int:
     return total
 
 __all__ = ["MAGIC", "MAGIC_BYTES", "PART_HEADER", "HEADER_SIZE", "MAX_RECORD_LENGTH",
-           "LENGTH_MASK", "CFLAG_WHOLE", "CFLAG_FIRST", "CFLAG_MIDDLE", "CFLAG_LAST", "PADDING",
-           "SMALL_PAYLOAD", "WHOLE_HEADERS", "MAGIC_LAST_BYTE",
-           "encode_lrecord", "decode_cflag", "decode_length", "pad_size", "split_payload",
-           "frame_parts", "encode_record", "find_record_head", "check_part_header",
-           "truncated_header_error", "truncation_error", "swallowed_head_error",
-           "first_aligned_magic", "count_aligned_magic", "CFLAG_NAMES"]
+           "LENGTH_MASK", "CFLAG_WHOLE", "CFLAG_FIRST", "CFLAG_MIDDLE", "CFLAG_LAST",
+           "CFLAG_NAMES", "encode_lrecord", "decode_cflag", "decode_length", "pad_size",
+           "split_payload", "encode_record", "count_aligned_magic"]

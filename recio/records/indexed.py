@@ -199,4 +199,4 @@ class IndexedRecordReader(Mapping):
         self._bind()
 
 
-__all__ = ["IndexedRecordReader", "index_for", "load_index", "build_index"]
+__all__ = ["IndexedRecordReader", "load_index", "build_index"]

@@ -44,7 +44,7 @@ except ImportError:  # not POSIX: the exclusive-file fallback
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: the lock of the outputs named by ``STEM``: ``STEM.pack.lock``
-LOCK_SUFFIX = ".pack.lock"
+_LOCK_SUFFIX = ".pack.lock"
 #: a lease in a bucket not renewed for this long is taken over
 LEASE_SECONDS = 60.0
 #: ... and is renewed this often
@@ -61,7 +61,7 @@ _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL,
 
 def lock_path(stem: PathLike) -> str:
     """``data/train`` -> ``data/train.pack.lock``."""
-    return os.fspath(stem) + LOCK_SUFFIX
+    return os.fspath(stem) + _LOCK_SUFFIX
 
 
 def _command() -> str:
@@ -300,4 +300,4 @@ def _read_json(path: str) -> Dict[str, Any]:
         os.close(fd)
 
 
-__all__ = ["OutputLock", "lock_path", "LOCK_SUFFIX", "LEASE_SECONDS", "RENEW_SECONDS"]
+__all__ = ["OutputLock", "RENEW_SECONDS", "LEASE_SECONDS"]

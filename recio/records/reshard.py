@@ -40,7 +40,7 @@ from recio.storage import RemoteFile
 Progress = Optional[Callable[[int], Any]]
 
 #: bytes copied per read
-COPY_BLOCK = 8 << 20
+_COPY_BLOCK = 8 << 20
 #: index lines formatted per batch
 _INDEX_BATCH = 8192
 
@@ -183,7 +183,7 @@ def _copy_range(span: FileSpan, dst: BinaryIO, progress: Progress) -> int:
         src.seek(span.start)
         left = span.end - span.start
         while left > 0:
-            data = src.read(min(COPY_BLOCK, left))
+            data = src.read(min(_COPY_BLOCK, left))
             if not data:
                 raise RecordIOError(f"the file ended before the end of its part ({span.end}): "
                                     f"it changed while being copied", path=span.path,
@@ -196,4 +196,4 @@ def _copy_range(span: FileSpan, dst: BinaryIO, progress: Progress) -> int:
     return copied
 
 
-__all__ = ["reshard", "part_paths", "COPY_BLOCK"]
+__all__ = ["reshard", "part_paths"]

@@ -71,7 +71,7 @@ from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-MANIFEST_SUFFIX = ".manifest.json"
+_MANIFEST_SUFFIX = ".manifest.json"
 MANIFEST_FORMAT = "recio.shards"
 MANIFEST_VERSION = 1
 CHECKSUM = "crc32"
@@ -97,12 +97,12 @@ def shard_stem(prefix: PathLike, number: int) -> str:
 
 def manifest_path(prefix: PathLike) -> str:
     """``out/train`` -> ``out/train.manifest.json``."""
-    return os.fspath(prefix) + MANIFEST_SUFFIX
+    return os.fspath(prefix) + _MANIFEST_SUFFIX
 
 
 def is_manifest(path: PathLike) -> bool:
     """True for a path named like a manifest (``*.manifest.json``)."""
-    return os.fspath(path).endswith(MANIFEST_SUFFIX)
+    return os.fspath(path).endswith(_MANIFEST_SUFFIX)
 
 
 def file_crc32(path: PathLike, storage_options: StorageOptions = None) -> Tuple[int, str]:
@@ -118,7 +118,7 @@ def file_crc32(path: PathLike, storage_options: StorageOptions = None) -> Tuple[
     return size, f"{crc:08x}"
 
 
-def existing_shard_files(prefix: PathLike, storage_options: StorageOptions = None) -> List[str]:
+def _existing_shard_files(prefix: PathLike, storage_options: StorageOptions = None) -> List[str]:
     """Files already in ``prefix``'s folder named like one of its shards' (``PREFIX-NNNNN.rec``,
     ``.idx``, ``.crc32``), sorted: what a new set under ``prefix`` would replace or leave
     stale beside its manifest."""
@@ -308,7 +308,7 @@ class ShardWriter(ManagedWriter):
             raise FileNotFoundError(2, "No such folder for the shards", folder)
         # every shard of an earlier set, not only the ones this set will write: with force the
         # rest are deleted when this set is committed, so no stale shard stays beside it
-        stale = existing_shard_files(self.prefix, storage_options)
+        stale = _existing_shard_files(self.prefix, storage_options)
         check_outputs([self.manifest_path, *stale], force=force, storage_options=storage_options)
         self.shards: List[Shard] = []
         self._current: Any = None
@@ -725,7 +725,7 @@ def set_outputs(prefix: PathLike, storage_options: StorageOptions = None) -> Lis
     leave stale beside its manifest: the manifest, the combined index and every file named
     like a shard of ``prefix`` (what an existing set there means, for ``check_outputs``)."""
     return [manifest_path(prefix), os.fspath(prefix) + COMBINED_INDEX_SUFFIX,
-            *existing_shard_files(prefix, storage_options)]
+            *_existing_shard_files(prefix, storage_options)]
 
 
 def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, Any], *,
@@ -742,7 +742,7 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
     the interrupted commit, so its final file must have the staged size and CRC-32
     (:class:`~recio.errors.ManifestError` otherwise)."""
     prefix = storage.absolute(prefix)
-    stale = existing_shard_files(prefix, storage_options) if force else []
+    stale = _existing_shard_files(prefix, storage_options) if force else []
     suffixes = {"rec": ".rec", "idx": ".idx", "crc": RECORD_CHECKSUM_SUFFIX}
     moves: List[Tuple[str, str, int, str]] = []
     shards: List[Shard] = []
@@ -794,7 +794,4 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
 
 
 __all__ = ["ShardWriter", "ShardReader", "Manifest", "Shard", "load_manifest", "verify_manifest",
-           "ManifestReport", "ShardProblem", "combined_index", "record_checksums",
-           "manifest_path", "shard_stem", "is_manifest", "file_crc32",
-           "existing_shard_files", "commit_staged", "set_outputs", "combined_lines", "COMBINED_INDEX_SUFFIX",
-           "MANIFEST_SUFFIX", "RECORD_CHECKSUM_SUFFIX"]
+           "ManifestReport", "ShardProblem", "combined_index", "record_checksums", "manifest_path"]

@@ -57,7 +57,7 @@ def describe(path: Any, head: Optional[bytes] = None, storage_options: Any = Non
     if fmt is not None:
         return f"an image ({fmt}), not a record file: pack images with im2rec"
     if head.startswith(_CBF_PREFIX):
-        return "a CNTK Binary Format file (.cbf): read it with recio.CBFReader"
+        return "a CNTK Binary Format file (.cbf): read it with recio.sequence.CBFReader"
     if head.startswith(_SIDECAR_PREFIX):
         rec = os.path.splitext(os.fspath(path))[0] + ".rec"
         return f"a sample-count sidecar (.len), not a record file: give {rec}"
@@ -122,4 +122,4 @@ def not_a_record_file(path: Any, head: Optional[bytes] = None,
     return NotRecordFileError(f"not a RecordIO file: this is {what}", path=os.fspath(path))
 
 
-__all__ = ["describe", "not_a_record_file", "image_signature", "IMAGE_SIGNATURES"]
+__all__ = ["describe"]

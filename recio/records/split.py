@@ -303,7 +303,7 @@ class InputSplit:
                 for n, span in enumerate(spans):
                     if ahead is not None:
                         ahead.reached(n)
-                    for offset, record in iter_span_with_offsets(
+                    for offset, record in _iter_span_with_offsets(
                             span.path, span.start, span.end, self.storage_options,
                             self.shard_cache):
                         yield span.path, offset, record
@@ -518,10 +518,10 @@ def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None,
             yield offset
 
 
-def iter_span_with_offsets(path: PathLike, start: int, end: int,
-                           storage_options: StorageOptions = None,
-                           shard_cache: Optional[ShardCache] = None
-                           ) -> Iterator[Tuple[int, bytes]]:
+def _iter_span_with_offsets(path: PathLike, start: int, end: int,
+                            storage_options: StorageOptions = None,
+                            shard_cache: Optional[ShardCache] = None
+                            ) -> Iterator[Tuple[int, bytes]]:
     """``(offset, payload)`` of the records whose heads lie in ``[start, end)`` of ``path``
     (see ``iter_span``); a remote object is streamed from ``start`` to ``end`` in one GET, or
     read from ``shard_cache``'s local copy."""
@@ -545,7 +545,7 @@ def iter_span(path: PathLike, start: int, end: int,
     ``RecordIOError`` at the same offset as any other reader (a local file is memory-mapped,
     and only the pages read are touched).
     """
-    for _, record in iter_span_with_offsets(path, start, end, storage_options):
+    for _, record in _iter_span_with_offsets(path, start, end, storage_options):
         yield record
 
 
@@ -558,7 +558,5 @@ def split_boundaries(source: Source, num_parts: int, max_window: int = DEFAULT_C
             for k in range(num_parts)] + [layout.total]
 
 
-__all__ = ["InputSplit", "SourceLayout", "load_record_offsets", "FileSpan", "PartSummary",
-           "SplitPlan", "plan_split", "chosen_parts",
-           "nominal_range", "record_range", "check_part", "seek_record_head", "split_boundaries",
-           "record_heads", "iter_span", "iter_span_with_offsets", "DEFAULT_CHUNK_SIZE"]
+__all__ = ["InputSplit", "SourceLayout", "FileSpan", "PartSummary", "SplitPlan", "plan_split",
+           "nominal_range", "seek_record_head", "split_boundaries", "record_heads", "iter_span"]

@@ -17,10 +17,10 @@ from recio.sequence.records import sample_counts
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: bins of the length histogram
-HISTOGRAM_BINS = 12
+_HISTOGRAM_BINS = 12
 
 
-def length_bins(lengths: np.ndarray, bins: int = HISTOGRAM_BINS) -> List[Dict[str, int]]:
+def length_bins(lengths: np.ndarray, bins: int = _HISTOGRAM_BINS) -> List[Dict[str, int]]:
     """About ``bins`` bins over ``lengths`` (``low``/``high`` inclusive, ``count``).
 
     One bin per length when there are at most ``bins`` distinct lengths in the range;
@@ -76,4 +76,4 @@ def bucket_summary(rec_path: PathLike, num_buckets: int = 3, batch_size: int = 3
     }
 
 
-__all__ = ["bucket_summary", "length_bins", "HISTOGRAM_BINS"]
+__all__ = ["bucket_summary", "length_bins"]

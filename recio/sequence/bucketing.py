@@ -35,7 +35,7 @@ from recio.errors import SequenceError
 from recio.records.split import check_part
 from recio.sequence.records import sample_counts
 
-__all__ = ["length_histogram", "bucket_boundaries", "optimal_boundaries", "equal_width_boundaries",
+__all__ = ["length_histogram", "bucket_boundaries", "equal_width_boundaries",
            "quantile_boundaries", "assign_buckets", "padded_cost", "padding_waste",
            "bucketing_report", "BucketBatchSampler"]
 
@@ -194,7 +194,7 @@ def padding_waste(lengths, boundaries: Boundaries, batch_size: int) -> float:
 
 # ----------------------------------------------------------------------------- boundaries
 
-def optimal_boundaries(lengths, num_buckets: int, batch_size: int = 32) -> List[int]:
+def _optimal_boundaries(lengths, num_buckets: int, batch_size: int = 32) -> List[int]:
     """At most ``num_buckets`` upper edges minimising the expected padded cost, exactly (DP).
 
     Returns fewer edges when there are fewer distinct lengths, or when an extra bucket would not
@@ -276,7 +276,7 @@ def bucket_boundaries(lengths, num_buckets: int, batch_size: int = 32,
     the usual baselines.
     """
     if method == "optimal":
-        return optimal_boundaries(lengths, num_buckets, batch_size)
+        return _optimal_boundaries(lengths, num_buckets, batch_size)
     if method == "equal_width":
         return equal_width_boundaries(lengths, num_buckets)
     if method == "quantile":
@@ -362,7 +362,7 @@ class BucketBatchSampler:
             per_batch = self.batch_size
             if batch_size_in == "samples" and self.lengths.size and self.lengths.mean() > 0:
                 per_batch = max(1, int(round(self.batch_size / float(self.lengths.mean()))))
-            self.boundaries = optimal_boundaries(self.lengths, int(buckets), per_batch)
+            self.boundaries = _optimal_boundaries(self.lengths, int(buckets), per_batch)
         elif isinstance(buckets, bool):
             raise TypeError(f"buckets is a number of buckets or their boundaries, not {buckets}")
         else:

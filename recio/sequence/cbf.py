@@ -621,7 +621,7 @@ def encode_dense(stream: StreamInfo, data: Any) -> bytes:
                      np.ascontiguousarray(arr, dtype=stream.dtype)))
 
 
-def as_sparse(stream: StreamInfo, data: Any) -> Sparse:
+def _as_sparse(stream: StreamInfo, data: Any) -> Sparse:
     """A checked :class:`recio.sequence.Sparse` for ``stream`` from a ``Sparse``, a
     ``(values, indices, counts)`` tuple (CBF's on-disk order), a scipy sparse matrix or a dense
     ``(N, dim)`` array: values in the stream's dtype, int32 indices in ``[0, sample_dim)``,
@@ -665,7 +665,7 @@ def as_sparse(stream: StreamInfo, data: Any) -> Sparse:
 
 def encode_sparse(stream: StreamInfo, data: Any) -> bytes:
     """Encode one sparse sequence: ``N | nnz | values | indices | counts``."""
-    seq = as_sparse(stream, data)
+    seq = _as_sparse(stream, data)
     counts = np.diff(seq.indptr).astype(_INDEX_DTYPE)
     # arrays are buffers: NumPy's stubs declare __buffer__ for Python 3.12+ only
     return b"".join((SPARSE_HEAD.pack(len(counts), len(seq.values)),  # type: ignore[arg-type]
@@ -792,6 +792,5 @@ class CBFWriter(ManagedWriter):
         self.abort()
 
 
-__all__ = ["CBFReader", "CBFWriter", "StreamInfo", "ChunkInfo",
-           "CBF_MAGIC", "VERSION", "read_header", "decode_chunk", "encode_dense",
-           "encode_sparse", "as_sparse", "DENSE", "SPARSE"]
+__all__ = ["CBFReader", "CBFWriter", "StreamInfo", "ChunkInfo", "CBF_MAGIC", "read_header",
+           "encode_dense", "encode_sparse", "DENSE", "SPARSE"]

@@ -35,7 +35,8 @@ from recio.sequence.records import Sparse
 SIZE_MAX = 2**64 - 1
 # CNTK's names and values, so that code ported from cntk.io keeps them. recio's own
 # MinibatchSource has no max_samples: its ``epoch_size`` says how long an epoch is, and its two
-# values for "an epoch is one sweep" have names of their own (recio.SWEEP_FOREVER, SWEEP_ONCE).
+# values for "an epoch is one sweep" have names of their own (recio.sequence.SWEEP_FOREVER,
+# SWEEP_ONCE).
 #: ``max_samples``/``max_sweeps``: no limit (CNTK's value, SIZE_MAX)
 INFINITELY_REPEAT = SIZE_MAX
 #: ``max_samples``: exactly one sweep (CNTK's value, SIZE_MAX - 1)

@@ -639,13 +639,14 @@ def _check_source_arguments(randomization_window: Optional[int], seed: int, epoc
         raise ValueError(f"randomization_window must be >= 1 sample, not "
                          f"{randomization_window}")
     if epoch_size is None or epoch_size < 1:
-        raise ValueError(f"epoch_size must be >= 1 sample, recio.SWEEP_FOREVER or "
-                         f"recio.SWEEP_ONCE, not {epoch_size}")
+        raise ValueError(f"epoch_size must be >= 1 sample, recio.sequence.SWEEP_FOREVER or "
+                         f"recio.sequence.SWEEP_ONCE, not {epoch_size}")
     if epoch_size > sys.maxsize:  # CNTK's constants are 2**64 - 1 and 2**64 - 2
         raise ValueError(f"epoch_size={epoch_size} is not a size recio.MinibatchSource takes: "
                          f"recio.sequence.cntk's INFINITELY_REPEAT and FULL_DATA_SWEEP are CNTK's "
-                         f"max_samples values; for an epoch of one sweep pass recio.SWEEP_FOREVER "
-                         f"(never ends) or recio.SWEEP_ONCE (ends after one sweep)")
+                         f"max_samples values; for an epoch of one sweep pass "
+                         f"recio.sequence.SWEEP_FOREVER (never ends) or "
+                         f"recio.sequence.SWEEP_ONCE (ends after one sweep)")
     if int(seed) < 0:
         raise ValueError(f"seed must be >= 0, not {seed}")
     if max_sweeps is not None and max_sweeps < 1:

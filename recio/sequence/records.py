@@ -403,7 +403,8 @@ def _parse_descriptors(buf: Buffer):
     magic, version, nstreams = SEQUENCE_HEADER.unpack_from(buf, 0)
     if magic != SEQUENCE_MAGIC:
         raise SequenceError(f"not a sequence record: starts with {bytes(magic)!r}, expected "
-                            f"{SEQUENCE_MAGIC!r} (was it written with recio.pack_sequence?)")
+                            f"{SEQUENCE_MAGIC!r} (was it written with "
+                            f"recio.sequence.pack_sequence?)")
     if version != SEQUENCE_VERSION:
         raise SequenceError(f"sequence record version {version}; this recio reads version "
                             f"{SEQUENCE_VERSION} (upgrade recio)")

@@ -3,7 +3,7 @@ sequence entry points.
 
 Each input is split into an ``.idx`` and a ``.rec`` (its first byte says how much goes to the
 ``.idx``), and every reader runs over them: ``RecordReader`` (raise and skip modes),
-``IndexedRecordReader``, ``verify_file``, ``recio.repair``, ``unpack_sequence``,
+``IndexedRecordReader``, ``verify_file``, ``recio.image.repair.repair``, ``unpack_sequence``,
 ``sequence_sample_counts`` and ``MinibatchSource``. Only ``recio.RecordIOError`` and its
 subclasses may escape; anything else stops the run with the input that caused it. Starts from
 a few valid files (image and sequence records) written into the corpus folder. Run from the
@@ -76,9 +76,9 @@ def write_seeds(corpus: str) -> None:
             jpeg = b"\xff\xd8\xff" + b"x" * i + recio.records.framing.MAGIC_BYTES + b"\xff\xd9"
             w.write(i, recio.pack(recio.IRHeader(0, 1.0, i, 0), jpeg))
     keep("images")
-    with recio.SequenceWriter(REC) as w:
+    with recio.sequence.SequenceWriter(REC) as w:
         for n in (1, 2):
-            w.write({"s": recio.Sparse.from_lists([([1], [1.0])] * n, 10),
+            w.write({"s": recio.sequence.Sparse.from_lists([([1], [1.0])] * n, 10),
                      "x": np.ones((n, 2), np.float32)})
     keep("sequences")
 
