@@ -141,4 +141,4 @@ def test_import_recio_loads_nothing_else():
 
 def test_subpackages_load_on_first_use():
     assert fresh("print(recio.sequence.SWEEP_ONCE == sys.maxsize - 2, "
-                 "recio.records.write_index.__module__)").split() == ["True", "recio.records.index"]
+                 "recio.records.write_index.__module__)").split() == ["True", "recio.records.index_format"]
