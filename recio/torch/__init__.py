@@ -282,7 +282,7 @@ class RecordDataset(Dataset):
             reader = self._readers[n] = RecordReader(self._files[n],
                                                      storage_options=self.storage_options,
                                                      shard_cache=self._cache)
-            reader.set_index(self._indexes[n])  # a remote file: one GET a record
+            reader.source.use_index(self._indexes[n])  # a remote file: one GET a record
         elif len(self._readers) > 1:
             self._readers.move_to_end(n)
         return reader
@@ -960,7 +960,7 @@ class RecordIterableDataset(IterableDataset):
                             ahead.reached(step[i])
                         with RecordReader(path, storage_options=self.storage_options,
                                           shard_cache=self._cache) as rd:
-                            rd.limit_streaming(hi)
+                            rd.source.limit(hi)
                             rd.seek(lo)
                             for off, payload in rd.records_with_offsets():
                                 after = rd.tell()
