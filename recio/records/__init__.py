@@ -5,6 +5,8 @@ Reading from the bottom up:
 * ``framing``  the part header (magic, length, cflag) and padding: the one framing check.
 * ``atomic``   how every output appears complete or not at all (temporary name, then rename).
 * ``index``    the ``.idx`` text format, the ``.idx`` beside a ``.rec``, the parsed ``Index``.
+* ``byte_sources`` where a reader's bytes come from: a map, ``pread``, a remote object, a stream.
+* ``walker``   the record walker over any source: checked or trusting, resynchronising.
 * ``reader``   ``RecordReader``: sequential and by-offset reads of whole records.
 * ``writer``   ``RecordWriter`` / ``IndexedRecordWriter``.
 * ``indexed``  ``IndexedRecordReader`` and the load-the-index-or-scan decision.

@@ -1,11 +1,13 @@
-"""``RecordReader``: sequential and by-offset reading of a RecordIO file (by key: ``recio.records.indexed``).
+"""``RecordReader``: sequential and by-offset reading of a RecordIO file (by key:
+``recio.records.indexed``).
 
-The reader is thin: a byte source (``recio.records.sources``: a memory map, ``pread``, a remote
-object with its prefetch policy, a stream) under the record walker (``recio.records.walker``:
-the checked or the trusting strategy, the slow path, resynchronisation), and the position and
-read-ahead state of the read paths here. Local files are memory-mapped and read by position, so
-a reader opened before ``fork()`` keeps working in DataLoader workers and no file pointer is
-shared. Every framing problem raises ``RecordIOError`` naming the file and the byte offset.
+The reader is thin: a byte source (``recio.records.byte_sources``: a memory map, ``pread``, a
+remote object with its prefetch policy, a stream) under the record walker
+(``recio.records.walker``: the checked or the trusting strategy, the slow path,
+resynchronisation); here are the read paths, with their position and read-ahead state. Local
+files are memory-mapped and read by position, so a reader opened before ``fork()`` keeps
+working in DataLoader workers and no file pointer is shared. Every framing problem raises
+``RecordIOError`` naming the file and the byte offset.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 from recio.errors import RecordIOError
 from recio.records.framing import MAGIC, MAGIC_BYTES
-from recio.records.sources import ByteSource, PathOrFile, open_source
+from recio.records.byte_sources import ByteSource, PathOrFile, open_source
 from recio.records.walker import (
     FIRST_WINDOW,
     WINDOW_BYTES,
@@ -48,8 +50,9 @@ class RecordReader:
     checked local copy of the whole object (mapped like a local file; errors still name the
     URL), downloaded first when the cache has none.
 
-    ``source`` is the ``recio.records.sources.ByteSource`` read; a remote object's read-ahead
-    hints go to it (``reader.source.fetch(ranges)``, ``.limit(end)``, ``.use_index(index)``).
+    ``source`` is the ``recio.records.byte_sources.ByteSource`` read; a remote object's
+    read-ahead hints go to it (``reader.source.fetch(ranges)``, ``.limit(end)``,
+    ``.use_index(index)``).
     """
 
     def __init__(self, source: PathOrFile, on_error: str = "raise", *,

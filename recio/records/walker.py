@@ -37,7 +37,7 @@ from recio.records.framing import (
     truncation_error,
 )
 from recio.records.sniff import SNIFF_BYTES, not_a_record_file
-from recio.records.sources import ByteSource
+from recio.records.byte_sources import ByteSource
 from recio.storage import StorageOptions
 
 Span = Tuple[int, int]
