@@ -18,7 +18,6 @@ from recio.records.framing import MAGIC, MAGIC_BYTES
 from recio.records.byte_sources import ByteSource, PathOrFile, open_source
 from recio.records.walker import (
     FIRST_WINDOW,
-    WINDOW_BYTES,
     DamageHandler,
     RecordWalker,
     Span,
@@ -71,7 +70,7 @@ class RecordReader:
         walker = self._walker = RecordWalker(
             self.source, trust_lengths=trust_lengths, on_error=on_error, on_damage=on_damage,
             storage_options=storage_options)
-        # the walker's steps for one record, bound once: the read paths call them per record
+        # the walker's steps for one record, bound once: read() calls them for every record
         self._read_whole, self._large_at = walker.read_whole, walker.large_at
         self._pos = 0
         self._clear_ahead()
@@ -85,11 +84,6 @@ class RecordReader:
     def errors(self) -> List[RecordIOError]:
         """The errors of the damaged regions passed over in skip mode (the first 10,000)."""
         return self._walker.errors
-
-    @property
-    def on_damage(self) -> Optional[DamageHandler]:
-        """Called in skip mode for every damaged region passed over."""
-        return self._walker.on_damage
 
     @property
     def buffer(self) -> Any:
@@ -217,46 +211,8 @@ class RecordReader:
 
         Damage after some records of the batch ends the batch early; the next call raises.
         """
-        out: List[bytes] = []
-        buf, pos, walker = self._buf, self._pos, self._walker
         self._clear_ahead()
-        window = WINDOW_BYTES
-        remote = self.source.remote
-        while len(out) < n and pos < self.size:
-            if remote:  # whole runs of records from the stream's blocks (see _scan)
-                view, heads, ends, nxt = walker.stream_walk(pos)
-                if heads:
-                    want = n - len(out)
-                    if len(heads) > want:
-                        heads, ends, nxt = heads[:want], ends[:want], heads[want]
-                    out += [bytes(view[h - pos + 8:e - pos]) for h, e in zip(heads, ends)]
-                    pos = nxt
-                    continue
-            record = walker.large_at(pos)
-            if record is not None:
-                out.append(record)
-                pos = after_record(pos, len(record), self.size)
-                continue
-            heads, ends, nxt = walker.walk(pos, window, copying=True)
-            window = next_window(window, pos, nxt)
-            if heads:
-                want = n - len(out)
-                if len(heads) > want:
-                    heads, ends, nxt = heads[:want], ends[:want], heads[want]
-                out += [buf[h + 8:e] for h, e in zip(heads, ends)]
-                pos = nxt
-                continue
-            try:
-                offset, spans, pos = walker.next_spans(pos)
-            except RecordIOError:
-                if out:
-                    break
-                self._pos = pos
-                raise
-            if offset is None:
-                break
-            out.append(walker.join(spans))
-        self._pos = pos
+        out, self._pos = self._walker.batch(self._pos, n)
         return out
 
     def read_at(self, offset: int) -> bytes:

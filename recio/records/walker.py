@@ -75,8 +75,10 @@ def next_window(window: int, start: int, stop: int) -> int:
     return FIRST_WINDOW
 
 
-class RecordWalker:
-    """Walks the records of ``source``: checked (the default) or trusting ``trust_lengths``.
+class RecordChecker:
+    """Checks the records of ``source`` one at a time: the slow, fully general path (any
+    record, multi-part ones too, and damage), and the fast path for one whole record.
+    ``trust_lengths``: data is not searched for swallowed records (header checks stay).
 
     ``on_error="skip"`` resynchronises at the next record head after damage, counting the bytes
     passed over in ``skipped_bytes``, keeping the errors in ``errors`` (the first 10,000) and
@@ -91,6 +93,7 @@ class RecordWalker:
         self.buf: Any = source.buffer  # the whole file when addressable, else None
         self.fd = source.fd  # large records are copied with pread from it (see read_whole)
         self._bytes = source.read
+        self.remote = source.remote
         self.trust_lengths = trust_lengths
         self.on_error = on_error
         self.on_damage = on_damage
@@ -212,61 +215,6 @@ class RecordWalker:
             pos += chunk
         return -1
 
-    # -- many records: a run of whole records, checked or trusted -----------------------------
-    def walk(self, pos: int, max_bytes: int, copying: bool = False,
-             window: Optional[Tuple[Any, int]] = None) -> Run:
-        """``(heads, ends, next)`` of the consecutive whole records from ``pos`` that lie in the
-        next ``max_bytes``, checked (``checked_run``; ``trusting_run`` for ``trust_lengths``);
-        empty when the slow path must look at ``pos`` itself. ``copying``: the caller copies
-        the records out, so the run also stops before a large one (``large_at`` reads those).
-        ``window``: ``(buffer, its file offset)`` to walk instead of the map (a stream's block;
-        the window's end stands for the file's end, and a record crossing it is left to the
-        caller).
-        """
-        if window is None:
-            buf, base, size = self.buf, 0, self.size
-        else:
-            buf, base = window
-            size = base + len(buf)
-        if buf is None or pos & 3 or pos > size - HEADER_SIZE:
-            return [], [], pos
-        if self.trust_lengths and window is None:
-            return trusting_run(buf, 0, size, size, pos, max_bytes)
-        run = checked_run(buf, base, size, pos, max_bytes, copying and window is None)
-        if run is not None:
-            return run
-        if window is not None:  # a record larger than the window: the caller's business
-            return [], [], pos
-        end = self.check_whole(pos)  # a first record larger than the window, on its own
-        return ([pos], [end], min(size, (end + 3) & ~3)) if end >= 0 else ([], [], pos)
-
-    def spans_from(self, pos: int, window: int) -> Tuple[List[int], List[List[Span]], int]:
-        """Offsets and part spans of the next records from ``pos`` (a window, or one record via
-        the slow path), and the offset after them; empty at the end of the file."""
-        heads, ends, nxt = self.walk(pos, window)
-        if heads:
-            return heads, [[(h + 8, e)] for h, e in zip(heads, ends)], nxt
-        offset, spans, nxt = self.next_spans(pos)
-        if offset is None:
-            return [], [], nxt
-        return [offset], [spans], nxt
-
-    def stream_walk(self, pos: int) -> Tuple[Any, List[int], List[int], int]:
-        """A source without a map's next run of checked whole records from ``pos``: ``(window,
-        heads, ends, next)``, the records being ``window[head - pos + 8:end - pos]`` (no run:
-        empty)."""
-        assert self.source is not None
-        view = self.source.window(pos, _STREAM_WINDOW)
-        # hop from header to header, then one count of the aligned magic words: exactly one per
-        # head means no record's data holds one (no swallowed record), the check checked_run
-        # makes; otherwise checked_run finds where the run must stop
-        heads, ends, nxt = trusting_run(view, pos, pos + len(view), self.size, pos,
-                                        _STREAM_WINDOW)
-        if heads and not self.trust_lengths and \
-                count_aligned_magic(view, 0, nxt - pos) != len(heads):
-            heads, ends, nxt = self.walk(pos, _STREAM_WINDOW, copying=True, window=(view, pos))
-        return view, heads, ends, nxt
-
     # -- one whole record, on the fast path ---------------------------------------------------
     def whole_end(self, offset: int, header: Optional[Tuple[int, int]] = None) -> int:
         """End of the data of the whole (single-part) record at ``offset`` if its header checks
@@ -343,6 +291,108 @@ class RecordWalker:
         if magic != MAGIC or not _LARGE_RECORD <= lrec < FIRST_CONTINUATION_LREC:
             return None
         return self.read_whole(pos, header)
+
+
+class RecordWalker(RecordChecker):
+    """Walks runs of whole records of ``source``, checked (``checked_run``, the default) or
+    trusted (``trusting_run``, ``trust_lengths``), handing what a run cannot take to the
+    one-record paths of ``RecordChecker``."""
+
+    def walk(self, pos: int, max_bytes: int, copying: bool = False,
+             window: Optional[Tuple[Any, int]] = None) -> Run:
+        """``(heads, ends, next)`` of the consecutive whole records from ``pos`` that lie in the
+        next ``max_bytes``, checked (``checked_run``; ``trusting_run`` for ``trust_lengths``);
+        empty when the slow path must look at ``pos`` itself. ``copying``: the caller copies
+        the records out, so the run also stops before a large one (``large_at`` reads those).
+        ``window``: ``(buffer, its file offset)`` to walk instead of the map (a stream's block;
+        the window's end stands for the file's end, and a record crossing it is left to the
+        caller).
+        """
+        if window is None:
+            buf, base, size = self.buf, 0, self.size
+        else:
+            buf, base = window
+            size = base + len(buf)
+        if buf is None or pos & 3 or pos > size - HEADER_SIZE:
+            return [], [], pos
+        if self.trust_lengths and window is None:
+            return trusting_run(buf, 0, size, size, pos, max_bytes)
+        run = checked_run(buf, base, size, pos, max_bytes, copying and window is None)
+        if run is not None:
+            return run
+        if window is not None:  # a record larger than the window: the caller's business
+            return [], [], pos
+        end = self.check_whole(pos)  # a first record larger than the window, on its own
+        return ([pos], [end], min(size, (end + 3) & ~3)) if end >= 0 else ([], [], pos)
+
+    def spans_from(self, pos: int, window: int) -> Tuple[List[int], List[List[Span]], int]:
+        """Offsets and part spans of the next records from ``pos`` (a window, or one record via
+        the slow path), and the offset after them; empty at the end of the file."""
+        heads, ends, nxt = self.walk(pos, window)
+        if heads:
+            return heads, [[(h + 8, e)] for h, e in zip(heads, ends)], nxt
+        offset, spans, nxt = self.next_spans(pos)
+        if offset is None:
+            return [], [], nxt
+        return [offset], [spans], nxt
+
+    def stream_walk(self, pos: int) -> Tuple[Any, List[int], List[int], int]:
+        """A source without a map's next run of checked whole records from ``pos``: ``(window,
+        heads, ends, next)``, the records being ``window[head - pos + 8:end - pos]`` (no run:
+        empty)."""
+        assert self.source is not None
+        view = self.source.window(pos, _STREAM_WINDOW)
+        # hop from header to header, then one count of the aligned magic words: exactly one per
+        # head means no record's data holds one (no swallowed record), the check checked_run
+        # makes; otherwise checked_run finds where the run must stop
+        heads, ends, nxt = trusting_run(view, pos, pos + len(view), self.size, pos,
+                                        _STREAM_WINDOW)
+        if heads and not self.trust_lengths and \
+                count_aligned_magic(view, 0, nxt - pos) != len(heads):
+            heads, ends, nxt = self.walk(pos, _STREAM_WINDOW, copying=True, window=(view, pos))
+        return view, heads, ends, nxt
+
+    def batch(self, pos: int, n: int) -> Tuple[List[bytes], int]:
+        """Up to ``n`` records from ``pos`` (fewer at the end) and the offset after them
+        (``RecordReader.read_batch``). Damage after some records ends the batch early."""
+        out: List[bytes] = []
+        buf = self.buf
+        window = WINDOW_BYTES
+        remote = self.remote
+        while len(out) < n and pos < self.size:
+            if remote:  # whole runs of records from the stream's blocks
+                view, heads, ends, nxt = self.stream_walk(pos)
+                if heads:
+                    want = n - len(out)
+                    if len(heads) > want:
+                        heads, ends, nxt = heads[:want], ends[:want], heads[want]
+                    out += [bytes(view[h - pos + 8:e - pos]) for h, e in zip(heads, ends)]
+                    pos = nxt
+                    continue
+            record = self.large_at(pos)
+            if record is not None:
+                out.append(record)
+                pos = after_record(pos, len(record), self.size)
+                continue
+            heads, ends, nxt = self.walk(pos, window, copying=True)
+            window = next_window(window, pos, nxt)
+            if heads:
+                want = n - len(out)
+                if len(heads) > want:
+                    heads, ends, nxt = heads[:want], ends[:want], heads[want]
+                out += [buf[h + 8:e] for h, e in zip(heads, ends)]
+                pos = nxt
+                continue
+            try:
+                offset, spans, pos = self.next_spans(pos)
+            except RecordIOError:
+                if out:
+                    break
+                raise
+            if offset is None:
+                break
+            out.append(self.join(spans))
+        return out, pos
 
 
 # -- the two strategies for a run of whole records ---------------------------------------------
@@ -422,5 +472,5 @@ def trusting_run(buf: Any, base: int, size: int, file_size: int, pos: int,
     return heads, ends, min(p, size)
 
 
-__all__ = ["RecordWalker", "checked_run", "trusting_run", "after_record", "next_window",
+__all__ = ["RecordWalker", "RecordChecker", "checked_run", "trusting_run", "after_record", "next_window",
            "unpack_header", "DamageHandler", "Span", "FIRST_WINDOW", "WINDOW_BYTES"]
