@@ -36,8 +36,8 @@ from recio.records.framing import (
     truncated_header_error,
     truncation_error,
 )
-from recio.records.sniff import SNIFF_BYTES, not_a_record_file
 from recio.records.byte_sources import ByteSource
+from recio.records.sniff import SNIFF_BYTES, not_a_record_file
 from recio.storage import StorageOptions
 
 Span = Tuple[int, int]
