@@ -116,7 +116,7 @@ def gets_per_record(url: str, n_records: int) -> dict:
     rng = np.random.default_rng(7)
     out = {}
     with IndexedRecordReader(url) as reader:
-        remote = reader.reader._file
+        remote = reader.reader.source.file
         keys = rng.integers(0, n_records, 200).tolist()
         before = remote.requests
         for key in keys:
@@ -124,13 +124,13 @@ def gets_per_record(url: str, n_records: int) -> dict:
         # the same keys twice would hit the block cache: count distinct ones
         out["single"] = (remote.requests - before) / len(set(keys))
     with IndexedRecordReader(url) as reader:
-        remote = reader.reader._file
+        remote = reader.reader.source.file
         batch = sorted(set(rng.integers(0, n_records, 64).tolist()))
         before = remote.requests
         reader.read_many(batch)
         out["batch of 64 random"] = (remote.requests - before) / len(batch)
     with IndexedRecordReader(url) as reader:
-        remote = reader.reader._file
+        remote = reader.reader.source.file
         first = int(rng.integers(0, n_records - 64))
         before = remote.requests
         reader.read_many(range(first, first + 64))

@@ -367,20 +367,20 @@ def test_a_remote_object_reads_exactly_like_the_local_file(tmp_path_factory, pay
     windows of any size) give the same records and the same errors at the same offsets."""
     fsspec = need("fsspec")
     from recio import storage
-    from recio.records import reader as reader_module
+    from recio.records import walker as walker_module
 
     data = mutate(build(payloads), mutations)
     path = tmp_path_factory.mktemp("remote") / "d.rec"
     path.write_bytes(data)
     url = f"memory://agree/{abs(hash((data, block, window)))}.rec"
     fsspec.filesystem("memory").pipe(url[len("memory://"):], data)
-    saved = storage.STREAM_BLOCK, reader_module._STREAM_WINDOW
-    storage.STREAM_BLOCK, reader_module._STREAM_WINDOW = block, window
+    saved = storage.STREAM_BLOCK, walker_module._STREAM_WINDOW
+    storage.STREAM_BLOCK, walker_module._STREAM_WINDOW = block, window
     try:
         with hang_guard():
             remote = remote_outcomes(url)
     finally:
-        storage.STREAM_BLOCK, reader_module._STREAM_WINDOW = saved
+        storage.STREAM_BLOCK, walker_module._STREAM_WINDOW = saved
     records, regions = reference(path)
     assert remote["skip"] == (records, [(a, b, e.message) for a, b, e in regions])
     prefix, region = expect_prefix(records, regions)

@@ -81,22 +81,22 @@ def test_records_from_the_bucket_equal_the_local_ones(golden_bucket, path):
     with RecordReader(path) as local, RecordReader(url) as remote:
         expected = list(local.records_with_offsets())
         assert list(remote.records_with_offsets()) == expected
-        assert remote._file.requests == 1  # the whole scan is one streaming GET
+        assert remote.source.file.requests == 1  # the whole scan is one streaming GET
         for offset, record in expected[::3]:
             assert remote.read_at(offset) == record
     idx = path.with_suffix(".idx")
     if idx.exists():
         with IndexedRecordReader(path) as local, IndexedRecordReader(url) as remote:
             assert remote.keys() == local.keys()
-            before = remote.reader._file.requests
+            before = remote.reader.source.file.requests
             for key in local.keys():
                 assert remote[key] == local[key]
             # one ranged GET per keyed read (the record's length comes from the index)
-            assert remote.reader._file.requests - before == len(local)
+            assert remote.reader.source.file.requests - before == len(local)
             keys = local.keys()
-            before = remote.reader._file.requests
+            before = remote.reader.source.file.requests
             assert remote.read_many(keys) == [local[k] for k in keys]
-            assert remote.reader._file.requests - before < len(keys)  # coalesced
+            assert remote.reader.source.file.requests - before < len(keys)  # coalesced
 
 
 def test_recio_mx_reads_from_the_bucket(golden_bucket):
@@ -564,7 +564,7 @@ def test_gs_urls_read_and_write_like_s3(gcs_endpoint):
         assert list(remote) == expected
     with IndexedRecordReader("gs://golden-gs/all.rec", storage_options=gcs_endpoint) as remote:
         assert [remote[k] for k in remote.keys()] == expected
-        assert remote.reader._file.requests == len(expected)  # one ranged GET a record
+        assert remote.reader.source.file.requests == len(expected)  # one ranged GET a record
     with ShardWriter("gs://golden-gs/set/train", max_records=5, checksums=True,
                      storage_options=gcs_endpoint) as writer:
         for key, record in enumerate(expected):

@@ -192,7 +192,7 @@ def _planned_names(reader: RecordReader, classes: Dict[int, str]) -> Iterator[st
     rule as ``_extract_one``: ``_image_of``, ``_class_folder`` and ``_unique_name``)."""
     used: Set[str] = set()
     # a remote object is streamed once, whole records; a local one is peeked at record heads
-    heads = (record for _, record in reader.records_with_offsets()) if reader.remote else \
+    heads = (record for _, record in reader.records_with_offsets()) if reader.source.remote else \
         (read_head(reader, offset) for offset in reader.iter_offsets())
     for head in heads:
         found = _image_of(head)

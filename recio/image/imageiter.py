@@ -360,7 +360,7 @@ class _Engine:
             except BaseException:
                 self.reader.close()
                 raise
-            self.reader.set_index(index)  # a remote object: one GET a record
+            self.reader.source.use_index(index)  # a remote object: one GET a record
             self.index = index
             warn_repeated_keys(index, EVERY_LINE, self.path)
             keys, offsets = index.key_list(), index.offsets.tolist()

@@ -314,7 +314,7 @@ class MXIndexedRecordIO(MXRecordIO):
         # list- and dict-like views computed from the arrays on demand (MXNet's list and dict)
         self.keys, self.idx = index.keys_view(), index.offsets_view()
         self._offset_of = index.offset_of
-        self._reader.set_index(index)  # a remote object: one GET a keyed read
+        self._reader.source.use_index(index)  # a remote object: one GET a keyed read
         if index.base == 0:  # the usual 0..n-1 keys: offsets by position, as Python ints
             self._dense = index.memoryviews()[0]
 

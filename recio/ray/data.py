@@ -142,7 +142,7 @@ def _read_ranges(ranges: List[Tuple[str, str, int, int, int]], decode_images: bo
             continue
         keys = index.key_array()
         with RecordReader(rec, storage_options=storage_options) as reader:
-            reader.set_index(index)
+            reader.source.use_index(index)
             order = np.argsort(index.offsets, kind="stable")  # read in file order
             records: List[Any] = [None] * len(keys)
             for i, record in zip(order.tolist(), reader.read_many_at(index.offsets[order])):

@@ -7,6 +7,8 @@ Reading from the bottom up:
 * ``index_format``  the ``.idx`` text format (parse, write) and the ``.idx`` beside a ``.rec``.
 * ``index_cache``   the binary sidecar cache of an ``.idx``, memory-mapped on later opens.
 * ``index``    the parsed ``Index``, its lookups and MXNet views, ``open_index``.
+* ``byte_sources`` where a reader's bytes come from: a map, ``pread``, a remote object, a stream.
+* ``walker``   the record walker over any source: checked or trusting, resynchronising.
 * ``reader``   ``RecordReader``: sequential and by-offset reads of whole records.
 * ``writer``   ``RecordWriter`` / ``IndexedRecordWriter``.
 * ``indexed``  ``IndexedRecordReader``, ``build_index`` and the load-the-index-or-scan decision.

@@ -114,7 +114,7 @@ class IndexedRecordReader(Mapping):
         """Hot-path shortcuts: the reader's ``read_at`` and, for keys ``0..n-1``, the offsets
         as a memoryview indexed by key. The reader gets the index, so a read of a remote
         object is one GET of the record's bytes."""
-        self.reader.set_index(self.index)
+        self.reader.source.use_index(self.index)
         self._read_at = self.reader.read_at
         index = self.index
         self._dense = index.memoryviews()[0] if index.base == 0 else None

@@ -482,7 +482,7 @@ class ShardReader:
             reader = self._readers[n] = RecordReader(
                 self.manifest.shards[n].rec, storage_options=self.manifest.storage_options,
                 shard_cache=self._cache)
-            reader.set_index(self._indexes[n])  # a remote shard: one GET a record
+            reader.source.use_index(self._indexes[n])  # a remote shard: one GET a record
         return reader
 
     def read(self, shard_number: int, i: int) -> bytes:
@@ -660,9 +660,9 @@ def _deep_check(shard: Shard, index: Any,
         offsets = index.offsets.tolist()
         index.rec_size = reader.size
         for i, offset in enumerate(offsets):
-            if reader.remote and i % _FETCH_BATCH == 0:  # coalesced, concurrent GETs
-                reader.fetch([(o, index.record_end(o) or reader.size)
-                              for o in offsets[i:i + _FETCH_BATCH]])
+            if reader.source.remote and i % _FETCH_BATCH == 0:  # coalesced, concurrent GETs
+                reader.source.fetch([(o, index.record_end(o) or reader.size)
+                                     for o in offsets[i:i + _FETCH_BATCH]])
             key = index.key_at(i) if index.has_keys else i
             try:
                 data = reader.read_at(offset)

@@ -510,7 +510,7 @@ def record_heads(path: PathLike, start: int = 0, end: Optional[int] = None,
         end = reader.size if end is None else min(end, reader.size)
         if start >= end:
             return
-        reader.limit_streaming(end)
+        reader.source.limit(end)
         reader.seek(start)
         for offset in reader.iter_offsets():
             if offset >= end:
@@ -528,7 +528,7 @@ def _iter_span_with_offsets(path: PathLike, start: int, end: int,
     if start >= end:
         return
     with RecordReader(path, storage_options=storage_options, shard_cache=shard_cache) as reader:
-        reader.limit_streaming(end)
+        reader.source.limit(end)
         reader.seek(start)
         for offset, record in reader.records_with_offsets():
             yield offset, record

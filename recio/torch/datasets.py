@@ -173,7 +173,7 @@ class RecordDataset(Dataset):
             reader = self._readers[n] = RecordReader(self._files[n],
                                                      storage_options=self.storage_options,
                                                      shard_cache=self._cache)
-            reader.set_index(self._indexes[n])  # a remote file: one GET a record
+            reader.source.use_index(self._indexes[n])  # a remote file: one GET a record
         elif len(self._readers) > 1:
             self._readers.move_to_end(n)
         return reader

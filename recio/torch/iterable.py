@@ -396,7 +396,7 @@ class RecordIterableDataset(IterableDataset):
                             ahead.reached(step[i])
                         with RecordReader(path, storage_options=self.storage_options,
                                           shard_cache=self._cache) as rd:
-                            rd.limit_streaming(hi)
+                            rd.source.limit(hi)
                             rd.seek(lo)
                             for off, payload in rd.records_with_offsets():
                                 after = rd.tell()
