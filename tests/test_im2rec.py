@@ -30,7 +30,8 @@ from recio.image.codec import (
     target_size,
     transform_image,
 )
-from recio.image.packing import pack_list, partial_paths
+from recio.image.pack_output import partial_paths
+from recio.image.packing import pack_list
 from support import hook_env, make_corpus
 
 
@@ -574,15 +575,15 @@ def test_a_malformed_list_line_is_skipped_with_its_line_and_the_pack_goes_on(tmp
 _BLOCKING_HOOK = """
 import os
 if os.environ.get("RECIO_TEST_BLOCK_ON"):
-    import recio.image.packing as packing
+    import recio.image.pack_worker as pack_worker
 
-    def _blocking(job, relpath, _read=packing._read_image_file):
+    def _blocking(job, relpath, _read=pack_worker._read_image_file):
         if relpath == os.environ["RECIO_TEST_BLOCK_ON"]:
             with open(os.environ["RECIO_TEST_FIFO"], "rb") as fifo:  # blocks: no writer
                 fifo.read()
         return _read(job, relpath)
 
-    packing._read_image_file = _blocking
+    pack_worker._read_image_file = _blocking
 """
 
 
@@ -721,7 +722,7 @@ def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp
     lst = make_corpus(tmp_path, n=30)
     cmd = [sys.executable, "-c", _im2rec_with(method), str(tmp_path / "job"),
            str(tmp_path / "img"), "--resize", "16", "--num-thread", "2", "--executor", "process"]
-    env = hook_env(tmp_path, kill_at="recio.image.packing:_read_image_file:3:KILL")
+    env = hook_env(tmp_path, kill_at="recio.image.pack_worker:_read_image_file:3:KILL")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr

@@ -36,14 +36,8 @@ from recio.image.lists import (
     read_list,
     read_list_entries,
 )
-from recio.image.packing import (
-    _inside,
-    _read_image_file,
-    _Skip,
-    count_items,
-    make_job,
-    pack_list,
-)
+from recio.image.pack_worker import _inside, _read_image_file, _Skip, make_job
+from recio.image.packing import count_items, pack_list
 from recio.image.shard_pack import pack_shards
 from recio.mx import recordio as mx_recordio
 from recio.records.index import open_index
