@@ -7,7 +7,7 @@
 * ``bucketing``  length buckets that minimise padding.
 * ``bucket_summary``  what ``recio buckets`` reports about a file's lengths.
 * ``cbf``        CNTK's binary format (CBF) reader and writer.
-* ``ctf``        CNTK's text format (CTF): stream definitions and a reader exact to CNTK 2.7.
+* ``ctf``        CNTK's text format (CTF): a reader exact to CNTK 2.7 (streams: ``ctf_streams``).
 * ``convert``    CBF <-> records; CTF -> CBF (ctf2bin's job) or records.
 """
 from recio.sequence.records import *  # noqa: F401,F403  (the names of the sequence format)
