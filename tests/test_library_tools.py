@@ -385,8 +385,8 @@ def test_index_and_extract_commands_call_the_library(golden, tmp_path):
 
 # -- pack_prefix: what `im2rec PREFIX ROOT` does -------------------------------------------------
 def test_pack_prefix_packs_every_list_of_the_prefix_like_mxnet(golden, tmp_path):
-    from recio.image.codec import ImageOptions
     from recio.image.pack_prefix import pack_prefix
+    from recio.image.transform import ImageOptions
 
     for name in ("chunks_0.lst", "chunks_1.lst"):
         shutil.copy(golden / "im2rec" / name, tmp_path / name)

@@ -21,7 +21,8 @@ from PIL import Image
 
 from recio import portable
 from recio.image import pack_executors
-from recio.image.codec import decode, encode
+from recio.image.codec import decode
+from recio.image.encoding import encode
 from recio.image.pack_output import partial_paths
 from recio.image.packing import pack_list
 from recio.records.framing import MAGIC_BYTES, split_payload

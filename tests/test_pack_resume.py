@@ -24,10 +24,10 @@ import pytest
 from conftest import as_in_a_terminal
 
 from recio.errors import InterruptedPackError, OutputBusyError
-from recio.image.codec import ImageOptions
 from recio.image.pack_output import partial_paths
 from recio.image.packing import pack_list
 from recio.image.shard_pack import Fault, pack_shards
+from recio.image.transform import ImageOptions
 from recio.records import lock as lock_module
 from recio.records.lock import OutputLock
 from recio.records.shards import load_manifest, verify_manifest

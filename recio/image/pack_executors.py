@@ -25,10 +25,10 @@ from PIL import Image
 
 from recio import portable
 from recio.errors import RecordIOError
-from recio.image import codec
-from recio.image.codec import set_opencv_threads
+from recio.image import transform
 from recio.image.pack_output import PackOutput
 from recio.image.pack_worker import Outcome, PackJob, Task, encode_batch
+from recio.image.transform import set_opencv_threads
 
 #: how workers run: threads share one process (the decoders, OpenCV and NumPy's large array
 #: operations release the GIL while they decode, resize and encode; how far two threads scale
@@ -65,7 +65,7 @@ def _init_process_worker(parent: int, resizer: str) -> None:
     terminal when they hand back their batch.
 
     A worker resizes with ``resizer``, the parent's choice: a forked worker inherits it, but a
-    spawned one (Windows', macOS's default) imports the codec afresh and would decide again,
+    spawned one (Windows', macOS's default) imports recio afresh and would decide again,
     from an environment the parent may have changed since it decided."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):  # held since it started (_ctrl_c_held); now ignored
@@ -73,7 +73,7 @@ def _init_process_worker(parent: int, resizer: str) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     portable.end_with_parent(parent)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-    codec.RESIZER = resizer
+    transform.RESIZER = resizer
     set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
 
 
@@ -139,7 +139,7 @@ def encode_in_order(job: PackJob, tasks: Iterator[Task], workers: int, kind: str
                 others = set(multiprocessing.active_children())
                 with _ctrl_c_held(context):  # assigned inside: a Ctrl-C held here finds the pool
                     pool = context.Pool(workers, _init_process_worker,
-                                        (os.getpid(), codec.resizer_name()))
+                                        (os.getpid(), transform.resizer_name()))
                 started = [p for p in multiprocessing.active_children() if p not in others]
                 pending: Deque = deque()
                 for batch in _batched(tasks, batch_size):

@@ -20,9 +20,10 @@ from typing import List, Optional, Tuple
 
 from recio import portable, storage
 from recio.errors import ImageError
-from recio.image.codec import ImageOptions, has_alpha, transform_image
+from recio.image.codec import has_alpha
 from recio.image.header import IRHeader, pack
 from recio.image.lists import ListItem, list_path_candidates, native_list_path
+from recio.image.transform import ImageOptions, transform_image
 from recio.records.framing import MAX_RECORD_LENGTH
 from recio.storage import StorageOptions
 

@@ -20,7 +20,6 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from recio import portable
 from recio.errors import InterruptedPackError, ListFileError, NothingFoundError, plural
-from recio.image.codec import ImageOptions, set_opencv_threads
 from recio.image.lists import ListItem, foreign_list_path, read_list_entries
 from recio.image.pack_executors import AUTO_EXECUTOR, check_workers, encode_in_order
 from recio.image.pack_output import (
@@ -35,6 +34,7 @@ from recio.image.pack_output import (
 )
 from recio.image.pack_progress import PackProgress, staging_folder
 from recio.image.pack_worker import Outcome, PackJob, Task, item_location, make_job
+from recio.image.transform import ImageOptions, set_opencv_threads
 from recio.records.atomic import check_outputs, remove_orphaned_temps
 from recio.records.framing import encode_record
 from recio.records.lock import OutputLock, lock_path

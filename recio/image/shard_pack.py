@@ -50,7 +50,6 @@ import numpy as np
 
 from recio import storage
 from recio.errors import InterruptedPackError, RecordIOError
-from recio.image.codec import ImageOptions
 from recio.image.pack_executors import check_workers
 from recio.image.pack_output import has_partial, output_paths, partial_paths
 from recio.image.pack_progress import PackProgress, part_name, staging_folder
@@ -67,6 +66,7 @@ from recio.image.packing import (
     list_tasks,
     pack_tasks,
 )
+from recio.image.transform import ImageOptions
 from recio.records.atomic import (
     AtomicFile,
     OutputSet,

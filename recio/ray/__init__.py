@@ -19,9 +19,9 @@ from recio.optional import require
 
 require("ray", feature="recio.ray (the Ray engine and Ray Data)")
 
-from recio.image.codec import ImageOptions  # noqa: E402
 from recio.image.packing import PackResult  # noqa: E402
 from recio.image.shard_pack import ShardPackReport, pack_shards  # noqa: E402
+from recio.image.transform import ImageOptions  # noqa: E402
 from recio.ray.engine import RayEngine, connect, messages_to_stderr  # noqa: E402
 
 #: names from recio.ray.data, imported on first use (Ray Data and pandas take ~0.5 s to import,
