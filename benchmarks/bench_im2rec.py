@@ -145,10 +145,10 @@ def cpu_cost(paths: list, decoder: str, resizer: str, mode: str = "fast",
     and where they go: ``{"resize": ms, "encode": ms, "decode and rest": ms}`` per image."""
     from PIL import Image
 
-    from recio.image import codec as imageproc
+    from recio.image import transform as imageproc
     from recio.image import linear
     from recio.image.header import IRHeader, pack
-    from recio.image.codec import ImageOptions, transform_image
+    from recio.image.transform import ImageOptions, transform_image
 
     imageproc.RESIZER = resizer
     cv2 = imageproc._cv2()
@@ -200,8 +200,8 @@ def thread_speedup(paths: list, decoder: str, resizer: str, mode: str = "fast",
                    sample: int = 200) -> float:
     """Wall-clock speed-up of 2 threads over 1 on the same images (2.0: the codecs release the
     GIL all the time; a loaded machine lowers it too)."""
-    from recio.image import codec as imageproc
-    from recio.image.codec import ImageOptions, transform_image
+    from recio.image import transform as imageproc
+    from recio.image.transform import ImageOptions, transform_image
 
     imageproc.RESIZER = resizer
     resize_mode, encoder = MODES[mode]
@@ -235,8 +235,8 @@ def resize_quality(paths: list, sample: int) -> dict:
     import numpy as np
     from PIL import Image
 
-    from recio.image import codec as imageproc
-    from recio.image.codec import ImageOptions, render_image, target_size
+    from recio.image import transform as imageproc
+    from recio.image.transform import ImageOptions, render_image, target_size
 
     def psnr(a, ref):
         mse = np.mean((a.astype(np.float64) - np.clip(ref, 0, 255)) ** 2)
@@ -272,7 +272,9 @@ def encoder_quality(paths: list, sample: int, qualities=(95, 85)) -> list:
     here, else Pillow's save), ``fast`` simplejpeg (TurboJPEG's fast DCT below 96)."""
     import numpy as np
 
-    from recio.image.codec import ImageOptions, decode, encode, render_pixels
+    from recio.image.codec import decode
+    from recio.image.encoding import encode
+    from recio.image.transform import ImageOptions, render_pixels
     from recio.optional import optional
 
     def psnr(a, ref):
@@ -332,7 +334,8 @@ def main() -> None:
     parser.add_argument("--out", default=os.path.join(HERE, "out", "im2rec"))
     args = parser.parse_args()
 
-    from recio.image.codec import have_fast_decoder, resizer_name
+    from recio.image.codec import have_fast_decoder
+    from recio.image.transform import resizer_name
 
     os.makedirs(args.out, exist_ok=True)
     root = os.path.join(args.out, "corpus")

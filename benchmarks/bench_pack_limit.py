@@ -209,16 +209,16 @@ class _Im2recCodec:
         self.mode = mode
 
     def __call__(self, path: str) -> bytes:
-        from recio.image import codec
+        from recio.image import transform
 
-        codec.RESIZER = self.resizer
+        transform.RESIZER = self.resizer
         fast = self.mode == "fast"
         try:
-            return codec.transform_image(_read(path), codec.ImageOptions(
+            return transform.transform_image(_read(path), transform.ImageOptions(
                 resize=SIDE, quality=QUALITY, resize_mode="antialias" if fast else "mxnet",
                 encoder="fast" if fast else "exact"))
         finally:
-            codec.RESIZER = None
+            transform.RESIZER = None
 
 
 def candidates() -> Dict[str, Callable[[str], bytes]]:
@@ -380,7 +380,7 @@ def which_codecs(im2rec: str, hide: str, hider_dir: str, extra: List[str]) -> st
     fast = "--encoder" in extra
     options = ("ImageOptions(resize_mode='antialias', encoder='fast')" if fast
                else "ImageOptions()")
-    code = ("from recio.image.codec import ImageOptions, codec_names; "
+    code = ("from recio.image.transform import ImageOptions, codec_names; "
             f"print(', '.join(f'{{k}} {{v}}' for k, v in codec_names({options}).items()))")
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)
     return out.stdout.strip() or out.stderr.strip().splitlines()[-1]

@@ -113,8 +113,8 @@ def verify_rate(root: str, lst: str, base: str, shards: int) -> float:
     """MB/s of a resume's check of kept parts: a staging folder whose parts are all done
     (the pack stopped just before publishing), then its done records verified."""
     from recio.image import shard_pack
-    from recio.image.codec import ImageOptions
     from recio.image.pack_progress import PackProgress, staging_folder
+    from recio.image.transform import ImageOptions
 
     folder = _fresh(base, "verify", lst)
 

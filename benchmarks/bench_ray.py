@@ -88,8 +88,8 @@ def driver_share(lst: str, root: str, shards: int, address: str) -> dict:
     code = f"""
 import json, sys, time
 import recio.ray
-from recio.image.codec import ImageOptions
 from recio.image.shard_pack import ShardPackReport
+from recio.image.transform import ImageOptions
 report = ShardPackReport("ray")
 recio.ray.connect({address!r})
 connected = time.time()

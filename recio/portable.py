@@ -4,8 +4,9 @@ Linux, macOS and Windows differ in a few facilities the readers and writers rely
 at a position without moving a shared file offset (``os.pread``: not on Windows), binary file
 descriptors (Windows opens them in text mode unless told), memory-map advice (``madvise``: not
 on Windows), ``/proc/self/fd`` and ``fallocate`` (Linux only), asking whether a process is
-alive (``os.kill(pid, 0)`` *terminates* the process on Windows), and replacing or deleting a
-file that is open or memory-mapped (POSIX allows it; Windows refuses).
+alive (``os.kill(pid, 0)`` *terminates* the process on Windows), whole-file locks
+(``fcntl.flock``) and signal masks (``pthread_sigmask``): POSIX only, and replacing or deleting a file that is open or memory-mapped
+(POSIX allows it; Windows refuses).
 
 Every check reads the facility when it is called, not when recio is imported, so a facility
 removed later (as the tests' ``RECIO_TEST_REMOVE`` mode does, by deleting ``os.pread`` or the
@@ -14,6 +15,7 @@ fallbacks give the same bytes as the fast paths.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import sys
@@ -230,6 +232,80 @@ def end_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:  # the parent died before the line above took effect
         os._exit(1)
+
+
+# -- whole-file locks ------------------------------------------------------------------------
+def has_file_locks() -> bool:
+    """POSIX whole-file locks (``fcntl.flock``) exist here: Linux and macOS, not Windows."""
+    if sys.platform == "win32":  # (this: for type checkers; system() for the tests' modes)
+        return False
+    return system() != "win32"
+
+
+def lock_file(fd: int, *, shared: bool = False, wait: bool = True) -> bool:
+    """Lock the file of ``fd`` (``flock``), shared or exclusive. With ``wait=False``, False when
+    another process holds a lock in the way. ``OSError`` where the file system cannot lock;
+    call only where :func:`has_file_locks`."""
+    if sys.platform == "win32":
+        raise OSError(errno.ENOSYS, "no POSIX file locks on Windows")
+    import fcntl
+
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+                    | (0 if wait else fcntl.LOCK_NB))
+    except OSError as exc:
+        if not wait and exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            return False
+        raise
+    return True
+
+
+def unlock_file(fd: int) -> None:
+    """Release the lock :func:`lock_file` took on ``fd`` (nothing where there are none)."""
+    if sys.platform == "win32":
+        return
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except OSError:
+        pass
+
+
+# -- signal masks ----------------------------------------------------------------------------
+def has_signal_mask() -> bool:
+    """A thread can hold (block) signals until it releases them: POSIX, not Windows."""
+    if sys.platform == "win32":  # (this: for type checkers)
+        return False
+    import signal
+
+    return hasattr(signal, "pthread_sigmask")
+
+
+def hold_signal(sig: int) -> Any:
+    """Hold ``sig`` in this thread (and the processes it starts); returns the mask to give
+    :func:`restore_signal_mask`. Call only where :func:`has_signal_mask`."""
+    if sys.platform == "win32":
+        raise OSError(errno.ENOSYS, "no signal mask on Windows")
+    import signal
+
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+
+
+def release_signal(sig: int) -> None:
+    """Stop holding ``sig`` in this thread (nothing where there is no signal mask)."""
+    if sys.platform != "win32" and has_signal_mask():
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+
+
+def restore_signal_mask(previous: Any) -> None:
+    """Give this thread back the mask :func:`hold_signal` returned."""
+    if sys.platform != "win32":
+        import signal
+
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 # -- replacing files -------------------------------------------------------------------------

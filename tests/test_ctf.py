@@ -25,11 +25,13 @@ from recio.cli.convert import convert_cmd
 from recio.errors import CTFError, OutputExistsError, RecordIOError
 from recio.records.reader import RecordReader
 from recio.sequence import Sparse, sample_counts, unpack_sequence
-from recio.sequence import ctf
+from recio.sequence import ctf, ctf_index
 from recio.sequence.cbf import CBFReader
 from recio.sequence.convert import convert, ctf_to_cbf, ctf_to_rec
-from recio.sequence.ctf import CTFReader, CTFStream, read_header
-from recio.sequence.minibatch import MinibatchSource, open_corpus
+from recio.sequence.corpora import open_corpus
+from recio.sequence.ctf import CTFReader
+from recio.sequence.ctf_streams import CTFStream, read_header
+from recio.sequence.minibatch import MinibatchSource
 
 DATA = pathlib.Path(__file__).parent / "data"
 EXPECTED = json.loads((DATA / "ctf" / "expected_cntk.json").read_text())
@@ -603,7 +605,7 @@ def test_index_streams_in_blocks(tmp_path, monkeypatch):
     path = write(tmp_path, "\n".join(lines) + "\n")
     streams = [CTFStream("x", "F", 40), L5]
     big = CTFReader(path, streams, chunk_size_bytes=300)
-    monkeypatch.setattr(ctf, "_BLOCK", 37)
+    monkeypatch.setattr(ctf_index, "_BLOCK", 37)
     small = CTFReader(path, streams, chunk_size_bytes=300)
     for name in ("offsets", "keys", "sizes", "counts", "lines", "_bounds"):
         assert getattr(small, name).tolist() == getattr(big, name).tolist(), name

@@ -21,7 +21,8 @@ import recio
 from recio.cli.main import recio as recio_group
 from recio.image.verify import verify_file
 from recio.records.index import open_index
-from recio.sequence.minibatch import MemoryCorpus, Minibatch
+from recio.sequence.corpora import MemoryCorpus
+from recio.sequence.minibatch import Minibatch
 
 
 def run(*args):

@@ -17,7 +17,7 @@ from conftest import need
 from support import hang_guard
 from recio import mx
 from recio.records import framing
-from recio.sequence.minibatch import RecordCorpus
+from recio.sequence.corpora import RecordCorpus
 from recio.records.split import InputSplit
 from recio.image.stats import scan_file
 

@@ -34,7 +34,7 @@ from recio.image.header import IRHeader, decode_image, pack, pack_img, unpack, u
 from recio.optional import optional
 from recio.records.index_format import write_index
 from recio.image.lists import read_list
-from recio.sequence.minibatch import RecordCorpus
+from recio.sequence.corpora import RecordCorpus
 from recio.sequence import (Sparse, SequenceWriter, pack_sequence, read_sidecar, sample_counts,
                             sequence_sample_counts, sidecar_path, stream_sample_counts,
                             unpack_sequence, write_sidecar)

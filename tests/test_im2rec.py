@@ -22,15 +22,16 @@ from PIL import Image
 import recio
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import ImageError
-from recio.image.codec import (
+from recio.image.codec import have_fast_decoder
+from recio.image.pack_output import partial_paths
+from recio.image.packing import pack_list
+from recio.image.transform import (
     ImageOptions,
     center_crop_box,
-    have_fast_decoder,
     render_image,
     target_size,
     transform_image,
 )
-from recio.image.packing import pack_list, partial_paths
 from support import hook_env, make_corpus
 
 
@@ -85,17 +86,17 @@ def test_pack_in_worker_processes_matches_mxnet_headers_and_sizes(name, start_me
 def test_worker_processes_resize_with_the_packing_process_choice(start_method, monkeypatch,
                                                                  golden, tmp_path):
     """Worker processes resize with the library the packing process chose, whatever they would
-    pick themselves: here the process was told Pillow (codec.RESIZER) while RECIO_RESIZER, which
+    pick themselves: here the process was told Pillow (transform.RESIZER) while RECIO_RESIZER, which
     a spawned worker inherits and decides from afresh, says OpenCV. The records are those of a
     pack on threads, and the two resizers do give different records."""
     need("cv2")
-    from recio.image import codec
+    from recio.image import transform
 
     monkeypatch.setenv("RECIO_RESIZER", "opencv")
     options = ImageOptions(resize=20, resize_mode="antialias", quality=95)
     packed = {}
     for resizer, executor in (("pillow", "process"), ("pillow", "thread"), ("opencv", "thread")):
-        monkeypatch.setattr(codec, "RESIZER", resizer)
+        monkeypatch.setattr(transform, "RESIZER", resizer)
         folder = tmp_path / f"{resizer}-{executor}"
         folder.mkdir()
         shutil.copy(golden / "im2rec" / "all.lst", folder)
@@ -212,7 +213,7 @@ def test_simplejpeg_decodes_at_the_cheapest_dct_scale_and_keeps_the_geometry(mon
     a full-size decode would give, give or take the DCT scaling's own error. (Pillow resizer;
     the OpenCV one keeps to the SIMD scales, see the next test.)"""
     simplejpeg = need("simplejpeg")
-    from recio.image import codec as imageproc
+    from recio.image import transform as imageproc
 
     monkeypatch.setattr(imageproc, "RESIZER", "pillow")
     data = _smooth_jpeg()
@@ -239,7 +240,7 @@ def test_simd_resizers_keep_to_simd_scales_and_the_geometry(monkeypatch, resizer
     nearly."""
     need(MODULES[resizer])
     simplejpeg = need("simplejpeg")
-    from recio.image import codec as imageproc
+    from recio.image import transform as imageproc
 
     data = _smooth_jpeg()
     calls = _record_decodes(monkeypatch, simplejpeg)
@@ -270,7 +271,7 @@ def test_simd_resizers_keep_the_exact_fractional_geometry(monkeypatch, resizer, 
     need(MODULES[resizer])
     if decoder == "simplejpeg":
         need("simplejpeg")
-    from recio.image import codec as imageproc
+    from recio.image import transform as imageproc
 
     x, y = np.arange(203)[None, :], np.arange(151)[:, None]
     wave = np.broadcast_to(127.5 + 100 * np.sin(x / 3.0) * np.cos(y / 4.0), (151, 203))
@@ -298,7 +299,7 @@ def test_all_resizers_give_the_same_sizes_and_modes(w, h, size, crop, color, mod
     identical sizes and modes, and pixels of a flat image agree."""
     need("cv2")
     need(MODULES["cykooz"])
-    from recio.image import codec as imageproc
+    from recio.image import transform as imageproc
 
     if fmt == "JPEG" and mode not in ("RGB", "L"):
         mode = "RGB"
@@ -337,7 +338,7 @@ def test_resizer_environment_switch(tmp_path):
     need("cv2")
     need(MODULES["cykooz"])
 
-    code = ("import sys, recio, recio.image.codec as ip; "
+    code = ("import sys, recio, recio.image.transform as ip; "
             "assert sys.modules.get('cv2') is None and 'cykooz_resizer' not in sys.modules "
             "and 'cykooz' not in sys.modules; "
             "print(ip.resizer_name())")
@@ -574,15 +575,15 @@ def test_a_malformed_list_line_is_skipped_with_its_line_and_the_pack_goes_on(tmp
 _BLOCKING_HOOK = """
 import os
 if os.environ.get("RECIO_TEST_BLOCK_ON"):
-    import recio.image.packing as packing
+    import recio.image.pack_worker as pack_worker
 
-    def _blocking(job, relpath, _read=packing._read_image_file):
+    def _blocking(job, relpath, _read=pack_worker._read_image_file):
         if relpath == os.environ["RECIO_TEST_BLOCK_ON"]:
             with open(os.environ["RECIO_TEST_FIFO"], "rb") as fifo:  # blocks: no writer
                 fifo.read()
         return _read(job, relpath)
 
-    packing._read_image_file = _blocking
+    pack_worker._read_image_file = _blocking
 """
 
 
@@ -721,7 +722,7 @@ def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp
     lst = make_corpus(tmp_path, n=30)
     cmd = [sys.executable, "-c", _im2rec_with(method), str(tmp_path / "job"),
            str(tmp_path / "img"), "--resize", "16", "--num-thread", "2", "--executor", "process"]
-    env = hook_env(tmp_path, kill_at="recio.image.packing:_read_image_file:3:KILL")
+    env = hook_env(tmp_path, kill_at="recio.image.pack_worker:_read_image_file:3:KILL")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr

@@ -20,11 +20,12 @@ import recio
 import recio.mx as mx
 from conftest import need
 from recio.errors import ImageError
-from recio.image import codec
-from recio.image.codec import (ImageOptions, dct_eighths, decode, decode_scaled, encode,
-                               render_image, transform_image)
+from recio.image import codec, opencv_colour
+from recio.image.codec import dct_eighths, decode, decode_scaled
+from recio.image.encoding import encode
 from recio.image.header import decode_image
 from recio.image.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning
+from recio.image.transform import ImageOptions, render_image, transform_image
 from recio.image.verify import check_images
 
 DATA = pathlib.Path(__file__).parent / "data" / "mxnet_pixels"
@@ -425,6 +426,7 @@ def test_png_with_a_known_srgb_profile_greys_as_mxnet(name, decoder):
 def test_known_srgb_profile_needs_its_exact_bytes():
     """An edited copy of a known profile is not sRGB to libpng (adler32 and crc32 decide)."""
     profile = Image.open(ICC / "hp_srgb.png").info["icc_profile"]
-    assert codec._is_known_srgb_profile(profile)
-    assert not codec._is_known_srgb_profile(profile[:-1] + bytes([profile[-1] ^ 1]))
-    assert not codec._is_known_srgb_profile(None) and not codec._is_known_srgb_profile(b"x" * 50)
+    assert opencv_colour._is_known_srgb_profile(profile)
+    assert not opencv_colour._is_known_srgb_profile(profile[:-1] + bytes([profile[-1] ^ 1]))
+    assert not opencv_colour._is_known_srgb_profile(None)
+    assert not opencv_colour._is_known_srgb_profile(b"x" * 50)

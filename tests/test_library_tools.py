@@ -386,8 +386,8 @@ def test_index_and_extract_commands_call_the_library(golden, tmp_path):
 
 # -- pack_prefix: what `im2rec PREFIX ROOT` does -------------------------------------------------
 def test_pack_prefix_packs_every_list_of_the_prefix_like_mxnet(golden, tmp_path):
-    from recio.image.codec import ImageOptions
-    from recio.image.packing import pack_prefix
+    from recio.image.pack_prefix import pack_prefix
+    from recio.image.transform import ImageOptions
 
     for name in ("chunks_0.lst", "chunks_1.lst"):
         shutil.copy(golden / "im2rec" / name, tmp_path / name)
@@ -410,7 +410,7 @@ def test_pack_prefix_packs_every_list_of_the_prefix_like_mxnet(golden, tmp_path)
 
 def test_pack_prefix_without_lists_says_how_to_make_them(tmp_path):
     from recio.errors import ListFileError
-    from recio.image.packing import pack_prefix
+    from recio.image.pack_prefix import pack_prefix
 
     with pytest.raises(ListFileError, match="--list --recursive"):
         list(pack_prefix(tmp_path / "train", tmp_path))

@@ -13,8 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 import recio
 from conftest import need
-from recio.sequence.minibatch import (SWEEP_FOREVER, SWEEP_ONCE, MemoryCorpus, MinibatchSource,
-                                      RecordCorpus)
+from recio.sequence.corpora import MemoryCorpus, RecordCorpus
+from recio.sequence.minibatch import SWEEP_FOREVER, SWEEP_ONCE, MinibatchSource
 from recio.sequence import SequenceWriter, write_sequences
 
 

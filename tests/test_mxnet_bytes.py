@@ -22,10 +22,11 @@ from PIL import Image
 import recio
 import recio.optional
 from recio import mx
-from recio.image import codec
-from recio.image.codec import ImageOptions, encode
+from recio.image import codec, transform
+from recio.image.encoding import encode
 from recio.image.linear import resize_linear
 from recio.image.pngenc import encode_png
+from recio.image.transform import ImageOptions
 
 from conftest import need
 
@@ -42,10 +43,10 @@ def opencv(request, monkeypatch):
     """Each test twice: OpenCV installed, and hidden (the default install's code paths)."""
     if request.param == "opencv":
         need("cv2")
-        monkeypatch.setattr(codec, "RESIZER", "opencv")
+        monkeypatch.setattr(transform, "RESIZER", "opencv")
     else:
         monkeypatch.setitem(recio.optional._found, "cv2", None)
-        monkeypatch.setattr(codec, "RESIZER", "pillow")
+        monkeypatch.setattr(transform, "RESIZER", "pillow")
     return request.param
 
 
@@ -319,16 +320,16 @@ def test_linear_resize_refuses_what_it_cannot_do():
 def test_codec_names_say_what_makes_the_bytes(monkeypatch):
     """What the default options use, with and without OpenCV, and with the fast options."""
     need("cv2")
-    monkeypatch.setattr(codec, "RESIZER", "opencv")
-    assert codec.codec_names() == {"decoder": "simplejpeg", "resizer": "opencv",
+    monkeypatch.setattr(transform, "RESIZER", "opencv")
+    assert transform.codec_names() == {"decoder": "simplejpeg", "resizer": "opencv",
                                    "encoder": "opencv"}
     fast = ImageOptions(resize_mode="antialias", encoder="fast")
-    assert codec.codec_names(fast)["encoder"] == "simplejpeg"
+    assert transform.codec_names(fast)["encoder"] == "simplejpeg"
     monkeypatch.setitem(recio.optional._found, "cv2", None)
-    monkeypatch.setattr(codec, "RESIZER", "cykooz")
-    assert codec.codec_names() == {"decoder": "simplejpeg", "resizer": "numpy",
+    monkeypatch.setattr(transform, "RESIZER", "cykooz")
+    assert transform.codec_names() == {"decoder": "simplejpeg", "resizer": "numpy",
                                    "encoder": "pillow"}
-    assert codec.codec_names(fast)["resizer"] == "cykooz"
+    assert transform.codec_names(fast)["resizer"] == "cykooz"
     with pytest.raises(ValueError, match="encoder must be"):
         ImageOptions(encoder="turbo")
     with pytest.raises(ValueError, match="resize_mode must be"):
@@ -341,14 +342,14 @@ def test_sixteen_bit_sources_as_mxnet_keeps_them(opencv):
     """--color -1 keeps 16 bits, as cv2.imread(-1): a PNG output stays 16-bit, a JPEG output
     saturates (OpenCV's imencode converts with saturation), as MXNet's im2rec writes them."""
     source = (HERE / "images" / "grey16_60x44.png").read_bytes()
-    png = codec.transform_image(source, ImageOptions(color=-1, encoding=".png"))
+    png = transform.transform_image(source, ImageOptions(color=-1, encoding=".png"))
     assert np.array_equal(codec.decode(png, -1), codec.decode(source, -1))
-    jpeg = codec.transform_image(source, ImageOptions(color=-1, quality=100))
+    jpeg = transform.transform_image(source, ImageOptions(color=-1, quality=100))
     deep = codec.decode(source, -1)
     assert deep.dtype == np.uint16 and deep.max() > 255
     assert jpeg == encode(np.minimum(deep, 255).astype(np.uint8), ".jpg", 100)
     with pytest.raises(recio.errors.ImageError, match="render_pixels"):
-        codec.render_image((DATA / "mxnet_pixels" / "images" / "rgb16.png").read_bytes(),
+        transform.render_image((DATA / "mxnet_pixels" / "images" / "rgb16.png").read_bytes(),
                            ImageOptions(color=-1, encoding=".png"))
 
 

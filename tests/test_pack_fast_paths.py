@@ -20,9 +20,11 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from recio import portable
-from recio.image import packing
-from recio.image.codec import decode, encode
-from recio.image.packing import pack_list, partial_paths
+from recio.image import pack_executors
+from recio.image.codec import decode
+from recio.image.encoding import encode
+from recio.image.pack_output import partial_paths
+from recio.image.packing import pack_list
 from recio.records.framing import MAGIC_BYTES, split_payload
 
 
@@ -88,10 +90,10 @@ def test_thread_pipeline_writes_in_list_order_with_bounded_lookahead(tmp_path, m
     root, lst = _list(tmp_path, 60)
     pack_list(lst, root, workers=1)
     expected = (tmp_path / "many.rec").read_bytes(), (tmp_path / "many.idx").read_bytes()
-    original = packing._encode_batch
+    original = pack_executors.encode_batch
     ahead = []
     pipelines = []
-    real_init = packing._ThreadPipeline.__init__
+    real_init = pack_executors._ThreadPipeline.__init__
 
     def remember(self, *args, **kwargs):
         real_init(self, *args, **kwargs)
@@ -104,8 +106,8 @@ def test_thread_pipeline_writes_in_list_order_with_bounded_lookahead(tmp_path, m
             ahead.append(batch[0][0] // pipeline.batch_size - pipeline.next_write)
         return original(job, batch)
 
-    monkeypatch.setattr(packing._ThreadPipeline, "__init__", remember)
-    monkeypatch.setattr(packing, "_encode_batch", slow)
+    monkeypatch.setattr(pack_executors._ThreadPipeline, "__init__", remember)
+    monkeypatch.setattr(pack_executors, "encode_batch", slow)
     pack_list(lst, root, workers=4, batch_size=2, window=3, force=True)
     assert ((tmp_path / "many.rec").read_bytes(), (tmp_path / "many.idx").read_bytes()) == expected
     assert max(ahead) < 3 and len(ahead) == 30
@@ -119,7 +121,7 @@ def test_thread_pipeline_error_stops_the_pack_and_resume_finishes_it(tmp_path, m
     expected = (tmp_path / "many.rec").read_bytes()
     for name in ("many.rec", "many.idx"):
         (tmp_path / name).unlink()
-    original = packing._encode_batch
+    original = pack_executors.encode_batch
     calls = []
     lock = threading.Lock()
 
@@ -130,12 +132,12 @@ def test_thread_pipeline_error_stops_the_pack_and_resume_finishes_it(tmp_path, m
                 raise RuntimeError("disk on fire")
         return original(job, batch)
 
-    monkeypatch.setattr(packing, "_encode_batch", failing)
+    monkeypatch.setattr(pack_executors, "encode_batch", failing)
     with pytest.raises(RuntimeError, match="disk on fire"):
         pack_list(lst, root, workers=3, batch_size=2)
     assert not (tmp_path / "many.rec").exists() and not (tmp_path / "many.idx").exists()
     assert all(os.path.exists(p) for p in partial_paths(lst))
-    monkeypatch.setattr(packing, "_encode_batch", original)
+    monkeypatch.setattr(pack_executors, "encode_batch", original)
     result = pack_list(lst, root, workers=3, batch_size=2, resume=True)
     assert result.packed == 40 and (tmp_path / "many.rec").read_bytes() == expected
 

@@ -23,10 +23,12 @@ import time
 import pytest
 from conftest import as_in_a_terminal
 
+from recio import portable
 from recio.errors import InterruptedPackError, OutputBusyError
-from recio.image.codec import ImageOptions
-from recio.image.packing import pack_list, partial_paths
+from recio.image.pack_output import partial_paths
+from recio.image.packing import pack_list
 from recio.image.shard_pack import Fault, pack_shards
+from recio.image.transform import ImageOptions
 from recio.records import lock as lock_module
 from recio.records.lock import OutputLock
 from recio.records.shards import load_manifest, verify_manifest
@@ -47,7 +49,7 @@ PACKS = [("shards", ["--num-shards", "5", "--checksums"]),
          ("plain", ["--num-thread", "2"])]
 #: where a hook may kill each kind of pack: (function, N) kills just before one of its first
 #: N calls
-_PARTS = [("recio.image.packing:_read_image_file", 40),
+_PARTS = [("recio.image.pack_worker:_read_image_file", 40),
           ("recio.image.pack_progress:PackProgress.write_done", 5),
           ("recio.image.pack_progress:PackProgress.attempt", 5),
           ("recio.image.shard_pack:_write_errors", 1),
@@ -58,9 +60,9 @@ POINTS = {
     "shards": _PARTS + [("recio.storage:move", 12), ("recio.records.shards:combined_index", 1)],
     "sized": _PARTS + [("recio.records.shards:ShardWriter.close", 1)],
     "threads": _PARTS + [("recio.storage:move", 6)],
-    "plain": [("recio.image.packing:_read_image_file", 40),
+    "plain": [("recio.image.pack_worker:_read_image_file", 40),
               ("recio.records.atomic:AtomicFile.publish", 3),
-              ("recio.image.packing:_PackOutput.write", 10)],
+              ("recio.image.pack_output:PackOutput.write", 10)],
 }
 
 
@@ -286,7 +288,7 @@ def test_a_new_pack_over_an_interrupted_one_is_refused_not_discarded(script, cor
     --resume or --force; --force starts over; nothing is lost unasked."""
     prefix, root = str(corpus / "job"), str(corpus / "img")
     plain = [*script("im2rec"), prefix, root, "--resize", "24"]
-    at = "recio.image.packing:_read_image_file:20:INT"
+    at = "recio.image.pack_worker:_read_image_file:20:INT"
     proc = _run_killed(plain, hook_env(corpus, kill_at=at), None, None)
     assert proc.returncode == 130
     partial = [open(p, "rb").read() for p in partial_paths(corpus / "job.lst")]
@@ -360,7 +362,7 @@ def test_a_second_pack_of_the_same_prefix_is_refused_at_once_naming_the_first(
 @pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_a_killed_pack_never_leaves_its_lock_stuck(script, corpus):
     cmd = _cmd(script, corpus / "job", corpus / "img", ["--num-shards", "3"])
-    proc = _run_killed(cmd, hook_env(corpus, kill_at="recio.image.packing:_read_image_file:"
+    proc = _run_killed(cmd, hook_env(corpus, kill_at="recio.image.pack_worker:_read_image_file:"
                                      "18:KILL"), None, None)
     assert proc.returncode == -signal.SIGKILL
     holder = json.loads((corpus / "job.pack.lock").read_text())
@@ -417,7 +419,7 @@ def test_the_file_lock_and_its_fallback(tmp_path, monkeypatch):
             OutputLock(path).acquire()  # another open file: flock refuses it too
         assert json.loads(path.read_text())["token"] == held.info["token"]
     assert not path.exists()
-    monkeypatch.setattr(lock_module, "fcntl", None)  # a system without flock
+    monkeypatch.setattr(portable, "has_file_locks", lambda: False)  # a system without flock
     with OutputLock(path):
         with pytest.raises(OutputBusyError, match="another pack is writing these outputs"):
             OutputLock(path).acquire()

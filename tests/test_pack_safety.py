@@ -17,7 +17,9 @@ from PIL import Image
 
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import OutputExistsError
-from recio.image.packing import NothingFoundError, pack_list, partial_paths
+from recio.image import pack_worker
+from recio.image.pack_output import partial_paths
+from recio.image.packing import NothingFoundError, pack_list
 
 
 SENTINEL = b"SECRET-OUTSIDE-ROOT-0123456789"
@@ -134,6 +136,21 @@ def test_allow_outside_root_reads_there(site):
 
 
 @pytest.mark.posix_only("FIFOs, /dev/null and symlinks are POSIX's")
+def test_a_record_its_header_makes_too_large_is_skipped(tmp_path, monkeypatch):
+    """A file that fits in a record but whose record (header + payload) does not is skipped
+    as ``too_large``, with the record's size in the reason, and the pack goes on."""
+    monkeypatch.setattr(pack_worker, "MAX_RECORD_LENGTH", 1000)
+    root = tmp_path / "img"
+    root.mkdir()
+    (root / "big.jpg").write_bytes(bytes(990))
+    (root / "small.jpg").write_bytes(bytes(100))
+    lst = tmp_path / "job.lst"
+    lst.write_text("0\t0\tbig.jpg\n1\t0\tsmall.jpg\n")
+    result = pack_list(lst, root, pass_through=True)
+    assert (result.packed, result.skips) == (1, {"too_large": 1})
+    assert "record of 1014 bytes is too large" in (tmp_path / "job.errors.tsv").read_text()
+
+
 def test_fifos_devices_and_folders_are_not_opened(site):
     tmp, root = site
     os.mkfifo(root / "a" / "fifo.jpg")  # opening it for reading would block forever

@@ -115,9 +115,10 @@ def test_windows_runs_the_makefiles_commands():
 def test_the_shard_cache_without_posix_locks_refuses_in_one_line(tmp_path, monkeypatch):
     """Windows has no fcntl: ShardCache (cache_dir=) says so and what to do instead, and
     tests/test_cache.py is posix_only."""
-    from recio.records import cache, cache_folder
+    from recio import portable
+    from recio.records import cache
 
-    monkeypatch.setattr(cache_folder, "fcntl", None)
+    monkeypatch.setattr(portable, "has_file_locks", lambda: False)
     with pytest.raises(OSError, match="needs POSIX file locks") as info:
         cache.ShardCache(tmp_path / "cache")
     assert "\n" not in str(info.value) and "without cache_dir" in str(info.value)

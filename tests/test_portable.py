@@ -180,9 +180,10 @@ def test_process_alive_never_signals_on_windows(monkeypatch):
 def test_no_linux_only_call_outside_portable():
     """Every use of a facility that some OS lacks goes through ``recio.portable``, where each
     has its fallback: no ``os.open`` (binary mode), ``os.pread``/``os.pwrite``, ``madvise``,
-    ``os.kill`` (terminates on Windows), ``sys.platform`` or ``/proc`` anywhere else."""
+    ``os.kill`` (terminates on Windows), ``sys.platform``, ``fcntl``, ``pthread_sigmask`` or
+    ``/proc`` anywhere else."""
     banned = {("os", "open"), ("os", "pread"), ("os", "pwrite"), ("os", "kill"),
-              ("sys", "platform")}
+              ("sys", "platform"), ("signal", "pthread_sigmask")}
     found = []
     for path in sorted(ROOT.rglob("*.py")):
         if path.name == "portable.py" and path.parent == ROOT:
@@ -198,6 +199,9 @@ def test_no_linux_only_call_outside_portable():
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                     and node.value.startswith("/proc/"):
                 found.append(f"{where} {node.value!r}")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)) and "fcntl" in (
+                    [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]):
+                found.append(f"{where} import fcntl")
     assert found == []
 
 

@@ -25,7 +25,6 @@ from PIL import Image
 from conftest import need
 from recio import storage
 from recio.errors import ListFileError, ManifestError
-from recio.image.codec import ImageOptions
 from recio.image.extract import _class_folder
 from recio.image.lists import (
     foreign_list_path,
@@ -36,15 +35,10 @@ from recio.image.lists import (
     read_list,
     read_list_entries,
 )
-from recio.image.packing import (
-    _inside,
-    _read_image_file,
-    _Skip,
-    count_items,
-    make_job,
-    pack_list,
-)
+from recio.image.pack_worker import _inside, _read_image_file, _Skip, make_job
+from recio.image.packing import count_items, pack_list
 from recio.image.shard_pack import pack_shards
+from recio.image.transform import ImageOptions
 from recio.mx import recordio as mx_recordio
 from recio.records.index import open_index
 from recio.records.shards import load_manifest

@@ -159,7 +159,7 @@ def test_without_shards_the_ray_engine_writes_the_local_rec_and_idx(ray_cluster,
 def test_a_task_that_fails_once_is_retried_and_the_output_is_unchanged(ray_cluster, corpus,
                                                                       fault, monkeypatch):
     from recio.image.shard_pack import Fault, ShardPackReport
-    from recio.image.codec import ImageOptions
+    from recio.image.transform import ImageOptions
     import recio.ray
 
     _, local = pack("local", corpus, "local", corpus / "img")
@@ -221,8 +221,8 @@ def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing
     its shard for the bucket; after the retries the job fails naming a shard, and nothing
     appears under the final names (the bucket's staging prefix keeps the job for a
     resume)."""
-    from recio.image.codec import ImageOptions
     from recio.image.shard_pack import PartFailedError, pack_shards
+    from recio.image.transform import ImageOptions
     from recio.ray import RayEngine
 
     server, bucket = s3

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import InterruptedPackError, OutputExistsError
-from recio.image.codec import ImageOptions
 from recio.image.packing import NothingFoundError, pack_list
+from recio.image.packing import PackResult
 from recio.image.shard_pack import (
     Fault,
     PartFailedError,
@@ -23,7 +23,7 @@ from recio.image.shard_pack import (
     part_size,
     split_list,
 )
-from recio.image.packing import PackResult
+from recio.image.transform import ImageOptions
 from recio.records.index import open_index, read_index_range
 from recio.records.index_format import write_index
 from recio.records.reader import RecordReader

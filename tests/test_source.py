@@ -11,7 +11,8 @@ from recio.image.dataset_stats import dataset_stats
 from recio.records.source import SourceFile, expand_source, resolve_source
 from recio.records.split import InputSplit
 from recio.sequence import SequenceWriter
-from recio.sequence.minibatch import MinibatchSource, open_corpus
+from recio.sequence.corpora import open_corpus
+from recio.sequence.minibatch import MinibatchSource
 
 
 def _sequences(path, first, count):

@@ -10,7 +10,7 @@ import recio
 from conftest import START_METHODS
 from recio.errors import RecordIOError, SequenceError
 from recio.sequence import Sparse, SequenceWriter, unpack_sequence
-from recio.sequence.minibatch import RecordCorpus
+from recio.sequence.corpora import RecordCorpus
 
 try:
     import torch

@@ -24,7 +24,8 @@ from hypothesis import given, settings, strategies as st
 import recio
 from recio.records import framing
 from recio.sequence.cbf import CBFReader, CBFWriter
-from recio.image.packing import pack_list, partial_paths
+from recio.image.pack_output import partial_paths
+from recio.image.packing import pack_list
 from recio.sequence import SequenceWriter, sample_counts, unpack_sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -21,7 +21,7 @@ from recio.cli.common import (
 )
 from recio.errors import OutputExistsError
 from recio.sequence.convert import convert
-from recio.sequence.ctf import CTFStream, read_header
+from recio.sequence.ctf_streams import CTFStream, read_header
 from recio.storage import is_url
 
 DEFAULT_CHUNK_SIZE = 32 << 20  # within the 32-64 MB chunks CNTK's readers are tuned for

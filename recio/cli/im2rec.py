@@ -27,12 +27,16 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.errors import RecordIOError, plural
-from recio.image.codec import DEFAULT_MAX_PIXELS, ENCODERS, RESIZE_MODES, ImageOptions
+from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.image.encoding import ENCODERS
 from recio.image.lists import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
+from recio.image.pack_executors import PACK_THREAD
+from recio.image.pack_output import has_partial
+from recio.image.pack_prefix import PrefixLists
 from recio.image.pack_progress import PackProgress, staging_folder
-from recio.image.packing import (PACK_THREAD, PackResult, PrefixLists, describe_skips,
-                                 has_partial)
+from recio.image.packing import PackResult, describe_skips
 from recio.image.staging import pack_prefix_to
+from recio.image.transform import RESIZE_MODES, ImageOptions
 from recio.storage import is_url
 
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}

@@ -1,9 +1,11 @@
 """Image datasets in records, as MXNet's im2rec and ImageRecordIter made them.
 
 * ``header``    the ``IRHeader`` (flag, label, id, id2) in front of every image record.
-* ``codec``     the one image codec: decode (with the pixel limit) and encode, resize, crop.
+* ``codec``     the one image decoder (with the pixel limit); ``encoding``, the one encoder.
+* ``transform`` im2rec's ``ImageOptions``: decode, crop, resize, encode one image.
 * ``lists``     ``.lst`` image lists: parse, write, build from a folder.
-* ``packing``   ``pack_list``: a ``.lst`` into ``.rec`` + ``.idx``, resumable, in parallel.
+* ``packing``   ``pack_list``: a ``.lst`` into ``.rec`` + ``.idx``, resumable, in parallel
+                (``pack_worker``, ``pack_executors``, ``pack_output``, ``pack_prefix``).
 * ``imageiter`` ``ImageRecordIter``: batches of augmented images; ``RecordBatchIter``, the
                 engine under it and under ``recio.mx.io.ImageRecordIter``.
 * ``augment``   MXNet's ``DefaultImageAugmenter`` and normalisation, step by step.

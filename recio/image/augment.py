@@ -34,7 +34,9 @@ import numpy as np
 
 from recio.errors import ImageError
 from recio.image import cvops
-from recio.image.codec import DEFAULT_MAX_PIXELS, cv_grey, decode, target_size
+from recio.image.codec import DEFAULT_MAX_PIXELS, decode
+from recio.image.opencv_colour import cv_grey
+from recio.image.transform import target_size
 from recio.optional import require
 from recio.records.sniff import image_signature
 

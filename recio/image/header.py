@@ -21,7 +21,8 @@ from typing import Any, Tuple, Union
 import numpy as np
 
 from recio.errors import ImageError
-from recio.image.codec import DEFAULT_MAX_PIXELS, decode, encode
+from recio.image.codec import DEFAULT_MAX_PIXELS, decode
+from recio.image.encoding import encode
 
 _IR_FORMAT = "<IfQQ"
 IR_STRUCT = struct.Struct(_IR_FORMAT)
@@ -124,7 +125,7 @@ def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode an **RGB** array (``.jpg`` at JPEG ``quality``, ``.png`` at compression level
     ``quality`` clamped to 0-9) and pack it with ``header``: the bytes MXNet's ``pack_img``
-    writes for the same pixels in BGR order (see ``recio.image.codec.encode``)."""
+    writes for the same pixels in BGR order (see ``recio.image.encoding.encode``)."""
     return pack(header, encode(img, img_fmt, quality))
 
 

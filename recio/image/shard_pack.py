@@ -50,8 +50,10 @@ import numpy as np
 
 from recio import storage
 from recio.errors import InterruptedPackError, RecordIOError
-from recio.image.codec import ImageOptions
+from recio.image.pack_executors import check_workers
+from recio.image.pack_output import has_partial, output_paths, partial_paths
 from recio.image.pack_progress import PackProgress, part_name, staging_folder
+from recio.image.pack_worker import Task, make_job
 from recio.image.packing import (
     MAX_MISSING,
     FoundChecks,
@@ -59,17 +61,12 @@ from recio.image.packing import (
     NothingFoundError,
     PackResult,
     ProgressCallback,
-    Task,
     check_found,
-    check_workers,
     count_items,
-    has_partial,
     list_tasks,
-    make_job,
-    output_paths,
     pack_tasks,
-    partial_paths,
 )
+from recio.image.transform import ImageOptions
 from recio.records.atomic import (
     AtomicFile,
     OutputSet,

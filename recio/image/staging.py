@@ -1,7 +1,7 @@
 """What ``im2rec PREFIX ROOT`` packs for each list: a plain pack, or a pack in parts.
 
 ``pack_prefix_to`` packs each list im2rec finds for PREFIX. A local PREFIX and ROOT without
-shards or an engine is ``packing.pack_prefix`` itself: ``pack_list`` writes ``PREFIX.rec``
+shards or an engine is ``pack_prefix.pack_prefix`` itself: ``pack_list`` writes ``PREFIX.rec``
 beside the list, resumable from its journal. Every other pack is a pack in parts
 (``recio.image.shard_pack.pack_shards``): a shard set by ``num_shards`` (one shard per part)
 or by ``shard_size``, or one ``.rec``/``.idx`` joined from the parts (a URL PREFIX or ROOT,
@@ -20,24 +20,18 @@ import os
 from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 from recio import storage
-from recio.image.codec import ImageOptions
+from recio.image.pack_prefix import PrefixLists, pack_prefix, prefix_lists
 from recio.image.pack_progress import PackProgress, staging_folder
-from recio.image.packing import (
-    PackResult,
-    PrefixLists,
-    ProgressCallback,
-    pack_list,
-    pack_prefix,
-    prefix_lists,
-)
+from recio.image.packing import PackResult, ProgressCallback, pack_list
 from recio.image.shard_pack import FAULT_VARIABLE, Engine, Fault, pack_shards
+from recio.image.transform import ImageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _find_lists_at(prefix: str) -> List[str]:
-    """The ``.lst`` files im2rec packs for a URL ``prefix`` (``packing.find_lists``' rule: in
-    its folder, starting with ``prefix``), sorted."""
+    """The ``.lst`` files im2rec packs for a URL ``prefix`` (``pack_prefix.find_lists``' rule:
+    in its folder, starting with ``prefix``), sorted."""
     folder = prefix.rstrip("/") if prefix.endswith("/") else storage.dirname(prefix)
     if not storage.isdir(folder):
         return []

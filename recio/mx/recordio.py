@@ -17,7 +17,8 @@ from typing import Any, Callable, List, Optional, TextIO
 import numpy as np
 
 from recio.errors import RecordIOError
-from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode, encode
+from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode
+from recio.image.encoding import encode
 from recio.image.header import IRHeader, pack, unpack as unpack_record
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.framing import (
@@ -435,7 +436,7 @@ def unpack(s: bytes) -> tuple:
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode a **BGR** array (as OpenCV/MXNet use) and pack it with ``header``: ``.jpg`` at JPEG
     ``quality``, ``.png`` at compression level ``quality`` clamped to 0-9: the bytes MXNet's
-    ``pack_img`` writes (see ``recio.image.codec.encode``)."""
+    ``pack_img`` writes (see ``recio.image.encoding.encode``)."""
     return pack(header, encode(img, img_fmt, quality, bgr=True))
 
 

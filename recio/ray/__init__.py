@@ -21,9 +21,9 @@ from recio.optional import require
 
 require("ray", feature="recio.ray (the Ray engine and Ray Data)")
 
-from recio.image.codec import ImageOptions  # noqa: E402
 from recio.image.packing import PackResult  # noqa: E402
 from recio.image.shard_pack import ShardPackReport, pack_shards  # noqa: E402
+from recio.image.transform import ImageOptions  # noqa: E402
 from recio.ray.engine import RayEngine, connect, messages_to_stderr  # noqa: E402
 
 if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)

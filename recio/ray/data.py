@@ -40,7 +40,8 @@ import numpy as np
 
 from recio import storage
 from recio.errors import IndexFileError
-from recio.image.codec import decode, encode
+from recio.image.codec import decode
+from recio.image.encoding import encode
 from recio.image.header import IRHeader, pack, unpack
 from recio.image.shard_pack import describe_shard
 from recio.optional import require

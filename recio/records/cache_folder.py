@@ -34,11 +34,6 @@ from recio import portable, storage
 from recio.errors import StorageError
 from recio.storage import StorageOptions
 
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None  # type: ignore[assignment]
-
 PathLike = Union[str, "os.PathLike[str]"]
 
 _LOCK_NAME = ".recio-cache.lock"
@@ -82,14 +77,14 @@ class LocalCopy(io.FileIO):
         super().__init__(path, "r")
         self.url = url
         try:
-            fcntl.flock(self.fileno(), fcntl.LOCK_SH)
+            portable.lock_file(self.fileno(), shared=True)
         except BaseException:
             super().close()
             raise
 
     def close(self) -> None:
         if not self.closed:
-            _unlock(self.fileno())  # explicitly: a forked child's copy of the fd must not keep it
+            portable.unlock_file(self.fileno())  # explicitly: a forked child's copy of the fd must not keep it
         super().close()
 
     def evicted(self) -> bool:
@@ -99,23 +94,6 @@ class LocalCopy(io.FileIO):
             return os.stat(self.name).st_ino != os.fstat(self.fileno()).st_ino
         except FileNotFoundError:
             return True
-
-
-def _unlock(fd: int) -> None:
-    try:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    except OSError:
-        pass
-
-
-def _try_lock(fd: int, kind: int) -> bool:
-    try:
-        fcntl.flock(fd, kind | fcntl.LOCK_NB)
-        return True
-    except OSError as exc:
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            return False
-        raise
 
 
 def copy_name(url: str) -> str:
@@ -150,7 +128,7 @@ class CacheFolder:
                count: Callable[..., None]) -> "CacheFolder":
         """The folder ``folder`` (made when missing) with its ``limit`` in bytes or with a unit
         (``50GB``); ``OSError`` in one line on a system without POSIX file locks."""
-        if fcntl is None:
+        if not portable.has_file_locks():
             raise OSError("recio's shard cache needs POSIX file locks (Linux, macOS); read "
                           "without cache_dir on this system")
         path = os.path.abspath(os.fspath(folder))
@@ -242,13 +220,13 @@ class CacheFolder:
         except FileNotFoundError:
             return True
         try:
-            free = _try_lock(fd, fcntl.LOCK_EX)
+            free = portable.lock_file(fd, wait=False)
             if not free and not in_use_too:
                 return False
             _remove(entry.path + _RECORD_SUFFIX)
             _remove(entry.path)
         finally:
-            _unlock(fd)
+            portable.unlock_file(fd)
             os.close(fd)
         self.add_totals(evictions=1, evicted_in_use=0 if free else 1)
         return True
@@ -375,12 +353,12 @@ def _live_part(path: str) -> bool:
     except FileNotFoundError:
         return False
     try:
-        if _try_lock(fd, fcntl.LOCK_EX):
+        if portable.lock_file(fd, wait=False):
             _remove(path)
             return False
         return True
     finally:
-        _unlock(fd)
+        portable.unlock_file(fd)
         os.close(fd)
 
 
@@ -401,9 +379,9 @@ def wait_for_download(part: str) -> None:
     except FileNotFoundError:
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        portable.lock_file(fd, shared=True)
     finally:
-        _unlock(fd)
+        portable.unlock_file(fd)
         os.close(fd)
 
 
@@ -416,11 +394,11 @@ class Held:
 
     def __enter__(self) -> "Held":
         self.fd = portable.open_fd(self.path, os.O_RDWR | os.O_CREAT)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        portable.lock_file(self.fd)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _unlock(self.fd)
+        portable.unlock_file(self.fd)
         os.close(self.fd)
 
 
@@ -440,7 +418,7 @@ class Download:
         """A new ``.part`` for the copy ``path`` (the folder lock is held)."""
         part = f"{path}.{size}.part"
         fd = portable.open_fd(part, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        portable.lock_file(fd)
         return cls(path, part, fd)
 
     @classmethod
@@ -451,7 +429,7 @@ class Download:
         os.replace(path, part)
         _remove(path + _RECORD_SUFFIX)
         fd = portable.open_fd(part, os.O_RDWR)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        portable.lock_file(fd)
         return cls(path, part, fd)
 
     def crc_on_disk(self) -> str:
@@ -507,7 +485,7 @@ class Download:
 
     def release(self) -> None:
         if self.fd >= 0:
-            _unlock(self.fd)
+            portable.unlock_file(self.fd)
             os.close(self.fd)
             self.fd = -1
 

@@ -36,11 +36,6 @@ from recio.errors import OutputBusyError
 from recio.records.atomic import atomic_open
 from recio.storage import StorageOptions
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: the exclusive-file fallback
-    fcntl = None  # type: ignore[assignment]
-
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: the lock of the outputs named by ``STEM``: ``STEM.pack.lock``
@@ -114,7 +109,7 @@ class OutputLock:
         self.info = self._me()
         if storage.is_url(self.path):
             self._take_lease()
-        elif fcntl is None or portable.is_windows() or not self._take_flock():
+        elif not portable.has_file_locks() or not self._take_flock():
             # Windows: no flock, and no deleting a file still open (see release)
             self._take_exclusive()
         return self
@@ -163,8 +158,6 @@ class OutputLock:
     # -- a local file ----------------------------------------------------------------------
     def _take_flock(self) -> bool:
         """flock the file; False when this file system cannot (use the fallback)."""
-        if sys.platform == "win32":  # not called there (a type checker for Windows skips the rest)
-            return False
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
         while True:
             try:
@@ -175,11 +168,7 @@ class OutputLock:
                 except FileNotFoundError:
                     continue  # deleted meanwhile by the holder releasing it
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _read_fd(fd)
-                os.close(fd)
-                raise self._busy(holder) from None
+                locked = portable.lock_file(fd, wait=False)
             except OSError as exc:
                 os.close(fd)
                 if exc.errno in _NO_FLOCK:
@@ -187,6 +176,10 @@ class OutputLock:
                         os.unlink(self.path)
                     return False
                 raise
+            if not locked:
+                holder = _read_fd(fd)
+                os.close(fd)
+                raise self._busy(holder)
             try:
                 current = os.stat(self.path)
             except FileNotFoundError:

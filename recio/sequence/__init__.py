@@ -9,7 +9,7 @@
 * ``bucketing``  length buckets that minimise padding.
 * ``bucket_summary``  what ``recio buckets`` reports about a file's lengths.
 * ``cbf``        CNTK's binary format (CBF) reader and writer.
-* ``ctf``        CNTK's text format (CTF): stream definitions and a reader exact to CNTK 2.7.
+* ``ctf``        CNTK's text format (CTF): a reader exact to CNTK 2.7 (streams: ``ctf_streams``).
 * ``convert``    CBF <-> records; CTF -> CBF (ctf2bin's job) or records.
 """
 import typing as _typing

@@ -29,7 +29,8 @@ import numpy as np
 
 from recio.errors import SequenceError
 from recio.sequence.cbf import CBFReader
-from recio.sequence.ctf import CTFReader, CTFStream
+from recio.sequence.ctf import CTFReader
+from recio.sequence.ctf_streams import CTFStream
 from recio.sequence.records import Sparse
 
 SIZE_MAX = 2**64 - 1

@@ -35,7 +35,8 @@ from recio.records.atomic import check_outputs, publish_staged
 from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
-from recio.sequence.ctf import CTFReader, CTFStream
+from recio.sequence.ctf import CTFReader
+from recio.sequence.ctf_streams import CTFStream
 from recio.sequence.records import SequenceWriter, sidecar_path, unpack_sequence
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -165,10 +166,10 @@ def ctf_to_cbf(ctf_path: PathLike, cbf_path: PathLike, streams: Sequence[Any],
     """Write the sequences CNTK reads from a CTF file as a CBF file (``ctf2bin.py``'s job, with
     CNTK's reading of the text and chunks of ``chunk_size_bytes``); returns a summary.
 
-    ``streams``: :class:`recio.sequence.ctf.CTFStream` definitions (their names become the CBF
-    stream names, which must be ASCII). ``dtype``: float32 (ctf2bin's ``--precision float``)
-    or float64 (``double``). Raises CTFError where CNTK would refuse the text; the ``.cbf``
-    appears only when complete.
+    ``streams``: :class:`recio.sequence.ctf_streams.CTFStream` definitions (their names become
+    the CBF stream names, which must be ASCII). ``dtype``: float32 (ctf2bin's ``--precision
+    float``) or float64 (``double``). Raises CTFError where CNTK would refuse the text; the
+    ``.cbf`` appears only when complete.
     """
     started = time.perf_counter()
     reader = CTFReader(ctf_path, streams, dtype=dtype)

@@ -567,7 +567,7 @@ def read_sidecar(path: PathLike, rec_size: Optional[int] = None,
     count against ``num_records`` (the index's) when given, the stream names (1..255 bytes of
     valid UTF-8, unique, at most 65535 of them, none for a file without records) and that the
     file is exactly as long as the header promises. Sample counts themselves are checked
-    against the records when those are decoded (:class:`recio.sequence.minibatch.RecordCorpus`).
+    against the records when those are decoded (:class:`recio.sequence.corpora.RecordCorpus`).
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
