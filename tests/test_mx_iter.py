@@ -29,6 +29,7 @@ from conftest import need
 from recio.errors import RecordIOError
 from recio.image.augment import AugmentParams
 from recio.image.imageiter import SkippedRecordWarning
+from recio.mx.io_params import PARAMETERS
 
 DATA = pathlib.Path(__file__).parent / "data" / "mxnet_iter"
 META = json.loads((DATA / "expected.json").read_text())
@@ -274,7 +275,7 @@ def test_gluon_tutorial_data_iter_loader():
 def test_every_documented_parameter_is_accepted_with_its_default():
     """Passing every parameter of MXNet 1.9.1's ImageRecordIter at its default value (as MXNet
     documents it) changes nothing."""
-    defaults = {name: p.default for name, p in mx.io.PARAMETERS.items()
+    defaults = {name: p.default for name, p in PARAMETERS.items()
                 if name not in ("path_imgrec", "data_shape", "batch_size")}
     plain = make_iter("default")
     full = make_iter("default", **defaults)
@@ -297,7 +298,7 @@ def test_parameter_names_match_mxnets_documentation():
         pad mirror rand_mirror mean_img mean_r mean_g mean_b mean_a std_r std_g std_b std_a
         scale max_random_contrast max_random_illumination""".split())
     extra = {"data_name", "label_name", "rotate_list"}  # MXDataIter's, the augmenter's
-    assert set(mx.io.PARAMETERS) == documented | extra
+    assert set(PARAMETERS) == documented | extra
     page = (pathlib.Path(__file__).parents[1] / "docs" / "training" / "mxnet.md").read_text(
         encoding="utf-8")
     table = {name for line in page.splitlines() if line.startswith("| `")

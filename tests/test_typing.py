@@ -26,7 +26,7 @@ REVEALED = [
     ("mx.recordio.MXIndexedRecordIO('x.idx', 'x.rec', 'r')",
      "recio.mx.recordio.MXIndexedRecordIO"),
     ("mx.recordio.MXIndexedRecordIO('x.idx', 'x.rec', 'r').read_idx(0)", "bytes"),
-    ("mx.io.DataDesc('data', (1, 3, 224, 224))", "recio.mx.io.DataDesc"),
+    ("mx.io.DataDesc('data', (1, 3, 224, 224))", "recio.mx.iterators.DataDesc"),
 ]
 
 # what a user writes: the names above, and two wrong calls (a checker that saw Any would accept)

@@ -33,7 +33,7 @@ from recio.image.codec import DEFAULT_MAX_PIXELS, decode
 from recio.image.lists import list_path_candidates
 from recio.mx import ndarray as nd
 from recio.mx import recordio
-from recio.mx.io import DataBatch, DataIter
+from recio.mx.iterators import DataBatch, DataIter
 from recio.mx.ndarray import NDArray
 
 ImageSource = Union[bytes, bytearray, memoryview, np.ndarray, NDArray]
