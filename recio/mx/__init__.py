@@ -17,7 +17,7 @@ there are no networks, symbols, autograd or GPU arrays.
 """
 from recio.mx import context, gluon, image, io, ndarray, recordio
 from recio.mx import ndarray as nd
-from recio.mx.ndarray import Context, cpu, cpu_pinned, current_context, gpu
+from recio.mx.context import Context, cpu, cpu_pinned, current_context, gpu
 from recio.mx.recordio import (
     IRHeader,
     MXIndexedRecordIO,

@@ -19,86 +19,12 @@ training framework. Autograd, symbols and operators beyond the above are not her
 from __future__ import annotations
 
 import numbers
-import threading
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from recio.errors import RecordIOError
-from recio.records.atomic import atomic_open
-
-_DEVICE_TYPES = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
-_DEVICE_IDS = {name: number for number, name in _DEVICE_TYPES.items()}
-
-
-class Context:
-    """A device, as MXNet names it: ``cpu(0)``, ``cpu_pinned(0)``, ``gpu(1)``. Usable as a
-    ``with`` block that makes it the default context of new arrays."""
-
-    _local = threading.local()
-    device_typeid: int
-    device_id: int
-
-    def __init__(self, device_type: Union[str, "Context"], device_id: int = 0) -> None:
-        if isinstance(device_type, Context):
-            self.device_typeid, self.device_id = device_type.device_typeid, device_type.device_id
-            return
-        if device_type not in _DEVICE_IDS:
-            raise ValueError(f"unknown device type {device_type!r}: expected one of "
-                             f"{', '.join(_DEVICE_IDS)}")
-        self.device_typeid, self.device_id = _DEVICE_IDS[device_type], int(device_id)
-
-    @property
-    def device_type(self) -> str:
-        return _DEVICE_TYPES[self.device_typeid]
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Context) and self.device_typeid == other.device_typeid
-                and self.device_id == other.device_id)
-
-    def __hash__(self) -> int:
-        return hash((self.device_typeid, self.device_id))
-
-    def __repr__(self) -> str:
-        return f"{self.device_type}({self.device_id})"
-
-    __str__ = __repr__
-
-    def __enter__(self) -> "Context":
-        stack = getattr(Context._local, "stack", None)
-        if stack is None:
-            stack = Context._local.stack = []
-        stack.append(self)
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        Context._local.stack.pop()
-
-    @property
-    def on_host(self) -> bool:
-        """True for the CPU device types (where recio's arrays can live)."""
-        return self.device_type != "gpu"
-
-
-def cpu(device_id: int = 0) -> Context:
-    """The CPU context (``mx.cpu()``)."""
-    return Context("cpu", device_id)
-
-
-def gpu(device_id: int = 0) -> Context:
-    """A GPU context (``mx.gpu()``): a name only, recio keeps data on the CPU."""
-    return Context("gpu", device_id)
-
-
-def cpu_pinned(device_id: int = 0) -> Context:
-    """Pinned CPU memory (``mx.cpu_pinned()``), where MXNet's ImageRecordIter puts batches."""
-    return Context("cpu_pinned", device_id)
-
-
-def current_context() -> Context:
-    """The innermost ``with Context`` block's context, else ``cpu(0)``."""
-    stack = getattr(Context._local, "stack", None)
-    return stack[-1] if stack else cpu(0)
+from recio.mx.context import Context, cpu, cpu_pinned, current_context, gpu
+from recio.mx.nd_file import read_arrays, write_arrays
 
 
 def _host(ctx: Optional[Context]) -> Context:
@@ -111,6 +37,37 @@ def _host(ctx: Optional[Context]) -> Context:
 
 def _unwrap(value: Any) -> Any:
     return value._data if isinstance(value, NDArray) else value
+
+
+#: an NDArray operator method: ``(self, other) -> NDArray``
+_Operator = Callable[["NDArray", Any], "NDArray"]
+
+
+def _arithmetic(op: Any, reverse: bool = False) -> _Operator:
+    """``self op other`` (``other op self`` when ``reverse``) as a new NDArray; a Python number
+    is cast to the array's dtype first, as MXNet does."""
+    def operator(self: NDArray, other: Any) -> NDArray:
+        other = _unwrap(other)
+        if isinstance(other, numbers.Number) and not isinstance(other, bool):
+            other = np.asarray(other).astype(self._data.dtype)  # scalars keep the dtype
+        result = op(other, self._data) if reverse else op(self._data, other)
+        return NDArray(result, self._ctx)
+    return operator
+
+
+def _in_place(op: Any) -> _Operator:
+    """``self op= other``, in the array's dtype (cast as NumPy's ``casting="unsafe"``)."""
+    def operator(self: NDArray, other: Any) -> NDArray:
+        op(self._data, _unwrap(other), out=self._data, casting="unsafe")
+        return self
+    return operator
+
+
+def _comparison(op: Any) -> _Operator:
+    """``self op other`` as 0/1 in the array's dtype, as MXNet's comparisons."""
+    def operator(self: NDArray, other: Any) -> NDArray:
+        return NDArray(op(self._data, _unwrap(other)).astype(self._data.dtype), self._ctx)
+    return operator
 
 
 class NDArray:
@@ -336,88 +293,34 @@ class NDArray:
     def abs(self) -> "NDArray":
         return NDArray(np.abs(self._data), self._ctx)
 
-    def _binary(self, other: Any, op: Any, reverse: bool = False) -> "NDArray":
-        other = _unwrap(other)
-        if isinstance(other, numbers.Number) and not isinstance(other, bool):
-            other = np.asarray(other).astype(self._data.dtype)  # scalars keep the dtype
-        result = op(other, self._data) if reverse else op(self._data, other)
-        return NDArray(result, self._ctx)
-
-    def _compare(self, other: Any, op: Any) -> "NDArray":
-        return NDArray(op(self._data, _unwrap(other)).astype(self._data.dtype), self._ctx)
-
-    def __add__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.add)
-
-    def __radd__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.add, True)
-
-    def __sub__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.subtract)
-
-    def __rsub__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.subtract, True)
-
-    def __mul__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.multiply)
-
-    def __rmul__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.multiply, True)
-
-    def __truediv__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.true_divide)
-
-    def __rtruediv__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.true_divide, True)
-
-    def __mod__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.mod)
-
-    def __pow__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.power)
-
-    def __rpow__(self, other: Any) -> "NDArray":
-        return self._binary(other, np.power, True)
+    # MXNet's operators, each one line: the rules are the three functions above the class
+    __add__ = _arithmetic(np.add)
+    __radd__ = _arithmetic(np.add, reverse=True)
+    __sub__ = _arithmetic(np.subtract)
+    __rsub__ = _arithmetic(np.subtract, reverse=True)
+    __mul__ = _arithmetic(np.multiply)
+    __rmul__ = _arithmetic(np.multiply, reverse=True)
+    __truediv__ = _arithmetic(np.true_divide)
+    __rtruediv__ = _arithmetic(np.true_divide, reverse=True)
+    __mod__ = _arithmetic(np.mod)
+    __pow__ = _arithmetic(np.power)
+    __rpow__ = _arithmetic(np.power, reverse=True)
+    __iadd__ = _in_place(np.add)
+    __isub__ = _in_place(np.subtract)
+    __imul__ = _in_place(np.multiply)
+    __itruediv__ = _in_place(np.true_divide)
+    __eq__ = _comparison(np.equal)  # type: ignore[assignment]  # NDArray, not bool, as MXNet
+    __ne__ = _comparison(np.not_equal)  # type: ignore[assignment]  # (and NumPy)
+    __lt__ = _comparison(np.less)
+    __le__ = _comparison(np.less_equal)
+    __gt__ = _comparison(np.greater)
+    __ge__ = _comparison(np.greater_equal)
 
     def __neg__(self) -> "NDArray":
         return NDArray(-self._data, self._ctx)
 
     def __abs__(self) -> "NDArray":
         return self.abs()
-
-    def _inplace(self, other: Any, op: Any) -> "NDArray":
-        op(self._data, _unwrap(other), out=self._data, casting="unsafe")
-        return self
-
-    def __iadd__(self, other: Any) -> "NDArray":
-        return self._inplace(other, np.add)
-
-    def __isub__(self, other: Any) -> "NDArray":
-        return self._inplace(other, np.subtract)
-
-    def __imul__(self, other: Any) -> "NDArray":
-        return self._inplace(other, np.multiply)
-
-    def __itruediv__(self, other: Any) -> "NDArray":
-        return self._inplace(other, np.true_divide)
-
-    def __eq__(self, other: Any) -> "NDArray":  # type: ignore[override]
-        return self._compare(other, np.equal)
-
-    def __ne__(self, other: Any) -> "NDArray":  # type: ignore[override]
-        return self._compare(other, np.not_equal)
-
-    def __lt__(self, other: Any) -> "NDArray":
-        return self._compare(other, np.less)
-
-    def __le__(self, other: Any) -> "NDArray":
-        return self._compare(other, np.less_equal)
-
-    def __gt__(self, other: Any) -> "NDArray":
-        return self._compare(other, np.greater)
-
-    def __ge__(self, other: Any) -> "NDArray":
-        return self._compare(other, np.greater_equal)
 
 
 # -- mx.nd functions ----------------------------------------------------------------------------
@@ -572,16 +475,7 @@ def waitall() -> None:
     """Nothing runs asynchronously here."""
 
 
-# -- MXNet's .nd files --------------------------------------------------------------------------
-_LIST_MAGIC = 0x112
-_V2_MAGIC = 0xF993FAC9
-_V1_MAGIC = 0xF993FAC8
-#: MXNet's type flags
-_TYPE_FLAGS = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint8, 4: np.int32,
-               5: np.int8, 6: np.int64, 7: np.bool_}
-_FLAG_OF = {np.dtype(t): flag for flag, t in _TYPE_FLAGS.items()}
-
-
+# -- MXNet's .nd files (the format: recio.mx.nd_file) ------------------------------------------
 def save(fname: str, data: Union[NDArray, List[NDArray], Dict[str, NDArray]]) -> None:
     """``mx.nd.save``: write arrays in MXNet's ``.nd`` format (readable by MXNet's
     ``mx.nd.load``), atomically."""
@@ -592,84 +486,15 @@ def save(fname: str, data: Union[NDArray, List[NDArray], Dict[str, NDArray]]) ->
         names, arrays = list(data.keys()), list(data.values())
     else:
         arrays = list(data)
-    parts = [np.array([_LIST_MAGIC, 0, len(arrays)], "<u8").tobytes()]
-    for arr in arrays:
-        values = np.ascontiguousarray(arr.asnumpy() if isinstance(arr, NDArray) else arr)
-        if values.dtype not in _FLAG_OF:
-            raise ValueError(f"cannot save a {values.dtype} array in MXNet's format")
-        parts.append(np.array([_V2_MAGIC, 0, values.ndim], "<u4").tobytes())
-        parts.append(np.array(values.shape, "<i8").tobytes())
-        if values.ndim:
-            parts.append(np.array([1, 0, _FLAG_OF[values.dtype]], "<i4").tobytes())
-            parts.append(values.astype(values.dtype.newbyteorder("<")).tobytes())
-    parts.append(np.array([len(names)], "<u8").tobytes())
-    for name in names:
-        raw = name.encode()
-        parts.append(np.array([len(raw)], "<u8").tobytes() + raw)
-    with atomic_open(fname, "wb") as f:
-        f.write(b"".join(parts))
+    write_arrays(fname, [arr.asnumpy() if isinstance(arr, NDArray) else arr for arr in arrays],
+                 names)
 
 
 def load(fname: str) -> Union[List[NDArray], Dict[str, NDArray]]:
     """``mx.nd.load``: arrays from an MXNet ``.nd`` file (a dict when they have names)."""
-    with open(fname, "rb") as f:
-        raw = f.read()
-    reader = _Reader(raw, fname)
-    magic, _, count = reader.u64(), reader.u64(), reader.u64()
-    if magic != _LIST_MAGIC:
-        raise RecordIOError(f"not an MXNet .nd file (magic {magic:#x})", path=fname, offset=0)
-    arrays = [reader.array() for _ in range(count)]
-    names = [reader.text() for _ in range(reader.u64())]
-    if names and len(names) != len(arrays):
-        raise RecordIOError(f"{len(arrays)} arrays but {len(names)} names", path=fname)
+    values, names = read_arrays(fname)
+    arrays = [NDArray(value) for value in values]
     return dict(zip(names, arrays)) if names else arrays
-
-
-class _Reader:
-    def __init__(self, raw: bytes, path: str) -> None:
-        self.raw, self.pos, self.path = raw, 0, path
-
-    def take(self, n: int) -> bytes:
-        if self.pos + n > len(self.raw):
-            raise RecordIOError(f"the file ends inside an array ({n} bytes needed)",
-                                path=self.path, offset=self.pos)
-        chunk = self.raw[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def u64(self) -> int:
-        return int(np.frombuffer(self.take(8), "<u8")[0])
-
-    def u32(self) -> int:
-        return int(np.frombuffer(self.take(4), "<u4")[0])
-
-    def i32(self) -> int:
-        return int(np.frombuffer(self.take(4), "<i4")[0])
-
-    def text(self) -> str:
-        return self.take(self.u64()).decode()
-
-    def array(self) -> NDArray:
-        start = self.pos
-        magic = self.u32()
-        if magic == _V2_MAGIC:
-            if self.i32() != 0:
-                raise RecordIOError("sparse arrays are not read", path=self.path, offset=start)
-        elif magic != _V1_MAGIC:
-            raise RecordIOError(f"unknown array format {magic:#x}", path=self.path, offset=start)
-        ndim = self.u32()
-        shape = tuple(int(v) for v in np.frombuffer(self.take(8 * ndim), "<i8"))
-        if not ndim:
-            return NDArray(np.zeros((0,), np.float32))
-        self.i32(), self.i32()  # the context it was saved from
-        flag = self.i32()
-        if flag not in _TYPE_FLAGS:
-            raise RecordIOError(f"unknown type flag {flag}", path=self.path, offset=self.pos)
-        dtype = np.dtype(_TYPE_FLAGS[flag]).newbyteorder("<")
-        count = int(np.prod(shape))
-        values = np.frombuffer(self.take(count * dtype.itemsize), dtype).reshape(shape)
-        return NDArray(values.astype(dtype.newbyteorder("=")))
-
 
 
 __all__ = ["NDArray", "Context", "cpu", "gpu", "cpu_pinned", "current_context", "array", "empty",

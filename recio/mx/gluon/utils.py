@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any, List, Sequence
 
 from recio.mx import ndarray as nd
-from recio.mx.ndarray import Context, NDArray
+from recio.mx.context import Context
+from recio.mx.ndarray import NDArray
 
 
 def split_data(data: Any, num_slice: int, batch_axis: int = 0,
