@@ -224,7 +224,8 @@ class NDArrayIter(DataIter):
             raise StopIteration
         return DataBatch(data=data, label=label, pad=self.getpad(), index=None)
 
-    def _slice(self, arrays: List[Tuple[str, np.ndarray]], start: int, end: int) -> List[np.ndarray]:
+    def _slice(self, arrays: List[Tuple[str, np.ndarray]], start: int, end: int
+               ) -> List[np.ndarray]:
         return [np.take(arr, np.arange(start, end), axis=self.axis) for _, arr in arrays]
 
     def _batchify(self, arrays: List[Tuple[str, np.ndarray]], which: int) -> List[NDArray]:
