@@ -28,7 +28,7 @@ import recio.mx as mx
 from conftest import need
 from recio.errors import RecordIOError
 from recio.image.augment import AugmentParams
-from recio.image.imageiter import SkippedRecordWarning
+from recio.image.batch_engine import SkippedRecordWarning
 
 DATA = pathlib.Path(__file__).parent / "data" / "mxnet_iter"
 META = json.loads((DATA / "expected.json").read_text())

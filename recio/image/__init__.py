@@ -7,7 +7,9 @@
 * ``packing``   ``pack_list``: a ``.lst`` into ``.rec`` + ``.idx``, resumable, in parallel
                 (``pack_worker``, ``pack_executors``, ``pack_output``, ``pack_prefix``).
 * ``imageiter`` ``ImageRecordIter``: batches of augmented images; ``RecordBatchIter``, the
-                engine under it and under ``recio.mx.io.ImageRecordIter``.
+                engine under it and under ``recio.mx.io.ImageRecordIter`` (``batch_engine``:
+                the decode thread pool, ``DataBatch``; ``batch_augment``: ``Augmenter``, one
+                image into one batch slot).
 * ``augment``   MXNet's ``DefaultImageAugmenter`` and normalisation, step by step.
 * ``cvops``     the OpenCV operations MXNet's augmentation calls, in NumPy, byte for byte.
 * ``stats``     what ``recio inspect`` reports: record and image statistics, damage, index check.
