@@ -21,10 +21,12 @@ import recio.mx as mx
 from conftest import need
 from recio.errors import ImageError
 from recio.image import codec, opencv_colour
+from recio.image.batch_augment import Augmenter
+from recio.image.batch_engine import SkippedRecordWarning
 from recio.image.codec import dct_eighths, decode, decode_scaled
 from recio.image.encoding import encode
 from recio.image.header import decode_image
-from recio.image.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning
+from recio.image.imageiter import ImageRecordIter
 from recio.image.transform import ImageOptions, render_image, transform_image
 from recio.image.verify import check_images
 

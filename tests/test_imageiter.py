@@ -12,7 +12,9 @@ from PIL import Image
 import recio
 from conftest import need
 from recio.errors import ImageError, RecordIOError
-from recio.image.imageiter import Augmenter, ImageRecordIter, SkippedRecordWarning
+from recio.image.batch_augment import Augmenter
+from recio.image.batch_engine import SkippedRecordWarning
+from recio.image.imageiter import ImageRecordIter
 
 N = 24
 H, W = 12, 16

@@ -8,8 +8,9 @@ import subprocess
 import pytest
 
 from recio.errors import OutputExistsError
-from recio.image import lists
-from recio.image.lists import make_lists, read_classes, read_list
+from recio.image import list_folder
+from recio.image.list_folder import make_lists
+from recio.image.lists import read_classes, read_list
 
 from conftest import GOLDEN
 
@@ -81,7 +82,7 @@ def test_lists_appear_all_together_or_not_at_all(tmp_path, monkeypatch):
     def broken(f, mapping):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(lists, "_write_classes_lines", broken)
+    monkeypatch.setattr(list_folder, "write_classes_lines", broken)
     with pytest.raises(OSError):
         make_lists(tmp_path / "s", GOLDEN / "im2rec" / "images", recursive=True,
                    train_ratio=0.6, test_ratio=0.2)

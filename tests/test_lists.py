@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings, strategies as st
 
 from recio.errors import ListFileError
-from recio.image.lists import (ListItem, format_list_line, list_images, make_lists, normalize_exts,
-                         parse_list_line, read_classes, read_list, split_items)
+from recio.image.list_folder import list_images, make_lists, normalize_exts, split_items
+from recio.image.lists import ListItem, format_list_line, parse_list_line, read_classes, read_list
 from recio.cli.im2rec import _mxnet_argv, im2rec_cmd
 
 # golden file name(s) -> the manifest command that made them

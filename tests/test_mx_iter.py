@@ -28,7 +28,7 @@ import recio.mx as mx
 from conftest import need
 from recio.errors import RecordIOError
 from recio.image.augment import AugmentParams
-from recio.image.imageiter import SkippedRecordWarning
+from recio.image.batch_engine import SkippedRecordWarning
 from recio.mx.io_params import PARAMETERS
 
 DATA = pathlib.Path(__file__).parent / "data" / "mxnet_iter"

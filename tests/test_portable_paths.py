@@ -26,11 +26,11 @@ from conftest import need
 from recio import storage
 from recio.errors import ListFileError, ManifestError
 from recio.image.extract import _class_folder
+from recio.image.list_folder import make_lists
 from recio.image.lists import (
     foreign_list_path,
     list_entry,
     list_path_candidates,
-    make_lists,
     native_list_path,
     read_list,
     read_list_entries,

@@ -222,7 +222,7 @@ def test_random_resized_crop_boxes(tmp_path):
     image), positions all over; a large JPEG decoded at a reduced DCT scale gives the same
     crops; the draws come in stream order, so a seed gives the same pixels."""
     from recio.image.augment import random_resized_crop_box
-    from recio.image.imageiter import Augmenter
+    from recio.image.batch_augment import Augmenter
 
     h, w = 600, 800
     y, x = np.mgrid[0:h, 0:w]
@@ -284,7 +284,7 @@ def test_random_resized_crop_in_image_record_iter_and_image_augment(data):
 
 
 def test_draws_serve_uniform_integers():
-    from recio.image.imageiter import _Draws
+    from recio.image.batch_augment import _Draws
 
     u = np.random.default_rng(1).random(60000)
     d = _Draws(u)

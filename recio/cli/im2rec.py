@@ -29,7 +29,7 @@ from recio.cli.common import (
 from recio.errors import RecordIOError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS
 from recio.image.encoding import ENCODERS
-from recio.image.lists import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
+from recio.image.list_folder import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
 from recio.image.pack_executors import PACK_THREAD
 from recio.image.pack_output import has_partial
 from recio.image.pack_prefix import PrefixLists

@@ -1,9 +1,9 @@
-"""Image lists (``.lst``): read, write and generate them exactly as MXNet's ``im2rec.py`` does.
+"""Image lists (``.lst``): parse and write them exactly as MXNet's ``im2rec.py`` does.
 
 A line is ``index \\t label_1 \\t ... \\t label_m \\t relative_path \\n`` with labels printed as
-``%f``. Generating a list walks a folder (sorted, optionally recursive: one label per folder that
-holds an image), shuffles it with ``random.seed(100); random.shuffle(...)`` and cuts it into
-chunks and train/test/val parts; the files are byte-identical to MXNet's for the same options.
+``%f``. Also here: the ``PREFIX.classes.tsv`` folder -> label map written beside the lists.
+Generating lists from a folder (walk, shuffle, chunk and train/test/val cut, byte-identical to
+MXNet's) is :mod:`recio.image.list_folder`.
 
 Lists travel between operating systems (made on a Windows workstation, packed on a Linux
 server), so their paths are read as the system that wrote them meant:
@@ -23,17 +23,12 @@ server), so their paths are read as the system that wrote them meant:
 """
 from __future__ import annotations
 
-import difflib
 import os
-import random
 import struct
-from collections import Counter
 from numbers import Real
-from dataclasses import dataclass, field
 from typing import (
     Any,
     BinaryIO,
-    Callable,
     Dict,
     Iterator,
     List,
@@ -45,13 +40,10 @@ from typing import (
 )
 
 from recio import storage
-from recio.errors import ListFileError, NothingFoundError, plural
-from recio.records.atomic import AtomicFile, OutputSet, atomic_open, check_outputs
+from recio.errors import ListFileError
+from recio.records.atomic import atomic_open
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-#: extensions im2rec accepts by default (compared with the lower-cased file suffix)
-DEFAULT_EXTS: Tuple[str, ...] = (".jpeg", ".jpg", ".png")
 
 #: the record id is a uint64 in the image header, so the index column must fit in one
 MAX_INDEX = 2 ** 64 - 1
@@ -232,10 +224,11 @@ def list_entry(relpath: str, sep: Optional[str] = None) -> str:
 def write_list(path: PathLike, items: Sequence[Tuple[int, Sequence[float], str]]) -> None:
     """Write ``(index, labels, path)`` items as a ``.lst`` file, atomically."""
     with atomic_open(path, "wb") as fout:
-        _write_list_lines(fout, items)
+        write_list_lines(fout, items)
 
 
-def _write_list_lines(fout: BinaryIO, items: Sequence[Tuple[int, Sequence[float], str]]) -> None:
+def write_list_lines(fout: BinaryIO, items: Sequence[Tuple[int, Sequence[float], str]]) -> None:
+    """The ``.lst`` lines of ``items`` into the open binary file ``fout`` (in blocks)."""
     buf: List[str] = []
     for index, labels, relpath in items:
         buf.append(format_list_line(index, labels, relpath))
@@ -244,220 +237,6 @@ def _write_list_lines(fout: BinaryIO, items: Sequence[Tuple[int, Sequence[float]
             buf.clear()
     fout.write("".join(buf).encode(_ENCODING, _ERRORS))
 
-
-def normalize_exts(exts: Sequence[str]) -> Tuple[str, ...]:
-    """Lower-case extensions with a leading dot; accepts ``"jpg"``, ``".JPG"``, ``".jpg,.png"``."""
-    out: List[str] = []
-    for ext in exts:
-        for part in str(ext).split(","):
-            part = part.strip().lower()
-            if not part:
-                continue
-            part = part if part.startswith(".") else "." + part
-            if part not in out:
-                out.append(part)
-    return tuple(out)
-
-
-#: characters a ``.lst`` line cannot hold in a path (they end or split the line)
-_UNLISTABLE = ("\t", "\r", "\n")
-
-
-@dataclass
-class ImageScan:
-    """What walking an image folder found, and what it left out and why."""
-
-    items: List[ListItem] = field(default_factory=list)
-    #: ``(folder relative to root, label)`` in label order (recursive walks only)
-    mapping: List[Tuple[str, int]] = field(default_factory=list)
-    #: images skipped because their path holds a tab, CR or LF (a ``.lst`` cannot hold them)
-    unlistable: int = 0
-    unlistable_example: Optional[str] = None
-    #: folders not entered again: a symlink leading to a folder already walked (a cycle or a
-    #: second way into the same folder)
-    revisits: int = 0
-    revisit_example: Optional[str] = None
-    #: without ``recursive``, when root itself holds no image: the images in its sub-folders,
-    #: which only ``recursive`` lists
-    in_subfolders: int = 0
-
-
-def _folder_id(path: str) -> Optional[Tuple[int, int]]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _walk_once(root: str, scan: ImageScan) -> Iterator[Tuple[str, List[str]]]:
-    """``os.walk(root, followlinks=True)`` in sorted order that enters each real folder once:
-    a symlink to a folder already walked (a cycle, a link to a parent, a second link to the
-    same folder) is counted in ``scan.revisits`` and not entered."""
-    seen = {_folder_id(root)}
-    for folder, dirs, files in os.walk(root, followlinks=True):
-        dirs.sort()
-        keep = []
-        for name in dirs:
-            ident = _folder_id(os.path.join(folder, name))
-            if ident is None or ident in seen:
-                scan.revisits += 1
-                if scan.revisit_example is None:
-                    scan.revisit_example = os.path.relpath(os.path.join(folder, name), root)
-                continue
-            seen.add(ident)
-            keep.append(name)
-        dirs[:] = keep
-        files.sort()
-        yield folder, files
-
-
-def _listable(relpath: str, scan: ImageScan) -> bool:
-    if any(c in relpath for c in _UNLISTABLE):
-        scan.unlistable += 1
-        if scan.unlistable_example is None:
-            scan.unlistable_example = relpath
-        return False
-    return True
-
-
-def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS,
-                progress: Optional[Callable[[int], None]] = None) -> ImageScan:
-    """Walk ``root`` as im2rec does, and count what cannot be listed.
-
-    With ``recursive``, folders and files are walked in sorted order following symlinks (as
-    MXNet's ``os.walk(followlinks=True)``) but each real folder only once, so a symlink cycle
-    ends; each folder holding an image gets the next label. Otherwise only ``root``'s files are
-    listed, with label 0 (and images in sub-folders are counted). Paths with a tab, CR or LF are
-    skipped and counted. ``progress(n)`` is called with the number of files looked at.
-    """
-    root = os.path.abspath(os.fspath(root))
-    if not os.path.isdir(root):
-        raise NotADirectoryError(20, "not a directory", root)
-    exts = normalize_exts(exts)
-    scan = ImageScan()
-    folders: dict = {}
-    walk = _walk_once(root, scan) if recursive else iter([(root, sorted(os.listdir(root)))])
-    for folder, files in walk:
-        for name in files:
-            full = os.path.join(folder, name)
-            if os.path.splitext(name)[1].lower() in exts and os.path.isfile(full):
-                relpath = list_entry(os.path.relpath(full, root))
-                if not _listable(relpath, scan):
-                    continue
-                label = folders.setdefault(folder, len(folders)) if recursive else 0
-                scan.items.append(ListItem(len(scan.items), (float(label),), relpath))
-        if progress is not None:
-            progress(len(files))
-    scan.mapping = [(list_entry(os.path.relpath(folder, root)), label)
-                    for folder, label in folders.items()]
-    if not recursive and not scan.items:
-        scan.in_subfolders = len(scan_images(root, True, exts).items)
-    return scan
-
-
-def _nothing_listed(scan: ImageScan, root: PathLike, recursive: bool,
-                    exts: Sequence[str] = DEFAULT_EXTS) -> str:
-    """Why a walk of ``root`` that listed nothing found nothing, and what to pass instead
-    (``--recursive``, ``--exts``): for the message of a list that would be empty."""
-    wanted = ", ".join(normalize_exts(exts))
-    if scan.unlistable:
-        return (f"every image's path holds a tab, CR or LF, which a .lst line cannot hold "
-                f"(e.g. {scan.unlistable_example!r}): rename them")
-    if not recursive and scan.in_subfolders:
-        return (f"no file with extensions {wanted} directly in it, but "
-                f"{plural(scan.in_subfolders, 'image')} in its sub-folders: add --recursive "
-                "(each folder of images gets its own label)")
-    here, below = _extensions(os.fspath(root))
-    others = here + below if recursive else here
-    if others:
-        return (f"no file with extensions {wanted}{'' if recursive else ' directly in it'}, "
-                f"but {_other_files(others)}{_exts_hint(others, '')}")
-    if below:
-        return (f"no file directly in it; its sub-folders hold {_other_files(below)}"
-                f"{_exts_hint(below, '--recursive ')}")
-    return "the folder and its sub-folders hold no files"
-
-
-def near_folders(path: PathLike) -> List[str]:
-    """Folders beside ``path`` (a folder that does not exist) whose names are near its name,
-    nearest first, written as ``path`` was: for "did you mean photos?" after a typo."""
-    parent, name = os.path.split(os.path.normpath(os.fspath(path)))
-    try:
-        folders = [d for d in os.listdir(parent or ".")
-                   if os.path.isdir(os.path.join(parent or ".", d))]
-    except OSError:
-        return []
-    return [os.path.join(parent, d) for d in difflib.get_close_matches(name, folders, n=3,
-                                                                       cutoff=0.6)]
-
-
-def _other_files(found: "Counter[str]") -> str:
-    shown = ", ".join(f"{n:,} {ext or 'without extension'}" for ext, n in found.most_common(4))
-    more = ", ..." if len(found) > 4 else ""
-    return f"{plural(sum(found.values()), 'other file')} ({shown}{more})"
-
-
-def _exts_hint(found: "Counter[str]", extra: str) -> str:
-    exts = [ext for ext, _ in found.most_common() if ext][:4]
-    return f": add {extra}--exts {','.join(exts)} if they are images" if exts else ""
-
-
-def _extensions(root: str) -> Tuple["Counter[str]", "Counter[str]"]:
-    """Lower-cased extensions of the files directly in ``root``, and of those below it."""
-    here: Counter = Counter()
-    below: Counter = Counter()
-    for folder, files in _walk_once(root, ImageScan()):
-        counter = here if folder == root else below
-        for name in files:
-            if os.path.isfile(os.path.join(folder, name)):
-                counter[os.path.splitext(name)[1].lower()] += 1
-    return here, below
-
-
-def list_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS
-                ) -> Tuple[List[ListItem], List[Tuple[str, int]]]:
-    """Walk ``root`` as im2rec does (see :func:`scan_images`); returns the items and the
-    ``(folder, label)`` mapping."""
-    scan = scan_images(root, recursive, exts)
-    return scan.items, scan.mapping
-
-
-def _shuffle_items(items: List[ListItem], seed: int = 100) -> None:
-    """Shuffle in place exactly as im2rec's ``random.seed(100); random.shuffle(list)``."""
-    random.Random(seed).shuffle(items)
-
-
-def split_items(items: Sequence[ListItem], prefix: str, chunks: int = 1,
-                train_ratio: float = 1.0, test_ratio: float = 0.0
-                ) -> List[Tuple[str, Sequence[ListItem]]]:
-    """im2rec's chunk and train/test/val cut: a list of ``(file name, items)`` to write.
-
-    ``chunks`` consecutive chunks of ``ceil(N / chunks)`` items (``PREFIX_i`` when > 1); in each,
-    with ``cs = ceil(N / chunks)``, ``_test`` takes the first ``int(cs * test_ratio)`` items,
-    ``_train`` the next ``int(cs * train_ratio)``, ``_val`` the rest; ``train_ratio == 1`` writes
-    ``PREFIX.lst`` only.
-    """
-    if chunks < 1:
-        raise ValueError(f"chunks must be at least 1, got {chunks}")
-    if not (0.0 <= train_ratio <= 1.0 and 0.0 <= test_ratio <= 1.0):
-        raise ValueError("train and test ratios must lie between 0 and 1")
-    size = (len(items) + chunks - 1) // chunks
-    out: List[Tuple[str, Sequence[ListItem]]] = []
-    for i in range(chunks):
-        chunk = items[i * size:(i + 1) * size]
-        name = prefix + ("_%d" % i if chunks > 1 else "")
-        sep = int(size * train_ratio)
-        sep_test = int(size * test_ratio)
-        if train_ratio == 1.0:
-            out.append((name + ".lst", chunk))
-            continue
-        if test_ratio:
-            out.append((name + "_test.lst", chunk[:sep_test]))
-        if train_ratio + test_ratio < 1.0:
-            out.append((name + "_val.lst", chunk[sep_test + sep:]))
-        out.append((name + "_train.lst", chunk[sep_test:sep_test + sep]))
-    return out
 
 
 #: suffix of the folder -> label map ``im2rec --list --recursive`` writes beside its lists
@@ -493,14 +272,15 @@ def find_classes(rec_path: PathLike) -> Optional[str]:
 
 
 def write_classes(path: PathLike, mapping: Sequence[Tuple[str, int]]) -> None:
-    """Write ``label<TAB>folder`` lines (the ``(folder, label)`` pairs of :func:`make_lists`),
-    atomically. Folder names are written as stored (tab, CR and LF cannot occur in them: such
-    folders are never listed)."""
+    """Write ``label<TAB>folder`` lines (the ``(folder, label)`` pairs of
+    :func:`~recio.image.list_folder.make_lists`), atomically. Folder names are written as stored
+    (tab, CR and LF cannot occur in them: such folders are never listed)."""
     with atomic_open(path, "wb") as f:
-        _write_classes_lines(f, mapping)
+        write_classes_lines(f, mapping)
 
 
-def _write_classes_lines(f: BinaryIO, mapping: Sequence[Tuple[str, int]]) -> None:
+def write_classes_lines(f: BinaryIO, mapping: Sequence[Tuple[str, int]]) -> None:
+    """The classes file's header and ``label<TAB>folder`` lines into the open binary file ``f``."""
     f.write(b"label\tclass\n")
     for folder, label in mapping:
         f.write(f"{label}\t{folder}\n".encode(_ENCODING, _ERRORS))
@@ -527,125 +307,6 @@ def read_classes(path: PathLike) -> Dict[int, str]:
     return out
 
 
-@dataclass
-class ListResult:
-    """What ``im2rec --list`` wrote, and what it left out."""
-
-    #: ``(folder, label)`` pairs im2rec prints (recursive walks)
-    mapping: List[Tuple[str, int]]
-    #: ``(list file, number of lines)`` in the order written
-    written: List[Tuple[str, int]]
-    #: the ``PREFIX.classes.tsv`` written (recursive walks), else None
-    classes_path: Optional[str]
-    scan: ImageScan
-    #: images in no list: train + test ratios over 1, or each part's size rounded down with
-    #: no val list to take the rest (MXNet's arithmetic, kept for byte-identical lists)
-    ratio_dropped: int = 0
-    ratio_sum: float = 1.0
-    train_ratio: float = 1.0
-    #: with ratios over 1: how many fewer images the train lists hold than the ratio asked for
-    train_shortfall: int = 0
-
-    def warnings(self) -> List[str]:
-        """One sentence per thing left out, for the command to print."""
-        scan, out = self.scan, []
-        if scan.unlistable:
-            out.append(f"skipped {scan.unlistable} image(s) whose path holds a tab, CR or LF, "
-                       f"which a .lst line cannot hold (e.g. {scan.unlistable_example!r}); "
-                       "rename them to list them")
-        if scan.revisits:
-            out.append(f"did not enter {scan.revisits} symlinked folder(s) already walked "
-                       f"(a cycle or a second link to the same folder, e.g. "
-                       f"{scan.revisit_example!r}); each folder is listed once")
-        if self.ratio_sum > 1 and self.train_ratio == 1.0:
-            out.append("--test-ratio is ignored with --train-ratio 1 (as in MXNet): every "
-                       "image is in PREFIX.lst; lower --train-ratio to make a test list")
-        elif self.ratio_sum > 1:
-            out.append(f"--train-ratio + --test-ratio is {self.ratio_sum:g}, over 1: the train "
-                       f"list(s) hold {self.train_shortfall} image(s) fewer than the ratio asks "
-                       "(as in MXNet, train gets what is left after test); make the ratios sum "
-                       "to at most 1")
-        if self.ratio_dropped:
-            out.append(f"{self.ratio_dropped} image(s) are in no list: each part's size is "
-                       "rounded down and ratios summing to 1 leave no val list for the rest "
-                       "(as in MXNet); lower --train-ratio slightly to get a val list")
-        return out
-
-    def to_dict(self) -> dict:
-        return {"lists": [{"path": p, "images": n} for p, n in self.written],
-                "classes_path": self.classes_path,
-                "classes": [{"folder": f, "label": label} for f, label in self.mapping],
-                "skipped": {"unlistable_path": self.scan.unlistable,
-                            "folder_revisit": self.scan.revisits,
-                            "in_no_list": self.ratio_dropped},
-                "train_shortfall": self.train_shortfall,
-                "warnings": self.warnings()}
-
-
-def _list_outputs(prefix: PathLike, chunks: int = 1, train_ratio: float = 1.0,
-                  test_ratio: float = 0.0, recursive: bool = False) -> List[str]:
-    """Every file ``make_lists`` would write for these options (lists, then classes)."""
-    names = [name for name, _ in split_items([], storage.absolute(prefix), chunks,
-                                             train_ratio, test_ratio)]
-    return names + ([classes_path(storage.absolute(prefix))] if recursive else [])
-
-
-def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
-               exts: Sequence[str] = DEFAULT_EXTS, chunks: int = 1, train_ratio: float = 1.0,
-               test_ratio: float = 0.0, shuffle: bool = True, *, force: bool = False,
-               progress: Optional[Callable[[int], None]] = None) -> ListResult:
-    """im2rec ``--list``: write the ``.lst`` file(s) for ``root`` (and, when ``recursive``,
-    ``PREFIX.classes.tsv``, the folder -> label map).
-
-    Existing files of those names are refused (:class:`OutputExistsError`) unless ``force``.
-    All files of one call appear together or not at all: they are written under temporary
-    names and renamed when every one is complete. A walk that finds no image writes nothing
-    and raises :class:`NothingFoundError` saying what is there instead (images in sub-folders
-    without ``recursive``, files with other extensions, an empty folder), so the corrected
-    command is not refused because of an empty list.
-    """
-    prefix = storage.absolute(prefix)
-    check_outputs(_list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
-    scan = scan_images(root, recursive, exts, progress)
-    if not scan.items:
-        raise NothingFoundError(f"no image to list: {_nothing_listed(scan, root, recursive, exts)}"
-                                "; nothing was written", path=os.fspath(root))
-    items = list(scan.items)
-    if shuffle:
-        _shuffle_items(items)
-    parts = split_items(items, prefix, chunks, train_ratio, test_ratio)
-    outputs = OutputSet()
-    try:
-        for name, part in parts:
-            _write_list_lines(outputs.add(AtomicFile(name)).file, part)
-        classes = classes_path(prefix) if recursive else None
-        if classes is not None:
-            _write_classes_lines(outputs.add(AtomicFile(classes)).file, scan.mapping)
-        outputs.commit()
-    except BaseException:
-        outputs.discard()
-        raise
-    written = [(name, len(part)) for name, part in parts]
-    return ListResult(scan.mapping, written, classes, scan,
-                      ratio_dropped=len(items) - sum(n for _, n in written),
-                      ratio_sum=train_ratio + test_ratio, train_ratio=train_ratio,
-                      train_shortfall=_train_shortfall(len(items), chunks, train_ratio, parts))
-
-
-def _train_shortfall(total: int, chunks: int, train_ratio: float,
-                     parts: Sequence[Tuple[str, Sequence[ListItem]]]) -> int:
-    """How many fewer images the train lists hold than ``int(chunk size * train_ratio)`` per
-    chunk (only ever non-zero when the ratios sum over 1)."""
-    if train_ratio == 1.0:  # one list per chunk, no train part
-        return 0
-    size = (total + chunks - 1) // chunks
-    filled = (total + size - 1) // size if size else 0
-    held = sum(len(items) for name, items in parts if name.endswith("_train.lst"))
-    return max(0, filled * int(size * train_ratio) - held)
-
-
 __all__ = ["ListItem", "format_list_line", "parse_list_line", "read_list", "read_list_entries",
            "write_list", "native_list_path", "list_path_candidates", "foreign_list_path",
-           "list_entry", "normalize_exts", "list_images", "ImageScan", "ListResult", "split_items",
-           "make_lists", "classes_path", "write_classes", "read_classes", "scan_images"]
-
+           "list_entry", "classes_path", "find_classes", "write_classes", "read_classes"]

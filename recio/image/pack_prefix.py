@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 
 from recio import storage
 from recio.errors import ListFileError, NothingFoundError
-from recio.image.lists import near_folders
+from recio.image.list_folder import near_folders
 from recio.image.packing import PackResult, ProgressCallback, pack_list
 from recio.image.transform import ImageOptions
 from recio.storage import StorageOptions
