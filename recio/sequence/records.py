@@ -50,8 +50,8 @@ SEQUENCE_HEADER = struct.Struct("<4sHH")
 #: kind, dtype code, flags, name length, dim, samples, nnz
 STREAM_DESCRIPTOR = struct.Struct("<BBBBIIQ")
 
-#: stream kind codes in the stream table (``recio.sequence.cbf.DENSE``/``SPARSE`` are CBF's
-#: storage names, a different thing)
+#: stream kind codes in the stream table (``recio.sequence.cbf_format.DENSE``/``SPARSE`` are
+#: CBF's storage names, a different thing)
 KIND_DENSE, KIND_SPARSE = 0, 1
 FLAG_1D = 1
 MAX_STREAMS = 0xFFFF
