@@ -10,9 +10,11 @@
                  and the corpora it reads (``RecordCorpus``, ``MemoryCorpus``, ``ConcatCorpus``).
 * ``bucketing``  length buckets that minimise padding.
 * ``bucket_summary``  what ``recio buckets`` reports about a file's lengths.
-* ``cbf``        CNTK's binary format (CBF) reader and writer.
+* ``cbf``        CNTK's binary format (CBF) reader and writer (layout and header check:
+                 ``cbf_format``; one chunk decoded: ``cbf_decode``).
 * ``ctf``        CNTK's text format (CTF): a reader exact to CNTK 2.7 (streams: ``ctf_streams``).
 * ``convert``    CBF <-> records; CTF -> CBF (ctf2bin's job) or records.
+* ``cntk``       CNTK 2.7's reader API under its names (randomizers: ``cntk_randomizers``).
 """
 import typing as _typing
 
