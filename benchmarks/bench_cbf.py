@@ -26,7 +26,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from recio.sequence import Sparse  # noqa: E402
-from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo  # noqa: E402
+from recio.sequence.cbf import CBFReader, CBFWriter  # noqa: E402
+from recio.sequence.cbf_format import StreamInfo  # noqa: E402
 from recio.sequence.convert import cbf_to_rec, rec_to_cbf  # noqa: E402
 
 DENSE_DIM, SPARSE_DIM, NNZ = 40, 10_000, 5

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import recio
 from recio.sequence import Sparse
-from recio.sequence.cbf import (CBF_MAGIC, CHUNK_ENTRY, CBFReader, CBFWriter, StreamInfo,
-                                encode_dense, encode_sparse, read_header)
+from recio.sequence.cbf import CBFReader, CBFWriter, encode_dense, encode_sparse
+from recio.sequence.cbf_format import CBF_MAGIC, CHUNK_ENTRY, StreamInfo, read_header
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

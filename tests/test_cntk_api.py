@@ -9,7 +9,7 @@ import pytest
 
 from recio.sequence import cntk as C
 from recio.sequence.cbf import CBFReader
-from recio.sequence.cntk import MT19937_64
+from recio.sequence.cntk_randomizers import MT19937_64
 
 HERE = os.path.join(os.path.dirname(__file__), "data", "cntk")
 with open(os.path.join(HERE, "traces.json")) as _f:

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo
+from recio.sequence.cbf import CBFReader, CBFWriter
+from recio.sequence.cbf_format import StreamInfo
 from recio.sequence.convert import cbf_to_rec, convert, rec_to_cbf
 from recio.sequence import Sparse, SequenceWriter, sample_counts, unpack_sequence
 from recio.cli.common import parse_size

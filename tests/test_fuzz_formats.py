@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.sequence.cbf import CBFReader, CBFWriter, read_header
+from recio.sequence.cbf import CBFReader, CBFWriter
+from recio.sequence.cbf_format import read_header
 from recio.errors import (CBFError, ImageError, IndexFileError, ListFileError, RecordIOError,
                           SequenceError)
 from recio.image.header import IRHeader, decode_image, pack, pack_img, unpack, unpack_header, unpack_img

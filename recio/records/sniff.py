@@ -27,7 +27,7 @@ SNIFF_BYTES = 4096
 #: a manifest no larger than this is parsed to name one of its shards
 _MANIFEST_READ_LIMIT = 1 << 24
 _CBF_PREFIX = b"nib_ktnc"  # recio.sequence.cbf's magic as it lies on disk (a lower layer)
-_SIDECAR_PREFIX = b"RECIOLEN"  # recio.sequence.records.SIDECAR_MAGIC
+_SIDECAR_PREFIX = b"RECIOLEN"  # recio.sequence.sidecar.SIDECAR_MAGIC
 _IDX_LINE = re.compile(r"\s*\S+\t\s*\d+\s*")
 _LST_LINE = re.compile(r"\s*\d+\t[^\t]*\t.*")
 

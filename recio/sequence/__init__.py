@@ -1,31 +1,48 @@
 """Sample-counted sequences (CNTK style) on the record core.
 
-* ``records``    the sequence record format (dense and ``Sparse`` streams), its writer and the
-                 sample-count sidecar (``PREFIX.len``). Its names are re-exported here.
+* ``records``    the sequence record format (dense and ``Sparse`` streams).
+* ``sidecar``    the sample-count sidecar (``PREFIX.len``) beside a file of sequence records.
+* ``writer``     ``SequenceWriter``: ``.rec``, ``.idx`` and ``.len`` together.
+                 The names of these three are re-exported here.
                  ``MinibatchSource`` and ``SWEEP_FOREVER``/``SWEEP_ONCE``, ``BucketBatchSampler``,
                  ``bucket_boundaries``, ``CBFReader`` and ``CBFWriter`` are too, on first use.
 * ``minibatch``  ``MinibatchSource``: CNTK's sample-counted minibatches with checkpoint/restore,
                  and the corpora it reads (``RecordCorpus``, ``MemoryCorpus``, ``ConcatCorpus``).
 * ``bucketing``  length buckets that minimise padding.
 * ``bucket_summary``  what ``recio buckets`` reports about a file's lengths.
-* ``cbf``        CNTK's binary format (CBF) reader and writer.
+* ``cbf``        CNTK's binary format (CBF) reader and writer (layout and header check:
+                 ``cbf_format``; one chunk decoded: ``cbf_decode``).
 * ``ctf``        CNTK's text format (CTF): a reader exact to CNTK 2.7 (streams: ``ctf_streams``).
 * ``convert``    CBF <-> records; CTF -> CBF (ctf2bin's job) or records.
+* ``cntk``       CNTK 2.7's reader API under its names (randomizers: ``cntk_randomizers``).
 """
 import typing as _typing
 
 from recio._lazy import lazy_exports as _lazy_exports
-from recio.sequence.records import *  # noqa: F401,F403  (the names of the sequence format)
-from recio.sequence.records import MAX_DENSE_BYTES
-from recio.sequence.records import __all__ as _records_all
+from recio.sequence.records import (
+    MAX_DENSE_BYTES,
+    Sparse,
+    pack_sequence,
+    sequence_sample_counts,
+    stream_sample_counts,
+    unpack_sequence,
+)
+from recio.sequence.sidecar import (
+    read_sidecar,
+    rebuild_sidecar,
+    sample_counts,
+    sidecar_path,
+    write_sidecar,
+)
+from recio.sequence.writer import SequenceWriter, write_sequences
 
 if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
     from recio.sequence.bucketing import BucketBatchSampler, bucket_boundaries
     from recio.sequence.cbf import CBFReader, CBFWriter
     from recio.sequence.minibatch import SWEEP_FOREVER, SWEEP_ONCE, MinibatchSource
 
-#: the readers of sequences, imported on first use (the sequence format above is all that
-#: writing needs)
+#: the readers of sequences, imported on first use (the sequence format and its writer above
+#: are all that writing needs)
 _LAZY = {
     "MinibatchSource": "recio.sequence.minibatch",
     "SWEEP_FOREVER": "recio.sequence.minibatch",
@@ -36,7 +53,10 @@ _LAZY = {
     "CBFWriter": "recio.sequence.cbf",
 }
 
-__all__ = [*_records_all, "MAX_DENSE_BYTES", *_LAZY]
+__all__ = ["Sparse", "pack_sequence", "unpack_sequence", "sequence_sample_counts",
+           "stream_sample_counts", "SequenceWriter", "write_sequences", "sample_counts",
+           "sidecar_path", "read_sidecar", "write_sidecar", "rebuild_sidecar", "MAX_DENSE_BYTES",
+           *_LAZY]
 
 if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
     __getattr__, __dir__ = _lazy_exports(__name__, _LAZY)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 import numpy as np
 
 from recio.sequence.bucketing import bucketing_report
-from recio.sequence.records import sample_counts
+from recio.sequence.sidecar import sample_counts
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from recio.errors import SequenceError
 from recio.records.split import check_part
-from recio.sequence.records import sample_counts
+from recio.sequence.sidecar import sample_counts
 
 __all__ = ["length_histogram", "bucket_boundaries", "equal_width_boundaries",
            "quantile_boundaries", "assign_buckets", "padded_cost", "padding_waste",

@@ -34,10 +34,14 @@ from recio.errors import CBFError, SequenceError
 from recio.records.atomic import check_outputs, publish_staged
 from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
-from recio.sequence.cbf import CBFReader, CBFWriter, StreamInfo, decode_chunk
+from recio.sequence.cbf import CBFReader, CBFWriter
+from recio.sequence.cbf_decode import decode_chunk
+from recio.sequence.cbf_format import StreamInfo
 from recio.sequence.ctf import CTFReader
 from recio.sequence.ctf_streams import CTFStream
-from recio.sequence.records import SequenceWriter, sidecar_path, unpack_sequence
+from recio.sequence.records import unpack_sequence
+from recio.sequence.sidecar import sidecar_path
+from recio.sequence.writer import SequenceWriter
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]

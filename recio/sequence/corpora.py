@@ -49,6 +49,7 @@ from recio.sequence.records import (
     stream_sample_counts,
     unpack_sequence,
 )
+from recio.sequence.sidecar import read_sidecar, sidecar_path
 
 #: default target of samples per chunk for ``RecordCorpus``
 DEFAULT_CHUNK_SAMPLES = 4096
@@ -81,14 +82,14 @@ class RecordCorpus:
         # records are decoded as NumPy views straight into the reader's read-only map (no copy)
         self._reader = RecordReader(self.rec_path)
         self._size = rec_size
-        side = sequence.sidecar_path(self.rec_path)
+        side = sidecar_path(self.rec_path)
         #: each stream's layout (sparse?, dtype, dim, 1-D?) as record 0 gives it: every record
         #: decoded must match (None: image records, whose image streams vary in size)
         self.layouts: Optional[Dict[str, sequence.Layout]] = None
         if storage.exists(side):
             self.kind = "sequence"
             with storage.local_copy(side) as local_side:  # a URL's sidecar: fetched (it is small)
-                names, counts = sequence.read_sidecar(local_side, rec_size, len(self.offsets))
+                names, counts = read_sidecar(local_side, rec_size, len(self.offsets))
             self.stream_names = list(names)
             self.counts = counts
         elif len(self.offsets) and self._reader.read_at(int(self.offsets[0]))[:4] == \
@@ -218,7 +219,7 @@ class RecordCorpus:
         laid_out = True
         if same:
             for k, (name, data) in enumerate(seq.items()):
-                # a stream's samples as recio.sequence.records._samples_of counts them and its
+                # a stream's samples as recio.sequence.records.samples_of counts them and its
                 # layout as stream_layout gives it (inlined: this runs for every record
                 # decoded; decoded arrays are never 0-d)
                 want = expected[k] if expected else None
