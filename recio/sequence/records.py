@@ -87,9 +87,9 @@ class Sparse(NamedTuple):
     """A sparse stream (CSR-like): sample ``i`` has ``indices[indptr[i]:indptr[i+1]]``.
 
     recio's one sparse type: sequence records and CBF files both decode to it and both writers
-    take it. ``counts`` (non-zeros per sample, CBF's on-disk form), ``nnz``, ``sample_dim`` and
-    ``toarray`` are there for code written against the old ``recio.sequence.cbf.SparseSequence``;
-    :meth:`from_counts` builds one from per-sample counts.
+    take it. ``counts`` (non-zeros per sample) and ``sample_dim`` are CBF's names for its
+    on-disk form, ``nnz`` and ``toarray`` scipy's; :meth:`from_counts` builds one from
+    per-sample counts.
     """
 
     indptr: np.ndarray
@@ -206,12 +206,8 @@ class Sparse(NamedTuple):
         return out
 
     def toarray(self) -> np.ndarray:
-        """Same as :meth:`to_dense` (the name scipy and the old ``SparseSequence`` use)."""
+        """Same as :meth:`to_dense` (scipy's name)."""
         return self.to_dense()
-
-    def to_sparse(self) -> "Sparse":
-        """``self``: code written for the old ``SparseSequence`` converted with this."""
-        return self
 
 
 Stream = Union[np.ndarray, Sparse]
