@@ -31,7 +31,8 @@ from recio.image.shard_pack import Fault, pack_shards
 from recio.image.transform import ImageOptions
 from recio.records import lock as lock_module
 from recio.records.lock import OutputLock
-from recio.records.shards import load_manifest, verify_manifest
+from recio.records.manifest import load_manifest
+from recio.records.shard_verify import verify_manifest
 from support import (
     assert_bucket_set,
     assert_same_files,
@@ -57,7 +58,7 @@ _PARTS = [("recio.image.pack_worker:_read_image_file", 40),
           ("recio.storage:remove_tree", 1),
           ("recio.records.atomic:AtomicFile.publish", 4)]
 POINTS = {
-    "shards": _PARTS + [("recio.storage:move", 12), ("recio.records.shards:combined_index", 1)],
+    "shards": _PARTS + [("recio.storage:move", 12), ("recio.records.shard_commit:combined_index", 1)],
     "sized": _PARTS + [("recio.records.shards:ShardWriter.close", 1)],
     "threads": _PARTS + [("recio.storage:move", 6)],
     "plain": [("recio.image.pack_worker:_read_image_file", 40),

@@ -17,7 +17,8 @@ from recio.image.codec import decode
 from recio.image.header import unpack
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
-from recio.records.shards import load_manifest, verify_manifest
+from recio.records.manifest import load_manifest
+from recio.records.shard_verify import verify_manifest
 from support import make_corpus, records_of
 
 pytestmark = pytest.mark.needs("ray")

@@ -27,7 +27,8 @@ from recio.image.transform import ImageOptions
 from recio.records.index import open_index, read_index_range
 from recio.records.index_format import write_index
 from recio.records.reader import RecordReader
-from recio.records.shards import load_manifest, record_checksums, verify_manifest
+from recio.records.manifest import load_manifest, record_checksums
+from recio.records.shard_verify import verify_manifest
 from support import assert_same_files, make_corpus, records_of
 
 

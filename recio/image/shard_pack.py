@@ -78,19 +78,21 @@ from recio.records.atomic import (
 from recio.records.index import open_index
 from recio.records.lock import OutputLock, lock_path
 from recio.records.reader import RecordReader
-from recio.records.shards import (
-    COMBINED_INDEX_SUFFIX,
+from recio.records.manifest import (
     RECORD_CHECKSUM_SUFFIX,
     Shard,
-    ShardWriter,
-    combined_lines,
-    commit_staged,
     file_crc32,
     load_manifest,
     manifest_path,
-    set_outputs,
     shard_stem,
 )
+from recio.records.shard_commit import (
+    COMBINED_INDEX_SUFFIX,
+    combined_lines,
+    commit_staged,
+    set_outputs,
+)
+from recio.records.shards import ShardWriter
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -50,13 +50,8 @@ from recio.records.atomic import check_outputs, publish_staged
 from recio.records.index import open_index, read_index_range
 from recio.records.index_format import sibling_index_path, write_index
 from recio.records.reader import RecordReader
-from recio.records.shards import (
-    Shard,
-    commit_staged,
-    file_crc32,
-    manifest_path,
-    set_outputs,
-)
+from recio.records.manifest import Shard, file_crc32, manifest_path
+from recio.records.shard_commit import commit_staged, set_outputs
 from recio.records.source import resolve_source
 from recio.records.writer import IndexedRecordWriter
 from recio.storage import StorageOptions
