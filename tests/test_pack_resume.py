@@ -27,7 +27,8 @@ from recio import portable
 from recio.errors import InterruptedPackError, OutputBusyError
 from recio.image.pack_output import partial_paths
 from recio.image.packing import pack_list
-from recio.image.shard_pack import Fault, pack_shards
+from recio.image.pack_parts import Fault
+from recio.image.shard_pack import pack_shards
 from recio.image.transform import ImageOptions
 from recio.records import lock as lock_module
 from recio.records.lock import OutputLock

@@ -43,7 +43,7 @@ from recio.errors import IndexFileError
 from recio.image.codec import decode
 from recio.image.encoding import encode
 from recio.image.header import IRHeader, pack, unpack
-from recio.image.shard_pack import describe_shard
+from recio.image.pack_parts import describe_shard
 from recio.optional import require
 from recio.ray.engine import connect
 from recio.records.atomic import check_outputs, publish_staged
