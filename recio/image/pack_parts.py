@@ -352,6 +352,5 @@ def _upload_part(shard: Shard, job: PartJob) -> None:
         setattr(shard, role, target)
 
 
-
 __all__ = ["LocalEngine", "Engine", "ListPart", "PartJob", "PartResult", "PartFailedError",
            "Fault", "InjectedFault"]

@@ -230,7 +230,6 @@ def _shard_from(entry: Any, i: int, folder: str, path: str) -> Shard:
                  entry.get("max_key"))
 
 
-
 # -- per-record checksums -----------------------------------------------------------------------
 def record_checksums(shard: Shard, storage_options: StorageOptions = None) -> np.ndarray:
     """The shard's per-record CRC-32s (uint32, in ``.idx`` order); ManifestError without a

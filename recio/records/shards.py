@@ -55,7 +55,6 @@ def _padded(n: int) -> int:
     return HEADER_SIZE + ((n + 3) & ~3)
 
 
-
 # -- writing -------------------------------------------------------------------------------------
 class ShardWriter(ManagedWriter):
     """Write records into shards of at most ``max_records`` records and ``max_bytes`` bytes of
@@ -204,7 +203,6 @@ def _version() -> str:
         return "(not installed)"
 
 
-
 # -- reading -------------------------------------------------------------------------------------
 class ShardReader:
     """Records of a shard set in manifest order, by position or by key.
@@ -314,7 +312,6 @@ class ShardReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
 
 
 __all__ = ["ShardWriter", "ShardReader"]
