@@ -126,7 +126,8 @@ def driver_rates(items: int = 1_000_000) -> None:
     from recio.image.packing import PackResult
     from recio.image.shard_pack import part_size, split_list
     from recio.records.index_format import write_index
-    from recio.records.shards import Shard, combined_lines
+    from recio.records.manifest import Shard
+    from recio.records.shard_commit import combined_lines
 
     folder = tempfile.mkdtemp(prefix="bench-ray-driver-")
     try:

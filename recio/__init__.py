@@ -31,7 +31,8 @@ if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (test
     from recio.records.index import read_index
     from recio.records.indexed import IndexedRecordReader, build_index
     from recio.records.reader import RecordReader
-    from recio.records.shards import ShardReader, ShardWriter, load_manifest
+    from recio.records.manifest import load_manifest
+    from recio.records.shards import ShardReader, ShardWriter
     from recio.records.split import InputSplit
     from recio.records.writer import IndexedRecordWriter, RecordWriter
     from recio.sequence.minibatch import MinibatchSource
@@ -54,7 +55,7 @@ _LAZY = {
     "unpack_img": "recio.image.header",
     "ShardWriter": "recio.records.shards",
     "ShardReader": "recio.records.shards",
-    "load_manifest": "recio.records.shards",
+    "load_manifest": "recio.records.manifest",
     "ImageRecordIter": "recio.image.imageiter",
     "MinibatchSource": "recio.sequence.minibatch",
 }

@@ -8,7 +8,7 @@ from PIL import Image
 
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
-from recio.records.shards import load_manifest
+from recio.records.manifest import load_manifest
 
 
 @contextmanager

@@ -366,21 +366,21 @@ def test_a_remote_object_reads_exactly_like_the_local_file(tmp_path_factory, pay
     """The same bytes behind a URL (memory://, through recio.storage's streams, blocks and
     windows of any size) give the same records and the same errors at the same offsets."""
     fsspec = need("fsspec")
-    from recio import storage
     from recio.records import walker as walker_module
+    from recio.storage import remote_file
 
     data = mutate(build(payloads), mutations)
     path = tmp_path_factory.mktemp("remote") / "d.rec"
     path.write_bytes(data)
     url = f"memory://agree/{abs(hash((data, block, window)))}.rec"
     fsspec.filesystem("memory").pipe(url[len("memory://"):], data)
-    saved = storage.STREAM_BLOCK, walker_module._STREAM_WINDOW
-    storage.STREAM_BLOCK, walker_module._STREAM_WINDOW = block, window
+    saved = remote_file.STREAM_BLOCK, walker_module._STREAM_WINDOW
+    remote_file.STREAM_BLOCK, walker_module._STREAM_WINDOW = block, window
     try:
         with hang_guard():
             remote = remote_outcomes(url)
     finally:
-        storage.STREAM_BLOCK, walker_module._STREAM_WINDOW = saved
+        remote_file.STREAM_BLOCK, walker_module._STREAM_WINDOW = saved
     records, regions = reference(path)
     assert remote["skip"] == (records, [(a, b, e.message) for a, b, e in regions])
     prefix, region = expect_prefix(records, regions)

@@ -27,11 +27,13 @@ from recio import portable
 from recio.errors import InterruptedPackError, OutputBusyError
 from recio.image.pack_output import partial_paths
 from recio.image.packing import pack_list
-from recio.image.shard_pack import Fault, pack_shards
+from recio.image.pack_parts import Fault
+from recio.image.shard_pack import pack_shards
 from recio.image.transform import ImageOptions
 from recio.records import lock as lock_module
 from recio.records.lock import OutputLock
-from recio.records.shards import load_manifest, verify_manifest
+from recio.records.manifest import load_manifest
+from recio.records.shard_verify import verify_manifest
 from support import (
     assert_bucket_set,
     assert_same_files,
@@ -57,7 +59,7 @@ _PARTS = [("recio.image.pack_worker:_read_image_file", 40),
           ("recio.storage:remove_tree", 1),
           ("recio.records.atomic:AtomicFile.publish", 4)]
 POINTS = {
-    "shards": _PARTS + [("recio.storage:move", 12), ("recio.records.shards:combined_index", 1)],
+    "shards": _PARTS + [("recio.storage:move", 12), ("recio.records.shard_commit:combined_index", 1)],
     "sized": _PARTS + [("recio.records.shards:ShardWriter.close", 1)],
     "threads": _PARTS + [("recio.storage:move", 6)],
     "plain": [("recio.image.pack_worker:_read_image_file", 40),

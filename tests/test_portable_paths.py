@@ -41,7 +41,7 @@ from recio.image.shard_pack import pack_shards
 from recio.image.transform import ImageOptions
 from recio.mx import recordio as mx_recordio
 from recio.records.index import open_index
-from recio.records.shards import load_manifest
+from recio.records.manifest import load_manifest
 from recio.records.source import expand_source
 
 

@@ -17,7 +17,8 @@ from recio.image.codec import decode
 from recio.image.header import unpack
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
-from recio.records.shards import load_manifest, verify_manifest
+from recio.records.manifest import load_manifest
+from recio.records.shard_verify import verify_manifest
 from support import make_corpus, records_of
 
 pytestmark = pytest.mark.needs("ray")
@@ -158,7 +159,8 @@ def test_without_shards_the_ray_engine_writes_the_local_rec_and_idx(ray_cluster,
 @pytest.mark.parametrize("fault", ["crash:1", "error:2"])
 def test_a_task_that_fails_once_is_retried_and_the_output_is_unchanged(ray_cluster, corpus,
                                                                       fault, monkeypatch):
-    from recio.image.shard_pack import Fault, ShardPackReport
+    from recio.image.pack_parts import Fault
+    from recio.image.shard_pack import ShardPackReport
     from recio.image.transform import ImageOptions
     import recio.ray
 
@@ -221,7 +223,8 @@ def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing
     its shard for the bucket; after the retries the job fails naming a shard, and nothing
     appears under the final names (the bucket's staging prefix keeps the job for a
     resume)."""
-    from recio.image.shard_pack import PartFailedError, pack_shards
+    from recio.image.pack_parts import PartFailedError
+    from recio.image.shard_pack import pack_shards
     from recio.image.transform import ImageOptions
     from recio.ray import RayEngine
 

@@ -21,7 +21,10 @@ import recio
 from recio import storage
 from recio.records.indexed import IndexedRecordReader
 from recio.records.reader import RecordReader
-from recio.records.shards import ShardWriter, combined_index, load_manifest, verify_manifest
+from recio.records.manifest import load_manifest
+from recio.records.shard_commit import combined_index
+from recio.records.shard_verify import verify_manifest
+from recio.records.shards import ShardWriter
 from recio.records.split import InputSplit
 
 RECORD_FILES = sorted(GOLDEN.rglob("*.rec"))

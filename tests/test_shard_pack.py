@@ -15,19 +15,14 @@ from recio.cli.im2rec import im2rec_cmd
 from recio.errors import InterruptedPackError, OutputExistsError
 from recio.image.packing import NothingFoundError, pack_list
 from recio.image.packing import PackResult
-from recio.image.shard_pack import (
-    Fault,
-    PartFailedError,
-    ShardPackReport,
-    pack_shards,
-    part_size,
-    split_list,
-)
+from recio.image.pack_parts import Fault, PartFailedError
+from recio.image.shard_pack import ShardPackReport, pack_shards, part_size, split_list
 from recio.image.transform import ImageOptions
 from recio.records.index import open_index, read_index_range
 from recio.records.index_format import write_index
 from recio.records.reader import RecordReader
-from recio.records.shards import load_manifest, record_checksums, verify_manifest
+from recio.records.manifest import load_manifest, record_checksums
+from recio.records.shard_verify import verify_manifest
 from support import assert_same_files, make_corpus, records_of
 
 
@@ -209,7 +204,7 @@ class _TwoParts:
         return 3
 
     def run(self, parts, job, progress):
-        from recio.image.shard_pack import LocalEngine
+        from recio.image.pack_parts import LocalEngine
 
         return LocalEngine().run(parts, job, progress)
 

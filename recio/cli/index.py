@@ -16,7 +16,8 @@ from recio.cli.common import (
 )
 from recio.image.id_index import index_by_id, index_keeping_keys
 from recio.records.reindex import RebuiltIndex, rebuild_index
-from recio.records.shards import combined_index, is_manifest
+from recio.records.manifest import is_manifest
+from recio.records.shard_commit import combined_index
 
 
 @click.command("index")

@@ -18,7 +18,8 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.image.verify import VerifyReport, verify_file
-from recio.records.shards import ManifestReport, is_manifest, verify_manifest
+from recio.records.manifest import is_manifest
+from recio.records.shard_verify import ManifestReport, verify_manifest
 from recio.records.source import expand_source
 
 

@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from recio import storage
 from recio.records.atomic import atomic_open
-from recio.records.shards import file_crc32
+from recio.records.manifest import file_crc32
 from recio.storage import StorageOptions
 
 #: the staging folder of ``STEM``'s pack: ``DIR/.recio-pack-NAME``

@@ -23,7 +23,8 @@ from recio import storage
 from recio.image.pack_prefix import PrefixLists, pack_prefix, prefix_lists
 from recio.image.pack_progress import PackProgress, staging_folder
 from recio.image.packing import PackResult, ProgressCallback, pack_list
-from recio.image.shard_pack import FAULT_VARIABLE, Engine, Fault, pack_shards
+from recio.image.pack_parts import FAULT_VARIABLE, Engine, Fault
+from recio.image.shard_pack import pack_shards
 from recio.image.transform import ImageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -18,8 +18,10 @@ Reading from the bottom up:
                the processes of a node (readers' ``cache_dir=``).
 * ``cache_folder``    a cache folder's files, locks and eviction; ``cache_prefetch`` its
                      background downloads ahead of a reader.
-* ``shards``   shard sets: ``ShardWriter``, the manifest (written last), checksums, the
-               combined ``.idx`` for DALI.
+* ``manifest`` a shard set's manifest (written last), its files' names, the checksums.
+* ``shards``   ``ShardWriter`` and ``ShardReader``: writing and reading shard sets.
+* ``shard_verify``  checking a set against its manifest (``recio verify``).
+* ``shard_commit``  publishing staged shards as a set; the combined ``.idx`` for DALI.
 * ``reshard``  write the parts of a split as files of their own (``recio split --write``).
 * ``threaded`` ``ThreadedIter``: a bounded background prefetch for any iterator.
 """
@@ -35,8 +37,10 @@ if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (test
     from recio.records.index_format import sibling_index_path, write_index
     from recio.records.indexed import IndexedRecordReader, build_index
     from recio.records.reader import RecordReader
-    from recio.records.shards import (ShardReader, ShardWriter, combined_index, load_manifest,
-                                      verify_manifest)
+    from recio.records.manifest import load_manifest
+    from recio.records.shard_commit import combined_index
+    from recio.records.shard_verify import verify_manifest
+    from recio.records.shards import ShardReader, ShardWriter
     from recio.records.split import InputSplit
     from recio.records.threaded import ThreadedIter
     from recio.records.writer import IndexedRecordWriter, RecordWriter
@@ -58,9 +62,9 @@ _LAZY = {
     "ThreadedIter": "recio.records.threaded",
     "ShardWriter": "recio.records.shards",
     "ShardReader": "recio.records.shards",
-    "load_manifest": "recio.records.shards",
-    "verify_manifest": "recio.records.shards",
-    "combined_index": "recio.records.shards",
+    "load_manifest": "recio.records.manifest",
+    "verify_manifest": "recio.records.shard_verify",
+    "combined_index": "recio.records.shard_commit",
     "ShardCache": "recio.records.cache",
 }
 

@@ -160,7 +160,7 @@ class ShardCache:
         self._expected[url] = Expected(int(size), crc32, etag)
 
     def expect_manifest(self, manifest: Any) -> None:
-        """Every file of a shard set (a ``recio.records.shards.Manifest``), as its manifest
+        """Every file of a shard set (a ``recio.records.manifest.Manifest``), as its manifest
         says."""
         for shard in manifest.shards:
             for _, path, size, crc in shard.files():

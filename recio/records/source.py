@@ -26,7 +26,7 @@ from typing import List, Optional, Sequence, Union
 
 from recio import storage
 from recio.records.cache import ShardCache
-from recio.records.shards import is_manifest, load_manifest
+from recio.records.manifest import is_manifest, load_manifest
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]

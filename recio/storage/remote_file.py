@@ -1,28 +1,9 @@
-"""Where recio's files live: local paths, and URLs of object stores read through fsspec.
+"""Reading an object at a URL by byte ranges: :class:`RemoteFile`, the one reader of remote bytes.
 
-A *URL* is ``scheme://...`` with a scheme other than ``file``: ``s3://``, ``gs://``,
-``http(s)://``, ``memory://`` and whatever else fsspec knows (``pip install 'recio[remote]'``
-brings fsspec and s3fs; gcsfs for ``gs://``). ``file://`` URLs are local paths and take the
-local code (memory maps, ``pread``); on Windows ``file:///C:/data/x.rec`` is ``C:/data/x.rec``.
-A scheme has two or more characters, so a Windows path (``C:\\data\\x.rec``, ``C:/data/x.rec``,
-``C://data``, ``c:x.rec``, ``\\\\server\\share\\x.rec``) is never a URL. Credentials and endpoints
-come from ``storage_options`` (passed to fsspec, e.g. ``{"endpoint_url": ...}`` for S3) or the
-standard environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ...; fsspec's ``FSSPEC_S3_...``).
-
-This module is the one owner of how bytes cross the network:
-
-* :class:`RemoteFile` reads an object by byte ranges. A read that continues where the last one
-  ended (or starts a fresh file) opens one streaming GET to the end of the object (or the
-  ``stream_end`` given), filled ahead by a thread in blocks of :data:`STREAM_BLOCK`, so a scan
-  costs one request; any other read is one ranged GET (``prefetch(start, end)`` first makes a
-  keyed read exactly one GET of the record's bytes); ``prefetch_many`` coalesces neighbouring
-  ranges and runs the GETs concurrently; ``stream_into(buffer)`` reads the whole object in
-  one streaming GET through a small buffer the caller reuses (to copy it into a file). It
-  reopens its connection after ``fork`` and pickles as its URL.
-* :func:`upload` puts a finished local file at a URL in one object write: an object store shows
-  an object only once its upload completed, so the writers' promise (complete or absent) holds.
-* Errors become one-line exceptions naming the URL: ``FileNotFoundError``, ``PermissionError``,
-  or :class:`~recio.errors.StorageError` (network, server, a connection dropped mid-read).
+A read that continues where the last one ended opens one streaming GET (a plain HTTP GET of a
+presigned URL for S3, else ranged GETs through fsspec) filled ahead by a thread; any other read
+is one ranged GET; ``prefetch_many`` coalesces neighbouring ranges and runs the GETs
+concurrently. See the package docstring (``recio.storage``) for the whole policy.
 """
 from __future__ import annotations
 
@@ -30,18 +11,14 @@ import bisect
 import errno
 import os
 import queue
-import re
 import threading
 import time
 from collections import deque
-from contextlib import contextmanager
-from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from recio.errors import StorageError
-from recio.optional import require
-
-PathLike = Union[str, "os.PathLike[str]"]
-StorageOptions = Optional[Dict[str, Any]]
+from recio.storage.objects import filesystem, translated
+from recio.storage.paths import StorageOptions, url_scheme
 
 #: bytes per block of a streaming read (one ``read`` of the response body)
 STREAM_BLOCK = 8 << 20
@@ -57,269 +34,6 @@ _COALESCE_MAX = 16 << 20
 _CACHE_BYTES = 64 << 20
 #: a presigned URL for streams is used for at most this many seconds (it is valid for 6 h)
 _URL_FRESH = 3600.0
-
-#: ``scheme://``; a scheme of one letter is a Windows drive (``C://data``), not a URL
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
-#: an absolute Windows path: a drive and a separator (``C:\\``, ``C:/``) or a UNC share (``\\\\``)
-_WINDOWS_ABSOLUTE = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\)")
-
-
-# dd's convention: KB/MB/GB are powers of 1000, K/M/G and KiB/MiB/GiB powers of 1024
-_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "K": 2**10,
-               "M": 2**20, "G": 2**30, "T": 2**40, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
-               "TIB": 2**40}
-
-
-def parse_size(text: Union[str, int]) -> int:
-    """A byte count written for people: ``"32MB"`` -> 32000000, ``"32M"``/``"32MiB"`` ->
-    33554432, ``"600"`` (or 600) -> 600. ``ValueError`` saying how to write one otherwise."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    else:
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
-        unit = match.group(2).upper() if match else None
-        if match is None or unit not in _SIZE_UNITS:
-            raise ValueError(f"{text!r} is not a size: use e.g. 600, 64K, 32MB, 32MiB, 50GB")
-        value = int(float(match.group(1)) * _SIZE_UNITS[unit])
-    if value < 1:
-        raise ValueError(f"{text!r}: a size needs at least 1 byte")
-    return value
-
-
-def url_scheme(path: Any) -> Optional[str]:
-    """The scheme of a URL (``"s3"``), or None for a local path."""
-    if not isinstance(path, str):
-        return None
-    match = _URL.match(path)
-    return match.group(1).lower() if match else None
-
-
-def is_url(path: Any) -> bool:
-    """True for a remote URL (any ``scheme://`` except ``file://``, which is a local path)."""
-    scheme = url_scheme(path)
-    return scheme is not None and scheme != "file"
-
-
-def is_windows_absolute(path: Any) -> bool:
-    """True for a path that is absolute on Windows: a drive and a separator (``C:\\data``,
-    ``C:/data``) or a UNC share (``\\\\server\\share``): written for Windows, it cannot be opened
-    on POSIX (where ``C:\\data`` would be a relative file name). A drive-relative ``c:x.rec``
-    is not absolute (and on POSIX a legal file name)."""
-    return isinstance(path, str) and _WINDOWS_ABSOLUTE.match(path) is not None
-
-
-def local_path(path: PathLike) -> str:
-    """``path`` as a string, with ``file://`` removed (a local path stays as it is):
-    ``file:///data/x`` is ``/data/x``, and on Windows ``file:///C:/data/x`` is ``C:/data/x``."""
-    text = os.fspath(path)
-    if url_scheme(text) == "file":
-        text = text[len("file://"):]
-        if os.name == "nt" and is_windows_absolute(text[1:]) and text[:1] == "/":
-            text = text[1:]
-    return text
-
-
-def absolute(path: PathLike) -> str:
-    """A local path made absolute (``file://`` removed); a URL as it is."""
-    text = local_path(path)
-    return text if is_url(text) else os.path.abspath(text)
-
-
-def join(folder: str, name: str) -> str:
-    """``folder/name`` for a local folder or a URL."""
-    if is_url(folder):
-        return folder.rstrip("/") + "/" + name
-    return os.path.join(folder, name)
-
-
-def dirname(path: str) -> str:
-    """The folder part of a local path or URL."""
-    if is_url(path):
-        return path.rsplit("/", 1)[0]
-    return os.path.dirname(path)
-
-
-def basename(path: str) -> str:
-    """The last part of a local path or URL."""
-    return path.rstrip("/").rsplit("/", 1)[-1] if is_url(path) else os.path.basename(path)
-
-
-# -- the file system behind a URL -----------------------------------------------------------
-def filesystem(url: str, storage_options: StorageOptions = None) -> Tuple[Any, str]:
-    """``(fsspec file system, path inside it)`` for ``url``; ``ImportError`` saying what to
-    install when fsspec or the scheme's backend is missing."""
-    fsspec = require("fsspec", feature=f"reading {url_scheme(url)}:// URLs")
-    # no listings cache: other processes (Ray tasks, a second machine) write the same bucket,
-    # and a listing cached before their writes makes fsspec call their objects missing, or
-    # folders (s3fs's info answers from a parent's cached listing)
-    options = {"use_listings_cache": False, **(storage_options or {})}
-    try:
-        return fsspec.core.url_to_fs(url, **options)
-    except ImportError as exc:
-        raise ImportError(f"{url_scheme(url)}:// URLs need a backend for fsspec: "
-                          f"pip install 'recio[remote]' (s3fs), or gcsfs for gs:// "
-                          f"({exc})") from exc
-    except ValueError as exc:
-        raise StorageError(f"cannot open this URL: {_one_line(exc)}", url) from exc
-
-
-def _one_line(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def missing(path: PathLike) -> FileNotFoundError:
-    """The error for nothing at ``path``, worded as every missing file or object is."""
-    if is_url(path):
-        return FileNotFoundError(errno.ENOENT, "no such object (or bucket)", os.fspath(path))
-    return FileNotFoundError(errno.ENOENT, "No such file", os.fspath(path))
-
-
-@contextmanager
-def _translated(url: str, action: str = "reading", offset: Optional[int] = None) -> Iterator[None]:
-    """Turn what fsspec and its backends raise into one-line errors naming ``url``."""
-    try:
-        yield
-    except (StorageError, ImportError):
-        raise
-    except FileNotFoundError as exc:
-        raise missing(url) from exc
-    except PermissionError as exc:
-        raise PermissionError(errno.EACCES, f"access denied while {action} "
-                                            f"({_one_line(exc, 200)})", url) from exc
-    except IsADirectoryError as exc:
-        raise IsADirectoryError(errno.EISDIR, "is a folder, not an object", url) from exc
-    except Exception as exc:  # network, server and protocol errors of any backend
-        raise StorageError(f"{action} failed: {type(exc).__name__}: {_one_line(exc)}; check "
-                           f"the URL, the endpoint and the credentials, then retry",
-                           url, offset) from exc
-
-
-def info(url: str, storage_options: StorageOptions = None) -> Dict[str, Any]:
-    """fsspec's ``info`` of ``url`` (``size``, ``type``)."""
-    fs, path = filesystem(url, storage_options)
-    with _translated(url, "looking up"):
-        return fs.info(path)
-
-
-def size(path: PathLike, storage_options: StorageOptions = None) -> int:
-    """Bytes in the file or object at ``path``."""
-    if is_url(path):
-        return int(info(os.fspath(path), storage_options)["size"])
-    return os.path.getsize(local_path(path))
-
-
-def _test(path: PathLike, storage_options: StorageOptions, name: str) -> bool:
-    """``os.path.<name>(path)`` for a local path, fsspec's ``<name>`` for a URL."""
-    if is_url(path):
-        fs, inner = filesystem(os.fspath(path), storage_options)
-        with _translated(os.fspath(path), "looking up"):
-            return bool(getattr(fs, name)(inner))
-    return bool(getattr(os.path, name)(local_path(path)))
-
-
-def exists(path: PathLike, storage_options: StorageOptions = None) -> bool:
-    """Whether a file, folder or object exists at ``path``."""
-    return _test(path, storage_options, "exists")
-
-
-def isfile(path: PathLike, storage_options: StorageOptions = None) -> bool:
-    """Whether ``path`` is a file (an object, for a URL)."""
-    return _test(path, storage_options, "isfile")
-
-
-def isdir(path: PathLike, storage_options: StorageOptions = None) -> bool:
-    """Whether ``path`` is a folder (a prefix holding objects, for a URL)."""
-    return _test(path, storage_options, "isdir")
-
-
-def _as_url(url: str, fs: Any, inner: str) -> str:
-    """The URL of ``inner`` (a path fsspec returned) in the scheme ``url`` was given in."""
-    return fs.unstrip_protocol(inner) if url_scheme(url) else inner
-
-
-def listdir(folder: str, storage_options: StorageOptions = None) -> List[str]:
-    """The files (objects) directly in ``folder``, as full paths or URLs, in name order."""
-    if not is_url(folder):
-        folder = local_path(folder)
-        return sorted(os.path.join(folder, n) for n in os.listdir(folder))
-    fs, inner = filesystem(folder, storage_options)
-    with _translated(folder, "listing"):
-        found = fs.ls(inner, detail=True)
-    return sorted(_as_url(folder, fs, e["name"]) for e in found if e.get("type") == "file")
-
-
-def glob(pattern: str, storage_options: StorageOptions = None) -> List[str]:
-    """Files matching ``pattern`` (a URL pattern for a URL), in name order."""
-    if not is_url(pattern):
-        import glob as local_glob
-
-        return sorted(p for p in local_glob.glob(local_path(pattern)) if os.path.isfile(p))
-    fs, inner = filesystem(pattern, storage_options)
-    with _translated(pattern, "listing"):
-        found = fs.glob(inner, detail=True)
-    return sorted(_as_url(pattern, fs, name) for name, e in found.items()
-                  if e.get("type") == "file")
-
-
-def read_bytes(path: PathLike, storage_options: StorageOptions = None) -> bytes:
-    """The whole file at ``path`` (for small files: manifests, lists, indexes)."""
-    if is_url(path):
-        url = os.fspath(path)
-        fs, inner = filesystem(url, storage_options)
-        with _translated(url):
-            return fs.cat_file(inner)
-    with open(local_path(path), "rb") as f:
-        return f.read()
-
-
-def remove(path: PathLike, storage_options: StorageOptions = None) -> None:
-    """Delete the file or object at ``path`` if it exists."""
-    if is_url(path):
-        url = os.fspath(path)
-        fs, inner = filesystem(url, storage_options)
-        with _translated(url, "deleting"):
-            if fs.exists(inner):
-                fs.rm_file(inner)
-        return
-    try:
-        os.unlink(local_path(path))
-    except FileNotFoundError:
-        pass
-
-
-def upload(local: str, url: str, storage_options: StorageOptions = None) -> None:
-    """Put the finished local file ``local`` at ``url`` as one object (visible only once the
-    upload completed)."""
-    fs, inner = filesystem(url, storage_options)
-    with _translated(url, "uploading"):
-        fs.put_file(local, inner)
-
-
-def move(source: PathLike, target: PathLike, storage_options: StorageOptions = None) -> None:
-    """Give the finished file ``source`` the name ``target`` (replacing it): a rename for local
-    paths (one file system), a copy on the server then a delete for objects in one store."""
-    if is_url(source) or is_url(target):
-        src_fs, src = filesystem(os.fspath(source), storage_options)
-        _, dst = filesystem(os.fspath(target), storage_options)
-        with _translated(os.fspath(target), "moving"):
-            src_fs.mv(src, dst)
-        return
-    os.replace(local_path(source), local_path(target))
-
-
-def remove_tree(folder: PathLike, storage_options: StorageOptions = None) -> None:
-    """Delete ``folder`` and everything in it, if it exists (a URL: every object under it)."""
-    if is_url(folder):
-        url = os.fspath(folder)
-        fs, inner = filesystem(url, storage_options)
-        with _translated(url, "deleting"):
-            if fs.exists(inner):
-                fs.rm(inner, recursive=True)
-        return
-    import shutil
-
-    shutil.rmtree(local_path(folder), ignore_errors=True)
 
 
 # -- reading an object by ranges -------------------------------------------------------------
@@ -476,7 +190,7 @@ class _Stream:
                 break
             if isinstance(item, BaseException):
                 self.exhausted = True
-                with _translated(self.url, "reading", self.held_end):
+                with translated(self.url, "reading", self.held_end):
                     raise item
             if not self.blocks:
                 self.start = self.held_end
@@ -544,7 +258,7 @@ class RemoteFile:
             self._connect()
 
     def _size(self) -> int:
-        with _translated(self.url, "looking up"):
+        with translated(self.url, "looking up"):
             found = self._fs.info(self._path)
         if found.get("type") == "directory":
             raise IsADirectoryError(errno.EISDIR, "is a folder, not an object", self.url)
@@ -553,7 +267,7 @@ class RemoteFile:
     def _get(self, start: int, end: int) -> bytes:
         """One ranged GET of ``[start, end)``."""
         self.requests += 1
-        with _translated(self.url, "reading", start):
+        with translated(self.url, "reading", start):
             data = self._fs.cat_file(self._path, start=start, end=end)
         if len(data) != end - start:
             raise StorageError(f"asked for {end - start} bytes, the server sent {len(data)}; "
@@ -563,7 +277,7 @@ class RemoteFile:
     def _stream_url(self, start: int) -> str:
         """The plain URL streams GET ("": none, they use ranged GETs)."""
         if self._http_url is None or time.monotonic() - self._http_url_made > _URL_FRESH:
-            with _translated(self.url, "reading", start):  # presigned URLs expire: renewed
+            with translated(self.url, "reading", start):  # presigned URLs expire: renewed
                 self._http_url = _http_url(self._fs, self._path, self.url) or ""
             self._http_url_made = time.monotonic()
         return self._http_url
@@ -587,12 +301,12 @@ class RemoteFile:
         self.requests += 1
         http_url = self._stream_url(0)
         if http_url and self.size:
-            with _translated(self.url, "reading", 0):
+            with translated(self.url, "reading", 0):
                 response = _http_open(http_url, 0, self.size)
             with response:
                 while pos < self.size:
                     want = min(len(view), self.size - pos)
-                    with _translated(self.url, "reading", pos):
+                    with translated(self.url, "reading", pos):
                         got = _read_into(response, view[:want])
                     pos += got
                     if got:
@@ -602,7 +316,7 @@ class RemoteFile:
         elif self.size:
             blocks = _ranged_stream(self._fs, self._path, 0, self.size, STREAM_BLOCK)
             while pos < self.size:
-                with _translated(self.url, "reading", pos):
+                with translated(self.url, "reading", pos):
                     block = next(blocks, b"")
                 if not block:
                     break
@@ -662,12 +376,12 @@ class RemoteFile:
             self.prefetch(*merged[0])
             return
         self.requests += len(merged)
-        with _translated(self.url, "reading", merged[0][0]):
+        with translated(self.url, "reading", merged[0][0]):
             blocks = self._fs.cat_ranges([self._path] * len(merged), [a for a, _ in merged],
                                          [b for _, b in merged], on_error="return")
         for (a, b), data in zip(merged, blocks):
             if isinstance(data, BaseException):
-                with _translated(self.url, "reading", a):
+                with translated(self.url, "reading", a):
                     raise data
             if len(data) != b - a:
                 raise StorageError(f"asked for {b - a} bytes, the server sent {len(data)}",
@@ -794,67 +508,3 @@ def coalesce(ranges: Sequence[Tuple[int, int]], limit: int) -> List[Tuple[int, i
         else:
             out.append((start, end))
     return out
-
-
-def download(path: PathLike, local: str, storage_options: StorageOptions = None) -> None:
-    """Copy the file at ``path`` (an object at a URL: in one streaming GET) to the local file
-    ``local``."""
-    with open(local, "wb") as out, open_input(path, storage_options) as remote:
-        while True:
-            block = remote.read(STREAM_BLOCK)
-            if not block:
-                break
-            out.write(block)
-
-
-@contextmanager
-def local_copy(path: PathLike, storage_options: StorageOptions = None) -> Iterator[str]:
-    """A local path holding the file at ``path``: the path itself when local; for a URL the
-    object downloaded in one streaming GET to a temporary file (``RECIO_STAGING_DIR``, else
-    ``TMPDIR``), deleted afterwards. For tools that need several passes or a memory map."""
-    with local_copies([os.fspath(path)], storage_options) as (copy,):
-        assert copy is not None  # local_copies gives None only for a missing sidecar
-        yield copy
-
-
-@contextmanager
-def local_copies(paths: Sequence[str],
-                 storage_options: StorageOptions = None) -> Iterator[List[Optional[str]]]:
-    """Local paths for ``paths`` (a file and its sidecars, say): a local path as it is; the
-    URLs downloaded, each in one streaming GET, into one temporary folder under their own
-    names (so sidecars stay beside their file), deleted afterwards. A URL with no object
-    gives None (the first one must exist)."""
-    import shutil
-    import tempfile
-
-    if not any(is_url(p) for p in paths):
-        yield [local_path(p) for p in paths]
-        return
-    folder = tempfile.mkdtemp(prefix=".recio-", dir=os.environ.get("RECIO_STAGING_DIR") or None)
-    try:
-        out: List[Optional[str]] = []
-        for i, path in enumerate(paths):
-            if not is_url(path):
-                out.append(local_path(path))
-            elif i == 0 or exists(path, storage_options):
-                copy = os.path.join(folder, basename(path))
-                download(path, copy, storage_options)
-                out.append(copy)
-            else:
-                out.append(None)
-        yield out
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
-    """A binary file for reading: ``open(path, "rb")`` for a local path, a :class:`RemoteFile`
-    for a URL."""
-    if is_url(path):
-        return RemoteFile(os.fspath(path), storage_options)
-    return open(local_path(path), "rb")
-
-
-__all__ = ["RemoteFile", "is_url", "url_scheme", "filesystem", "info", "size", "exists", "isfile",
-           "isdir", "listdir", "glob", "read_bytes", "remove", "move", "upload", "download",
-           "parse_size", "STREAM_BLOCK"]
