@@ -19,7 +19,7 @@ import numpy as np
 from recio.errors import DuplicateKeyWarning
 from recio.records.index_cache import cache_enabled, load_cache, write_cache
 from recio.records.index_format import (KeyType, PathLike, key_text, parse_index_file,
-                                        parse_index_range)
+                                        parse_index_range, sibling_record_path)
 from recio.storage import RemoteFile, StorageOptions, is_url, local_path
 
 #: keys that fit the int64 key arrays
@@ -46,7 +46,7 @@ def warn_repeated_keys(index: "Index", effect: str = BY_KEY,
         else ""
     lost = f", so {shadowed:,} record(s) cannot be read by key" if effect == BY_KEY else ""
     rec = os.fspath(rec_path) if rec_path is not None else \
-        os.path.splitext(index.path or "x.idx")[0] + ".rec"
+        sibling_record_path(index.path or "x.idx")
     warnings.warn(DuplicateKeyWarning(
         f"{index.path}: key {key_text(key)} appears on {count} lines{total}: {effect}{lost}; "
         f"`recio index {rec} --force --key position` gives every record its own key"),

@@ -44,6 +44,12 @@ def sibling_index_path(rec_path: PathLike) -> str:
     return os.path.splitext(os.fspath(rec_path))[0] + ".idx"
 
 
+def sibling_record_path(path: PathLike) -> str:
+    """``data/train.idx`` (or another sidecar, ``train.len``) -> ``data/train.rec``: the
+    ``.rec`` a message tells the user to check."""
+    return os.path.splitext(os.fspath(path))[0] + ".rec"
+
+
 def key_text(key: Any) -> str:
     """A key as messages spell it: as it stands in the ``.idx`` (``99``, never ``'99'``),
     quoted only when it is empty or holds blanks or control characters."""
@@ -80,7 +86,7 @@ def _parse_line(raw: bytes, number: int, key_type: Callable[[str], Any],
     if offset < 0 or offset & 3 or offset > OFFSET_LIMIT or \
             (rec_size is not None and offset + 8 > rec_size):
         size = "" if rec_size is None else f" of the {rec_size}-byte .rec"
-        rec = os.path.splitext(path)[0] + ".rec"
+        rec = sibling_record_path(path)
         raise IndexFileError(
             f"offset {offset} for key {key_text(key)} is not a record head{size} (offsets are "
             f"4-aligned and inside the file); `recio verify {rec}` checks the .rec, "

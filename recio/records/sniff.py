@@ -18,6 +18,7 @@ from typing import Any, Optional
 from recio import storage
 from recio.errors import NotRecordFileError
 from recio.records.framing import MAGIC_BYTES
+from recio.records.index_format import sibling_record_path
 
 #: the first two bytes of an image payload -> format name (``recio.image.stats`` reads more)
 IMAGE_SIGNATURES = {b"\xff\xd8": "jpeg", b"\x89P": "png", b"GI": "gif", b"BM": "bmp",
@@ -59,7 +60,7 @@ def describe(path: Any, head: Optional[bytes] = None, storage_options: Any = Non
     if head.startswith(_CBF_PREFIX):
         return "a CNTK Binary Format file (.cbf): read it with recio.sequence.CBFReader"
     if head.startswith(_SIDECAR_PREFIX):
-        rec = os.path.splitext(os.fspath(path))[0] + ".rec"
+        rec = sibling_record_path(path)
         return f"a sample-count sidecar (.len), not a record file: give {rec}"
     try:
         text = head.decode("utf-8")

@@ -1,11 +1,11 @@
 """Datasets, as ``mxnet.gluon.data.dataset``."""
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, List, Optional, Sequence
 
 from recio.mx import recordio
 from recio.mx.ndarray import NDArray
+from recio.records.index_format import sibling_index_path
 
 
 class Dataset:
@@ -119,7 +119,7 @@ class RecordFileDataset(Dataset):
     """The raw records of a ``.rec`` by position, through the ``.idx`` beside it."""
 
     def __init__(self, filename: str) -> None:
-        self.idx_file = os.path.splitext(filename)[0] + ".idx"
+        self.idx_file = sibling_index_path(filename)
         self.filename = filename
         self._record = recordio.MXIndexedRecordIO(self.idx_file, self.filename, "r")
 
