@@ -280,11 +280,16 @@ class NDArray:
 
     def argmax(self, axis: Optional[int] = None, keepdims: bool = False) -> "NDArray":
         """Indices of the maxima, in the array's dtype (float32 for float32 data, as MXNet)."""
-        return self._wrap(np.argmax(self._data, axis=axis, keepdims=keepdims)
-                          .astype(self._data.dtype))
+        return self._positions(np.argmax, axis, keepdims)
 
     def argmin(self, axis: Optional[int] = None, keepdims: bool = False) -> "NDArray":
-        return self._wrap(np.argmin(self._data, axis=axis, keepdims=keepdims)
+        """Indices of the minima, in the array's dtype."""
+        return self._positions(np.argmin, axis, keepdims)
+
+    def _positions(self, find: Callable[..., Any], axis: Optional[int],
+                   keepdims: bool) -> "NDArray":
+        # (NumPy 2.5's stubs type argmax's keepdims as a literal, hence the plain callable)
+        return self._wrap(np.asarray(find(self._data, axis=axis, keepdims=keepdims))
                           .astype(self._data.dtype))
 
     def clip(self, a_min: Any, a_max: Any) -> "NDArray":

@@ -517,7 +517,7 @@ def _format_lines(keys: np.ndarray, offsets: np.ndarray) -> bytes:
                                  (keys, key_widths, tab_at - 1)):
         negative = values < 0
         rest = np.abs(values).astype(np.uint64)  # -2**63 too
-        digits = widths - negative
+        digits: np.ndarray = widths - negative
         for j in range(int(digits.max())):
             live = digits > j
             out[(last - j)[live]] = (rest[live] % 10).astype(np.uint8) + 48
