@@ -28,7 +28,7 @@ except ImportError:
 pytestmark = [pytest.mark.needs("torch"),
               # torchdata 0.11 on torch >= 2.9: "set_vital is deprecated" (harmless)
               pytest.mark.filterwarnings("ignore:.*set_vital.*:UserWarning")]
-needs_torchdata = pytest.mark.needs("torchdata")
+needs_torchdata = pytest.mark.needs("torch", "torchdata")  # torch first: left out, it skips
 
 N = 29   # sequences
 B = 3    # batch size
