@@ -49,6 +49,10 @@ class BatchSink(Protocol):
     def write(self, outcomes: List[Outcome]) -> None: ...
 
 
+#: the name prefix of a pack's worker threads (the CLI looks for them when a pack stops)
+PACK_THREAD = "recio-pack-"
+
+
 def check_workers(workers: int, executor: str) -> None:
     """ValueError unless ``executor`` is one of ``EXECUTORS`` and ``workers`` at least 1."""
     if executor not in EXECUTORS:
@@ -180,7 +184,7 @@ def _stop_pool(pool: Pool, others: set) -> None:
     which a worker process that died holding it never gives back (seen when every worker was
     killed mid-pack). After 5 s the pool's workers (this process's children but ``others``)
     are killed directly, and the stuck daemon thread is left to end with the process."""
-    stopper = threading.Thread(target=pool.terminate, name="recio-pack-stop", daemon=True)
+    stopper = threading.Thread(target=pool.terminate, name=f"{PACK_THREAD}stop", daemon=True)
     stopper.start()
     stopper.join(5.0)
     if stopper.is_alive():
@@ -204,10 +208,6 @@ def _worker_ended(exitcode: int, lst_path: str) -> RecordIOError:
     return RecordIOError(f"a worker process {how} before its images were packed{hint}; the "
                          f"partial output is kept (resume=True, --resume continues it)",
                          path=lst_path)
-
-
-#: the name prefix of a pack's worker threads (the CLI looks for them when a pack stops)
-PACK_THREAD = "recio-pack-"
 
 
 class _ThreadPipeline:
