@@ -31,12 +31,10 @@ install: check-python
 	@$(COMPILE)
 
 install-dev: check-python
-	$(PIP) install -q -e '.[dev,fast,plot,remote,ray]'
+	$(PIP) install -q -e '.[dev,plot,remote,ray]'
 	@$(COMPILE)
-	@$(PYTHON) -c 'import simplejpeg, cv2, matplotlib, fsspec, s3fs, moto.server, gcsfs, gcp_storage_emulator, ray.data' || \
-		{ echo "make: simplejpeg or the fast, plot, remote, ray or dev extra (opencv-python-headless, matplotlib, fsspec, s3fs, ray[data], moto, gcsfs, gcp-storage-emulator) installed but does not import" >&2; exit 1; }
-	@RECIO_RESIZER=cykooz $(PYTHON) -c 'import platform; from recio.image.transform import resizer_name; platform.machine() not in ("x86_64", "AMD64", "arm64") or resizer_name()' || \
-		{ echo "make: cykooz.resizer (a dependency on this platform) installed but does not import" >&2; exit 1; }
+	@$(PYTHON) -c 'import cv2, matplotlib, fsspec, s3fs, moto.server, gcsfs, gcp_storage_emulator, ray.data' || \
+		{ echo "make: OpenCV (a dependency) or the plot, remote, ray or dev extra (matplotlib, fsspec, s3fs, ray[data], moto, gcsfs, gcp-storage-emulator) installed but does not import" >&2; exit 1; }
 
 install-torch: check-python
 ifneq ($(strip $(TORCH_PIN)),)

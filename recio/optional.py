@@ -1,11 +1,10 @@
 """Optional dependencies: the one place that imports them and says what to install.
 
-The core needs click, Pillow, NumPy, tqdm and simplejpeg, plus cykooz.resizer where it has wheels
-(x86-64, Windows, Apple silicon). The rest are extras, imported on first use; the core's compiled
-codecs are looked up here too, so that a platform without them falls back to Pillow:
-``optional("simplejpeg")`` gives the module or ``None`` (for features that fall back), and
-``require("torch", feature="recio.torch")`` gives the module or raises an
-``ImportError`` telling the user which ``pip install`` brings it.
+The core needs click, Pillow, NumPy, tqdm and OpenCV (opencv-python-headless), imported as
+usual. The rest are extras, imported on first use: ``optional("fsspec")`` gives the module or
+``None`` (for features that do without it), and ``require("torch", feature="recio.torch")``
+gives the module or raises an ``ImportError`` telling the user which ``pip install`` brings
+it.
 """
 from __future__ import annotations
 
@@ -16,9 +15,6 @@ from typing import Dict, Optional
 
 # import name -> (extra that installs it, the pip package)
 _EXTRAS: Dict[str, tuple] = {
-    "simplejpeg": (None, "simplejpeg"),
-    "cykooz_resizer": (None, "cykooz.resizer"),
-    "cv2": ("fast", "opencv-python-headless"),
     "torch": ("torch", "torch"),
     "fsspec": ("remote", "fsspec"),
     "s3fs": ("remote", "s3fs"),

@@ -3,7 +3,7 @@
 Commands run as ``[sys.executable, "-m", "recio", ...]`` (the ``script`` fixture), so a test never
 depends on which ``recio`` is first on PATH; tests/test_install.py checks the console scripts.
 
-Optional dependencies (torch, simplejpeg, OpenCV) go through ``need("torch")`` or the
+Optional dependencies (torch, fsspec, Ray) go through ``need("torch")`` or the
 ``@pytest.mark.needs("torch")`` marker. Outside CI a test needing a missing one is skipped with
 the reason (``pytest -rs`` prints it). Under ``CI=true`` (set by ``make test`` and so by .ci/run,
 which install the optional dependencies) a skip is reported as a failure, except for a module

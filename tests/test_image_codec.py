@@ -1,5 +1,5 @@
-"""The one image codec: MXNet's exact pixels from every entry point, both backends, DCT scaling,
-the decompression-bomb guard everywhere, and one encode.
+"""The one image codec: MXNet's exact pixels from every entry point, DCT scaling, the
+decompression-bomb guard everywhere, and one encode.
 
 The reference arrays in tests/data/mxnet_pixels/expected.npz were made once by the real MXNet
 1.9.1 (``make.py`` there): ``mx.image.imdecode`` (the OpenCV built into MXNet) and
@@ -20,14 +20,14 @@ import recio
 import recio.mx as mx
 from conftest import need
 from recio.errors import ImageError
-from recio.image import codec, opencv_colour
+from recio.image import png_srgb
 from recio.image.batch_augment import Augmenter
 from recio.image.batch_engine import SkippedRecordWarning
 from recio.image.codec import dct_eighths, decode, decode_scaled
 from recio.image.encoding import encode
 from recio.image.header import decode_image
 from recio.image.imageiter import ImageRecordIter
-from recio.image.transform import ImageOptions, render_image, transform_image
+from recio.image.transform import ImageOptions, render_pixels, transform_image
 from recio.image.verify import check_images
 
 DATA = pathlib.Path(__file__).parent / "data" / "mxnet_pixels"
@@ -79,39 +79,26 @@ def test_mx_image_imdecode_gives_mxnets_pixels(name, flag, to_rgb):
     assert_exact(got.asnumpy(), want, name)
 
 
-@pytest.mark.parametrize("decoder", ["pillow", "simplejpeg"])
 @pytest.mark.parametrize("name", [n for n in NAMES if n.endswith(".jpg")])
-def test_both_jpeg_backends_give_mxnets_pixels(name, decoder):
-    if decoder == "simplejpeg":
-        need("simplejpeg")
+def test_jpegs_decode_to_mxnets_pixels(name):
     for color, key in ((1, "1|1"), (0, "0|0")):
-        assert_exact(decode(image_bytes(name), color, decoder=decoder),
-                     EXPECTED[f"imdecode|{name}|{key}"], f"{name} {decoder} {color}")
+        assert_exact(decode(image_bytes(name), color), EXPECTED[f"imdecode|{name}|{key}"],
+                     f"{name} {color}")
 
 
-@pytest.mark.parametrize("decoder", ["pillow", "auto"])
 @pytest.mark.parametrize("name", [n for n in NAMES if n.endswith(".png")])
-def test_both_png_backends_give_mxnets_pixels(name, decoder, monkeypatch):
-    """PNGs decode to cv2.imdecode's pixels for every flag (16-bit samples kept for -1) both
-    through Pillow and, when OpenCV is installed ("auto"), through OpenCV itself: Pillow is
-    then never asked, from any entry point (recio.mx's unpack_img asks for the EXIF
-    orientation, which these files do not have)."""
-    if decoder == "auto":
-        need("cv2")
-
-        def no_pillow(*args, **kwargs):
-            raise AssertionError("a PNG went to Pillow although OpenCV is installed")
-
-        monkeypatch.setattr(codec, "_decode_pillow", no_pillow)
+def test_pngs_decode_to_mxnets_pixels_for_every_flag(name):
+    """PNGs decode to MXNet's cv2.imdecode pixels for every flag (16-bit samples kept for -1),
+    in OpenCV's order with bgr=True and in RGB order without, from every entry point
+    (recio.mx's unpack_img asks for the EXIF orientation, which these files do not have)."""
     for color in (1, 0, -1):
         want = EXPECTED[f"unpack_img|{name}|{color}"]  # cv2.imdecode: BGR order
-        got = decode(image_bytes(name), color, bgr=True, decoder=decoder)
-        assert_exact(got, want, f"{name} {decoder} {color}")
+        got = decode(image_bytes(name), color, bgr=True)
+        assert_exact(got, want, f"{name} {color}")
         assert got.flags.c_contiguous
-        rgb = decode(image_bytes(name), color, decoder=decoder)
+        rgb = decode(image_bytes(name), color)
         assert_exact(rgb, want[..., [2, 1, 0, 3][:want.shape[2]]] if want.ndim == 3 else want)
-        if decoder == "auto":
-            assert_exact(mx.unpack_img(record(name), color)[1], want, f"{name} mx {color}")
+        assert_exact(mx.unpack_img(record(name), color)[1], want, f"{name} mx {color}")
 
 
 def _entry_points(payload, color):
@@ -126,8 +113,7 @@ def _entry_points(payload, color):
         else mx.unpack_img(record_bytes, color)[1],
         "mx.image.imdecode": mx.image.imdecode(payload, flag=color).asnumpy(),
         "Augmenter.decode": Augmenter(shape).decode(payload),
-        "render_image": np.asarray(render_image(payload, ImageOptions(color=color,
-                                                                      encoding=".png"))),
+        "render_pixels": render_pixels(payload, ImageOptions(color=color, encoding=".png")),
     }
     return got
 
@@ -193,20 +179,24 @@ def _jpeg(w, h, seed=0, grey=False):
 @settings(max_examples=40, deadline=None)
 @given(w=st.integers(1, 120), h=st.integers(1, 120), min_side=st.integers(0, 60),
        color=st.sampled_from([1, 0, -1]), grey=st.booleans())
-def test_dct_scaled_decode_is_the_same_on_both_backends(w, h, min_side, color, grey):
-    """Both backends pick the same DCT scale (1/8, 1/4, 1/2 or 1), never below the image scaled
-    to shorter side ``min_side``, and decode the same pixels at it."""
-    need("simplejpeg")
+def test_dct_scaled_decode_is_libjpegs_scaled_decode(w, h, min_side, color, grey):
+    """The DCT scale (1/8, 1/4, 1/2 or 1) is never below the image scaled to shorter side
+    ``min_side``, and the pixels at it are libjpeg's scaled decode as Pillow's ``draft()``
+    (another caller of the same library) gets it."""
     data = _jpeg(w, h, grey=grey)
-    pil, size, scale = decode_scaled(data, color, min_side=min_side, decoder="pillow")
-    sj, size2, scale2 = decode_scaled(data, color, min_side=min_side, decoder="simplejpeg")
-    assert size == size2 == (w, h) and scale == scale2
+    got, size, scale = decode_scaled(data, color, min_side=min_side)
+    assert size == (w, h)
     s = int(round(1 / scale))
-    assert s in (1, 2, 4, 8) and pil.shape[:2] == (-(-h // s), -(-w // s))
+    assert s in (1, 2, 4, 8) and got.shape[:2] == (-(-h // s), -(-w // s))
     short = min(w, h)
-    if min_side and min_side < short:
+    if min_side and min_side < short and color != -1:
         assert s * -(-w * min_side // short) <= w and s * -(-h * min_side // short) <= h
-    assert_exact(sj, pil)
+    img = Image.open(io.BytesIO(data))
+    img.draft("L" if color == 0 or (color == -1 and grey) else "RGB",  # scale s: w // s fits
+              (w // s, h // s) if s > 1 else None)
+    if color == 1 and img.mode == "L":  # a grey JPEG in colour: libjpeg copies the channel
+        img = img.convert("RGB")
+    assert_exact(got, np.asarray(img))
 
 
 def test_dct_scale_rule():
@@ -214,9 +204,7 @@ def test_dct_scale_rule():
     assert dct_eighths(1000, 800, 101) == 2
     assert dct_eighths(1000, 800, 0) == 8 and dct_eighths(100, 80, 80) == 8
     assert dct_eighths(999, 500, 125) == 4  # as Pillow's draft: the long side needs 250 > 999/4
-    # a 3x3 image at 1/2 is 2x2, as it is at 3/8, which libjpeg-turbo would pick: not used
-    assert dct_eighths(3, 3, 1) == 8 and dct_eighths(3, 3, 1, (1, 2, 3, 4, 8)) == 3
-    assert dct_eighths(8, 8, 1, (1, 2, 3, 4, 8)) == 1
+    assert dct_eighths(8, 8, 1) == 1 and dct_eighths(3, 3, 1) == 4  # 3/8 of a pixel: too few
 
 
 # -- decompression bombs ------------------------------------------------------------------------
@@ -247,20 +235,16 @@ def _bounded(call, limit=20 << 20):
     assert peak < limit, f"allocated {peak} bytes"
 
 
-@pytest.mark.parametrize("decoder", ["pillow", "simplejpeg"])
-def test_bomb_is_refused_before_allocation_by_every_entry_point(decoder, tmp_path):
-    if decoder == "simplejpeg":
-        need("simplejpeg")
+def test_bomb_is_refused_before_allocation_by_every_entry_point(tmp_path):
     rec = recio.pack(recio.IRHeader(0, 1.0, 0, 0), BOMB)
     calls = {
-        "decode": lambda: decode(BOMB, 1, decoder=decoder),
+        "decode": lambda: decode(BOMB, 1),
         "recio.unpack_img": lambda: recio.unpack_img(rec, 1),
         "mx.unpack_img": lambda: mx.unpack_img(rec, 0),
         "mx.image.imdecode": lambda: mx.image.imdecode(BOMB),
-        "Augmenter": lambda: Augmenter((3, 8, 8), decoder=decoder)(
+        "Augmenter": lambda: Augmenter((3, 8, 8))(
             BOMB, np.empty((3, 8, 8), np.float32), (0.5, 0.5, 1.0)),
-        "transform_image": lambda: transform_image(BOMB, ImageOptions(resize=32,
-                                                                      decoder=decoder)),
+        "transform_image": lambda: transform_image(BOMB, ImageOptions(resize=32)),
     }
     for entry, call in calls.items():
         with pytest.raises(ImageError, match="decompression-bomb guard"):
@@ -302,16 +286,16 @@ def test_bomb_records_are_skipped_by_image_record_iter_and_refused_by_torch(tmp_
 # -- errors ---------------------------------------------------------------------------------------
 
 def test_undecodable_bytes_raise_image_errors_with_the_reason():
-    with pytest.raises(ImageError, match="0 image bytes are not in a format Pillow can read"):
+    with pytest.raises(ImageError, match="the image is empty"):
         decode(b"")
-    truncated = image_bytes("c420.jpg")[:300]
-    for decoder in ["pillow"] + (["simplejpeg"] if codec.have_fast_decoder() else []):
-        with pytest.raises(ImageError, match="cannot decode image"):
-            decode(truncated, decoder=decoder, name="x.jpg")
+    with pytest.raises(ImageError, match=r"x.bin: its 12 bytes are not an image OpenCV can "
+                                          r"decode \(first bytes 6e 6f 74"):
+        decode(b"not an image", name="x.bin")
+    header_only = image_bytes("c420.jpg")[:300]  # no scan data at all: nothing to recover
+    with pytest.raises(ImageError, match="x.jpg: cannot decode its 300 bytes of JPEG"):
+        decode(header_only, name="x.jpg")
     with pytest.raises(ValueError, match="color must be"):
         decode(image_bytes("rgb.png"), 2)
-    with pytest.raises(ValueError, match="decoder must be"):
-        decode(image_bytes("rgb.png"), decoder="opencv")
     with pytest.raises(ValueError, match="iscolor must be"):
         mx.unpack_img(record("rgb.png"), 3)
 
@@ -405,30 +389,39 @@ ICC = pathlib.Path(__file__).parent / "data" / "mxnet_png_icc"
 ICC_EXPECTED = dict(np.load(ICC / "expected.npz"))
 
 
-@pytest.mark.parametrize("decoder", ["auto", "pillow"])
 @pytest.mark.parametrize("name", ["hp_srgb.png", "hp_srgb_gama22.png", "hp_srgb_palette.png",
                                   "hp_srgb_rgba.png", "lcms_srgb.png"])
-def test_png_with_a_known_srgb_profile_greys_as_mxnet(name, decoder):
+def test_png_with_a_known_srgb_profile_greys_as_mxnet(name):
     """libpng takes HP/Microsoft's sRGB IEC61966-2.1 ICC profile (in countless PNGs) for sRGB,
     so MXNet's greyscale of such a PNG is computed in linear light (up to 35 levels off the
     plain weighted sum here); a profile libpng does not know (lcms_srgb.png) changes nothing.
-    OpenCV 5 ignores the profile: the greyscale must not come from it. Arrays from the real
-    MXNet 1.9.1 (tests/data/mxnet_png_icc/make.py)."""
+    OpenCV 5 ignores the profile, so recio keeps this one rule (recio.image.png_srgb). Arrays
+    from the real MXNet 1.9.1 (tests/data/mxnet_png_icc/make.py)."""
     payload = (ICC / name).read_bytes()
     for color in (0, 1):
         want = ICC_EXPECTED[f"{name}|{color}"]
-        got = decode(payload, color, decoder=decoder)
-        assert_exact(got[..., None] if got.ndim == 2 else got, want, f"{name} {decoder} {color}")
-    if decoder == "auto":
-        assert_exact(mx.image.imdecode(payload, flag=0).asnumpy(), ICC_EXPECTED[f"{name}|0"])
-        rec = recio.pack(recio.IRHeader(0, 1.0, 0, 0), payload)
-        assert_exact(recio.unpack_img(rec, 0)[1][..., None], ICC_EXPECTED[f"{name}|0"])
+        got = decode(payload, color)
+        assert_exact(got[..., None] if got.ndim == 2 else got, want, f"{name} {color}")
+    assert_exact(mx.image.imdecode(payload, flag=0).asnumpy(), ICC_EXPECTED[f"{name}|0"])
+    rec = recio.pack(recio.IRHeader(0, 1.0, 0, 0), payload)
+    assert_exact(recio.unpack_img(rec, 0)[1][..., None], ICC_EXPECTED[f"{name}|0"])
+
+
+def test_opencv_5_greys_known_srgb_pngs_differently_so_recio_keeps_the_rule():
+    """Why recio.image.png_srgb exists: OpenCV 5's own greyscale of these PNGs is not MXNet's
+    (OpenCV 4's is: the rule is then the same either way)."""
+    import cv2
+
+    payload = np.frombuffer((ICC / "hp_srgb.png").read_bytes(), np.uint8)
+    opencv = cv2.imdecode(payload, cv2.IMREAD_GRAYSCALE)
+    same = np.array_equal(opencv[..., None], ICC_EXPECTED["hp_srgb.png|0"])
+    assert same == (int(cv2.__version__.split(".")[0]) < 5), cv2.__version__
 
 
 def test_known_srgb_profile_needs_its_exact_bytes():
     """An edited copy of a known profile is not sRGB to libpng (adler32 and crc32 decide)."""
     profile = Image.open(ICC / "hp_srgb.png").info["icc_profile"]
-    assert opencv_colour._is_known_srgb_profile(profile)
-    assert not opencv_colour._is_known_srgb_profile(profile[:-1] + bytes([profile[-1] ^ 1]))
-    assert not opencv_colour._is_known_srgb_profile(None)
-    assert not opencv_colour._is_known_srgb_profile(b"x" * 50)
+    assert png_srgb.is_known_srgb_profile(profile)
+    assert not png_srgb.is_known_srgb_profile(profile[:-1] + bytes([profile[-1] ^ 1]))
+    assert not png_srgb.is_known_srgb_profile(None)
+    assert not png_srgb.is_known_srgb_profile(b"x" * 50)

@@ -1,8 +1,7 @@
 """The fast paths of im2rec's pack: they must give what the plain paths give.
 
 The ROOT check on the opened file (``/proc/self/fd``) and its ``realpath`` fallback; the thread
-pipeline whose workers write in list order themselves; framing's NumPy check for magic words;
-JPEG encoding by simplejpeg (``--encoder fast``); colour PNGs decoded by OpenCV.
+pipeline whose workers write in list order themselves; framing's NumPy check for magic words.
 """
 from __future__ import annotations
 
@@ -14,15 +13,12 @@ import time
 
 import numpy as np
 import pytest
-from conftest import need
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
 from recio import portable
 from recio.image import pack_executors
-from recio.image.codec import decode
-from recio.image.encoding import encode
 from recio.image.pack_output import partial_paths
 from recio.image.packing import pack_list
 from recio.records.framing import MAGIC_BYTES, split_payload
@@ -166,71 +162,3 @@ def test_split_payload_agrees_with_a_plain_search(size, seed, places):
             data[place:place + 4] = MAGIC_BYTES
     for payload in (bytes(data), bytearray(data), memoryview(bytes(data))):
         assert [bytes(p) for p in split_payload(payload)] == _split_reference(bytes(data))
-
-
-def _segments(jpeg: bytes) -> dict:
-    """The JPEG's markers before the scan data: {marker: [segment bytes]}."""
-    out, i = {}, 2
-    while i < len(jpeg):
-        marker = jpeg[i + 1]
-        length = int.from_bytes(jpeg[i + 2:i + 4], "big")
-        out.setdefault(marker, []).append(jpeg[i + 4:i + 2 + length])
-        if marker == 0xDA:
-            break
-        i += 2 + length
-    return out
-
-
-@pytest.mark.parametrize("shape", [(33, 47, 3), (33, 47), (8, 8, 1)])
-@pytest.mark.parametrize("quality", [1, 50, 95, 100, 150])
-def test_simplejpeg_encoding_has_pillows_headers(shape, quality):
-    """With encoder="fast" arrays go to JPEG through simplejpeg with the segments Pillow writes
-    (JFIF, tables, 4:2:0 or grey frame, same Huffman tables; only the DCT differs, see
-    tests/test_mxnet_bytes.py); a Pillow image encodes to the same bytes as its array; pixels
-    decode back within JPEG's error. The exact encoder gives Pillow's bytes."""
-    need("simplejpeg")
-    y, x = np.mgrid[0:shape[0], 0:shape[1]]
-    smooth = np.stack([x * 4, y * 6, (x + y) * 3], axis=-1) % 256  # JPEG keeps it closely
-    pixels = smooth[:, :, :shape[2] if len(shape) == 3 else 1].astype(np.uint8)
-    pixels = pixels if len(shape) == 3 else pixels[:, :, 0]
-    ours = encode(pixels, ".jpg", quality, encoder="fast")
-    buf = io.BytesIO()
-    Image.fromarray(pixels.squeeze(-1) if pixels.ndim == 3 and shape[2] == 1 else pixels).save(
-        buf, "JPEG", quality=min(quality, 100))
-    assert _segments(ours) == _segments(buf.getvalue())
-    assert encode(pixels, ".jpg", quality) == buf.getvalue()
-    image = Image.fromarray(pixels.squeeze(-1) if pixels.ndim == 3 and shape[2] == 1 else pixels)
-    assert encode(image, ".jpg", quality, encoder="fast") == ours
-    back = np.asarray(Image.open(io.BytesIO(ours)), dtype=float)
-    assert back.shape == pixels.squeeze().shape
-    if quality >= 95:
-        assert np.abs(back - pixels.squeeze()).mean() < 4
-
-
-def _png(mode: str, **info) -> bytes:
-    rng = np.random.default_rng(7)
-    if mode == "I;16":
-        img = Image.fromarray(rng.integers(0, 65535, (21, 17), dtype=np.uint16))
-    elif mode == "P":
-        img = Image.fromarray(rng.integers(0, 255, (21, 17, 3), dtype=np.uint8)).convert(
-            "P", palette=Image.Palette.ADAPTIVE, colors=16)
-    else:
-        bands = len(mode)
-        img = Image.fromarray(rng.integers(0, 255, (21, 17, bands), dtype=np.uint8).squeeze(),
-                              mode)
-    buf = io.BytesIO()
-    img.save(buf, "PNG", **info)
-    return buf.getvalue()
-
-
-@pytest.mark.parametrize("mode, info", [("RGB", {}), ("L", {}), ("RGBA", {}), ("LA", {}),
-                                        ("P", {"transparency": 3}), ("P", {}), ("I;16", {}),
-                                        ("RGB", {"pnginfo": None})])
-def test_colour_pngs_decoded_by_opencv_equal_the_pillow_path(mode, info):
-    """With OpenCV installed, colour PNGs are decoded by cv2.imdecode (without the GIL); the
-    pixels are exactly those the Pillow path computes to OpenCV's rules."""
-    need("cv2")
-    data = _png(mode, **{k: v for k, v in info.items() if v is not None})
-    for bgr in (False, True):
-        assert np.array_equal(decode(data, 1, bgr=bgr), decode(data, 1, bgr=bgr,
-                                                               decoder="pillow"))

@@ -100,7 +100,7 @@ def test_windows_runs_the_makefiles_commands():
     windows = _steps(windows=True)
     extras = re.search(r"install -q -e '(\.\[[\w,]+\])'", makefile).group(1)
     assert f"pip install -q -e '{extras}'" in windows
-    imports = re.search(r"-c '(import simplejpeg[^']*)'", makefile).group(1)
+    imports = re.search(r"-c '(import cv2[^']*)'", makefile).group(1)
     assert f"python -c '{imports}'" in windows
     torchdata = re.search(r"--no-deps '(torchdata==[\d.]+)'", makefile).group(1)
     assert f"--no-deps '{torchdata}'" in windows

@@ -28,7 +28,6 @@ from recio.cli.common import (
 )
 from recio.errors import RecordIOError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS
-from recio.image.encoding import ENCODERS
 from recio.image.list_folder import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
 from recio.image.pack_executors import PACK_THREAD
 from recio.image.pack_output import has_partial
@@ -110,9 +109,8 @@ HELP = """Make image lists (--list) or pack the images of PREFIX*.lst into .rec/
 
 \b
 Same command line as MXNet's tools/im2rec.py, and the same files, byte for byte: the .lst
-files, and the .rec/.idx (the same decode, crop, OpenCV bilinear resize and encoder bytes,
-with or without OpenCV installed; --resize-mode antialias and --encoder fast trade that for
-speed and resize quality):
+files, and the .rec/.idx (the same OpenCV decode, crop, bilinear resize and JPEG bytes;
+--resize-mode antialias trades that for speed and resize quality):
   im2rec data/train images/ --list --recursive     # data/train.lst + folder -> label map
   im2rec data/train images/ --resize 256 --quality 95 --num-thread 4
   im2rec data/train images/ --resume                # finish an interrupted pack
@@ -234,22 +232,10 @@ pack in the way or one that is running; 130 interrupted (Ctrl-C); 143 terminated
 @click.option("--resize-mode", type=click.Choice(RESIZE_MODES), default="mxnet",
               show_default=True,
               help="mxnet: decode at full size and resize with OpenCV's bilinear, as MXNet's "
-                   "im2rec: with the exact encoder the .rec is byte for byte MXNet's. "
-                   "antialias: JPEGs decoded at a reduced DCT scale, antialiased bicubic "
+                   "im2rec: the .rec is byte for byte MXNet's. antialias (the fast mode): "
+                   "JPEGs decoded at a reduced DCT scale, then an area-average and bicubic "
                    "resize: no aliasing (+3 dB PSNR against an exact downscale) and faster on "
                    "large photos; pixels differ from MXNet's.")
-@click.option("--encoder", type=click.Choice(ENCODERS), default="exact", show_default=True,
-              help="exact: MXNet's JPEG bytes (libjpeg's accurate DCT, through OpenCV or "
-                   "Pillow). fast: simplejpeg, whose fast integer DCT below quality 96 costs "
-                   "0.4 dB PSNR (photos resized to 256 px) to 1.9 dB (full size) at quality "
-                   "95, for up to 15% less encoding time; bytes differ from MXNet's.")
-@click.option("--decoder", type=click.Choice(["auto", "pillow", "simplejpeg"]), default="auto",
-              show_default=True,
-              help="JPEG decoder: simplejpeg (libjpeg-turbo, a dependency) unless 'pillow' "
-                   "(the same pixels). The resizer is OpenCV (pip install 'recio[fast]'), "
-                   "else recio's exact copy of OpenCV's bilinear (--resize-mode mxnet) or "
-                   "cykooz.resizer, else Pillow (antialias); "
-                   "RECIO_RESIZER=opencv|cykooz|pillow chooses.")
 @handle_errors
 def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chunks: int,
                train_ratio: float, test_ratio: float, recursive: bool, no_shuffle: bool,
@@ -259,7 +245,7 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                strict: bool, resume: bool, exif_transpose: Optional[bool],
                max_pixels: Optional[int], num_shards: Optional[int], shard_size: Optional[str],
                checksums: bool, engine: str, ray_address: Optional[str], executor: str,
-               resize_mode: str, encoder: str, decoder: str) -> None:
+               resize_mode: str) -> None:
     if is_url(root):
         if make_list:
             fail(f"--list walks a local folder; ROOT {root} is a URL")
@@ -280,21 +266,17 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         click.echo("note: --encoding .png with the default --quality 95 compresses at PNG level "
                    "9 (as MXNet): the smallest files, but several times slower than --quality "
                    "1 (see im2rec --help, --quality)", err=True)
-    try:
-        options = ImageOptions(color=color, resize=resize, center_crop=center_crop,
-                               encoding=encoding, quality=quality, exif_transpose=exif_transpose,
-                               max_pixels=max_pixels or DEFAULT_MAX_PIXELS, decoder=decoder,
-                               resize_mode=resize_mode, encoder=encoder)
-    except ImportError as exc:
-        fail(str(exc))
+    options = ImageOptions(color=color, resize=resize, center_crop=center_crop,
+                           encoding=encoding, quality=quality, exif_transpose=exif_transpose,
+                           max_pixels=max_pixels or DEFAULT_MAX_PIXELS, resize_mode=resize_mode)
     if pass_through:
         ignored = [name for name, given in (
             ("--resize", resize != 0), ("--center-crop", center_crop),
             ("--quality", quality != 95), ("--color", color != 1),
             ("--encoding", encoding != ".jpg"),
             ("--exif-transpose/--no-exif-transpose", exif_transpose is not None),
-            ("--max-pixels", max_pixels is not None), ("--resize-mode", resize_mode != "mxnet"),
-            ("--encoder", encoder != "exact")) if given]
+            ("--max-pixels", max_pixels is not None), ("--resize-mode", resize_mode != "mxnet"))
+            if given]
         if ignored:
             click.echo(f"warning: --pass-through stores the files untouched: "
                        f"{', '.join(ignored)} ignored", err=True)

@@ -1,7 +1,8 @@
 """Image datasets in records, as MXNet's im2rec and ImageRecordIter made them.
 
 * ``header``    the ``IRHeader`` (flag, label, id, id2) in front of every image record.
-* ``codec``     the one image decoder (with the pixel limit); ``encoding``, the one encoder.
+* ``codec``     the one image decoder, OpenCV's (with the pixel limit); ``encoding``, the one
+                encoder; ``png_srgb``, the one decode rule where OpenCV 5 is not MXNet.
 * ``transform`` im2rec's ``ImageOptions``: decode, crop, resize, encode one image.
 * ``lists``     ``.lst`` image lists: parse, write; ``list_folder`` builds them from a folder.
 * ``packing``   ``pack_list``: a ``.lst`` into ``.rec`` + ``.idx``, resumable, in parallel
@@ -11,12 +12,12 @@
                 the decode thread pool, ``DataBatch``; ``batch_augment``: ``Augmenter``, one
                 image into one batch slot).
 * ``augment``   MXNet's ``DefaultImageAugmenter`` and normalisation, step by step.
-* ``cvops``     the OpenCV operations MXNet's augmentation calls, in NumPy, byte for byte.
+* ``cvops``     the OpenCV operations MXNet's augmentation calls (two of them as OpenCV 3.4.2
+                computed them, in NumPy).
 * ``stats``     what ``recio inspect`` reports: record and image statistics, damage, index check.
 * ``verify``    what ``recio verify`` checks: framing, the ``.idx`` and (optionally) every image.
 * ``extract``   images and a ``.lst`` back out of a ``.rec`` (``recio extract``).
 * ``id_index``  an ``.idx`` keyed by each record's image id (``recio index --key id``).
-* ``png16``     16-bit PNG samples, which Pillow reduces to 8 bits.
 """
 from recio.image.header import IRHeader, pack, pack_img, unpack, unpack_img
 

@@ -35,9 +35,7 @@ import numpy as np
 from recio.errors import ImageError
 from recio.image import cvops
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
-from recio.image.opencv_colour import cv_grey
 from recio.image.transform import target_size
-from recio.optional import require
 from recio.records.sniff import image_signature
 
 _F32 = np.float32
@@ -170,18 +168,6 @@ class AugmentParams:
                     or self.max_crop_size != self.min_crop_size or self.brightness
                     or self.contrast or self.saturation or self.pca_noise or self.random_h
                     or self.random_s or self.random_l or self.inter_method == INTER_RANDOM)
-
-    @property
-    def opencv_needed(self) -> Optional[str]:
-        """Why these parameters need OpenCV (``recio[fast]``), or None: area and Lanczos
-        resizing, and cubic or Lanczos warps, are done by OpenCV itself."""
-        cv_resize = {3: "3 (area)", 4: "4 (Lanczos)", 9: "9 (auto: area to shrink)",
-                     10: "10 (random: area and Lanczos among them)"}
-        if self.inter_method in cv_resize:
-            return f"inter_method={cv_resize[self.inter_method]}"
-        if self.affine and self.inter_method == 2:
-            return "inter_method=2 with rotation, shear, scale or aspect changes (a bicubic warp)"
-        return None
 
     @classmethod
     def names(cls) -> Tuple[str, ...]:
@@ -380,10 +366,10 @@ class DefaultAugmenter:
             if step == 0:
                 res = cvops.convert_scale(res, alpha)
             elif step == 1:
-                grey_mean = float(cv_grey(res).mean())
+                grey_mean = float(cvops.rgb_to_grey(res).mean())
                 res = cvops.convert_scale(res, alpha, (1 - float(alpha)) * grey_mean)
             else:  # the grey image is cvtColor'ed back to 3 equal channels: broadcast it
-                res = cvops.add_weighted(res, alpha, cv_grey(res)[:, :, None], _F32(1) - alpha)
+                res = cvops.add_weighted(res, alpha, cvops.rgb_to_grey(res)[:, :, None], _F32(1) - alpha)
         return res
 
     def _hls(self, res: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -516,16 +502,13 @@ class MXAugmenter:
     """
 
     def __init__(self, augment: AugmentParams, output: OutputParams,
-                 seed_aug: Optional[int] = None, decoder: str = "auto",
+                 seed_aug: Optional[int] = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
-        reason = augment.opencv_needed
-        if reason is not None:
-            require("cv2", feature=reason)
         self.augment = DefaultAugmenter(augment)
         self.channels = augment.data_shape[0]
         self.writer = OutputWriter(output, self.channels)
         self.seed_aug = seed_aug
-        self.decoder, self.max_pixels = decoder, int(max_pixels)
+        self.max_pixels = int(max_pixels)
         self.sample_shape = tuple(augment.data_shape)
         self.dtype = np.dtype(output.dtype)
         self.color = {1: 0, 3: 1, 4: -1}[self.channels]
@@ -540,7 +523,7 @@ class MXAugmenter:
         """The image as MXNet's iterator decodes it: BGR(A) or grey, ``(H, W, C)``."""
         exif = self.color != -1 and image_signature(img_bytes[:3]) == "jpeg"
         img = decode(img_bytes, self.color, bgr=True, max_pixels=self.max_pixels,
-                     exif_transpose=exif, decoder=self.decoder)
+                     exif_transpose=exif)
         if img.ndim == 2:
             img = img[:, :, None]
         if self.channels == 4 and img.shape[2] != 4:

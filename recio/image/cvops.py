@@ -1,60 +1,44 @@
-"""The OpenCV operations MXNet's image pipeline calls, reproduced in NumPy byte for byte.
+"""The OpenCV operations of MXNet's image pipeline: OpenCV's own calls, and the two that
+MXNet's OpenCV does differently from today's.
 
 MXNet 1.9.1 augments images with the OpenCV 3.4.2 built into it (``cv::resize``,
-``cv::warpAffine``, ``cv::copyMakeBorder``, ``cvtColor``, ``convertTo``, ``addWeighted``). Code
-ported from MXNet expects those pixels, and OpenCV is only an extra here (``recio[fast]``), so
-the operations whose results training code compares are done in NumPy with OpenCV's own
-arithmetic:
+``cv::warpAffine``, ``cv::copyMakeBorder``, ``cvtColor``, ``convertTo``, ``addWeighted``). The
+installed OpenCV gives the same bytes for all of them but two, which are reproduced here in
+NumPy with OpenCV 3.4.2's arithmetic, each pinned by a golden test against MXNet's own output:
 
-* :func:`resize` with ``INTER_NEAREST``, ``INTER_LINEAR`` (the default:
-  :func:`recio.image.linear.resize_linear`, the one owner of OpenCV's fixed-point bilinear) and
-  ``INTER_CUBIC`` (fixed-point horizontal pass; the vertical pass in float32 as OpenCV 3.4.2's
-  SSE2 code does, eight values at a time, the row's last ``width % 8`` values in fixed point).
-  ``INTER_AREA`` and ``INTER_LANCZOS4`` use OpenCV itself (pip's OpenCV 4 and 5 give MXNet's
-  bytes for them, ``tests/test_mx_iter.py`` checks it), else :func:`resize` raises an
-  ``ImportError`` naming the extra. With OpenCV installed, ``cv2.resize`` also does
-  ``INTER_NEAREST`` and ``INTER_LINEAR`` (the same bytes, faster); never ``INTER_CUBIC``, whose
-  pip builds differ from MXNet's by 1 here and there.
-* :func:`warp_affine`: ``INTER_LINEAR`` with OpenCV's 1/32-pixel grid and 15-bit weights (pip's
-  OpenCV 4 gives the same bytes, OpenCV 5 does not), ``INTER_NEAREST``, a constant border;
-  cubic and Lanczos warps through OpenCV.
-* the colour operations of MXNet's random augmentations (:func:`convert_scale`,
-  :func:`add_weighted`, :func:`bgr_to_hls`, :func:`hls_to_bgr`): float32 arithmetic and
-  OpenCV's rounding (``saturate_cast``: round half to even, then clip).
+* :func:`resize` with ``INTER_CUBIC``: OpenCV 3.4.2's SSE2 vertical pass works in float32
+  eight values at a time (the row's last ``width % 8`` values in fixed point); OpenCV 4 and 5
+  differ from it by 1 here and there (``tests/test_cvops.py``,
+  ``test_opencv_bicubic_differs_so_numpy_does_it``).
+* :func:`warp_affine` with ``INTER_LINEAR`` and ``INTER_NEAREST``: OpenCV's 1/32-pixel grid
+  and 15-bit weights as 3.4.2 computes them; OpenCV 5 differs
+  (``test_opencv_warp_differs_so_numpy_does_it``).
 
-Images are uint8, ``(H, W)`` or ``(H, W, C)``; the result has the same layout. The vectorised
-passes work on whole arrays (NumPy releases the GIL), never per pixel in Python.
+Everything else calls OpenCV: resizes (nearest, bilinear, area, Lanczos), borders, colour
+conversions and blends. Images are uint8, ``(H, W)`` or ``(H, W, C)``; the result has the same
+layout.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
+import cv2
 import numpy as np
-
-from recio.image.linear import COEF_BITS, COEF_SCALE, resize_linear
-from recio.optional import optional, require
 
 #: OpenCV's interpolation codes (``cv2.INTER_*``), as MXNet's ``inter_method`` numbers them
 INTER_NEAREST, INTER_LINEAR, INTER_CUBIC, INTER_AREA, INTER_LANCZOS4 = 0, 1, 2, 3, 4
 INTERPOLATIONS = {INTER_NEAREST: "nearest", INTER_LINEAR: "bilinear", INTER_CUBIC: "bicubic",
                   INTER_AREA: "area", INTER_LANCZOS4: "Lanczos-4"}
-#: what resize does in NumPy when OpenCV is not installed
-NUMPY_RESIZE = (INTER_NEAREST, INTER_LINEAR, INTER_CUBIC)
-#: where cv2.resize is known to give OpenCV 3.4.2's (MXNet's) bytes, and so may be used
-_CV2_EXACT_RESIZE = (INTER_NEAREST, INTER_LINEAR, INTER_AREA, INTER_LANCZOS4)
 
 # OpenCV's fixed point: resize weights have 11 fractional bits, remap (warp) weights 15, and a
 # warp's source coordinates are kept in 1/32 of a pixel
-_RESIZE_BITS, _RESIZE_ONE = COEF_BITS, COEF_SCALE
+_RESIZE_BITS = 11
+_RESIZE_ONE = 1 << _RESIZE_BITS
 _REMAP_BITS = 15
 _INTER_BITS = 5
 _INTER_TAB = 1 << _INTER_BITS
 _AB_BITS = 10  # MAX(10, INTER_BITS): the warp's coordinate arithmetic
 _F32 = np.float32
-
-
-def _cv2() -> Any:
-    return optional("cv2")
 
 
 def _as_hwc(img: np.ndarray) -> Tuple[np.ndarray, bool]:
@@ -66,58 +50,41 @@ def _as_hwc(img: np.ndarray) -> Tuple[np.ndarray, bool]:
     return img, False
 
 
+def _same_layout(out: np.ndarray, img: np.ndarray) -> np.ndarray:
+    """OpenCV returns ``(H, W)`` for one channel: give it back the ``(H, W, 1)`` it came as."""
+    return out[:, :, None] if img.ndim == 3 and out.ndim == 2 else out
+
+
 def _check_size(width: int, height: int) -> None:
     if width < 1 or height < 1:
         raise ValueError(f"cannot resize to {width}x{height}: both sides must be at least 1")
 
 
-# -- saturate_cast ------------------------------------------------------------------------------
-def saturate_uint8(values: np.ndarray) -> np.ndarray:
-    """OpenCV's ``saturate_cast<uchar>`` of float values: round half to even, clip to 0..255."""
-    return np.clip(np.rint(values), 0, 255).astype(np.uint8)
+def _check_interpolation(interpolation: int) -> None:
+    if interpolation not in INTERPOLATIONS:
+        raise ValueError(f"unknown interpolation {interpolation}: expected one of "
+                         f"{sorted(INTERPOLATIONS)} ({', '.join(INTERPOLATIONS.values())})")
 
 
 # -- resize -------------------------------------------------------------------------------------
 def resize(img: np.ndarray, width: int, height: int,
            interpolation: int = INTER_LINEAR) -> np.ndarray:
-    """``cv::resize(img, (width, height), interpolation)`` with OpenCV 3.4.2's bytes (MXNet's).
-
-    ``interpolation`` is one of ``INTER_NEAREST`` .. ``INTER_LANCZOS4``; ``INTER_AREA`` and
-    ``INTER_LANCZOS4`` need OpenCV (``ImportError`` saying what to install).
-    """
+    """``cv::resize(img, (width, height), interpolation)`` with OpenCV 3.4.2's bytes (MXNet's):
+    ``cv2.resize``, but for ``INTER_CUBIC`` (see the module docstring)."""
     width, height = int(width), int(height)
     _check_size(width, height)
-    if interpolation not in INTERPOLATIONS:
-        raise ValueError(f"unknown interpolation {interpolation}: expected one of "
-                         f"{sorted(INTERPOLATIONS)} ({', '.join(INTERPOLATIONS.values())})")
+    _check_interpolation(interpolation)
     if img.dtype != np.uint8:
         raise ValueError(f"resize takes uint8 images, got {img.dtype}")
     h, w = img.shape[:2]
     if (w, h) == (width, height):
         return img.copy()
-    cv2 = _cv2() if interpolation in _CV2_EXACT_RESIZE else None
-    if cv2 is not None and (img.ndim == 2 or img.shape[2] <= 4):
+    if interpolation != INTER_CUBIC:
         out = cv2.resize(np.ascontiguousarray(img), (width, height), interpolation=interpolation)
-        return out[:, :, None] if img.ndim == 3 and out.ndim == 2 else out
-    if interpolation not in NUMPY_RESIZE:
-        require("cv2", feature=f"resizing with inter_method={interpolation} "
-                               f"({INTERPOLATIONS[interpolation]}, as MXNet's OpenCV does it)")
+        return _same_layout(out, img)
     src, flat = _as_hwc(img)
-    if interpolation == INTER_NEAREST:
-        out = _resize_nearest(src, width, height)
-    elif interpolation == INTER_LINEAR:
-        out = resize_linear(src, (width, height))
-    else:
-        out = _resize_cubic(src, width, height)
+    out = _resize_cubic(src, width, height)
     return out[:, :, 0] if flat else out
-
-
-def _resize_nearest(src: np.ndarray, width: int, height: int) -> np.ndarray:
-    """OpenCV's ``resizeNN``: source index ``floor(dst * (1 / (dst_size / src_size)))``."""
-    h, w = src.shape[:2]
-    xs = np.minimum(np.floor(np.arange(width) * (1.0 / (width / w))).astype(np.intp), w - 1)
-    ys = np.minimum(np.floor(np.arange(height) * (1.0 / (height / h))).astype(np.intp), h - 1)
-    return src[ys][:, xs]
 
 
 def _source_positions(src_size: int, dst_size: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -195,14 +162,18 @@ def _fill_values(fill: Fill, channels: int) -> np.ndarray:
     return values.astype(np.uint8)
 
 
+def _border(values: np.ndarray) -> Tuple[int, int, int, int]:
+    """OpenCV's border value (a 4-tuple) for per-channel ``values``."""
+    return tuple(int(v) for v in values[:4]) + (0,) * (4 - min(4, len(values)))  # type: ignore[return-value]
+
+
 def pad_constant(img: np.ndarray, pad: int, fill: Fill) -> np.ndarray:
     """``cv::copyMakeBorder(img, pad, pad, pad, pad, BORDER_CONSTANT, fill)``."""
-    src, flat = _as_hwc(img)
-    h, w, c = src.shape
-    out = np.empty((h + 2 * pad, w + 2 * pad, c), np.uint8)
-    out[...] = _fill_values(fill, c)
-    out[pad:pad + h, pad:pad + w] = src
-    return out[:, :, 0] if flat else out
+    src, _ = _as_hwc(img)
+    values = _fill_values(fill, src.shape[2])
+    out = cv2.copyMakeBorder(np.ascontiguousarray(img), pad, pad, pad, pad, cv2.BORDER_CONSTANT,
+                             value=_border(values))
+    return _same_layout(out, img)
 
 
 def warp_affine(img: np.ndarray, matrix: np.ndarray, width: int, height: int,
@@ -210,27 +181,22 @@ def warp_affine(img: np.ndarray, matrix: np.ndarray, width: int, height: int,
     """``cv::warpAffine(img, M, (width, height), interpolation, BORDER_CONSTANT, fill)``.
 
     ``matrix`` is the 2x3 forward map (as OpenCV takes it without ``WARP_INVERSE_MAP``);
-    ``fill`` the border value (a number, or one per channel).
-    ``INTER_LINEAR`` (and ``INTER_AREA``, which OpenCV's warps treat as linear) is done in NumPy
-    with OpenCV's arithmetic; cubic and Lanczos warps need OpenCV.
+    ``fill`` the border value (a number, or one per channel). ``INTER_LINEAR`` (and
+    ``INTER_AREA``, which OpenCV's warps treat as linear) and ``INTER_NEAREST`` are done in
+    NumPy with OpenCV 3.4.2's arithmetic; cubic and Lanczos warps by ``cv2.warpAffine``.
     """
     width, height = int(width), int(height)
     _check_size(width, height)
     if interpolation == INTER_AREA:
         interpolation = INTER_LINEAR
-    if interpolation not in INTERPOLATIONS:
-        raise ValueError(f"unknown interpolation {interpolation}: expected one of "
-                         f"{sorted(INTERPOLATIONS)}")
+    _check_interpolation(interpolation)
     m = np.asarray(matrix, np.float64).reshape(2, 3)
     src, flat = _as_hwc(img)
     values = _fill_values(fill, src.shape[2])
     if interpolation in (INTER_CUBIC, INTER_LANCZOS4):
-        cv2 = require("cv2", feature=f"an affine warp with inter_method={interpolation} "
-                                     f"({INTERPOLATIONS[interpolation]})")
-        border = tuple(int(v) for v in values[:4]) + (0,) * (4 - min(4, len(values)))
         out = cv2.warpAffine(np.ascontiguousarray(img), m, (width, height), flags=interpolation,
-                             borderMode=cv2.BORDER_CONSTANT, borderValue=border)
-        return out[:, :, None] if img.ndim == 3 and out.ndim == 2 else out
+                             borderMode=cv2.BORDER_CONSTANT, borderValue=_border(values))
+        return _same_layout(out, img)
     out = _warp(src, m, width, height, values, interpolation == INTER_NEAREST)
     return out[:, :, 0] if flat else out
 
@@ -290,88 +256,50 @@ def _warp(src: np.ndarray, m: np.ndarray, width: int, height: int, fill: np.ndar
 _LEVELS = np.arange(256, dtype=_F32)
 
 
+def saturate_uint8(values: np.ndarray) -> np.ndarray:
+    """OpenCV's ``saturate_cast<uchar>`` of float values: round half to even, clip to 0..255."""
+    return np.clip(np.rint(values), 0, 255).astype(np.uint8)
+
+
 def lookup(img: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """``table[img]`` for a uint8 image: ``table`` has 256 entries, or ``(256, C)`` for one per
-    channel (``cv2.LUT`` when OpenCV is installed: the same bytes, several times faster)."""
-    cv2 = _cv2()
-    per_channel = table.ndim == 2
-    if cv2 is not None and img.ndim == 3 and img.shape[2] <= 4:
-        tab = table.reshape(256, 1, -1) if per_channel else table
-        out = cv2.LUT(np.ascontiguousarray(img), np.ascontiguousarray(tab))
-        return out.reshape(img.shape)
-    if not per_channel:
-        return np.take(table, img)
-    out = np.empty(img.shape, table.dtype)
-    for k in range(img.shape[-1]):
-        out[..., k] = np.take(table[:, k], img[..., k])
-    return out
+    """``cv2.LUT``: ``table[img]`` for a uint8 image; ``table`` has 256 entries, or ``(256, C)``
+    for one per channel."""
+    tab = table.reshape(256, 1, -1) if table.ndim == 2 else table
+    return cv2.LUT(np.ascontiguousarray(img), np.ascontiguousarray(tab)).reshape(img.shape)
 
 
 def convert_scale(img: np.ndarray, alpha: float, beta: float = 0.0) -> np.ndarray:
     """``img.convertTo(out, -1, alpha, beta)``: ``saturate_cast<uchar>(x * alpha + beta)`` in
-    float32 (through a table of the 256 results)."""
+    float32, as a table of the 256 results (OpenCV's Python has no ``convertTo``, and
+    ``convertScaleAbs`` takes the absolute value)."""
     return lookup(img, saturate_uint8(_LEVELS * _F32(alpha) + _F32(beta)))
 
 
 def add_weighted(a: np.ndarray, alpha: float, b: np.ndarray, beta: float,
                  gamma: float = 0.0) -> np.ndarray:
-    """``cv::addWeighted(a, alpha, b, beta, gamma)`` on uint8 images, in float32 (within 1 of
-    OpenCV's SIMD rounding). ``b`` may have fewer channels (broadcast), as a grey image."""
-    out = a.astype(_F32)
-    out *= _F32(alpha)
-    out += b.astype(_F32) * _F32(beta)
-    if gamma:
-        out += _F32(gamma)
-    np.rint(out, out=out)
-    np.clip(out, 0, 255, out=out)
-    return out.astype(np.uint8)
+    """``cv::addWeighted(a, alpha, b, beta, gamma)`` on uint8 images; ``b`` may have fewer
+    channels (a grey image, spread to ``a``'s channels as MXNet's ``cvtColor`` back does)."""
+    if b.shape != a.shape:
+        b = np.broadcast_to(b, a.shape)
+    return cv2.addWeighted(np.ascontiguousarray(a), float(alpha), np.ascontiguousarray(b),
+                           float(beta), float(gamma))
 
 
 def bgr_to_hls(bgr: np.ndarray) -> np.ndarray:
-    """``cvtColor(bgr, CV_BGR2HLS)`` for uint8: H in 0..180 (degrees / 2), L and S in 0..255."""
-    f = bgr.astype(_F32) * _F32(1.0 / 255.0)
-    b, g, r = f[..., 0], f[..., 1], f[..., 2]
-    vmax = np.maximum(np.maximum(r, g), b)
-    vmin = np.minimum(np.minimum(r, g), b)
-    diff = vmax - vmin
-    light = (vmax + vmin) * _F32(0.5)
-    has_hue = diff > np.finfo(_F32).eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sat = np.where(light < _F32(0.5), diff / (vmax + vmin), diff / (_F32(2) - vmax - vmin))
-        k = _F32(60) / diff
-        hue = np.where(vmax == r, (g - b) * k,
-                       np.where(vmax == g, (b - r) * k + _F32(120), (r - g) * k + _F32(240)))
-    hue = np.where(hue < 0, hue + _F32(360), hue)
-    hue = np.where(has_hue, hue, _F32(0))
-    sat = np.where(has_hue, sat, _F32(0))
-    out = np.empty(bgr.shape, np.uint8)
-    out[..., 0] = saturate_uint8(hue * _F32(0.5))
-    out[..., 1] = saturate_uint8(light * _F32(255))
-    out[..., 2] = saturate_uint8(sat * _F32(255))
-    return out
-
-
-# OpenCV's HLS2RGB sector table: which of (p2, p1, rising, falling) each of b, g, r takes
-_HLS_SECTORS = np.array([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])
+    """``cvtColor(bgr, COLOR_BGR2HLS)`` for uint8: H in 0..180 (degrees / 2), L and S 0..255."""
+    return cv2.cvtColor(np.ascontiguousarray(bgr), cv2.COLOR_BGR2HLS)
 
 
 def hls_to_bgr(hls: np.ndarray) -> np.ndarray:
-    """``cvtColor(hls, CV_HLS2BGR)`` for uint8 (H in 0..180)."""
-    h = hls[..., 0].astype(_F32)
-    light = hls[..., 1].astype(_F32) * _F32(1.0 / 255.0)
-    sat = hls[..., 2].astype(_F32) * _F32(1.0 / 255.0)
-    p2 = np.where(light <= _F32(0.5), light * (_F32(1) + sat), light + sat - light * sat)
-    p1 = _F32(2) * light - p2
-    h = h * _F32(6.0 / 180.0)
-    h = np.mod(h, _F32(6))
-    sector = np.minimum(np.floor(h).astype(np.intp), 5)
-    frac = h - sector.astype(_F32)
-    tab = np.stack([p2, p1, p1 + (p2 - p1) * (_F32(1) - frac), p1 + (p2 - p1) * frac], axis=-1)
-    picks = _HLS_SECTORS[sector]  # (..., 3)
-    bgr = np.take_along_axis(tab, picks, axis=-1)
-    grey = sat == 0
-    bgr[grey] = light[grey][:, None]
-    return saturate_uint8(bgr * _F32(255))
+    """``cvtColor(hls, COLOR_HLS2BGR)`` for uint8 (H in 0..180)."""
+    return cv2.cvtColor(np.ascontiguousarray(hls), cv2.COLOR_HLS2BGR)
+
+
+def rgb_to_grey(rgb: np.ndarray) -> np.ndarray:
+    """``cvtColor(rgb, COLOR_RGB2GRAY)`` (``RGBA2GRAY`` for 4 channels): OpenCV's greyscale of
+    a uint8 ``(H, W, 3)`` or ``(H, W, 4)`` image, channels taken in that order, ``(H, W)``."""
+    code = cv2.COLOR_RGB2GRAY if rgb.shape[2] == 3 else cv2.COLOR_RGBA2GRAY
+    return cv2.cvtColor(np.ascontiguousarray(rgb), code)
 
 
 def channel_offsets(img: np.ndarray, offsets: Sequence[float],
@@ -386,5 +314,5 @@ def channel_offsets(img: np.ndarray, offsets: Sequence[float],
 
 __all__ = ["INTER_NEAREST", "INTER_LINEAR", "INTER_CUBIC", "INTER_AREA", "INTER_LANCZOS4",
            "INTERPOLATIONS", "resize", "warp_affine", "pad_constant", "convert_scale",
-           "add_weighted", "bgr_to_hls", "hls_to_bgr", "channel_offsets", "saturate_uint8",
-           "lookup"]
+           "add_weighted", "bgr_to_hls", "hls_to_bgr", "rgb_to_grey", "channel_offsets",
+           "saturate_uint8", "lookup"]

@@ -7,8 +7,8 @@ Pipeline (all inside recio, no MXNet)::
       -> batches prefetched by a ``ThreadedIter`` (at most ``prefetch_buffer`` waiting)
 
 Images are decoded by ``recio.image.codec.decode`` (MXNet's pixels, the decompression-bomb
-guard, DCT-scaled JPEG decoding when ``resize`` allows); the decoders (Pillow, or simplejpeg when
-installed) and NumPy's arithmetic release the GIL, so the threads run in parallel. A batch array
+guard, DCT-scaled JPEG decoding when ``resize`` allows); OpenCV's decoder and NumPy's
+arithmetic release the GIL, so the threads run in parallel. A batch array
 that the consumer no longer references is reused for a later batch (a float32 64x3x224x224 batch
 is 38 MB of fresh pages otherwise).
 Augmentation for one image, in MXNet's order: ``resize`` the shorter side, then a crop of
@@ -241,11 +241,9 @@ class ImageRecordIter(RecordBatchIter):
     path (MXNet's ``.nd`` mean files are not read). Call ``close()`` (or use ``with``) to stop
     the threads at once; garbage collection does it too.
 
-    Images decode as MXNet's do (``recio.image.codec.decode``; a 1-channel ``data_shape`` gets
-    OpenCV's greyscale). JPEGs are decoded by simplejpeg (libjpeg-turbo, a dependency), PNGs by
-    OpenCV when ``pip install 'recio[fast]'`` installed it, anything else by Pillow, all with
-    the same pixels; ``decoder="pillow"`` or ``"simplejpeg"`` forces one. An image declaring
-    more than ``max_pixels`` pixels is skipped undecoded (the decompression-bomb guard).
+    Images decode as MXNet's do (``recio.image.codec.decode``, OpenCV's pixels; a 1-channel
+    ``data_shape`` gets OpenCV's greyscale). An image declaring more than ``max_pixels`` pixels
+    is skipped undecoded (the decompression-bomb guard).
 
     ``random_resized_crop=True`` (instead of ``rand_crop``) is ImageNet's training crop: a box of
     ``min_random_area``-``max_random_area`` of the image (default 0.08-1) with aspect
@@ -265,7 +263,7 @@ class ImageRecordIter(RecordBatchIter):
                  part_index: int = 0, round_batch: bool = True, data_name: str = "data",
                  label_name: str = "softmax_label", dtype: str = "float32",
                  layout: str = "NCHW", shuffle_buffer: int = 1024,
-                 decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
+                 max_pixels: int = DEFAULT_MAX_PIXELS, *,
                  storage_options: StorageOptions = None,
                  cache_dir: Union[PathLike, bool, None] = None,
                  cache_limit: Union[int, str, None] = None, random_resized_crop: bool = False,
@@ -295,7 +293,7 @@ class ImageRecordIter(RecordBatchIter):
         if random_resized_crop and rand_crop:
             raise ValueError("random_resized_crop and rand_crop are two kinds of crop: choose one")
         augmenter = Augmenter(shape, resize, rand_crop, rand_mirror, mean, std, scale, dtype,
-                              layout, decoder, max_pixels, random_resized_crop=random_resized_crop,
+                              layout, max_pixels, random_resized_crop=random_resized_crop,
                               area=(min_random_area, max_random_area),
                               ratio=(min_aspect_ratio, max_aspect_ratio))
         sample = shape if layout == "NCHW" else (shape[1], shape[2], shape[0])

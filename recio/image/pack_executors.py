@@ -25,7 +25,6 @@ from PIL import Image
 
 from recio import portable
 from recio.errors import RecordIOError
-from recio.image import transform
 from recio.image.pack_output import PackOutput
 from recio.image.pack_worker import Outcome, PackJob, Task, encode_batch
 from recio.image.transform import set_opencv_threads
@@ -61,22 +60,17 @@ def check_workers(workers: int, executor: str) -> None:
         raise ValueError(f"workers must be at least 1, got {workers}")
 
 
-def _init_process_worker(parent: int, resizer: str) -> None:
+def _init_process_worker(parent: int) -> None:
     """Worker processes leave Ctrl-C to the parent, which stops them cleanly; SIGTERM (how
     the parent stops them) ends them, whatever handler they inherited. On Linux a worker also
     ends with its parent (``PR_SET_PDEATHSIG``): a parent killed with SIGKILL cannot stop its
     workers, which would otherwise decode on and print a broken-pipe traceback to the user's
-    terminal when they hand back their batch.
-
-    A worker resizes with ``resizer``, the parent's choice: a forked worker inherits it, but a
-    spawned one (Windows', macOS's default) imports recio afresh and would decide again,
-    from an environment the parent may have changed since it decided."""
+    terminal when they hand back their batch."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     portable.release_signal(signal.SIGINT)  # held since it started (_ctrl_c_held); now ignored
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     portable.end_with_parent(parent)
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-    transform.RESIZER = resizer
     set_opencv_threads(1)  # a worker process of ours: keep the limit for its lifetime
 
 
@@ -141,8 +135,7 @@ def encode_in_order(job: PackJob, tasks: Iterator[Task], workers: int, kind: str
                 context = multiprocessing.get_context()
                 others = set(multiprocessing.active_children())
                 with _ctrl_c_held(context):  # assigned inside: a Ctrl-C held here finds the pool
-                    pool = context.Pool(workers, _init_process_worker,
-                                        (os.getpid(), transform.resizer_name()))
+                    pool = context.Pool(workers, _init_process_worker, (os.getpid(),))
                 started = [p for p in multiprocessing.active_children() if p not in others]
                 pending: Deque = deque()
                 for batch in _batched(tasks, batch_size):

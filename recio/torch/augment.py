@@ -46,8 +46,7 @@ class ImageAugment:
     def __init__(self, data_shape: Sequence[int], resize: int = -1, rand_crop: bool = False,
                  rand_mirror: bool = False, mean: Optional[Sequence[float]] = None,
                  std: Optional[Sequence[float]] = None, scale: float = 1.0,
-                 dtype: str = "float32", decoder: str = "auto",
-                 max_pixels: int = DEFAULT_MAX_PIXELS, *, random_resized_crop: bool = False,
+                 dtype: str = "float32", max_pixels: int = DEFAULT_MAX_PIXELS, *, random_resized_crop: bool = False,
                  area: Tuple[float, float] = RRC_AREA,
                  ratio: Tuple[float, float] = RRC_RATIO) -> None:
         shape = tuple(int(v) for v in data_shape)
@@ -64,7 +63,7 @@ class ImageAugment:
         self._torch_dtype = torch.uint8 if self.dtype == np.uint8 else torch.float32
         mean_, std_ = (None if v is None else np.asarray(v, np.float32) for v in (mean, std))
         self.augmenter = Augmenter(shape, resize, rand_crop, rand_mirror, mean_, std_, scale,
-                                   dtype, "NCHW", decoder, max_pixels,
+                                   dtype, "NCHW", max_pixels,
                                    random_resized_crop=random_resized_crop, area=area,
                                    ratio=ratio)
 

@@ -74,7 +74,7 @@ class RecordDataset(Dataset):
                  keys: Optional[Sequence[Any]] = None, transform: Optional[Callable] = None,
                  target_transform: Optional[Callable] = None, decode: Decode = "tensor",
                  mode: str = "RGB", key_type: Callable[[str], Any] = int,
-                 decoder: str = "auto", max_pixels: int = DEFAULT_MAX_PIXELS, *,
+                 max_pixels: int = DEFAULT_MAX_PIXELS, *,
                  storage_options: StorageOptions = None,
                  cache_dir: Union[PathLike, bool, None] = None,
                  cache_limit: Union[int, str, None] = None) -> None:
@@ -106,8 +106,7 @@ class RecordDataset(Dataset):
             self._init_one(indexes[0], keys)
         else:
             self._init_shards(indexes, keys)
-        self._decoder = make_decoder(decode, mode, transform, target_transform, decoder,
-                                     max_pixels)
+        self._decoder = make_decoder(decode, mode, transform, target_transform, max_pixels)
         self._readers: OrderedDict = OrderedDict()
         self._pid: Optional[int] = None
         self._prefetch: Optional[Prefetch] = None

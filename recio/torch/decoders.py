@@ -26,7 +26,7 @@ import numpy as np
 from PIL import Image
 
 from recio.errors import ImageError, RecordIOError
-from recio.image.codec import DEFAULT_MAX_PIXELS, check_decoder, decode as decode_image
+from recio.image.codec import DEFAULT_MAX_PIXELS, decode as decode_image
 from recio.image.header import unpack
 from recio.optional import require
 from recio.torch import batching as _batching
@@ -48,16 +48,15 @@ class ImageDecoder:
     shared by both datasets)."""
 
     def __init__(self, decode: str, mode: str, transform: Optional[Callable],
-                 target_transform: Optional[Callable], decoder: str = "auto",
+                 target_transform: Optional[Callable],
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
         if decode not in IMAGE_DECODES:
             raise ValueError(f"decode must be one of {IMAGE_DECODES} or a callable bytes -> "
                              f"sample, got {decode!r}")
         if mode not in ("RGB", "L"):
             raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
-        check_decoder(decoder)
         self.decode, self.mode = decode, mode
-        self.decoder, self.max_pixels = decoder, int(max_pixels)
+        self.max_pixels = int(max_pixels)
         self.transform, self.target_transform = transform, target_transform
 
     def __call__(self, payload: bytes, path: Optional[str], name: str,
@@ -118,7 +117,7 @@ class ImageDecoder:
     def _image(self, img_bytes: bytes) -> Any:
         """The decoded image as ``decode`` asks: a PIL image, an HWC array or a CHW tensor."""
         arr = decode_image(img_bytes, 1 if self.mode == "RGB" else 0,
-                           max_pixels=self.max_pixels, decoder=self.decoder)
+                           max_pixels=self.max_pixels)
         if self.decode == "pil":
             return Image.fromarray(arr)
         if arr.ndim == 2:
@@ -150,12 +149,12 @@ class PayloadDecoder:
             raise type(exc)(f"{name}: {exc.message}", path, offset) from None
 
 def make_decoder(decode: Decode, mode: str, transform: Optional[Callable],
-                 target_transform: Optional[Callable], decoder: str = "auto",
+                 target_transform: Optional[Callable],
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> Union[ImageDecoder, PayloadDecoder]:
     """The decoder of a dataset's ``decode=``: a built-in image decoder by name (``ValueError``
     for an unknown one), or the callable (``TypeError`` for anything else)."""
     if isinstance(decode, str):
-        return ImageDecoder(decode, mode, transform, target_transform, decoder, max_pixels)
+        return ImageDecoder(decode, mode, transform, target_transform, max_pixels)
     if callable(decode):
         return PayloadDecoder(decode, transform, target_transform)
     raise TypeError(f"decode must be a callable bytes -> sample or one of {IMAGE_DECODES}, "

@@ -229,8 +229,7 @@ class RecordIterableDataset(IterableDataset):
                  target_transform: Optional[Callable] = None, decode: Decode = "tensor",
                  mode: str = "RGB", shuffle_buffer: int = 0, seed: int = 0,
                  part_index: Optional[int] = None, num_parts: Optional[int] = None,
-                 balance: str = "bytes", decoder: str = "auto",
-                 max_pixels: int = DEFAULT_MAX_PIXELS, *,
+                 balance: str = "bytes", max_pixels: int = DEFAULT_MAX_PIXELS, *,
                  storage_options: StorageOptions = None,
                  cache_dir: Union[PathLike, bool, None] = None,
                  cache_limit: Union[int, str, None] = None) -> None:
@@ -249,8 +248,7 @@ class RecordIterableDataset(IterableDataset):
                              f"got {part_index}")
         self.shuffle_buffer, self.seed, self.epoch = int(shuffle_buffer), int(seed), 0
         self.part_index, self.num_parts, self.balance = part_index, num_parts, balance
-        self._decoder = make_decoder(decode, mode, transform, target_transform, decoder,
-                                     max_pixels)
+        self._decoder = make_decoder(decode, mode, transform, target_transform, max_pixels)
         self._cache = ShardCache.configured(cache_dir, cache_limit, storage_options)
         # the files, their sizes (and with a cache what each must be), found once: every
         # reader and pass uses these
