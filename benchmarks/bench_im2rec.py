@@ -1,27 +1,25 @@
-"""Benchmark ``im2rec`` packing: speed, peak memory, resize and encoder quality, beside the
-targets, for both ways of packing.
+"""Benchmark ``im2rec`` packing against MXNet's own ``tools/im2rec.py``: speed on the same list
+and cores, byte identity, the fast mode's PSNR, peak memory, CPU per stage.
 
 Corpus: ``benchmarks/corpus.py`` (2,000 photo-like images cut from skimage.data photographs,
-10 class folders, ~85% with the long side 400-640 px, ~15% 1200-2400 px, a few PNG).
-Packs with ``im2rec PREFIX ROOT --resize 256 --quality 95 --num-thread 2`` (the installed
-console script, as a user runs it) in two modes, measured in the same run:
+10 class folders, ~85% with the long side 400-640 px, ~15% 1200-2400 px, a few PNG). Every pack
+is ``PREFIX ROOT --resize 256 --quality 95 --num-thread 2`` of one ``.lst`` (the installed
+console script, as a user runs it; a fresh output each run, the page cache warm):
 
-- **exact** (the default, ``--resize-mode mxnet --encoder exact``): MXNet's bytes. Full-size
-  decode, OpenCV's bilinear resize (``cv2.resize``, or recio's bit-exact NumPy copy of it when
-  ``RECIO_RESIZER`` is not opencv), libjpeg's accurate DCT (OpenCV's imencode, else Pillow).
-- **fast** (``--resize-mode antialias --encoder fast``, what im2rec did before it wrote MXNet's
-  bytes): DCT-scaled decode (simplejpeg), antialiased resize (OpenCV, cykooz.resizer or
-  Pillow, ``RECIO_RESIZER``), simplejpeg encode.
+- **recio, default** (``--resize-mode mxnet``): MXNet's bytes (target: >= 1.5x MXNet, and the
+  ``.rec`` and ``.idx`` byte for byte MXNet's);
+- **recio, fast mode** (``--resize-mode antialias``: DCT-scaled decode, area and bicubic
+  resize): target >= 1.8x MXNet, its PSNR against MXNet's own output printed beside it;
+- **MXNet 1.9.1's tools/im2rec.py** as it ships (``--mxnet-python`` or ``RECIO_MXNET_PYTHON``:
+  a Python with MXNet 1.9.1 and the OpenCV its im2rec.py imports), on a copy of the same list.
 
-Also: the other decoder + resizer pairs, process workers, and an MXNet-like OpenCV baseline
-(imread, INTER_LINEAR resize, imencode, 2 processes; MXNet itself is not needed); CPU cost per
-image by stage; whether two threads scale; resize quality (PSNR against an exact
-floating-point Lanczos downscale of the full-resolution source); the JPEG encoders' PSNR, size
-and time on the same pixels.
+The three are run in turn ``--repeats`` times and the medians compared. Also: CPU milliseconds
+per image by stage in one thread (independent of the machine's load), whether two threads
+scale, and each mode's resize quality (PSNR against an exact float Lanczos downscale).
 
-Benchmark-only requirements: ``pip install scikit-image opencv-python-headless simplejpeg``.
-(opencv-python-headless is also the resizer of the ``recio[fast]`` extra.)
-Usage: ``python benchmarks/bench_im2rec.py [--n 2000] [--repeats 3] [--quality-sample 150]``.
+Benchmark-only requirements: ``pip install -r benchmarks/requirements.txt``.
+Usage: ``python benchmarks/bench_im2rec.py [--n 2000] [--repeats 5] [--quality-sample 150]
+[--mxnet-python PATH]``.
 """
 from __future__ import annotations
 
@@ -34,15 +32,20 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_im2rec_io import mxnet_im2rec, real_script  # noqa: E402 - benchmarks/ on the path
 from corpus import make_corpus  # noqa: E402
 
-TARGETS = {"fast": 1000.0, "pillow": 700.0, "mem_mb": 300.0}
-#: CPU ms per image one thread may spend for the wall-clock targets on 2 idle cores
-CPU_BUDGET_MS = {"simplejpeg": 2000 / TARGETS["fast"], "pillow": 2000 / TARGETS["pillow"]}
+SIDE, QUALITY, THREADS = 256, 95, 2
+#: speed against MXNet's im2rec.py (same run), and peak memory of the whole process tree
+TARGETS = {"recio, default": 1.5, "recio, fast mode": 1.8}
+MEMORY_TARGET_MB = 300.0
+#: im2rec's arguments of each recio configuration
+MODES = {"recio, default": [], "recio, fast mode": ["--resize-mode", "antialias"]}
 
 
 def _tree_rss_kb(pid: int) -> int:
@@ -63,23 +66,10 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def run_pack(prefix: str, root: str, extra: list, resizer: str = "auto") -> tuple:
-    """One pack run: (images/s, seconds, peak RSS MiB of the whole process tree)."""
-    im2rec = shutil.which("im2rec")
-    if im2rec is None:
-        raise SystemExit("the im2rec console script is not installed: pip install -e .")
-    for suffix in (".rec", ".idx", ".errors.tsv", ".rec.partial", ".pack.journal"):
-        if os.path.exists(prefix + suffix):
-            os.unlink(prefix + suffix)
-    cmd = [im2rec, prefix, root, "--resize", "256", "--quality", "95", "--num-thread", "2",
-           "--quiet", *extra]
-    n, seconds, peak_mb, _ = run_measured(cmd, {**os.environ, "RECIO_RESIZER": resizer})
-    return n / seconds, seconds, peak_mb
-
-
-def run_measured(cmd: list, env: dict) -> tuple:
-    """Run an im2rec pack command: (images it reports packed, seconds, peak RSS MiB of the
-    whole process tree, its stderr); SystemExit with its error if it fails."""
+def run_measured(cmd: List[str], env: Optional[Dict[str, str]] = None
+                 ) -> Tuple[float, float, str]:
+    """Run a pack command: (seconds, peak RSS MiB of the whole process tree, its stderr);
+    SystemExit with its error if it fails."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
@@ -92,127 +82,90 @@ def run_measured(cmd: list, env: dict) -> tuple:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    out, err = proc.communicate()
+    _, err = proc.communicate()
     seconds = time.perf_counter() - start
     sampler.join()
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()}")
-    # "packed 2,000 images": im2rec groups thousands
-    packed = int(out.split("packed ")[1].split(" ")[0].replace(",", ""))
-    return packed, seconds, peak[0] / 1024, err.strip()
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-800:]}")
+    return seconds, peak[0] / 1024, err.strip()
 
 
-def _cv2_one(path: str) -> bytes:
-    import cv2
-
-    img = cv2.imread(path, 1)
-    h, w = img.shape[:2]
-    size = (256, h * 256 // w) if h > w else (w * 256 // h, 256)
-    img = cv2.resize(img, size)
-    return cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
-
-
-def _cv2_init() -> None:
-    import cv2
-
-    cv2.setNumThreads(1)
+def pack_once(cmd: List[str], prefix: str) -> Tuple[float, float]:
+    """One pack into ``prefix`` (its old outputs removed first): (seconds, peak RSS MiB)."""
+    for suffix in (".rec", ".idx", ".errors.tsv", ".rec.partial", ".pack.journal"):
+        if os.path.exists(prefix + suffix):
+            os.unlink(prefix + suffix)
+    seconds, peak, _ = run_measured(cmd)
+    return seconds, peak
 
 
-def run_opencv_baseline(paths: list) -> float:
-    """MXNet im2rec's per-image work with OpenCV in 2 processes, in order; images/s."""
-    import multiprocessing
-
-    with multiprocessing.get_context("fork").Pool(2, initializer=_cv2_init) as pool:
-        start = time.perf_counter()
-        total = sum(len(b) for b in pool.imap(_cv2_one, paths, chunksize=8))
-        seconds = time.perf_counter() - start
-    assert total > 0
-    return len(paths) / seconds
+def records(prefix: str) -> int:
+    with open(prefix + ".idx") as f:
+        return sum(1 for _ in f)
 
 
-#: --resize-mode and --encoder of the two modes
-MODES = {"exact": ("mxnet", "exact"), "fast": ("antialias", "fast")}
+def psnr(a, b) -> float:
+    import numpy as np
+
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float(10 * np.log10(255.0 ** 2 / max(mse, 1e-12)))
 
 
-def mode_args(mode: str) -> list:
-    resize_mode, encoder = MODES[mode]
-    return ["--resize-mode", resize_mode, "--encoder", encoder]
+def psnr_against(prefix: str, reference: str) -> Tuple[float, float]:
+    """Mean and lowest PSNR (dB) of each record's image in ``prefix.rec`` against the same
+    key's in ``reference.rec``."""
+    import recio
+
+    scores = []
+    with recio.IndexedRecordReader(prefix + ".rec") as ours, \
+            recio.IndexedRecordReader(reference + ".rec") as theirs:
+        for key in theirs.keys():
+            a = recio.unpack_img(ours[key])[1]
+            b = recio.unpack_img(theirs[key])[1]
+            scores.append(psnr(a, b))
+    return statistics.mean(scores), min(scores)
 
 
-def cpu_cost(paths: list, decoder: str, resizer: str, mode: str = "fast",
-             sample: int = 400) -> tuple:
-    """CPU milliseconds per image for read + transform + pack in one thread (load-independent),
-    and where they go: ``{"resize": ms, "encode": ms, "decode and rest": ms}`` per image."""
-    from PIL import Image
+def stage_costs(paths: List[str], mode: str, sample: int = 300) -> Dict[str, float]:
+    """CPU ms per image in one thread for each stage of ``mode`` ("mxnet" or "antialias"):
+    reading the file, decode + crop + resize (``render_pixels``), decode alone, encode."""
+    from recio.image.codec import decode_scaled
+    from recio.image.encoding import encode
+    from recio.image.transform import ImageOptions, render_pixels
 
-    from recio.image import transform as imageproc
-    from recio.image import linear
-    from recio.image.header import IRHeader, pack
-    from recio.image.transform import ImageOptions, transform_image
-
-    imageproc.RESIZER = resizer
-    cv2 = imageproc._cv2()
-
-    resize_mode, encoder = MODES[mode]
-    options = ImageOptions(resize=256, quality=95, decoder=decoder, resize_mode=resize_mode,
-                           encoder=encoder)
+    options = ImageOptions(resize=SIDE, quality=QUALITY, resize_mode=mode)
     chosen = paths[::max(1, len(paths) // sample)][:sample]
-    spent = {"resize": 0.0, "encode": 0.0}
-    originals = {"resize": Image.Image.resize, "encode": imageproc.encode,
-                 "linear": linear.resize_linear}
-
-    def timed(stage):
-        def call(*args, **kwargs):
-            start = time.process_time()
-            try:
-                return originals[stage](*args, **kwargs)
-            finally:
-                spent[stage] += time.process_time() - start
-        return call
-
-    Image.Image.resize, imageproc.encode = timed("resize"), timed("encode")
-    imageproc.resize_linear = timed("linear")
-    spent["linear"] = 0.0
-    if cv2 is not None:
-        originals["cv2"] = cv2.resize
-        cv2.resize = lambda *a, **k: timed("cv2")(*a, **k)
-        spent["cv2"] = 0.0
-    try:
+    spent = {"read": 0.0, "decode": 0.0, "decode+resize": 0.0, "encode": 0.0}
+    for path in chosen:
         start = time.process_time()
-        for path in chosen:
-            with open(path, "rb") as f:
-                pack(IRHeader(0, 0.0, 0, 0), transform_image(f.read(), options))
-        total = time.process_time() - start
-    finally:
-        Image.Image.resize, imageproc.encode = originals["resize"], originals["encode"]
-        imageproc.resize_linear = originals["linear"]
-        spent["resize"] += spent.pop("linear")
-        if cv2 is not None:
-            cv2.resize = originals["cv2"]
-            spent["resize"] += spent.pop("cv2")
-        imageproc.RESIZER = None
-    stages = {k: 1000 * v / len(chosen) for k, v in spent.items()}
-    stages["decode and rest"] = 1000 * (total - sum(spent.values())) / len(chosen)
-    return 1000 * total / len(chosen), stages
+        with open(path, "rb") as f:
+            data = f.read()
+        spent["read"] += time.process_time() - start
+        start = time.process_time()
+        decode_scaled(data, 1, min_side=SIDE if mode == "antialias" else 0,
+                      exif_transpose=True)
+        spent["decode"] += time.process_time() - start
+        start = time.process_time()
+        pixels = render_pixels(data, options)
+        spent["decode+resize"] += time.process_time() - start
+        start = time.process_time()
+        encode(pixels, ".jpg", QUALITY)
+        spent["encode"] += time.process_time() - start
+    return {k: 1000 * v / len(chosen) for k, v in spent.items()}
 
 
-def thread_speedup(paths: list, decoder: str, resizer: str, mode: str = "fast",
-                   sample: int = 200) -> float:
-    """Wall-clock speed-up of 2 threads over 1 on the same images (2.0: the codecs release the
+def thread_speedup(paths: List[str], mode: str, sample: int = 200) -> float:
+    """Wall-clock speed-up of 2 threads over 1 on the same images (2.0: OpenCV releases the
     GIL all the time; a loaded machine lowers it too)."""
-    from recio.image import transform as imageproc
     from recio.image.transform import ImageOptions, transform_image
 
-    imageproc.RESIZER = resizer
-    resize_mode, encoder = MODES[mode]
-    options = ImageOptions(resize=256, quality=95, decoder=decoder, resize_mode=resize_mode,
-                           encoder=encoder)
+    options = ImageOptions(resize=SIDE, quality=QUALITY, resize_mode=mode)
     datas = []
     for path in paths[::max(1, len(paths) // sample)][:sample]:
         with open(path, "rb") as f:
             datas.append(f.read())
 
-    def work(part):
+    def work(part: List[bytes]) -> None:
         for data in part:
             transform_image(data, options)
 
@@ -225,207 +178,121 @@ def thread_speedup(paths: list, decoder: str, resizer: str, mode: str = "fast",
         t.start()
     for t in threads:
         t.join()
-    imageproc.RESIZER = None
     return one / (time.perf_counter() - start)
 
 
-def resize_quality(paths: list, sample: int) -> dict:
-    """Mean PSNR (dB) of each resizer against an exact float Lanczos downscale of the source."""
-    import cv2
+def resize_quality(paths: List[str], sample: int) -> Dict[str, Tuple[float, float]]:
+    """Mean and lowest PSNR (dB) of each mode against an exact float Lanczos downscale."""
     import numpy as np
     from PIL import Image
 
-    from recio.image import transform as imageproc
-    from recio.image.transform import ImageOptions, render_image, target_size
+    from recio.image.transform import ImageOptions, render_pixels, target_size
 
-    def psnr(a, ref):
-        mse = np.mean((a.astype(np.float64) - np.clip(ref, 0, 255)) ** 2)
-        return 10 * np.log10(255.0 ** 2 / max(mse, 1e-12))
-
-    step = max(1, len(paths) // sample)
-    scores: dict = {}
-    for path in paths[::step][:sample]:
-        data = open(path, "rb").read()
-        src = Image.open(io.BytesIO(data)).convert("RGB")
-        size = target_size(src.width, src.height, 256)
-        ref = np.stack([np.asarray(band.convert("F").resize(size, Image.LANCZOS))
-                        for band in src.split()], axis=-1)
-        bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-        linear = cv2.cvtColor(cv2.resize(bgr, size, interpolation=cv2.INTER_LINEAR),
-                              cv2.COLOR_BGR2RGB)
-        scores.setdefault("opencv INTER_LINEAR (MXNet)", []).append(psnr(linear, ref))
-        for mode, decoder, resizer in combos():
-            imageproc.RESIZER = resizer
-            ours = np.asarray(render_image(data, ImageOptions(
-                resize=256, decoder=decoder, resize_mode=MODES[mode][0])))
-            scores.setdefault(f"recio {mode} ({decoder} + {resizer})", []).append(
-                psnr(ours, ref))
-    imageproc.RESIZER = None
-    return {k: (statistics.mean(v), min(v), len(v)) for k, v in scores.items()}
-
-
-def encoder_quality(paths: list, sample: int, qualities=(95, 85)) -> list:
-    """The JPEG encoders on the same pixels: ``[(set, encoder, quality, mean PSNR dB of the
-    decoded JPEG against the
-    pixels encoded, mean bytes, CPU ms per encode)]`` (each row starting with the set: the
-    images resized to 256 px, and as decoded). ``exact`` is MXNet's bytes (OpenCV's imencode
-    here, else Pillow's save), ``fast`` simplejpeg (TurboJPEG's fast DCT below 96)."""
-    import numpy as np
-
-    from recio.image.codec import decode
-    from recio.image.encoding import encode
-    from recio.image.transform import ImageOptions, render_pixels
-    from recio.optional import optional
-
-    def psnr(a, ref):
-        mse = np.mean((a.astype(np.float64) - ref.astype(np.float64)) ** 2)
-        return 10 * np.log10(255.0 ** 2 / max(mse, 1e-12))
-
-    step = max(1, len(paths) // sample)
-    sets = {"resized to 256": [], "full size": []}
-    for path in paths[::step][:sample]:
+    scores: Dict[str, List[float]] = {}
+    for path in paths[::max(1, len(paths) // sample)][:sample]:
         with open(path, "rb") as f:
             data = f.read()
-        sets["resized to 256"].append(np.asarray(render_pixels(data, ImageOptions(resize=256))))
-        sets["full size"].append(decode(data, 1))
-    encoders = ["exact"] + (["fast"] if optional("simplejpeg") is not None else [])
-    rows = []
-    for name, pixels in sets.items():
-        for quality in qualities:
-            for encoder in encoders:
-                scores, sizes, seconds = [], [], 0.0
-                for array in pixels:
-                    start = time.process_time()
-                    data = encode(array, ".jpg", quality, encoder=encoder)
-                    seconds += time.process_time() - start
-                    sizes.append(len(data))
-                    scores.append(psnr(decode(data, 1 if array.ndim == 3 else 0), array))
-                rows.append((name, encoder, quality, statistics.mean(scores),
-                             statistics.mean(sizes), 1000 * seconds / len(pixels)))
-    return rows
-
-
-def combos() -> list:
-    """The (mode, decoder, resizer) triples that can run here: the exact mode with OpenCV's
-    resize and with recio's NumPy copy of it ("pillow" as ``RECIO_RESIZER`` selects it), then
-    the fast mode's pairs, Pillow-only first."""
-    from recio.image.codec import have_fast_decoder
-
-    from recio.optional import optional
-
-    resizers = ["pillow"] + [name for name, module in (("cykooz", "cykooz_resizer"),
-                                                        ("opencv", "cv2"))
-                             if optional(module) is not None]
-    decoders = ["pillow"] + (["simplejpeg"] if have_fast_decoder() else [])
-    exact = [("exact", decoders[-1], r) for r in ("opencv", "pillow") if r in resizers]
-    return exact + [("fast", d, r) for d in decoders for r in resizers]
-
-
-def _resizer_label(mode: str, resizer: str) -> str:
-    return "numpy" if mode == "exact" and resizer != "opencv" else resizer
+        src = Image.open(io.BytesIO(data)).convert("RGB")
+        size = target_size(src.width, src.height, SIDE)
+        ref = np.clip(np.stack([np.asarray(band.convert("F").resize(size, Image.LANCZOS))
+                                for band in src.split()], axis=-1), 0, 255)
+        for name, mode in (("default (OpenCV bilinear, MXNet's)", "mxnet"),
+                           ("fast mode (DCT scale, area + bicubic)", "antialias")):
+            ours = render_pixels(data, ImageOptions(resize=SIDE, resize_mode=mode))
+            scores.setdefault(name, []).append(psnr(ours, ref))
+    return {k: (statistics.mean(v), min(v)) for k, v in scores.items()}
 
 
 def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # figures appear as they are measured
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000, help="corpus size")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per main configuration")
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each configuration")
     parser.add_argument("--quality-sample", type=int, default=150, help="images for PSNR")
+    parser.add_argument("--mxnet-python", default=os.environ.get("RECIO_MXNET_PYTHON"),
+                        help="a Python with MXNet 1.9.1: its tools/im2rec.py packs too")
     parser.add_argument("--out", default=os.path.join(HERE, "out", "im2rec"))
     args = parser.parse_args()
 
-    from recio.image.codec import have_fast_decoder
-    from recio.image.transform import resizer_name
+    import cv2
 
     os.makedirs(args.out, exist_ok=True)
     root = os.path.join(args.out, "corpus")
-    t0 = time.perf_counter()
     paths = make_corpus(root, n=args.n)
-    print(f"corpus: {len(paths)} images in {root} ({time.perf_counter() - t0:.1f} s to "
-          f"make or reuse), {sum(os.path.getsize(p) for p in paths) / 2**20:.0f} MiB")
+    print(f"corpus: {len(paths)} images in {root}, "
+          f"{sum(os.path.getsize(p) for p in paths) / 2**20:.0f} MiB; OpenCV {cv2.__version__}")
+    im2rec = real_script("im2rec")
     prefix = os.path.join(args.out, "bench")
-    subprocess.run([shutil.which("im2rec"), prefix, root, "--list", "--recursive", "--quiet"],
+    subprocess.run([im2rec, prefix, root, "--list", "--recursive", "--quiet", "--force"],
                    check=True, stdout=subprocess.DEVNULL)
+    for path in paths:  # warm the page cache
+        with open(path, "rb") as f:
+            f.read()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start")
 
-    fast_decoder = "simplejpeg" if have_fast_decoder() else "pillow"
-    fast_resizer = resizer_name()  # RECIO_RESIZER and whether cv2 imports, as im2rec decides
-    print(f"installed here: decoder {fast_decoder}, resizer {fast_resizer} "
-          "(pip install 'recio[fast]' for OpenCV)")
-    configs = [("exact (default)", ["--decoder", fast_decoder] + mode_args("exact"),
-                fast_resizer, "fast"),
-               (f"fast ({fast_decoder} + {fast_resizer})",
-                ["--decoder", fast_decoder] + mode_args("fast"), fast_resizer, "fast"),
-               ("fast, Pillow only", ["--decoder", "pillow"] + mode_args("fast"), "pillow",
-                "pillow")]
-    print(f"\n== im2rec --resize 256 --quality 95 --num-thread 2 (median of {args.repeats}, "
-          "the configurations taken in turn)")
-    runs: dict = {}
+    # every configuration packs its own copy of the list (its PREFIX must not match another's)
+    configs: List[Tuple[str, List[str], str]] = []
+    for name, extra in MODES.items():
+        own = os.path.join(args.out, name.split(", ")[1].replace(" ", "_"))
+        shutil.copy(prefix + ".lst", own + ".lst")
+        configs.append((name, [im2rec, own, root, "--resize", str(SIDE), "--quality",
+                               str(QUALITY), "--num-thread", str(THREADS), "--quiet",
+                               *extra], own))
+    mxnet = mxnet_im2rec(args.mxnet_python)
+    if mxnet:
+        own = os.path.join(args.out, "mxnet")
+        shutil.copy(prefix + ".lst", own + ".lst")
+        configs.append(("MXNet im2rec.py", [*mxnet, own, root, "--resize", str(SIDE),
+                                            "--quality", str(QUALITY), "--num-thread",
+                                            str(THREADS)], own))
+    else:
+        print("MXNet im2rec.py: not measured (pass --mxnet-python or set RECIO_MXNET_PYTHON "
+              "to a Python with MXNet 1.9.1)")
+
+    print(f"\n== PREFIX ROOT --resize {SIDE} --quality {QUALITY} --num-thread {THREADS}, the "
+          f"whole command, median of {args.repeats} (the configurations taken in turn)")
+    runs: Dict[str, List[Tuple[float, float]]] = {name: [] for name, _, _ in configs}
     for _ in range(args.repeats):
-        for name, extra, resizer, _target in configs:
-            runs.setdefault(name, []).append(run_pack(prefix, root, extra, resizer))
-    for name, extra, resizer, target in configs:
-        rate = statistics.median(r[0] for r in runs[name])
-        mem = max(r[2] for r in runs[name])
-        print(f"{name:32s} {rate:7.0f} images/s (runs: "
-              f"{', '.join(f'{r[0]:.0f}' for r in runs[name])}; target >= "
-              f"{TARGETS[target]:.0f})  peak RSS {mem:5.0f} MiB (target < "
-              f"{TARGETS['mem_mb']:.0f})")
-    print("\n== other mode, decoder + resizer triples, threads (1 run each)")
-    for mode, decoder, resizer in combos():
-        if (mode, decoder, resizer) in (("fast", "pillow", "pillow"),
-                                        ("fast", fast_decoder, fast_resizer),
-                                        ("exact", fast_decoder, fast_resizer)):
-            continue
-        rate, seconds, mem = run_pack(prefix, root, ["--decoder", decoder] + mode_args(mode),
-                                      resizer)
-        print(f"{mode + ': ' + decoder + ' + ' + _resizer_label(mode, resizer):32s} "
-              f"{rate:7.0f} images/s  peak RSS {mem:5.0f} MiB")
-    print("\n== workers: processes instead of the default threads (1 run each)")
-    for name, extra, resizer, _ in configs:
-        rate, seconds, mem = run_pack(prefix, root, extra + ["--executor", "process"], resizer)
-        print(f"{name + ', processes':32s} {rate:7.0f} images/s  peak RSS {mem:5.0f} MiB, "
-              "all processes")
-    try:
-        rate = run_opencv_baseline(paths)
-        print(f"{'OpenCV baseline (MXNet-like)':32s} {rate:7.0f} images/s  (imread + "
-              "INTER_LINEAR + imencode, 2 processes, no writing)")
-    except ImportError:
-        print("opencv-python-headless not installed: baseline skipped")
+        for name, cmd, own in configs:
+            seconds, peak = pack_once(cmd, own)
+            runs[name].append((records(own) / seconds, peak))
+    rates = {name: statistics.median(r[0] for r in found) for name, found in runs.items()}
+    mx_rate = rates.get("MXNet im2rec.py")
+    for name, cmd, own in configs:
+        rate, peak = rates[name], max(r[1] for r in runs[name])
+        line = (f"{name:18s} {rate:7.0f} images/s (runs "
+                f"{', '.join(f'{r[0]:.0f}' for r in runs[name])}); peak RSS {peak:4.0f} MiB")
+        if name != "MXNet im2rec.py":
+            line += f" (target < {MEMORY_TARGET_MB:.0f}: " \
+                    f"{'OK' if peak < MEMORY_TARGET_MB else 'MISSED'})"
+        if mx_rate and name in TARGETS:
+            ratio = rate / mx_rate
+            line += (f"\n{'':18s} = {ratio:.2f}x MXNet (target >= {TARGETS[name]:.1f}x: "
+                     f"{'OK' if ratio >= TARGETS[name] else 'MISSED'})")
+        print(line)
+    if mxnet:
+        mx_prefix = configs[-1][2]
+        default = configs[0][2]
+        same = all(open(default + s, "rb").read() == open(mx_prefix + s, "rb").read()
+                   for s in (".rec", ".idx"))
+        print(f"default mode's .rec and .idx byte for byte MXNet's: {'yes' if same else 'NO'} "
+              f"({records(default)} records)")
+        mean, low = psnr_against(configs[1][2], mx_prefix)
+        print(f"fast mode against MXNet's output: PSNR mean {mean:.2f} dB, lowest {low:.2f} dB")
 
-    print("\n== CPU cost per image, one thread (independent of the machine's load)")
-    for mode, decoder, resizer in combos():
-        ms, stages = cpu_cost(paths, decoder, resizer, mode)
-        budget = CPU_BUDGET_MS["pillow" if (decoder, resizer) == ("pillow", "pillow")
-                               else "simplejpeg"]
-        label = f"{mode}: {decoder} + {_resizer_label(mode, resizer)}"
-        print(f"{label:32s} {ms:5.2f} CPU ms/image (budget for the target "
-              f"{budget:.1f}) -> {2000 / ms:5.0f} images/s on 2 idle cores if "
-              "the work splits perfectly")
-        print(f"{'':32s} " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
-    print("\n== 2 threads vs 1, in one process (do the codecs release the GIL?)")
-    for mode, decoder, resizer in combos():
-        speedup = thread_speedup(paths, decoder, resizer, mode)
-        label = f"{mode}: {decoder} + {_resizer_label(mode, resizer)}"
-        print(f"{label:32s} {speedup:5.2f}x wall-clock speed-up "
+    print("\n== CPU ms per image, one thread (independent of the machine's load)")
+    for name, mode in (("default", "mxnet"), ("fast mode", "antialias")):
+        costs = stage_costs(paths, mode)
+        print(f"{name:10s} " + ", ".join(f"{k} {v:.2f}" for k, v in costs.items())
+              + f" -> decode+resize+encode {costs['decode+resize'] + costs['encode']:.2f}")
+    print("\n== 2 threads vs 1, in one process (does OpenCV release the GIL?)")
+    for name, mode in (("default", "mxnet"), ("fast mode", "antialias")):
+        print(f"{name:10s} {thread_speedup(paths, mode):.2f}x wall-clock speed-up "
               f"(load average {os.getloadavg()[0]:.2f})")
-
-    print(f"\n== resize quality: PSNR vs exact float Lanczos, {args.quality_sample} images "
-          "(higher is better; the exact mode equals OpenCV INTER_LINEAR by design)")
-    try:
-        for name, (mean, low, count) in resize_quality(paths, args.quality_sample).items():
-            print(f"{name:40s} mean {mean:6.2f} dB  (min {low:5.2f}, {count} images)")
-    except ImportError as exc:
-        print(f"quality skipped: {exc}")
-    print(f"\n== JPEG encoders on the same pixels, {args.quality_sample} images (PSNR of the "
-          "decoded JPEG against the pixels encoded)")
-    for name, encoder, quality, score, size, ms in encoder_quality(paths, args.quality_sample):
-        print(f"{name:16s} {encoder:6s} q{quality}  {score:6.2f} dB  {size / 1024:6.1f} KiB  "
-              f"{ms:.3f} CPU ms/image")
-    import resource
-
-    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"largest single child process over the whole run (getrusage): {largest:.0f} MiB")
+    print(f"\n== resize quality: PSNR against an exact float Lanczos downscale, "
+          f"{args.quality_sample} images (higher is better)")
+    for name, (mean, low) in resize_quality(paths, args.quality_sample).items():
+        print(f"{name:40s} mean {mean:6.2f} dB  (lowest {low:5.2f})")
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 
