@@ -117,12 +117,12 @@ def prepare(out_dir: str, n: int) -> str:
 
 
 # -- one measurement (in a child process) ------------------------------------------------------
-def _run_imageiter(prefix: str, kind: str, decoder: str) -> dict:
+def _run_imageiter(prefix: str, kind: str) -> dict:
     import recio
 
     kw = dict(path_imgrec=prefix + ".rec", path_imgidx=prefix + ".idx", data_shape=SHAPE,
               batch_size=BATCH, shuffle=True, rand_crop=True, rand_mirror=True,
-              preprocess_threads=2, decoder=decoder)
+              preprocess_threads=2)
     if kind == "float32":
         kw.update(mean_r=MEAN[0], mean_g=MEAN[1], mean_b=MEAN[2], std_r=STD[0], std_g=STD[1],
                   std_b=STD[2])
@@ -149,7 +149,7 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime
 
 
-def _run_torch(prefix: str, decoder: str, torch_ops: bool) -> dict:
+def _run_torch(prefix: str, torch_ops: bool) -> dict:
     import torch
     from torch.utils.data import DataLoader
 
@@ -159,11 +159,11 @@ def _run_torch(prefix: str, decoder: str, torch_ops: bool) -> dict:
     if torch_ops:  # decode to a uint8 tensor, then crop/flip/normalise with torch ops
         mean = torch.tensor(MEAN).view(3, 1, 1)
         inv_std = 1 / torch.tensor(STD).view(3, 1, 1)
-        ds = RecordDataset(prefix + ".rec", prefix + ".idx", decoder=decoder,
+        ds = RecordDataset(prefix + ".rec", prefix + ".idx",
                            transform=CropFlipNormalise(mean, inv_std))
     else:  # recio's transform: ImageRecordIter's augmentation, decoded straight into the crop
         ds = RecordDataset(prefix + ".rec", prefix + ".idx", decode="raw", transform=ImageAugment(
-            SHAPE, rand_crop=True, rand_mirror=True, mean=MEAN, std=STD, decoder=decoder))
+            SHAPE, rand_crop=True, rand_mirror=True, mean=MEAN, std=STD))
     loader = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=2, persistent_workers=True,
                         prefetch_factor=2)
     # the clock starts once the workers are up (the first batch of epoch 0 is excluded): starting
@@ -238,13 +238,13 @@ def _run_mx(prefix: str, kind: str) -> dict:
             "skipped": getattr(it, "num_skipped", 0)}
 
 
-def child(prefix: str, kind: str, decoder: str) -> None:
+def child(prefix: str, kind: str) -> None:
     if kind.startswith("torch"):
-        result = _run_torch(prefix, decoder, kind == "torch-ops")
+        result = _run_torch(prefix, kind == "torch-ops")
     elif kind.startswith("mx"):
         result = _run_mx(prefix, kind)
     else:
-        result = _run_imageiter(prefix, kind, decoder)
+        result = _run_imageiter(prefix, kind)
     result["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["children_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(json.dumps(result))
@@ -257,27 +257,18 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000, help="images in the corpus")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     ap.add_argument("--only", choices=sorted(TARGETS), action="append")
-    ap.add_argument("--decoder", choices=["auto", "pillow", "simplejpeg"], default="auto",
-                    help="JPEG decoder (auto: simplejpeg when installed, else Pillow)")
     ap.add_argument("--mxnet-python", default=os.environ.get("RECIO_MXNET_PYTHON"),
                     help="a Python with MXNet 1.9.1, for the mxnet-* comparisons "
                          "(default $RECIO_MXNET_PYTHON)")
     ap.add_argument("--child", nargs=2, metavar=("PREFIX", "KIND"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(*args.child, args.decoder)
+        child(*args.child)
         return
     os.makedirs(args.out, exist_ok=True)
     prefix = prepare(args.out, args.n)
-    decoder = args.decoder
-    if decoder == "auto":
-        try:
-            import simplejpeg  # noqa: F401
-            decoder = "auto (simplejpeg)"
-        except ImportError:
-            decoder = "auto (Pillow)"
     print(f"# {EPOCHS} epochs x {args.n} images, batch {BATCH}, {SHAPE}, rand_crop+mirror, "
-          f"2 threads/workers, JPEG decoder {decoder}, median of {args.runs} runs; load average "
+          f"2 threads/workers, median of {args.runs} runs; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     kinds = args.only or ["float32", "uint8", "torch", "torch-ops", "mxnet-gluoncv",
                           "mx-gluoncv", "mxnet-val", "mx-val", "mx-float32"]
@@ -300,7 +291,7 @@ def main() -> None:
         runs = []
         for _ in range(args.runs):
             out = subprocess.run([python, os.path.abspath(__file__), "--child", prefix,
-                                  kind, "--decoder", args.decoder], capture_output=True,
+                                  kind], capture_output=True,
                                  text=True, check=True)
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         rates = [r["images"] / r["seconds"] for r in runs]

@@ -5,12 +5,11 @@ Corpus: ``--n`` large photo-like PNGs (default 40) cut from the same skimage pho
 
 Decode: every PNG decoded by ``recio.image.codec.decode`` (the one decoder behind
 ``unpack_img``, ``recio.mx``, ``ImageRecordIter``, the torch datasets and im2rec) for the colour
-flags 1, 0 and -1, with ``decoder="pillow"`` (what a plain ``pip install recio`` without OpenCV
-does) and ``decoder="auto"`` (OpenCV's ``imdecode`` when ``recio[fast]`` is installed), beside
-the bare ``cv2.imdecode`` of the same bytes (the ceiling: zlib itself) and, where it runs, the
-peer MXNet 1.9.1 (``mx.image.imdecode`` in ``--mxnet-python``, default
-``$RECIO_MXNET_PYTHON``). Target: ``auto`` within 10% of the bare ``cv2.imdecode`` in CPU per
-image. Also two threads at once (the loaders decode in threads).
+flags 1, 0 and -1, beside the bare ``cv2.imdecode`` of the same bytes (the ceiling: zlib
+itself) and, where it runs, the peer MXNet 1.9.1 (``mx.image.imdecode`` in ``--mxnet-python``,
+default ``$RECIO_MXNET_PYTHON``). Target: recio within 10% of the bare ``cv2.imdecode`` in CPU
+per image (what recio adds: the header's size check, the colour order). Also two threads at
+once (the loaders decode in threads).
 
 Encode: ``im2rec PREFIX ROOT --encoding .png --num-thread 2`` (the installed console script)
 with ``--resize 256`` and at full size, at ``--quality 1``, ``6`` and the default ``95``,
@@ -18,7 +17,7 @@ which means PNG level 9: images/s and bytes written (``--encode-n`` of the PNGs)
 ``im2rec --help`` can say what the default costs. No target: the figures are for the help.
 
 Medians of ``--repeats`` runs, with the CPU time per image (steady on a loaded machine).
-Benchmark-only requirements: ``pip install scikit-image opencv-python-headless``.
+Benchmark-only requirements: ``pip install -r benchmarks/requirements.txt``.
 Usage: ``python benchmarks/bench_png.py [--n 40] [--repeats 3] [--encode-n 8]``.
 """
 from __future__ import annotations
@@ -39,7 +38,7 @@ from typing import Callable, List, Optional, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-#: decode with decoder="auto" must reach this share of the bare cv2.imdecode rate
+#: recio's decode must reach this share of the bare cv2.imdecode rate
 AUTO_SHARE_TARGET = 0.9
 
 
@@ -99,36 +98,27 @@ def _line(name: str, measured: Tuple[List[float], Optional[float]], extra: str =
 
 def bench_decode(blobs: List[bytes], repeats: int, mxnet_python: Optional[str],
                  paths: List[str]) -> None:
+    import cv2
     import numpy as np
 
     from recio.image.codec import decode
-    from recio.optional import optional
 
-    cv2 = optional("cv2")
     mb = sum(len(b) for b in blobs) / 2**20
     print(f"\n== decode {len(blobs)} PNGs ({mb:.0f} MiB), one thread, median of {repeats}")
     for color, what in {1: "colour", 0: "grey", -1: "as stored"}.items():
         print(f"colour flag {color} ({what}):")
-        pillow = rate(lambda: [decode(b, color, decoder="pillow") for b in blobs], len(blobs),
-                      repeats)
-        _line("recio decoder='pillow' (no OpenCV)", pillow)
-        auto = rate(lambda: [decode(b, color) for b in blobs], len(blobs), repeats)
-        _line("recio decoder='auto'", auto)
-        if cv2 is None:
-            print("  (OpenCV not installed: 'auto' is Pillow; pip install 'recio[fast]')")
-            continue
+        ours = rate(lambda: [decode(b, color) for b in blobs], len(blobs), repeats)
+        _line("recio decode", ours)
         flag = {1: cv2.IMREAD_COLOR, 0: cv2.IMREAD_GRAYSCALE, -1: cv2.IMREAD_UNCHANGED}[color]
         bare = rate(lambda: [cv2.imdecode(np.frombuffer(b, np.uint8), flag) for b in blobs],
                     len(blobs), repeats)
         _line("bare cv2.imdecode (the ceiling)", bare)
-        print(f"  CPU per image: auto {auto[1] / pillow[1]:.2f}x pillow's; bare cv2 / auto = "
-              f"{bare[1] / auto[1]:.2f} (target >= {AUTO_SHARE_TARGET})")
+        print(f"  CPU per image: bare cv2 / recio = {bare[1] / ours[1]:.2f} "
+              f"(target >= {AUTO_SHARE_TARGET})")
     print("colour flag 1, two threads decoding at once:")
     with ThreadPoolExecutor(2) as pool:
-        for decoder in ("pillow", "auto"):
-            _line(f"recio decoder={decoder!r}", rate(
-                lambda: list(pool.map(lambda b: decode(b, 1, decoder=decoder), blobs)),
-                len(blobs), repeats))
+        _line("recio decode", rate(lambda: list(pool.map(lambda b: decode(b, 1), blobs)),
+                                   len(blobs), repeats))
     _mxnet_peer(mxnet_python, paths, repeats)
 
 
