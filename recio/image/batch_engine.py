@@ -25,6 +25,7 @@ from recio.records.index import EVERY_LINE, warn_repeated_keys
 from recio.records.index_format import key_text
 from recio.records.reader import RecordReader
 from recio.records.shuffle import ShuffleBuffer
+from recio.records.source import is_remote_source, resolve_source
 from recio.records.split import InputSplit, SourceLayout, record_range
 
 class SkippedRecordWarning(RuntimeWarning):
@@ -103,6 +104,8 @@ class BatchEngine:
             self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
         elif cache is not None:  # found once, so a later epoch asks the store for nothing
             self.layout = SourceLayout(self.path, self.storage_options, cache)
+        elif not is_remote_source(self.path):  # a missing file, a FIFO or a device is named
+            resolve_source(self.path)            # now, not at the first batch
         self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
         self.pool = ThreadPoolExecutor(max_workers=it.preprocess_threads,
                                        thread_name_prefix=_DECODE_THREAD)

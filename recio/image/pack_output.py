@@ -21,11 +21,13 @@ import os
 from dataclasses import asdict
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
+from recio import storage
 from recio.errors import FileInUseError, RecordIOError
 from recio.image.pack_worker import PackJob
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, PART_HEADER
 from recio.records.index_format import format_index, sibling_index_path
+from recio.records.lock import lock_path
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -44,6 +46,16 @@ def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
     """``(rec.partial, pack.journal)``: where an unfinished pack keeps its progress."""
     stem = os.path.splitext(os.fspath(lst_path))[0]
     return stem + ".rec.partial", stem + ".pack.journal"
+
+
+def check_pack_paths(lst_path: PathLike) -> None:
+    """Refuse a pack of ``lst_path`` before it starts when a file it writes, reads back or
+    deletes (outputs, error report, partial files, lock) is a FIFO, a device, a socket or a
+    directory (``recio.storage.regular``): opening one would block, and nothing is ever
+    written beside it or deleted in its place. URLs pass."""
+    stem = os.path.splitext(os.fspath(lst_path))[0]
+    for path in (*output_paths(lst_path), *partial_paths(lst_path), lock_path(stem)):
+        storage.check_output(path)
 
 
 def has_partial(lst_path: PathLike) -> bool:
@@ -258,5 +270,5 @@ class PackOutput(ManagedWriter):
         os.unlink(self.journal)
 
 
-__all__ = ["output_paths", "partial_paths", "has_partial", "PackOutput", "JournalState",
+__all__ = ["output_paths", "partial_paths", "check_pack_paths", "has_partial", "PackOutput", "JournalState",
            "recover_journal", "pack_settings", "journal_field"]

@@ -25,6 +25,7 @@ from recio.image.pack_executors import AUTO_EXECUTOR, check_workers, encode_in_o
 from recio.image.pack_output import (
     JournalState,
     PackOutput,
+    check_pack_paths,
     has_partial,
     journal_field,
     output_paths,
@@ -168,6 +169,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     root = os.path.abspath(os.fspath(root))
     options = options or ImageOptions()
     check_workers(workers, executor)
+    check_pack_paths(lst_path)  # no FIFO or device where the pack writes
     with OutputLock(lock_path(os.path.splitext(lst_path)[0])):
         _check_interrupted(lst_path, resume, force)
         if not resume:

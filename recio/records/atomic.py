@@ -132,6 +132,7 @@ class AtomicFile:
         self.path = storage.local_path(path)
         self.fsync = fsync
         self.storage_options = storage_options
+        storage.check_output(self.path)  # never a temporary file beside a device or a FIFO
         fd, self.temp_path = _create_exclusive(self.path)
         try:
             # binary: the writers open "wb" (a text mode would give a TextIO)
@@ -213,6 +214,7 @@ class InPlaceFile(AtomicFile):
         self.path = self.temp_path = os.fspath(path)
         self.fsync = fsync
         self.done = False
+        storage.check_output(self.path)  # a device or a FIFO is never written (nor replaced)
         try:
             st = os.lstat(self.path)
         except FileNotFoundError:
@@ -474,9 +476,13 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
     path, a symlink or a hard link to it), and an existing file only with ``force=True``.
 
     Call it with every output path before anything is written; raises
-    :class:`~recio.errors.OutputExistsError` naming the first path that is refused.
+    :class:`~recio.errors.OutputExistsError` naming the first path that is refused, or
+    :class:`~recio.errors.NotRegularFileError` for an output that is a device, a FIFO, a socket
+    or a directory (``force`` or not: ``recio.storage.regular``).
     """
     wanted = [storage.local_path(p) for p in outputs]
+    for path in wanted:
+        storage.check_output(path)
     taken: Dict[Any, str] = {}  # the inputs by real path and by (device, inode)
     for path in (storage.local_path(p) for p in inputs):
         taken[_real(path)] = path

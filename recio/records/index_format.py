@@ -21,7 +21,7 @@ import numpy as np
 
 from recio.errors import IndexFileError
 from recio.records.atomic import atomic_open
-from recio.storage import RemoteFile, StorageOptions, is_url, local_path
+from recio.storage import RemoteFile, StorageOptions, is_url, open_regular
 
 PathLike = Union[str, "os.PathLike[str]"]
 KeyType = Optional[Callable[[str], Any]]
@@ -368,7 +368,7 @@ _EDGE_BYTES = 4096
 
 def _edge_lines(path: str, size: int) -> Optional[Tuple[bytes, bytes]]:
     """Raw first and last non-blank lines of the ``.idx`` (from two small reads), or None."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         head = f.read(_EDGE_BYTES)
         f.seek(max(0, size - _EDGE_BYTES))
         tail = f.read(_EDGE_BYTES)
@@ -412,7 +412,7 @@ def parse_index_range(idx_path: PathLike, start: int, end: int, rec_size: Option
     exactly once."""
     path = os.fspath(idx_path)
     with (RemoteFile(path, storage_options) if is_url(path)
-          else open(local_path(path), "rb")) as f:
+          else open_regular(path)) as f:
         first = max(start - 1, 0)
         f.seek(first)
         data = f.read(end - first + _RANGE_TAIL)

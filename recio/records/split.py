@@ -142,7 +142,7 @@ class SourceLayout:
                     return self.starts[i] + seek_record_head(remote, size, at, max_window)
             with copy:
                 return self.starts[i] + seek_record_head(copy.fileno(), size, at, max_window)
-        fd = portable.open_fd(storage.local_path(path), os.O_RDONLY)
+        fd = storage.open_regular_fd(path)
         try:
             return self.starts[i] + seek_record_head(fd, size, at, max_window)
         finally:

@@ -45,6 +45,7 @@ from recio.sequence.cbf_format import (
     read_header,
 )
 from recio.sequence.records import Sparse
+from recio.storage import open_regular
 
 
 class CBFReader:
@@ -125,7 +126,7 @@ class CBFReader:
 
     # ---- reading -----------------------------------------------------------------------
     def _read_bytes(self, offset: int, size: int) -> bytes:
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             f.seek(offset)
             data = f.read(size)
         if len(data) != size:

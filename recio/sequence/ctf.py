@@ -71,6 +71,7 @@ from recio.sequence.ctf_index import Scanner, chunk_bounds
 from recio.sequence.ctf_numbers import Numbers, parse_numbers
 from recio.sequence.ctf_streams import CTFStream, check_streams
 from recio.sequence.records import Sparse
+from recio.storage import open_regular
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -194,7 +195,7 @@ class CTFReader:
         """``(file offset, bytes)`` of chunk ``i`` (its ``chunk_span``), refusing a file that
         changed since it was indexed."""
         start, stop = self.chunk_span(i)
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             if os.fstat(f.fileno()).st_mtime_ns != self._mtime or \
                     os.fstat(f.fileno()).st_size != self.size:
                 raise CTFError("the file changed since it was indexed; open a new CTFReader",
