@@ -156,6 +156,13 @@ class ClosedError(RecordIOError):
         return (type(self), (self.what, self.path))
 
 
+class ConcurrentUseError(RecordIOError):
+    """A reader's sequential position (``read()``, ``read_batch()``, iterating it) used by two
+    threads at once, or by two iterations at once: records would be handed out twice or
+    skipped, so the second use is refused. Give each thread its own reader, or read by offset
+    or key (``read_at``, ``reader[key]``), which any number of threads may share."""
+
+
 class ManifestError(RecordIOError):
     """A shard set's manifest that is malformed, or a shard that does not match it."""
 
@@ -193,6 +200,6 @@ class DuplicateKeyWarning(UserWarning):
 
 __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError", "ImageError",
            "TruncatedFileError", "NotRecordFileError", "NotRegularFileError", "ClosedError",
-           "OutputExistsError", "OutputBusyError", "FileInUseError", "InterruptedPackError",
-           "NothingFoundError", "ManifestError", "ChecksumError", "StorageError", "CBFError",
-           "SequenceError", "CTFError", "DuplicateKeyWarning"]
+           "ConcurrentUseError", "OutputExistsError", "OutputBusyError", "FileInUseError",
+           "InterruptedPackError", "NothingFoundError", "ManifestError", "ChecksumError",
+           "StorageError", "CBFError", "SequenceError", "CTFError", "DuplicateKeyWarning"]

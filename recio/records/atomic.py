@@ -37,7 +37,7 @@ from typing import (
 )
 
 from recio import portable, storage
-from recio.errors import FileInUseError, OutputExistsError
+from recio.errors import ClosedError, FileInUseError, OutputExistsError
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -419,7 +419,7 @@ class ManagedWriter:
         closed; the returned set is then the only thing that can make the files appear. If
         finishing fails, the files are discarded and the error is raised."""
         if self.closed:
-            raise ValueError("hand_over() of a closed writer")
+            raise ClosedError("writer", getattr(self, "path", None))
         try:
             self._finish()
             for f in self._outputs.files:
@@ -451,6 +451,16 @@ class ManagedWriter:
             self.close()
         else:
             self.abort()
+
+    def __getstate__(self) -> Any:
+        """A writer is not pickled: its files are open, half written, in this process (a copy
+        elsewhere would write them too). ``ClosedError`` for a closed one."""
+        path = getattr(self, "path", None)
+        if self.closed:
+            raise ClosedError("writer", path)
+        raise TypeError(f"a {type(self).__name__} cannot be pickled: it is writing {path} in "
+                        "this process; pickle what it writes instead, and open the writer "
+                        "where it is used")
 
 
 def _remove(path: str, storage_options: StorageOptions) -> None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
-from recio.errors import RecordIOError
+from recio.errors import ConcurrentUseError, RecordIOError
 from recio.records.framing import MAGIC, MAGIC_BYTES
 from recio.records.byte_sources import ByteSource, PathOrFile, open_source
+from recio.records.closed import Closed, check_open
 from recio.records.walker import (
     FIRST_WINDOW,
     DamageHandler,
@@ -52,7 +53,20 @@ class RecordReader:
     ``source`` is the ``recio.records.byte_sources.ByteSource`` read; a remote object's
     read-ahead hints go to it (``reader.source.fetch(ranges)``, ``.limit(end)``,
     ``.use_index(index)``).
+
+    Threads: reads by offset (``read_at``, ``view_at``, ``peek_at``, ``read_many_at``) may be
+    shared by any number of threads. The position (``read()``, ``read_batch()``, iterating)
+    is one thread's at a time: a ``read()`` while another thread is inside one, or a second
+    iteration while one is under way, raises :class:`~recio.errors.ConcurrentUseError` (it
+    would hand out records twice or skip them). After ``close()`` every method raises
+    :class:`~recio.errors.ClosedError` (``I/O on a closed reader: PATH``), and so does
+    pickling.
     """
+
+    #: set by ``close()``
+    _closed = False
+    #: a ``read()``/``read_batch()`` runs, or an iteration is under way (see the class doc)
+    _busy = False
 
     def __init__(self, source: PathOrFile, on_error: str = "raise", *,
                  trust_lengths: bool = False, on_damage: Optional[DamageHandler] = None,
@@ -77,13 +91,27 @@ class RecordReader:
 
     @property
     def skipped_bytes(self) -> int:
-        """Bytes passed over as damage in skip mode."""
+        """Bytes passed over as damage in skip mode (still readable after ``close()``)."""
         return self._walker.skipped_bytes
 
     @property
     def errors(self) -> List[RecordIOError]:
-        """The errors of the damaged regions passed over in skip mode (the first 10,000)."""
+        """The errors of the damaged regions passed over in skip mode (the first 10,000; still
+        readable after ``close()``)."""
         return self._walker.errors
+
+    def _claim(self) -> None:
+        """Take the position for one ``read()`` or one whole iteration (see the class doc)."""
+        if self._busy:
+            raise self._shared()
+        check_open(self._closed, "reader", self.path)
+        self._busy = True
+
+    def _shared(self) -> ConcurrentUseError:
+        return ConcurrentUseError(
+            "its position is used by two threads (or two iterations) at once, which would hand "
+            "out records twice or skip them; give each thread its own reader, or read by "
+            "offset or key (read_at, reader[key]), which threads may share", self.path)
 
     @property
     def buffer(self) -> Any:
@@ -93,6 +121,7 @@ class RecordReader:
     def span_bytes(self, spans: List[Span]) -> bytes:
         """The record whose part spans ``iter_spans`` gave (a copy; readers without a map,
         e.g. of a remote object, hand out records this way)."""
+        check_open(self._closed, "reader", self.path)
         return self._walker.join(spans)
 
     def _clear_ahead(self) -> None:
@@ -107,12 +136,21 @@ class RecordReader:
     # -- public API ------------------------------------------------------------------------
     def records_with_offsets(self) -> Iterator[Tuple[int, bytes]]:
         """Yield ``(offset, record)`` from the current position to the end of the file."""
+        check_open(self._closed, "reader", self.path)
         return self._scan(True)
 
     def __iter__(self) -> Iterator[bytes]:
+        check_open(self._closed, "reader", self.path)
         return self._scan(False)
 
     def _scan(self, with_offsets: bool) -> Iterator[Any]:
+        self._claim()
+        try:
+            yield from self._walk_records(with_offsets)
+        finally:
+            self._busy = False
+
+    def _walk_records(self, with_offsets: bool) -> Iterator[Any]:
         buf, walker = self._buf, self._walker
         window = FIRST_WINDOW
         remote = self.source.remote
@@ -151,6 +189,13 @@ class RecordReader:
     def iter_spans(self) -> Iterator[Tuple[int, List[Span]]]:
         """Yield ``(offset, part spans)`` of every record from the current position, checked
         like any read but copying nothing (the spans are ``(start, end)`` of each part's data)."""
+        self._claim()
+        try:
+            yield from self._spans()
+        finally:
+            self._busy = False
+
+    def _spans(self) -> Iterator[Tuple[int, List[Span]]]:
         window = FIRST_WINDOW
         while self._pos < self.size:
             self._clear_ahead()
@@ -166,17 +211,24 @@ class RecordReader:
 
     def read(self) -> Optional[bytes]:
         """The next record, or ``None`` at the end of the file."""
-        i = self._ahead_i
-        heads = self._ahead_heads
-        if i < len(heads) and heads[i] == self._pos:
-            self._ahead_i = i + 1
-            self._pos = self._sequential_at = self._ahead_next[i]
-            return self._buf[heads[i] + 8:self._ahead_ends[i]]
-        return self._read_window()
+        if self._busy:  # another thread is inside read(), or an iteration is under way
+            raise self._shared()
+        self._busy = True  # no thread switch since the test above (no call between them)
+        try:
+            i = self._ahead_i
+            heads = self._ahead_heads
+            if i < len(heads) and heads[i] == self._pos:
+                self._ahead_i = i + 1
+                self._pos = self._sequential_at = self._ahead_next[i]
+                return self._buf[heads[i] + 8:self._ahead_ends[i]]
+            return self._read_window()
+        finally:
+            self._busy = False
 
     def _read_window(self) -> Optional[bytes]:
         """``read()`` when nothing checked is pending: after a seek one record, and while the
         reads stay sequential a window ahead that grows each time; or the slow path."""
+        check_open(self._closed, "reader", self.path)
         pos = self._pos
         if pos >= self.size:
             return None
@@ -211,8 +263,12 @@ class RecordReader:
 
         Damage after some records of the batch ends the batch early; the next call raises.
         """
-        self._clear_ahead()
-        out, self._pos = self._walker.batch(self._pos, n)
+        self._claim()
+        try:
+            self._clear_ahead()
+            out, self._pos = self._walker.batch(self._pos, n)
+        finally:
+            self._busy = False
         return out
 
     def read_at(self, offset: int) -> bytes:
@@ -241,6 +297,7 @@ class RecordReader:
     def view_at(self, offset: int) -> Any:
         """The record at ``offset`` as a read-only zero-copy ``memoryview`` of the map where it
         is a single part (a ``bytes`` copy otherwise), checked like ``read_at``."""
+        check_open(self._closed, "reader", self.path)
         end = self._walker.check_whole(offset)
         if end >= 0:
             return memoryview(self._buf)[offset + 8:end]
@@ -250,6 +307,7 @@ class RecordReader:
     def peek_at(self, offset: int, n: int) -> bytes:
         """The first ``n`` bytes of the record at ``offset`` (e.g. its image header), without
         copying the rest of a large record."""
+        check_open(self._closed, "reader", self.path)
         end = self._walker.check_whole(offset)
         if end >= 0:
             return self._buf[offset + 8:min(offset + 8 + n, end)]
@@ -270,6 +328,13 @@ class RecordReader:
     def iter_offsets(self) -> Iterator[int]:
         """Offsets of every record head from the current position, checked like any read but
         copying no payloads (what ``build_index`` uses)."""
+        self._claim()
+        try:
+            yield from self._offsets()
+        finally:
+            self._busy = False
+
+    def _offsets(self) -> Iterator[int]:
         window = FIRST_WINDOW
         while self._pos < self.size:
             self._clear_ahead()
@@ -287,6 +352,7 @@ class RecordReader:
 
     def seek(self, offset: int) -> None:
         """Move to byte ``offset`` (which should be a record head, e.g. from an ``.idx``)."""
+        check_open(self._closed, "reader", self.path)
         offset = int(offset)
         if not 0 <= offset <= self.size:
             raise RecordIOError(f"seek outside the {self.size}-byte file", self.path, offset)
@@ -294,19 +360,28 @@ class RecordReader:
 
     def tell(self) -> int:
         """Byte offset of the next record to be read."""
+        check_open(self._closed, "reader", self.path)
         return self._pos
 
     def reset(self) -> None:
         """Go back to the start of the file."""
+        check_open(self._closed, "reader", self.path)
         self._pos = 0
         self._clear_ahead()
 
     def close(self) -> None:
-        """Release the memory map and the file (if the reader opened it)."""
+        """Release the memory map and the file (if the reader opened it). Every later use
+        raises :class:`~recio.errors.ClosedError`; closing again does nothing."""
+        if self._closed:
+            return
         self._walker.close()
         self.source.close()
         self._buf = None
         self._clear_ahead()
+        self._closed = True
+        # what the reads go through, so that each raises ClosedError at no cost while open
+        self.source = self._read_whole = self._large_at = Closed(  # type: ignore[assignment]
+            "reader", self.path)
 
     def __enter__(self) -> "RecordReader":
         return self
@@ -315,6 +390,7 @@ class RecordReader:
         self.close()
 
     def __getstate__(self) -> dict:
+        check_open(self._closed, "reader", self.path)  # it would reopen on the other side
         if not self.source.owns_file:
             raise TypeError("a RecordReader over a caller's file object cannot be pickled; "
                             "open it from a path instead")

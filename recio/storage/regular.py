@@ -96,10 +96,7 @@ def open_regular_fd(path: PathLike) -> int:
         if kind is not None:
             raise not_regular(path, kind)
         if opens_without_blocking():  # a regular file: reads as usual from here on
-            import fcntl
-
-            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-            fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_NONBLOCK)
+            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
