@@ -83,20 +83,29 @@ def pack_settings(lst_path: str, root: str, job: PackJob) -> dict:
 
 
 class JournalState:
-    """Counts recovered from a journal: next position, records, skips, bytes kept."""
+    """Counts recovered from a journal: next position, records, skips, bytes kept. ``first``:
+    the position of the pack's first item (a part of a list starts past 0)."""
 
-    def __init__(self) -> None:
-        self.next_pos = 0
+    def __init__(self, first: int = 0) -> None:
+        self.first = first
+        self.next_pos = first
         self.packed = 0
         self.skipped = 0
         self.rec_end = 0
         self.journal_end = 0
         self.skips: Dict[str, int] = {}
 
+    @property
+    def done(self) -> int:
+        """Items the journal vouches for."""
+        return self.next_pos - self.first
 
-def recover_journal(rec_partial: str, journal: str, settings: dict) -> JournalState:
-    """Read a journal and keep the prefix that the ``.rec.partial`` on disk backs up."""
-    state = JournalState()
+
+def recover_journal(rec_partial: str, journal: str, settings: dict,
+                    first_pos: int = 0) -> JournalState:
+    """Read a journal and keep the prefix that the ``.rec.partial`` on disk backs up; its
+    items are numbered from ``first_pos`` (a part of a list: its first item's position)."""
+    state = JournalState(first_pos)
     rec_size = os.path.getsize(rec_partial)
     with open(journal, "rb") as f:
         first = f.readline()
@@ -180,7 +189,7 @@ class PackOutput(ManagedWriter):
         self.rec_path, self.idx_path, self.errors_path = output_paths(lst_path)
         self.rec_partial, self.journal = partial_paths(lst_path)
         self.fsync = fsync
-        if state.next_pos:
+        if state.journal_end:  # a journal whose header (at least) is kept: go on from it
             self.rec = open(self.rec_partial, "r+b", buffering=_BUFFER)
             try:
                 self.rec.truncate(state.rec_end)
