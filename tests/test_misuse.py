@@ -10,6 +10,7 @@
   threads.
 """
 import inspect
+import pathlib
 import pickle
 import shutil
 import threading
@@ -22,6 +23,11 @@ from hypothesis import strategies as st
 import recio
 from recio.errors import ClosedError, ConcurrentUseError, RecordIOError
 from recio.records.index_format import key_text
+
+
+GOLDEN_CBF = str(pathlib.Path(__file__).parent / "data" / "golden" / "cbf" / "float.cbf")
+GOLDEN_CTF = str(pathlib.Path(__file__).parent / "data" / "golden" / "cbf" / "data.ctf")
+GOLDEN_CTF_HEADER = str(pathlib.Path(__file__).parent / "data" / "golden" / "cbf" / "header.txt")
 
 
 @pytest.fixture
@@ -54,6 +60,9 @@ def _objects():
     import recio.mx.recordio as mx
     import recio.torch
     from recio.sequence import MinibatchSource, SequenceWriter
+    from recio.sequence.cbf import CBFReader, CBFWriter
+    from recio.sequence.ctf import CTFReader
+    from recio.sequence.ctf_streams import read_header
 
     image_iter = dict(path_imgrec="img.rec", data_shape=(3, 8, 8), batch_size=2)
     return {
@@ -102,14 +111,25 @@ def _objects():
                                   "img.rec", {"next": (), "__next__": (), "reset": (),
                                               "iter_next": (), "getdata": (), "getlabel": (),
                                               "getindex": (), "getpad": ()}),
+        "CBFReader": (lambda tmp: CBFReader(GOLDEN_CBF), "float.cbf", {
+            "read_chunk": (0,), "read_chunk_bytes": (0,), "chunk_sample_counts": (0,),
+            "__iter__": (), "sequences_with_counts": (), "__len__": (), "validate": ()}),
+        "CTFReader": (lambda tmp: CTFReader(GOLDEN_CTF, read_header(GOLDEN_CTF_HEADER)),
+                      "data.ctf", {
+            "read_chunk": (0,), "chunk_bytes": (0,), "chunk_sample_counts": (0,),
+            "__iter__": (), "__len__": ()}),
+        "CBFWriter": (lambda tmp: CBFWriter("new.cbf", CBFReader(GOLDEN_CBF).streams),
+                      "new.cbf", {"write": (next(iter(CBFReader(GOLDEN_CBF))),), "tell": (),
+                                  "end_chunk": (), "hand_over": ()}),
         "MinibatchSource": (lambda tmp: MinibatchSource(_sequences(tmp)), "seq.rec", {
             "next_minibatch": (4,), "restore_from_checkpoint": (
                 {"format": "x", "version": 0},)}),
     }
 
 
-#: public names that are no I/O on the file (the lifecycle, descriptions, classmethods)
-NOT_IO = {"close", "abort", "discard", "open", "get_checkpoint_state", "sweep_order", "all_parts",
+#: public names that are no I/O on the file (the lifecycle, descriptions made when it was
+#: opened, classmethods)
+NOT_IO = {"close", "abort", "discard", "open", "describe", "chunk_range", "chunk_span", "get_checkpoint_state", "sweep_order", "all_parts",
           "provide_data", "provide_label", "stream_names", "position", "resident_samples"}
 #: MXNet's reset() closes and opens the file again: it is how a closed object is reopened
 REOPENS = {"MXRecordIO": {"reset"}, "MXRecordIO-w": {"reset"}, "MXIndexedRecordIO": {"reset"},
