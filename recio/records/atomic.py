@@ -37,7 +37,8 @@ from typing import (
 )
 
 from recio import portable, storage
-from recio.errors import ClosedError, FileInUseError, OutputExistsError
+from recio.errors import FileInUseError, OutputExistsError
+from recio.records.closed import check_open, refuse_to_pickle
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -129,10 +130,9 @@ class AtomicFile:
 
     def __init__(self, path: PathLike, mode: str = "wb", buffering: int = -1, *,
                  fsync: bool = False, storage_options: StorageOptions = None) -> None:
-        self.path = storage.local_path(path)
+        self.path = storage.check_output(path)  # no temporary file beside a device or a FIFO
         self.fsync = fsync
         self.storage_options = storage_options
-        storage.check_output(self.path)  # never a temporary file beside a device or a FIFO
         fd, self.temp_path = _create_exclusive(self.path)
         try:
             # binary: the writers open "wb" (a text mode would give a TextIO)
@@ -211,10 +211,9 @@ class InPlaceFile(AtomicFile):
 
     def __init__(self, path: PathLike, mode: str = "wb", buffering: int = -1, *,
                  fsync: bool = False) -> None:
-        self.path = self.temp_path = os.fspath(path)
+        self.path = self.temp_path = storage.check_output(path)  # never a device or a FIFO
         self.fsync = fsync
         self.done = False
-        storage.check_output(self.path)  # a device or a FIFO is never written (nor replaced)
         try:
             st = os.lstat(self.path)
         except FileNotFoundError:
@@ -386,6 +385,7 @@ class ManagedWriter:
 
     closed = True
     _outputs: OutputSet
+    __getstate__ = refuse_to_pickle  # its files are open, half written, in this process
 
     def _begin(self, outputs: OutputSet, what: str,
                salvage: Optional[Callable[[], Any]] = None) -> None:
@@ -418,8 +418,7 @@ class ManagedWriter:
         (``ShardWriter``: no shard appears before every shard is complete). The writer is
         closed; the returned set is then the only thing that can make the files appear. If
         finishing fails, the files are discarded and the error is raised."""
-        if self.closed:
-            raise ClosedError("writer", getattr(self, "path", None))
+        check_open(self.closed, "writer", getattr(self, "path", None))
         try:
             self._finish()
             for f in self._outputs.files:
@@ -452,16 +451,6 @@ class ManagedWriter:
         else:
             self.abort()
 
-    def __getstate__(self) -> Any:
-        """A writer is not pickled: its files are open, half written, in this process (a copy
-        elsewhere would write them too). ``ClosedError`` for a closed one."""
-        path = getattr(self, "path", None)
-        if self.closed:
-            raise ClosedError("writer", path)
-        raise TypeError(f"a {type(self).__name__} cannot be pickled: it is writing {path} in "
-                        "this process; pickle what it writes instead, and open the writer "
-                        "where it is used")
-
 
 def _remove(path: str, storage_options: StorageOptions) -> None:
     if storage.is_url(path):
@@ -485,14 +474,10 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
     """The one rule for what a command may write over: never one of its ``inputs`` (the same
     path, a symlink or a hard link to it), and an existing file only with ``force=True``.
 
-    Call it with every output path before anything is written; raises
-    :class:`~recio.errors.OutputExistsError` naming the first path that is refused, or
-    :class:`~recio.errors.NotRegularFileError` for an output that is a device, a FIFO, a socket
-    or a directory (``force`` or not: ``recio.storage.regular``).
+    Call it with every output path before anything is written; raises ``OutputExistsError``
+    naming the first path refused (``NotRegularFileError``: a device, a FIFO, force or not).
     """
-    wanted = [storage.local_path(p) for p in outputs]
-    for path in wanted:
-        storage.check_output(path)
+    wanted = [storage.check_output(p) for p in outputs]
     taken: Dict[Any, str] = {}  # the inputs by real path and by (device, inode)
     for path in (storage.local_path(p) for p in inputs):
         taken[_real(path)] = path

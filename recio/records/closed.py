@@ -58,4 +58,15 @@ def check_open(closed: bool, what: str, path: Optional[str]) -> None:
         raise ClosedError(what, path)
 
 
-__all__ = ["Closed", "is_closed", "check_open"]
+def refuse_to_pickle(writer: Any) -> NoReturn:
+    """``__getstate__`` of a writer (``recio.records.atomic.ManagedWriter``): its files are
+    open, half written, in this process, and a copy elsewhere would write them too; so
+    ``TypeError`` naming its file, or ``ClosedError`` for a closed one."""
+    path = getattr(writer, "path", None)
+    check_open(writer.closed, "writer", path)
+    raise TypeError(f"a {type(writer).__name__} cannot be pickled: it is writing {path} in "
+                    "this process; pickle what it writes instead, and open the writer where "
+                    "it is used")
+
+
+__all__ = ["Closed", "is_closed", "check_open", "refuse_to_pickle"]

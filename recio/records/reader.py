@@ -33,7 +33,98 @@ _SMALL_RECORD = 4096
 _MAGIC_FIRST_BYTE = MAGIC_BYTES[0]
 
 
-class RecordReader:
+class _ByOffset:
+    """The reads of a :class:`RecordReader` by byte offset, and what it counted: they touch
+    no position, so any number of threads may share them (the position's reads, and the
+    reader's lifecycle, are ``RecordReader``'s)."""
+
+    path: Optional[str]
+    size: int
+    trust_lengths: bool
+    source: ByteSource
+    _buf: Any
+    _walker: RecordWalker
+    _read_whole: Any
+    _closed: bool
+
+    @property
+    def skipped_bytes(self) -> int:
+        """Bytes passed over as damage in skip mode (still readable after ``close()``)."""
+        return self._walker.skipped_bytes
+
+    @property
+    def errors(self) -> List[RecordIOError]:
+        """The errors of the damaged regions passed over in skip mode (the first 10,000; still
+        readable after ``close()``)."""
+        return self._walker.errors
+
+    @property
+    def buffer(self) -> Any:
+        """The memory-mapped file (``bytes`` for an in-memory file, ``None`` for a stream)."""
+        return self._buf
+
+    def span_bytes(self, spans: List[Span]) -> bytes:
+        """The record whose part spans ``iter_spans`` gave (a copy; readers without a map,
+        e.g. of a remote object, hand out records this way)."""
+        check_open(self._closed, "reader", self.path)
+        return self._walker.join(spans)
+
+    def read_at(self, offset: int) -> bytes:
+        """The record whose first part starts at byte ``offset``; the position is unchanged."""
+        buf = self._buf
+        if buf is not None and 0 <= offset <= self.size - 8:
+            magic, lrec = unpack_header(buf, offset)
+            end = offset + 8 + lrec
+            # framing.check_part_header for a small whole record, copied for speed; its data
+            # (and a word running into the padding) must hold no aligned magic: without the
+            # magic's first byte (a memchr) it holds none
+            if magic == MAGIC and lrec < _SMALL_RECORD and end <= self.size and not offset & 3:
+                data = buf[offset + 8:end]
+                if self.trust_lengths or _MAGIC_FIRST_BYTE not in data or (
+                        MAGIC_BYTES not in data and (
+                            not lrec & 3 or buf[end & ~3:(end & ~3) + 4] != MAGIC_BYTES)):
+                    return data
+        if buf is None:  # a remote object given its index: the record's extent, one GET
+            self.source.fetch_record(int(offset))
+        record = self._read_whole(offset)
+        if record is not None:
+            return record
+        spans, _ = self._walker.locate(int(offset))
+        return self._walker.join(spans)
+
+    def view_at(self, offset: int) -> Any:
+        """The record at ``offset`` as a read-only zero-copy ``memoryview`` of the map where it
+        is a single part (a ``bytes`` copy otherwise), checked like ``read_at``."""
+        check_open(self._closed, "reader", self.path)
+        end = self._walker.check_whole(offset)
+        if end >= 0:
+            return memoryview(self._buf)[offset + 8:end]
+        spans, _ = self._walker.locate(int(offset))
+        return self._walker.join(spans)
+
+    def peek_at(self, offset: int, n: int) -> bytes:
+        """The first ``n`` bytes of the record at ``offset`` (e.g. its image header), without
+        copying the rest of a large record."""
+        check_open(self._closed, "reader", self.path)
+        end = self._walker.check_whole(offset)
+        if end >= 0:
+            return self._buf[offset + 8:min(offset + 8 + n, end)]
+        return self.read_at(offset)[:n]
+
+    def read_many_at(self, offsets: Iterable[int]) -> List[bytes]:
+        """The records at each of ``offsets`` (a batch of ``read_at``)."""
+        offsets = [int(o) for o in offsets]
+        self.source.fetch_records(offsets)  # a remote object: coalesced, concurrent GETs
+        return [self.read_at(offset) for offset in offsets]
+
+    def evicted(self) -> bool:
+        """Whether the local copy a ``shard_cache`` gave this reader has left the cache since
+        (a limit evicted it): the reader still reads it, and frees its disk space when closed.
+        False for any other reader."""
+        return self.source.evicted()
+
+
+class RecordReader(_ByOffset):
     """Reads a RecordIO file: iterate for records, ``read()`` for the next, ``read_at()`` by offset.
 
     Every record is checked before it is returned: its part headers (``framing.check_part_header``)
@@ -56,9 +147,10 @@ class RecordReader:
 
     Threads: reads by offset (``read_at``, ``view_at``, ``peek_at``, ``read_many_at``) may be
     shared by any number of threads. The position (``read()``, ``read_batch()``, iterating)
-    is one thread's at a time: a ``read()`` while another thread is inside one, or a second
-    iteration while one is under way, raises :class:`~recio.errors.ConcurrentUseError` (it
-    would hand out records twice or skip them). After ``close()`` every method raises
+    is one thread's at a time: a ``read()`` while another thread is inside one, or a
+    ``read()``, ``read_batch()`` or second iteration while an iteration is under way (in any
+    thread), raises :class:`~recio.errors.ConcurrentUseError` (it would hand out records twice
+    or skip them). After ``close()`` every method raises
     :class:`~recio.errors.ClosedError` (``I/O on a closed reader: PATH``), and so does
     pickling.
     """
@@ -89,17 +181,6 @@ class RecordReader:
         self._pos = 0
         self._clear_ahead()
 
-    @property
-    def skipped_bytes(self) -> int:
-        """Bytes passed over as damage in skip mode (still readable after ``close()``)."""
-        return self._walker.skipped_bytes
-
-    @property
-    def errors(self) -> List[RecordIOError]:
-        """The errors of the damaged regions passed over in skip mode (the first 10,000; still
-        readable after ``close()``)."""
-        return self._walker.errors
-
     def _claim(self) -> None:
         """Take the position for one ``read()`` or one whole iteration (see the class doc)."""
         if self._busy:
@@ -112,17 +193,6 @@ class RecordReader:
             "its position is used by two threads (or two iterations) at once, which would hand "
             "out records twice or skip them; give each thread its own reader, or read by "
             "offset or key (read_at, reader[key]), which threads may share", self.path)
-
-    @property
-    def buffer(self) -> Any:
-        """The memory-mapped file (``bytes`` for an in-memory file, ``None`` for a stream)."""
-        return self._buf
-
-    def span_bytes(self, spans: List[Span]) -> bytes:
-        """The record whose part spans ``iter_spans`` gave (a copy; readers without a map,
-        e.g. of a remote object, hand out records this way)."""
-        check_open(self._closed, "reader", self.path)
-        return self._walker.join(spans)
 
     def _clear_ahead(self) -> None:
         """Forget the records ``read()`` checked ahead (after a seek or reset)."""
@@ -146,68 +216,62 @@ class RecordReader:
     def _scan(self, with_offsets: bool) -> Iterator[Any]:
         self._claim()
         try:
-            yield from self._walk_records(with_offsets)
-        finally:
-            self._busy = False
-
-    def _walk_records(self, with_offsets: bool) -> Iterator[Any]:
-        buf, walker = self._buf, self._walker
-        window = FIRST_WINDOW
-        remote = self.source.remote
-        record: Optional[bytes]
-        while True:
-            pos = self._pos
-            if pos >= self.size:
-                return
-            self._clear_ahead()
-            if remote:  # whole runs of records from the stream's blocks, checked at once
-                view, heads, ends, nxt = walker.stream_walk(pos)
+            buf, walker = self._buf, self._walker
+            window = FIRST_WINDOW
+            remote = self.source.remote
+            record: Optional[bytes]
+            while True:
+                pos = self._pos
+                if pos >= self.size:
+                    return
+                self._clear_ahead()
+                if remote:  # whole runs of records from the stream's blocks, checked at once
+                    view, heads, ends, nxt = walker.stream_walk(pos)
+                    if heads:
+                        for head, end, after in zip(heads, ends, heads[1:] + [nxt]):
+                            self._pos = after
+                            record = bytes(view[head - pos + 8:end - pos])
+                            yield (head, record) if with_offsets else record
+                        continue
+                record = walker.large_at(pos)
+                if record is not None:
+                    self._pos = after_record(pos, len(record), self.size)
+                    yield (pos, record) if with_offsets else record
+                    continue
+                heads, ends, nxt = walker.walk(pos, window, copying=True)
+                window = next_window(window, pos, nxt)
                 if heads:
                     for head, end, after in zip(heads, ends, heads[1:] + [nxt]):
                         self._pos = after
-                        record = bytes(view[head - pos + 8:end - pos])
-                        yield (head, record) if with_offsets else record
+                        yield (head, buf[head + 8:end]) if with_offsets else buf[head + 8:end]
                     continue
-            record = walker.large_at(pos)
-            if record is not None:
-                self._pos = after_record(pos, len(record), self.size)
-                yield (pos, record) if with_offsets else record
-                continue
-            heads, ends, nxt = walker.walk(pos, window, copying=True)
-            window = next_window(window, pos, nxt)
-            if heads:
-                for head, end, after in zip(heads, ends, heads[1:] + [nxt]):
-                    self._pos = after
-                    yield (head, buf[head + 8:end]) if with_offsets else buf[head + 8:end]
-                continue
-            offset, spans, self._pos = walker.next_spans(pos)
-            if offset is None:
-                return
-            record = walker.join(spans)
-            yield (offset, record) if with_offsets else record
+                offset, spans, self._pos = walker.next_spans(pos)
+                if offset is None:
+                    return
+                record = walker.join(spans)
+                yield (offset, record) if with_offsets else record
+        finally:
+            self._busy = False
 
     def iter_spans(self) -> Iterator[Tuple[int, List[Span]]]:
         """Yield ``(offset, part spans)`` of every record from the current position, checked
         like any read but copying nothing (the spans are ``(start, end)`` of each part's data)."""
         self._claim()
         try:
-            yield from self._spans()
+            window = FIRST_WINDOW
+            while self._pos < self.size:
+                self._clear_ahead()
+                start = self._pos
+                offsets, spans, nxt = self._walker.spans_from(start, window)
+                if not offsets:
+                    self._pos = nxt
+                    return
+                window = next_window(window, start, nxt)
+                for i, offset in enumerate(offsets):
+                    self._pos = offsets[i + 1] if i + 1 < len(offsets) else nxt
+                    yield offset, spans[i]
         finally:
             self._busy = False
-
-    def _spans(self) -> Iterator[Tuple[int, List[Span]]]:
-        window = FIRST_WINDOW
-        while self._pos < self.size:
-            self._clear_ahead()
-            start = self._pos
-            offsets, spans, nxt = self._walker.spans_from(start, window)
-            if not offsets:
-                self._pos = nxt
-                return
-            window = next_window(window, start, nxt)
-            for i, offset in enumerate(offsets):
-                self._pos = offsets[i + 1] if i + 1 < len(offsets) else nxt
-                yield offset, spans[i]
 
     def read(self) -> Optional[bytes]:
         """The next record, or ``None`` at the end of the file."""
@@ -271,84 +335,27 @@ class RecordReader:
             self._busy = False
         return out
 
-    def read_at(self, offset: int) -> bytes:
-        """The record whose first part starts at byte ``offset``; the position is unchanged."""
-        buf = self._buf
-        if buf is not None and 0 <= offset <= self.size - 8:
-            magic, lrec = unpack_header(buf, offset)
-            end = offset + 8 + lrec
-            # framing.check_part_header for a small whole record, copied for speed; its data
-            # (and a word running into the padding) must hold no aligned magic: without the
-            # magic's first byte (a memchr) it holds none
-            if magic == MAGIC and lrec < _SMALL_RECORD and end <= self.size and not offset & 3:
-                data = buf[offset + 8:end]
-                if self.trust_lengths or _MAGIC_FIRST_BYTE not in data or (
-                        MAGIC_BYTES not in data and (
-                            not lrec & 3 or buf[end & ~3:(end & ~3) + 4] != MAGIC_BYTES)):
-                    return data
-        if buf is None:  # a remote object given its index: the record's extent, one GET
-            self.source.fetch_record(int(offset))
-        record = self._read_whole(offset)
-        if record is not None:
-            return record
-        spans, _ = self._walker.locate(int(offset))
-        return self._walker.join(spans)
-
-    def view_at(self, offset: int) -> Any:
-        """The record at ``offset`` as a read-only zero-copy ``memoryview`` of the map where it
-        is a single part (a ``bytes`` copy otherwise), checked like ``read_at``."""
-        check_open(self._closed, "reader", self.path)
-        end = self._walker.check_whole(offset)
-        if end >= 0:
-            return memoryview(self._buf)[offset + 8:end]
-        spans, _ = self._walker.locate(int(offset))
-        return self._walker.join(spans)
-
-    def peek_at(self, offset: int, n: int) -> bytes:
-        """The first ``n`` bytes of the record at ``offset`` (e.g. its image header), without
-        copying the rest of a large record."""
-        check_open(self._closed, "reader", self.path)
-        end = self._walker.check_whole(offset)
-        if end >= 0:
-            return self._buf[offset + 8:min(offset + 8 + n, end)]
-        return self.read_at(offset)[:n]
-
-    def read_many_at(self, offsets: Iterable[int]) -> List[bytes]:
-        """The records at each of ``offsets`` (a batch of ``read_at``)."""
-        offsets = [int(o) for o in offsets]
-        self.source.fetch_records(offsets)  # a remote object: coalesced, concurrent GETs
-        return [self.read_at(offset) for offset in offsets]
-
-    def evicted(self) -> bool:
-        """Whether the local copy a ``shard_cache`` gave this reader has left the cache since
-        (a limit evicted it): the reader still reads it, and frees its disk space when closed.
-        False for any other reader."""
-        return self.source.evicted()
-
     def iter_offsets(self) -> Iterator[int]:
         """Offsets of every record head from the current position, checked like any read but
         copying no payloads (what ``build_index`` uses)."""
         self._claim()
         try:
-            yield from self._offsets()
+            window = FIRST_WINDOW
+            while self._pos < self.size:
+                self._clear_ahead()
+                heads, _, nxt = self._walker.walk(self._pos, window)
+                window = next_window(window, self._pos, nxt)
+                if heads:
+                    for head, after in zip(heads, heads[1:] + [nxt]):
+                        self._pos = after
+                        yield head
+                    continue
+                offset, _, self._pos = self._walker.next_spans(self._pos)
+                if offset is None:
+                    return
+                yield offset
         finally:
             self._busy = False
-
-    def _offsets(self) -> Iterator[int]:
-        window = FIRST_WINDOW
-        while self._pos < self.size:
-            self._clear_ahead()
-            heads, _, nxt = self._walker.walk(self._pos, window)
-            window = next_window(window, self._pos, nxt)
-            if heads:
-                for head, after in zip(heads, heads[1:] + [nxt]):
-                    self._pos = after
-                    yield head
-                continue
-            offset, _, self._pos = self._walker.next_spans(self._pos)
-            if offset is None:
-                return
-            yield offset
 
     def seek(self, offset: int) -> None:
         """Move to byte ``offset`` (which should be a record head, e.g. from an ``.idx``)."""

@@ -116,11 +116,13 @@ def open_regular(path: PathLike, mode: str = "rb", **kwargs: Any) -> Any:
         raise
 
 
-def check_output(path: PathLike) -> None:
-    """Refuse to write the local output ``path`` when it exists and is not a regular file (a
-    device, a FIFO, a socket, a directory): a writer's file would be renamed over it, or
-    written into it, and nothing must be created beside it either."""
+def check_output(path: PathLike) -> str:
+    """``path`` as a local path (``local_path``; a URL as it is), after refusing to write it
+    when it exists and is not a regular file (a device, a FIFO, a socket, a directory): a
+    writer's file would be renamed over it, or written into it, and nothing must be created
+    beside it either."""
     check_regular(path, output=True)
+    return local_path(path)
 
 
 __all__ = ["file_kind", "not_regular", "check_regular", "open_regular_fd", "open_regular",
