@@ -21,7 +21,7 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 import numpy as np
 
 from recio import portable
-from recio.errors import FileInUseError, IndexFileError
+from recio.errors import FileInUseError, IndexFileError, NotRegularFileError
 from recio.records.atomic import AtomicFile
 from recio.records.index_format import OFFSET_LIMIT, KeyType, PathLike, edge_records
 from recio.storage import open_regular
@@ -211,8 +211,8 @@ def write_cache(path: str, stat: os.stat_result, offsets: np.ndarray, base: Opti
         except BaseException:
             target.discard()
             raise
-    except (OSError, FileInUseError):  # FileInUseError: another reader maps the old cache
-        return False
+    except (OSError, FileInUseError, NotRegularFileError):  # FileInUseError: another reader
+        return False  # maps the old cache; NotRegularFileError: a folder or FIFO in the way
     return True
 
 
