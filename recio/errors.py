@@ -126,6 +126,43 @@ class InterruptedPackError(OutputExistsError):
     ``--force``); it is never discarded unasked."""
 
 
+class NotRegularFileError(RecordIOError):
+    """A path given where a file is read or written that is something else: a directory, a FIFO
+    (named pipe), a socket, a character device (``/dev/zero``, ``/dev/null``) or a block
+    device. It is refused before anything could wait or be written: opening a FIFO waits for a
+    writer, a device reads forever (or nothing), and an output renamed over a device would
+    replace it. ``kind`` says what the path is (``"a FIFO"``, ``"a character device"``...)."""
+
+    def __init__(self, message: str, path: Optional[str] = None, offset: Optional[int] = None,
+                 line: Optional[int] = None, kind: str = "") -> None:
+        self.kind = kind
+        super().__init__(message, path, offset, line)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.path, self.offset, self.line, self.kind))
+
+
+class ClosedError(RecordIOError):
+    """A reader, writer, split, dataset or iterator used after ``close()`` (or pickled after
+    it): ``I/O on a closed reader: PATH``. ``what`` names the object (``"reader"``, ``"writer"``,
+    ``"InputSplit"``...), ``path`` its file."""
+
+    def __init__(self, what: str = "reader", path: Optional[str] = None) -> None:
+        self.what = what
+        super().__init__(f"I/O on a closed {what}: {path if path is not None else '(no file)'}")
+        self.path = None if path is None else str(path)
+
+    def __reduce__(self):
+        return (type(self), (self.what, self.path))
+
+
+class ConcurrentUseError(RecordIOError):
+    """A reader's sequential position (``read()``, ``read_batch()``, iterating it) used by two
+    threads at once, or by two iterations at once: records would be handed out twice or
+    skipped, so the second use is refused. Give each thread its own reader, or read by offset
+    or key (``read_at``, ``reader[key]``), which any number of threads may share."""
+
+
 class ManifestError(RecordIOError):
     """A shard set's manifest that is malformed, or a shard that does not match it."""
 
@@ -162,7 +199,7 @@ class DuplicateKeyWarning(UserWarning):
 
 
 __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError", "ImageError",
-           "TruncatedFileError", "NotRecordFileError", "OutputExistsError", "OutputBusyError",
-           "FileInUseError", "InterruptedPackError", "NothingFoundError", "ManifestError",
-           "ChecksumError", "StorageError", "CBFError", "SequenceError", "CTFError",
-           "DuplicateKeyWarning"]
+           "TruncatedFileError", "NotRecordFileError", "NotRegularFileError", "ClosedError",
+           "ConcurrentUseError", "OutputExistsError", "OutputBusyError", "FileInUseError",
+           "InterruptedPackError", "NothingFoundError", "ManifestError", "ChecksumError",
+           "StorageError", "CBFError", "SequenceError", "CTFError", "DuplicateKeyWarning"]

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
+from recio.errors import ClosedError
 from recio.sequence import Sparse
 from recio.sequence.cbf import CBFReader, CBFWriter, encode_dense, encode_sparse
 from recio.sequence.cbf_format import CBF_MAGIC, CHUNK_ENTRY, StreamInfo, read_header
@@ -134,8 +135,9 @@ def test_keep_data_in_memory_caches_chunks(golden):
     first = r.read_chunk(0)
     assert r.read_chunk(0) is first
     assert r.chunk_sample_counts(0).tolist() == [9, 5, 6, 8]
-    r.close()
-    assert r.read_chunk(0) is not first
+    r.close()  # drops the cached chunks; the reader reads no more
+    with pytest.raises(ClosedError, match="I/O on a closed CBFReader: .*float.cbf"):
+        r.read_chunk(0)
 
 
 @pytest.mark.parametrize("name", ["float.cbf", "double.cbf"])

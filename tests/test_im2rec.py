@@ -758,9 +758,11 @@ def test_an_interrupted_sharded_pack_publishes_nothing_and_resume_finishes(scrip
         assert "Traceback" not in err
         assert "finished parts of" in err and "rerun with --resume" in err
         assert err.count("Interrupted") + err.count("Terminated") == 1, err  # said once
-        # the stopped part deleted its files (only its attempt's record is left)
-        assert [os.path.basename(p).split(".")[-1] for p in
-                glob.glob(str(staged / "part-00001.*"))] == ["attempt1"]
+        # the stopped part kept its progress (journal and partial records) for the resume,
+        # beside its attempt's record
+        assert sorted(os.path.basename(p).split(".")[-1] for p in
+                      glob.glob(str(staged / "part-00001.*"))) == ["attempt1", "journal",
+                                                                   "partial"]
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "--resume, or start over with --force" in again.stderr
     done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import recio
-
-from recio.errors import ImageError, RecordIOError
+from recio.errors import ClosedError, ImageError, RecordIOError
 from recio.image.batch_augment import Augmenter
 from recio.image.batch_engine import SkippedRecordWarning
 from recio.image.imageiter import ImageRecordIter
@@ -273,7 +272,7 @@ def test_no_threads_left_after_close_or_early_stop(dataset):
     it.close()
     it.close()
     assert _our_threads() == []
-    with pytest.raises(StopIteration):
+    with pytest.raises(ClosedError, match="I/O on a closed ImageRecordIter"):
         next(it)
 
     def stop_early():

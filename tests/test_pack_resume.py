@@ -173,6 +173,48 @@ def test_packs_killed_at_random_moments_resume_to_the_uninterrupted_pack(script,
         assert not os.listdir(other / "tmp"), history
 
 
+@pytest.mark.posix_only("kills the pack with SIGKILL")
+@pytest.mark.parametrize("options", [["--num-shards", "2"], ["--shard-size", "40KB"]],
+                         ids=["shards", "sized"])
+def test_a_shard_pack_killed_every_few_seconds_still_finishes(script, tmp_path, options):
+    """Issue 40: a pack in parts killed (SIGKILL) 0.5 to 3 s after each start, again and again,
+    as a preempted cluster job is, finishes, and its files are byte for byte an uninterrupted
+    pack's. Each part needs more than 3 s of work (the images are read slowly), so a resume
+    that started the unfinished part over would never finish: each resume goes on from the
+    part's journal instead."""
+    make_corpus(tmp_path, n=60, missing=(5,), bad_lines=(7,))
+    args = [*options, "--num-thread", "1"]
+    clean = clean_pack(tmp_path, "clean",
+                       lambda prefix: _cmd(script, prefix, tmp_path / "img", args))
+    folder = tmp_path / "killed"
+    folder.mkdir()
+    shutil.copy(tmp_path / "job.lst", folder / "job.lst")
+    env = hook_env(tmp_path, slow=0.1)  # 0.1 s an image: 3 s of work in each of two shards
+    rng = random.Random(f"killed-every-few-seconds-{options[0]}")
+    kills, history = 0, []
+    for run in range(150):
+        cmd = _cmd(script, folder / "job", tmp_path / "img", args) + (["--resume"] if run else [])
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+        delay = rng.uniform(0.5, 3.0)
+        try:
+            proc.wait(delay)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            kills += 1
+        out, err = finish(proc)
+        history.append((round(delay, 2), proc.returncode))
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -signal.SIGKILL and "Traceback" not in err, (history, err)
+        _no_half_published_set(folder, "job")
+    else:
+        pytest.fail(f"still not finished after {len(history)} runs killed 0.5-3 s after their "
+                    f"start: {history}")
+    assert kills >= 3, history  # killed mid-pack, again and again
+    assert_same_files(folder, clean, "job")
+
+
 @pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_an_unsharded_pack_in_parts_resumes_to_pack_lists_bytes(script, corpus, s3):
     """A URL ROOT packs an unsharded list in parts joined into job.rec/.idx: killed while

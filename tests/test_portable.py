@@ -563,8 +563,8 @@ def test_split_write_replaces_every_part_or_none(tmp_path, windows_rules):
 @SEES_OPEN_FILES
 @pytest.mark.needs("torch")
 def test_torch_record_dataset_closes(tmp_path):
-    """``recio.torch.RecordDataset`` lets go of its ``.rec`` on ``close()`` and ``with``, and
-    reads again afterwards (it reopens)."""
+    """``recio.torch.RecordDataset`` lets go of its ``.rec`` on ``close()`` and ``with``; a
+    closed dataset reads no more (``ClosedError``, test_misuse.py)."""
     from recio.torch import RecordDataset
 
     rec = GOLDEN / "im2rec" / "all.rec"
@@ -573,6 +573,6 @@ def test_torch_record_dataset_closes(tmp_path):
     assert held(rec)
     dataset.close()
     assert held(rec) == []
-    with dataset:
-        assert dataset.read_record(0) == first
+    with RecordDataset(str(rec)) as again:
+        assert again.read_record(0) == first
     assert held(rec) == []

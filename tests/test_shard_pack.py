@@ -118,7 +118,7 @@ def test_a_failed_part_names_its_shard_publishes_nothing_and_resume_finishes(tmp
     assert "\n" not in str(err.value)
     # nothing published; part 0 is kept (the failed part's files are gone) for a resume
     assert sorted(os.listdir(tmp_path)) == [".recio-pack-job", "img", "job.lst"]
-    staged = [re.sub(r"\.[0-9a-f]{12}\.", ".ATTEMPT.", n)
+    staged = [re.sub(r"\.h[0-9a-f]{8}-p\d+-r[0-9a-f]+\.", ".ATTEMPT.", n)
               for n in os.listdir(tmp_path / ".recio-pack-job") if ".attempt" not in n]
     assert sorted(staged) == ["job.json", "part-00000.ATTEMPT.idx", "part-00000.ATTEMPT.rec",
                               "part-00000.json"]

@@ -477,6 +477,104 @@ def test_sampler_padding_property(n, replicas, stop, new_replicas, drop_last):
         assert set(seen) == set(range(n))
 
 
+def test_one_ranks_end_of_epoch_state_loaded_on_every_rank():
+    """Issue 40's case: RecordSampler(25, num_replicas=4, pad=False) gives shares 7, 6, 6, 6;
+    any rank's end-of-epoch state, loaded on every rank, leaves nothing (it used to give a
+    negative ``len()`` on the ranks with a shorter share than the saving rank's)."""
+    for saver in range(4):
+        done = RecordSampler(25, 4, saver, pad=False)
+        list(done)
+        for rank in range(4):
+            again = RecordSampler(25, 4, rank, pad=False)
+            again.load_state_dict(done.state_dict())
+            assert len(again) == 0 and list(again) == []
+
+
+def _lockstep(n, replicas, k, **kw):
+    """Ranks that ran ``k`` steps in lockstep: their indices, states and shares."""
+    got, states, shares = [], [], []
+    for r in range(replicas):
+        s = RecordSampler(n, replicas, r, **kw)
+        shares.append(len(s))
+        it = iter(s)
+        got += [v for v in (next(it, None) for _ in range(k)) if v is not None]
+        states.append(s.state_dict())
+    return got, states, shares
+
+
+@settings(max_examples=400, deadline=None)
+@given(n=st.integers(0, 60), replicas=st.integers(1, 6), new=st.integers(1, 6),
+       pad=st.booleans(), drop_last=st.booleans(), shuffle=st.booleans(), data=st.data())
+def test_any_produced_state_loads_without_a_negative_length(n, replicas, new, pad, drop_last,
+                                                           shuffle, data):
+    """Whatever state a sampler produced (any size, ranks, pad, drop_last, shuffle, position;
+    lockstep or not), loaded as one rank's state, every rank's, or their merge into any number
+    of ranks: ``len()`` is never negative and is what iterating hands out, and a state taken
+    after the load loads again. Without padding or dropping, every record comes exactly once
+    where the states say unambiguously what was handed out (every rank's; one rank's while it
+    is part-way through its share; or a pass that was over), and never twice otherwise."""
+    kw = dict(pad=pad, drop_last=drop_last, shuffle=shuffle, seed=3)
+    lockstep = data.draw(st.booleans(), "lockstep")
+    if lockstep:
+        k = data.draw(st.integers(0, n // replicas + 2), "steps")
+        before, states, shares = _lockstep(n, replicas, k, **kw)
+        ranks_k = [min(k, share) for share in shares]
+    else:
+        before, states, shares, ranks_k = [], [], [], []
+        for r in range(replicas):
+            s = RecordSampler(n, replicas, r, **kw)
+            shares.append(len(s))
+            stop = data.draw(st.integers(0, len(s)), f"stop of rank {r}")
+            it = iter(s)
+            before += [next(it) for _ in range(stop)]
+            ranks_k.append(stop)
+            states.append(s.state_dict())
+    how = data.draw(st.sampled_from(["one", "all", "merged"] if lockstep else ["all", "merged"]),
+                    "load")
+    one = data.draw(st.integers(0, replicas - 1), "which rank's state")
+    given_state = {"one": states[one], "all": states,
+                   "merged": resume_state(states) if n else states}[how]
+    after = []
+    for rank in range(new):
+        s = RecordSampler(n, new, rank, **kw)
+        s.load_state_dict(given_state)
+        length = len(s)
+        assert length >= 0
+        mine = list(s)
+        assert len(mine) == length
+        again = RecordSampler(n, new, rank, **kw)
+        again.load_state_dict(s.state_dict())  # a state taken after a load loads too
+        assert len(again) >= 0
+        after += mine
+    counts = collections.Counter(before + after)
+    if pad:
+        return  # padding repeats records by design (test_sampler_padding_property)
+    assert max(counts.values(), default=1) == 1, "a record came twice"
+    if drop_last:
+        return
+    clear = how != "one" or ranks_k[one] < shares[one] or ranks_k == shares
+    if clear:
+        assert sorted(counts) == list(range(n))
+
+
+def test_a_stream_readers_state_is_its_own(stream_files):
+    """A RecordIterableDataset reader's state is its own remaining work: another rank given it
+    refuses with ValueError when it starts (it cannot know what the others read), its own
+    rank continues, and every rank's states together resume every record once."""
+    before, states = _run_stream(stream_files, 3, [4, 2, 5], None)
+    for saved in range(3):
+        for rank in range(3):
+            ds = RecordIterableDataset(stream_files, decode="raw", part_index=rank, num_parts=3)
+            ds.load_state_dict(states[saved])
+            if rank != saved:
+                with pytest.raises(ValueError, match=f"state of reader {saved} of 3"):
+                    next(iter(ds))
+            else:
+                assert len(list(ds)) >= 0
+    rest, _ = _run_stream(stream_files, 3, None, states)
+    _once(before, rest, n=40)
+
+
 @pytest.fixture(scope="module")
 def stream_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("prop")

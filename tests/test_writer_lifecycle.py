@@ -189,9 +189,11 @@ def test_in_place_indexed_writer_whose_index_cannot_be_created_leaves_nothing(tm
 @pytest.mark.parametrize("kind", ["records", "indexed", "sequence"])
 def test_failing_commit_raises_and_leaves_no_new_file(kind, tmp_path):
     final = FINALS[kind][0]  # the .idx of indexed/sequence, the .rec of records
-    os.mkdir(tmp_path / final)  # a folder where the file should go: the rename fails
     w = MAKERS[kind](tmp_path)
     _write(kind, w)
+    # a folder where the file should go, made while the writer writes (one there before is
+    # refused when the writer opens: test_special_files.py): the rename fails
+    os.mkdir(tmp_path / final)
     with pytest.raises(OSError):
         w.close()
     assert _names(tmp_path) == [final] and (tmp_path / final).is_dir()
@@ -615,10 +617,13 @@ def test_pack_interrupted_by_an_exception_leaves_no_final_file_and_resumes(tmp_p
     assert {n: (tmp_path / n).read_bytes() for n in PACK_FINALS} == data
 
 
+@pytest.mark.posix_only("makes a symlink")
 def test_pack_whose_journal_cannot_be_created_leaves_nothing(tmp_path):
     lst, root = _image_list(tmp_path)
     rec_partial, journal = partial_paths(lst)
-    os.mkdir(journal)  # the second output cannot be created
+    # the second output cannot be created: a link into a folder that does not exist (a folder
+    # or a FIFO there is refused before anything is opened: test_special_files.py)
+    os.symlink(tmp_path / "no-such-folder" / "journal", journal)
     before = _names(tmp_path)
     with pytest.raises(OSError):
         pack_list(lst, root, pass_through=True)

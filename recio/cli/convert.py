@@ -22,7 +22,7 @@ from recio.cli.common import (
 from recio.errors import OutputExistsError
 from recio.sequence.convert import convert
 from recio.sequence.ctf_streams import CTFStream, read_header
-from recio.storage import is_url
+from recio.storage import check_regular, is_url
 
 DEFAULT_CHUNK_SIZE = 32 << 20  # within the 32-64 MB chunks CNTK's readers are tuned for
 
@@ -114,6 +114,7 @@ def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
     size = parse_size(chunk_size) if chunk_size is not None else DEFAULT_CHUNK_SIZE
     alias = _parse_aliases(aliases)
     if not is_url(source) and not os.path.isfile(source):
+        check_regular(source)  # a FIFO or a device: refused as what it is
         fail(f"{source}: no such file")
     src, dst = source.lower(), destination.lower()
     from_ctf = src.endswith(".ctf") and dst.endswith((".cbf", ".rec"))

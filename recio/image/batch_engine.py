@@ -25,6 +25,7 @@ from recio.records.index import EVERY_LINE, warn_repeated_keys
 from recio.records.index_format import key_text
 from recio.records.reader import RecordReader
 from recio.records.shuffle import ShuffleBuffer
+from recio.records.source import is_remote_source, resolve_source
 from recio.records.split import InputSplit, SourceLayout, record_range
 
 class SkippedRecordWarning(RuntimeWarning):
@@ -103,6 +104,8 @@ class BatchEngine:
             self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
         elif cache is not None:  # found once, so a later epoch asks the store for nothing
             self.layout = SourceLayout(self.path, self.storage_options, cache)
+        elif not is_remote_source(self.path):  # a missing file, a FIFO or a device is named
+            resolve_source(self.path)            # now, not at the first batch
         self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
         self.pool = ThreadPoolExecutor(max_workers=it.preprocess_threads,
                                        thread_name_prefix=_DECODE_THREAD)
@@ -168,7 +171,7 @@ class BatchEngine:
             found = self.labels.get(int(header.id))
             if found is None:
                 raise RecordIOError(f"{name}: its image id {header.id} is not in path_imglist",
-                                    path=_describe_path(self.path))
+                                    path=describe_path(self.path))
             row[:] = found
             return None
         count = 1 if header.flag == 0 else header.flag
@@ -177,7 +180,7 @@ class BatchEngine:
             if self.strict_labels:
                 raise RecordIOError(f"{name}: {what}; set label_width={count} or give labels "
                                     "with path_imglist (MXNet requires them to match)",
-                                    path=_describe_path(self.path))
+                                    path=describe_path(self.path))
             return what
         row[:] = header.label if header.flag == 0 else header.label[:lw]
         return None
@@ -275,7 +278,7 @@ class BatchEngine:
             for record, slot, problem in zip(chunk, slots, results):
                 if problem is not None:
                     self.skipped += 1
-                    warnings.warn(f"{_describe_path(self.path)}: {record[0]} skipped: {problem}",
+                    warnings.warn(f"{describe_path(self.path)}: {record[0]} skipped: {problem}",
                                   SkippedRecordWarning, stacklevel=2)
                     continue
                 if slot != w:
@@ -302,8 +305,9 @@ class _Counted:
         return item
 
 
-def _describe_path(path: Any) -> str:
+def describe_path(path: Any) -> str:
+    """The file(s) of ``path_imgrec`` (one path or a list), for messages."""
     return path if isinstance(path, str) else ";".join(path)
 
 
-__all__ = ["DataBatch", "SkippedRecordWarning"]
+__all__ = ["DataBatch", "SkippedRecordWarning", "describe_path"]

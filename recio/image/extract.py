@@ -19,6 +19,7 @@ written atomically, the ``.lst`` last, so it exists only when every image was ex
 """
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Union
@@ -141,6 +142,9 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     result.replaced = [p for p in planned if _exists(p)]
     size = storage.size(rec_path)
     if not storage.is_url(out_dir):
+        if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+            kind = storage.file_kind(os.stat(out_dir).st_mode) or "a file"
+            raise NotADirectoryError(errno.ENOTDIR, f"is {kind}, not a folder", out_dir)
         os.makedirs(out_dir, exist_ok=True)
     lines: List[str] = []
     used: Set[str] = set()

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from recio import storage
-from recio.errors import RecordIOError
+from recio.errors import NotRegularFileError, RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT
 from recio.records.index import open_index
 from recio.records.index_format import key_text, sibling_index_path
@@ -124,6 +124,8 @@ def _old_key_kind(rec_path: str, offsets: np.ndarray, old: str) -> str:
     why = None
     try:
         index = open_index(old, key_type=str, cache=False)
+    except NotRegularFileError:  # a FIFO or a device where the index is: not a damaged one
+        raise
     except RecordIOError as exc:
         index, why = None, f"it cannot be read ({exc.message})"
     landed = np.zeros(0, np.int64)

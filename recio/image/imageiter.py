@@ -41,8 +41,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 import numpy as np
 
 from recio.image.batch_augment import RRC_AREA, RRC_RATIO, Augmenter
-from recio.image.batch_engine import BatchEngine, DataBatch
+from recio.image.batch_engine import BatchEngine, DataBatch, describe_path
 from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.records.closed import check_open
 from recio.records.threaded import ThreadedIter
 from recio.storage import StorageOptions
 
@@ -148,10 +149,22 @@ class RecordBatchIter:
     def __iter__(self) -> "RecordBatchIter":
         return self
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called (every later batch, ``reset()`` and pickling raise
+        ``ClosedError`` naming the file)."""
+        return self._box[0] is None
+
+    def _check_open(self) -> ThreadedIter:
+        threaded = self._box[0]
+        check_open(threaded is None, type(self).__name__, describe_path(self.path_imgrec))
+        assert threaded is not None  # checked above
+        return threaded
+
     def __next__(self) -> DataBatch:
         threaded = self._box[0]
         if threaded is None:
-            raise StopIteration
+            threaded = self._check_open()
         try:
             batch, resume, self._position = next(threaded)
         except StopIteration:
@@ -167,11 +180,10 @@ class RecordBatchIter:
 
     def reset(self) -> None:
         """Start the next epoch (new order and augmentation, reproducible from ``seed``)."""
-        if self._box[0] is None:
-            raise RuntimeError(f"{type(self).__name__} is closed")
+        self._check_open()
         if self.carry_over and self.round_batch and self._resume is None and not self._ended:
             self._resume = self._read_ahead()
-        self._box[0].close()
+        self._check_open().close()
         self._epoch += 1
         sweep = self._start_at[0]
         self._start_at = self._resume if self._resume is not None else (sweep + 1, 0)
@@ -197,6 +209,12 @@ class RecordBatchIter:
     def close(self) -> None:
         """Stop the prefetch and decode threads and close the file. Idempotent."""
         self._finalizer()
+
+    def __getstate__(self) -> Any:
+        """Not picklable: it runs threads over an open file (make one in each process)."""
+        self._check_open()
+        raise TypeError(f"a {type(self).__name__} cannot be pickled: it runs threads over "
+                        f"{describe_path(self.path_imgrec)}; create it in the process that uses it")
 
     def __enter__(self) -> "RecordBatchIter":
         return self

@@ -42,6 +42,7 @@ from typing import (
 from recio import storage
 from recio.errors import ListFileError
 from recio.records.atomic import atomic_open
+from recio.storage import open_regular
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -149,7 +150,7 @@ def read_list(path: PathLike) -> Iterator[ListItem]:
     Blank lines are ignored (MXNet skips them too); any other line with fewer than three fields,
     a non-integer index or a non-numeric label is an error with the file and line number.
     """
-    with open(path, "r", encoding=_ENCODING, errors=_ERRORS, newline=None) as fin:
+    with open_regular(path, "r", encoding=_ENCODING, errors=_ERRORS, newline=None) as fin:
         for number, line in enumerate(fin, 1):
             if not line.strip():
                 continue
@@ -161,7 +162,7 @@ def read_list_entries(path: PathLike
     """Every non-blank line of a ``.lst`` as ``(line_number, item, None)``, or
     ``(line_number, None, error)`` for a malformed one: for readers that skip bad lines and go
     on (as MXNet's im2rec does) instead of stopping at the first."""
-    with open(path, "r", encoding=_ENCODING, errors=_ERRORS, newline=None) as fin:
+    with open_regular(path, "r", encoding=_ENCODING, errors=_ERRORS, newline=None) as fin:
         for number, line in enumerate(fin, 1):
             if line.strip():
                 try:
@@ -290,7 +291,7 @@ def read_classes(path: PathLike) -> Dict[int, str]:
     """``{label: class name}`` from a classes file; :class:`ListFileError` naming the line
     when one is malformed."""
     out: Dict[int, str] = {}
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for number, raw in enumerate(f, 1):
             line = raw.decode(_ENCODING, _ERRORS).rstrip("\r\n")
             if number == 1 and line == "label\tclass" or not line:

@@ -21,11 +21,13 @@ import os
 from dataclasses import asdict
 from typing import Dict, Iterator, List, Optional, Tuple, Union
 
+from recio import storage
 from recio.errors import FileInUseError, RecordIOError
 from recio.image.pack_worker import PackJob
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, PART_HEADER
 from recio.records.index_format import format_index, sibling_index_path
+from recio.records.lock import lock_path
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -44,6 +46,16 @@ def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
     """``(rec.partial, pack.journal)``: where an unfinished pack keeps its progress."""
     stem = os.path.splitext(os.fspath(lst_path))[0]
     return stem + ".rec.partial", stem + ".pack.journal"
+
+
+def check_pack_paths(lst_path: PathLike) -> None:
+    """Refuse a pack of ``lst_path`` before it starts when a file it writes, reads back or
+    deletes (outputs, error report, partial files, lock) is a FIFO, a device, a socket or a
+    directory (``recio.storage.regular``): opening one would block, and nothing is ever
+    written beside it or deleted in its place. URLs pass."""
+    stem = os.path.splitext(os.fspath(lst_path))[0]
+    for path in (*output_paths(lst_path), *partial_paths(lst_path), lock_path(stem)):
+        storage.check_output(path)
 
 
 def has_partial(lst_path: PathLike) -> bool:
@@ -71,20 +83,29 @@ def pack_settings(lst_path: str, root: str, job: PackJob) -> dict:
 
 
 class JournalState:
-    """Counts recovered from a journal: next position, records, skips, bytes kept."""
+    """Counts recovered from a journal: next position, records, skips, bytes kept. ``first``:
+    the position of the pack's first item (a part of a list starts past 0)."""
 
-    def __init__(self) -> None:
-        self.next_pos = 0
+    def __init__(self, first: int = 0) -> None:
+        self.first = first
+        self.next_pos = first
         self.packed = 0
         self.skipped = 0
         self.rec_end = 0
         self.journal_end = 0
         self.skips: Dict[str, int] = {}
 
+    @property
+    def done(self) -> int:
+        """Items the journal vouches for."""
+        return self.next_pos - self.first
 
-def recover_journal(rec_partial: str, journal: str, settings: dict) -> JournalState:
-    """Read a journal and keep the prefix that the ``.rec.partial`` on disk backs up."""
-    state = JournalState()
+
+def recover_journal(rec_partial: str, journal: str, settings: dict,
+                    first_pos: int = 0) -> JournalState:
+    """Read a journal and keep the prefix that the ``.rec.partial`` on disk backs up; its
+    items are numbered from ``first_pos`` (a part of a list: its first item's position)."""
+    state = JournalState(first_pos)
     rec_size = os.path.getsize(rec_partial)
     with open(journal, "rb") as f:
         first = f.readline()
@@ -168,7 +189,7 @@ class PackOutput(ManagedWriter):
         self.rec_path, self.idx_path, self.errors_path = output_paths(lst_path)
         self.rec_partial, self.journal = partial_paths(lst_path)
         self.fsync = fsync
-        if state.next_pos:
+        if state.journal_end:  # a journal whose header (at least) is kept: go on from it
             self.rec = open(self.rec_partial, "r+b", buffering=_BUFFER)
             try:
                 self.rec.truncate(state.rec_end)
@@ -258,5 +279,5 @@ class PackOutput(ManagedWriter):
         os.unlink(self.journal)
 
 
-__all__ = ["output_paths", "partial_paths", "has_partial", "PackOutput", "JournalState",
+__all__ = ["output_paths", "partial_paths", "check_pack_paths", "has_partial", "PackOutput", "JournalState",
            "recover_journal", "pack_settings", "journal_field"]

@@ -15,7 +15,6 @@ import os
 import socket
 import tempfile
 import time
-import uuid
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
@@ -24,8 +23,8 @@ import numpy as np
 
 from recio import storage
 from recio.errors import RecordIOError
-from recio.image.pack_output import output_paths
-from recio.image.pack_progress import PackProgress, part_name
+from recio.image.pack_output import output_paths, partial_paths
+from recio.image.pack_progress import PackProgress, attempt_token, part_name
 from recio.image.pack_worker import Task, make_job
 from recio.image.packing import (
     FoundChecks,
@@ -33,6 +32,7 @@ from recio.image.packing import (
     PackResult,
     ProgressCallback,
     pack_tasks,
+    resume_state,
 )
 from recio.image.transform import ImageOptions
 from recio.records.atomic import atomic_open, publish_staged
@@ -270,8 +270,12 @@ def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback]
     and only the done record is shared: two attempts that overlap (a task Ray thought lost
     that still runs, a task of a killed driver that Ray has not stopped yet) never write into
     or delete a file the other's record names, and both records describe the same bytes. An
-    attempt that fails deletes its own files; one that is killed leaves them for the next run
-    of the driver to delete."""
+    attempt that fails deletes its own files. One that is killed (or interrupted) leaves its
+    partial files, and the next attempt at the part on this machine takes them over once its
+    process is gone (``PackProgress.claim_partial``) and goes on from the last item their
+    journal vouches for, as ``im2rec --resume`` does for a single list; the files end byte for
+    byte as one uninterrupted attempt's. A URL staging folder keeps no partial files (each
+    attempt packs into a local temporary folder): its parts start over."""
     started, wall = time.perf_counter(), time.time()
     progress_store = PackProgress(job.staging, job.storage_options)
     attempt, earlier = progress_store.attempt(part.number, job.run or "run", where)
@@ -280,15 +284,27 @@ def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback]
     folder = tempfile.mkdtemp(prefix=".recio-part-", dir=os.environ.get("RECIO_STAGING_DIR")
                               or None) if remote else storage.local_path(job.staging)
     # names this attempt's outputs; never written itself
-    lst_name = os.path.join(folder, f"{part_name(part.number)}.{uuid.uuid4().hex[:12]}.lst")
+    lst_name = os.path.join(folder, f"{part_name(part.number)}.{attempt_token()}.lst")
     try:
         result = PackResult(lst_name, *output_paths(lst_name)[:2], None)
-        settings = {"part": part.number, "first": part.tasks[0][0] if part.tasks else 0}
-        checks = FoundChecks(part.list_total, None, early=bool(part.tasks)
-                             and part.tasks[0][0] == 0)
+        first = part.tasks[0][0] if part.tasks else 0
+        settings = {"part": part.number, "first": first}
+        # an earlier attempt's progress (killed): go on from it
+        resumed = not remote and progress_store.claim_partial(
+            part.number, os.path.splitext(lst_name)[0])
+        try:
+            state = resume_state(lst_name, settings, resumed, result, first)
+        except RecordIOError:  # files that do not fit their journal: start the part over
+            for path in (*partial_paths(lst_name), output_paths(lst_name)[0]):
+                if os.path.exists(path):
+                    os.unlink(path)
+            state = resume_state(lst_name, settings, False, result, first)
+        assert state is not None  # a part's own files are never complete yet
+        checks = FoundChecks(part.list_total, None, early=bool(part.tasks) and first == 0)
         image_job = make_job(job.root, job.options, job.pass_through, job.pack_label,
                              job.allow_outside_root, job.storage_options)
-        sink = pack_tasks(image_job, iter(part.tasks), lst_name, settings, None, result,
+        tasks = (task for task in part.tasks if task[0] >= state.next_pos)
+        sink = pack_tasks(image_job, tasks, lst_name, settings, state, result,
                           checks, job.workers, job.executor, progress, 0, 0, False)
         rec, idx, errors = output_paths(lst_name)
         error_rows = b""
@@ -309,13 +325,13 @@ def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback]
                           [str(e.get("where") or e.get("host")) for e in earlier])
         progress_store.write_done(part.number, done.to_doc(job.job_id))
         return done
-    except BaseException:
+    except Exception:
         if not remote:  # this attempt's own files (a pack's partial files survive its abort)
             stem = os.path.splitext(lst_name)[0]
             for leftover in os.listdir(folder):
                 if os.path.join(folder, leftover).startswith(stem + "."):
                     os.unlink(os.path.join(folder, leftover))
-        raise
+        raise  # an interruption (Ctrl-C, SIGTERM) keeps them for the next attempt
     finally:
         if remote:
             storage.remove_tree(folder)

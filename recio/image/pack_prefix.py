@@ -33,7 +33,10 @@ def find_lists(prefix: PathLike) -> List[str]:
     found = []
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
-        if path.startswith(prefix) and name.endswith(".lst") and os.path.isfile(path):
+        if path.startswith(prefix) and name.endswith(".lst"):
+            if not os.path.isfile(path):
+                storage.check_regular(path)  # a FIFO or device named like a list: refused
+                continue
             found.append(path)
     return sorted(found)
 

@@ -10,7 +10,10 @@ another process, working directory or machine that sees the same outputs:
   ROOT, the image options, the layout of the parts) and a random job id. A staging folder
   without it holds nothing worth keeping and is deleted.
 * ``part-NNNNN.ATTEMPT.rec`` / ``.idx`` / ``.crc32``: part N's files as one attempt wrote
-  them (each attempt has its own: overlapping attempts never share a file).
+  them (each attempt has its own: overlapping attempts never share a file). ATTEMPT names the
+  attempt's host and process (:func:`attempt_token`). While it packs, an attempt keeps its
+  progress as a single-list pack does (``recio.image.pack_output``): ``.rec.partial`` and
+  ``.pack.journal``.
 * ``part-NNNNN.json``, the *done record*, written by part N's task after its files: their names,
   sizes and CRC-32s, the part's counts and skip rows, where and when it ran, and the job id.
 * ``part-NNNNN.RUN.attemptK``: attempt K of part N in driver run RUN started (where, when): how
@@ -20,8 +23,12 @@ another process, working directory or machine that sees the same outputs:
 The resume rule (:meth:`PackProgress.done_records`, :meth:`~PackProgress.verify`,
 :meth:`~PackProgress.clean`): a part is kept when its done record names this job and its files
 have the sizes and CRC-32s the record gives (in the folder, or where an interrupted commit
-moved them); everything else in the folder is deleted and the parts not kept are packed
-again.
+moved them); the partial files of an attempt that did not finish are kept too; everything
+else in the folder is deleted and the parts not kept are packed again. A new attempt at a part
+first takes over the partial files of an earlier attempt of this machine whose process is gone
+(:meth:`~PackProgress.claim_partial`: renamed to its own names, so two attempts never write one
+file) and goes on from the last item their journal vouches for, as ``im2rec --resume`` does for
+a single list: a pack killed every few seconds still finishes.
 """
 from __future__ import annotations
 
@@ -31,10 +38,12 @@ import re
 import socket
 import time
 import uuid
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Tuple
 
-from recio import storage
+from recio import portable, storage
+from recio.image.pack_output import output_paths, partial_paths
 from recio.records.atomic import atomic_open
 from recio.records.manifest import file_crc32
 from recio.storage import StorageOptions
@@ -45,6 +54,11 @@ PROGRESS_FORMAT = "recio-pack-progress"
 PROGRESS_VERSION = 1
 _JOB_FILE = "job.json"
 _DONE = re.compile(r"part-(\d{5,})\.json\Z")
+#: an attempt's partial files (``pack_output.partial_paths`` of its stem) and the ``.rec`` a
+#: publish cut short renamed the ``.rec.partial`` to: ``part-NNNNN.ATTEMPT.SUFFIX``
+_PARTIAL = re.compile(r"(part-\d{5,})\.([0-9a-z-]+)\.(pack\.journal|rec\.partial|rec)\Z")
+#: ``ATTEMPT`` of :func:`attempt_token`: host, process, random
+_TOKEN = re.compile(r"h([0-9a-f]{8})-p(\d+)-r[0-9a-f]+\Z")
 #: files checksummed at once when a resume verifies the kept parts
 _VERIFY_THREADS = 8
 
@@ -57,6 +71,26 @@ def staging_folder(stem: str) -> str:
 def part_name(number: int) -> str:
     """``part-00007``: the stem of part 7's files in the staging folder."""
     return f"part-{number:05d}"
+
+
+def _host_tag() -> str:
+    return f"{zlib.crc32(socket.gethostname().encode('utf-8', 'surrogateescape')):08x}"
+
+
+def attempt_token() -> str:
+    """A new attempt's name, ``hHOST-pPID-rRANDOM``: unique, and telling a later attempt on the
+    same machine whether the process that wrote its files is gone."""
+    return f"h{_host_tag()}-p{os.getpid()}-r{uuid.uuid4().hex[:8]}"
+
+
+def _abandoned(token: str) -> bool:
+    """Whether the attempt ``token`` ran on this machine in a process that is gone (so nothing
+    writes its files any more)."""
+    match = _TOKEN.match(token)
+    if match is None or match.group(1) != _host_tag():
+        return False
+    pid = int(match.group(2))
+    return pid != os.getpid() and not portable.process_alive(pid)
 
 
 class PackProgress:
@@ -172,11 +206,71 @@ class PackProgress:
         return {n: doc for n, doc in records.items() if n not in rejected}, rejected
 
     def clean(self, kept: Dict[int, Dict[str, Any]]) -> None:
-        """Delete every file but ``job.json`` and the ``kept`` parts' records and files."""
+        """Delete every file but ``job.json``, the ``kept`` parts' records and files, and the
+        partial files (journal, ``.rec.partial``) of the other parts' unfinished attempts,
+        which their next attempt continues (:meth:`claim_partial`)."""
+        names = self._names()
         keep = {_JOB_FILE} | {part_name(n) + ".json" for n in kept} \
             | {entry[0] for doc in kept.values() for entry in doc["files"]}
+        done = {part_name(n) for n in kept}
+        journals = {(m.group(1), m.group(2)) for m in map(_PARTIAL.match, names)
+                    if m and m.group(3) == "pack.journal" and m.group(1) not in done}
+        for name in names:
+            match = _PARTIAL.match(name)
+            if name in keep or (match and match.group(3) != "rec"
+                                and (match.group(1), match.group(2)) in journals):
+                continue
+            if match and match.group(3) == "rec" and (match.group(1), match.group(2)) in journals:
+                continue  # a publish cut short: its journal writes the .idx again
+            storage.remove(self.path(name), self.storage_options)
+
+    def claim_partial(self, number: int, stem: str) -> bool:
+        """Take over the partial files of the furthest earlier attempt at part ``number``
+        whose process is gone (this machine's; a local staging folder): they are renamed to
+        ``stem``'s (this attempt's) partial names, so that its pack continues from their
+        journal. The others of those attempts are deleted. False when there is none."""
+        if self.remote:
+            return False
+        prefix = part_name(number)
+        names = self._names()
+        candidates = []
+        for name in names:
+            match = _PARTIAL.match(name)
+            if match and match.group(1) == prefix and match.group(3) == "pack.journal" \
+                    and _abandoned(match.group(2)):
+                try:
+                    size = os.path.getsize(self.path(name))
+                except OSError:
+                    continue
+                candidates.append((size, match.group(2)))
+        new_partial, new_journal = partial_paths(stem + ".lst")
+        claimed = False
+        for _, token in sorted(candidates, reverse=True):
+            old = self.path(f"{prefix}.{token}")
+            old_partial, old_journal = partial_paths(old + ".lst")
+            old_rec = output_paths(old + ".lst")[0]
+            if not claimed:
+                try:
+                    os.rename(old_journal, new_journal)  # the journal first: whoever moves it
+                except FileNotFoundError:            # owns the pair
+                    continue
+                for source, target in ((old_partial, new_partial),
+                                       (old_rec, output_paths(stem + ".lst")[0])):
+                    try:
+                        os.rename(source, target)
+                        claimed = True
+                    except FileNotFoundError:
+                        pass
+                if not claimed:  # a journal without its records: nothing to go on from
+                    os.unlink(new_journal)
+                    continue
+            self._forget_attempt(prefix, token)
+        return claimed
+
+    def _forget_attempt(self, prefix: str, token: str) -> None:
+        """Delete whatever is left of attempt ``token`` at part ``prefix``."""
         for name in self._names():
-            if name not in keep:
+            if name.startswith(f"{prefix}.{token}."):
                 storage.remove(self.path(name), self.storage_options)
 
     def _verifies(self, entry: Any, moved: Dict[str, str]) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -187,10 +186,8 @@ def _read_local_file(job: PackJob, relpath: str) -> bytes:
 
 def _check_regular(st: os.stat_result) -> None:
     """Skip anything but a regular file (a folder, a FIFO, a device, a socket)."""
-    if not stat.S_ISREG(st.st_mode):
-        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
-                if stat.S_ISFIFO(st.st_mode) else "a device"
-                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+    kind = storage.file_kind(st.st_mode)  # the one rule (recio.storage.regular)
+    if kind is not None:
         raise _Skip("not_a_file", f"is {kind}, not a regular file")
 
 

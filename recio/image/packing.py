@@ -25,6 +25,7 @@ from recio.image.pack_executors import AUTO_EXECUTOR, check_workers, encode_in_o
 from recio.image.pack_output import (
     JournalState,
     PackOutput,
+    check_pack_paths,
     has_partial,
     journal_field,
     output_paths,
@@ -168,6 +169,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     root = os.path.abspath(os.fspath(root))
     options = options or ImageOptions()
     check_workers(workers, executor)
+    check_pack_paths(lst_path)  # no FIFO or device where the pack writes
     with OutputLock(lock_path(os.path.splitext(lst_path)[0])):
         _check_interrupted(lst_path, resume, force)
         if not resume:
@@ -179,7 +181,7 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
         result = PackResult(lst_path, *output_paths(lst_path)[:2], None)
         if resume:
             remove_orphaned_temps(os.path.splitext(lst_path)[0])  # a killed run's .idx temps
-        state = _resume_state(lst_path, settings, resume, result)
+        state = resume_state(lst_path, settings, resume, result)
         if state is None:
             return result  # resume found the outputs complete
         tasks = list_tasks(lst_path, ListTally(result, pack_label))
@@ -293,25 +295,26 @@ class ListTally:
         return bool(seen)
 
 
-def _resume_state(lst_path: str, settings: dict, resume: bool,
-                  result: PackResult) -> Optional[JournalState]:
+def resume_state(lst_path: str, settings: dict, resume: bool, result: PackResult,
+                 first: int = 0) -> Optional[JournalState]:
     """Where packing starts: the journal's progress when resuming an interrupted pack, a fresh
     start otherwise, or None when ``resume`` finds the outputs already complete (``result``
-    then says so). ``result`` gets the counts of the items done before."""
+    then says so). ``result`` gets the counts of the items done before. ``first``: the
+    position of the first item (a part of a list, ``recio.image.pack_parts``)."""
     rec_path, idx_path, errors_path = output_paths(lst_path)
     rec_partial, journal = partial_paths(lst_path)
-    state = JournalState()
+    state = JournalState(first)
     if resume and has_partial(lst_path):
         if not os.path.exists(rec_partial):  # publishing was cut short after the .rec: the
             os.replace(rec_path, rec_partial)  # journal writes the .idx and report again
-        state = recover_journal(rec_partial, journal, settings)
+        state = recover_journal(rec_partial, journal, settings, first)
     elif resume and os.path.exists(rec_path) and os.path.exists(idx_path) \
             and not os.path.exists(rec_partial):
         result.already_done = True
         result.errors_path = errors_path if os.path.exists(errors_path) else None
         result.bytes = os.path.getsize(rec_path)
         return None
-    result.resumed = state.next_pos
+    result.resumed = state.done
     result.packed, result.skipped = state.packed, state.skipped
     result.skips = dict(state.skips)
     return state
@@ -327,7 +330,7 @@ class _InOrderSink:
         self.out, self.result, self.progress = out, result, progress
         self.job, self.checks, self.total = job, checks, checks.total
         self.offset = state.rec_end
-        self.done = state.next_pos
+        self.done = state.done
         self.first_missing: Optional[str] = None
         if progress is not None:
             progress(self.done, self.total)

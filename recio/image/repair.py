@@ -42,7 +42,7 @@ from functools import partial
 from typing import Any, BinaryIO, Callable, Dict, List, Optional, Set, Tuple, Union, cast
 
 from recio import portable, storage
-from recio.errors import ImageError, RecordIOError
+from recio.errors import ImageError, NotRegularFileError, RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT, unpack_header
 from recio.image.repack import output_paths
 from recio.image.stats import DamageRegion, add_damage, image_format
@@ -53,6 +53,7 @@ from recio.records.index import open_index
 from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.writer import IndexedRecordWriter
+from recio.storage import open_regular
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]
@@ -223,7 +224,7 @@ class _FileFrom(io.RawIOBase):
     def __init__(self, path: str, base: int) -> None:
         super().__init__()
         self.name = path
-        self._file = open(path, "rb")
+        self._file = open_regular(path)
         self._base = base
         self._size = os.fstat(self._file.fileno()).st_size - base
         self._pos = 0
@@ -523,6 +524,8 @@ def _consistent_keys(reader: RecordReader, idx_path: str, result: RepairResult
     it cannot be read or belongs to another file (``recio.records.diagnose.IndexFit.foreign``)."""
     try:
         index = open_index(idx_path, key_type=str, cache=False)
+    except NotRegularFileError:  # a FIFO or a device given as the index: not a damaged one
+        raise
     except RecordIOError as exc:
         where = "" if exc.line is None else f"line {exc.line}: "
         result.index_error = f"{idx_path}: {where}{exc.message}"

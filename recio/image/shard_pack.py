@@ -49,7 +49,12 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from recio import storage
 from recio.errors import InterruptedPackError
 from recio.image.pack_executors import check_workers
-from recio.image.pack_output import has_partial, output_paths, partial_paths
+from recio.image.pack_output import (
+    check_pack_paths,
+    has_partial,
+    output_paths,
+    partial_paths,
+)
 from recio.image.pack_parts import (
     ERRORS_HEADER,
     Engine,
@@ -193,6 +198,7 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
     result = PackResult(lst_path, rec_path if layout == "joined" else manifest_path(stem),
                         idx_path if layout == "joined" else None, None)  # type: ignore[arg-type]
     store = PackProgress(staging_folder(stem), storage_options)
+    check_pack_paths(lst_path)  # no FIFO or device where the pack writes (a URL passes)
     with OutputLock(lock_path(stem), storage_options) as lock, \
             storage.local_copy(lst_path, storage_options) as local_lst:
         total = count_items(local_lst)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from recio import portable, storage
-from recio.errors import RecordIOError, StorageError, TruncatedFileError
+from recio.errors import NotRegularFileError, RecordIOError, StorageError, TruncatedFileError
 from recio.image.header import IR_SIZE as _IR_SIZE
 from recio.image.header import IR_STRUCT as _IR
 from recio.records import framing
@@ -561,7 +561,7 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int,
     chk = IndexCheck(path=idx_path, records=len(heads), rec_path=rec_path)
     try:
         keys, offsets = read_index(idx_path, key_type=str)
-    except StorageError:
+    except (StorageError, NotRegularFileError):  # the network, or not a file: not damage
         raise
     except RecordIOError as exc:
         chk.error = str(exc)

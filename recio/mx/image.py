@@ -63,6 +63,7 @@ from recio.mx.image_ops import (
 )
 from recio.mx.iterators import DataBatch, DataIter
 from recio.mx.ndarray import NDArray
+from recio.storage import open_regular
 
 
 _AUGMENTER_ARGS = ("resize", "rand_crop", "rand_resize", "rand_mirror", "mean", "std",
@@ -111,7 +112,8 @@ class ImageIter(DataIter):
         self.imglist: Optional[Dict[Any, Tuple[NDArray, str]]] = None
         if path_imglist:
             self.imglist = {}
-            with open(path_imglist, encoding="utf-8", errors="surrogateescape") as fin:
+            with open_regular(path_imglist, "r", encoding="utf-8",
+                              errors="surrogateescape") as fin:
                 for line in iter(fin.readline, ""):
                     fields = line.strip().split("\t")
                     key = int(fields[0])

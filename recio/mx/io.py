@@ -44,6 +44,7 @@ from recio.mx.iterators import (
 )
 from recio.mx.ndarray import NDArray
 from recio.records.atomic import atomic_open
+from recio.records.closed import check_open
 
 
 # -- ImageRecordIter ----------------------------------------------------------------------------
@@ -84,12 +85,18 @@ class MXDataIter(DataIter):
         """Records skipped so far because their image could not be decoded."""
         return self._core.num_skipped
 
+    def _check_open(self) -> None:
+        """``ClosedError`` naming the file once ``close()`` was called."""
+        check_open(self._core.closed, "ImageRecordIter", _path_of(self._core))
+
     def reset(self) -> None:
+        self._check_open()
         self.first_batch = None
         self._current = None
         self._core.reset()
 
     def next(self) -> DataBatch:
+        self._check_open()
         if self.first_batch is not None:
             batch, self.first_batch = self.first_batch, None
             self._current = batch
@@ -104,6 +111,7 @@ class MXDataIter(DataIter):
         return True
 
     def _batch(self) -> DataBatch:
+        self._check_open()
         if self._current is None:
             raise RuntimeError("no current batch: call iter_next() or next() first")
         return self._current
@@ -123,8 +131,12 @@ class MXDataIter(DataIter):
         return pad
 
     def close(self) -> None:
-        """Stop the decode threads and close the file (garbage collection does it too)."""
+        """Stop the decode threads and close the file (garbage collection does it too); every
+        later call raises ``ClosedError``."""
         self._core.close()
+
+    def __getstate__(self) -> Any:
+        return self._core.__getstate__()  # not picklable: the reason, or ClosedError
 
     def __enter__(self) -> "MXDataIter":
         return self

@@ -20,6 +20,7 @@ from recio.errors import RecordIOError
 from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode
 from recio.image.encoding import encode
 from recio.image.header import IRHeader, pack, unpack as unpack_record
+from recio.records.closed import check_open
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.framing import (
     MAGIC_BYTES,
@@ -29,7 +30,7 @@ from recio.records.framing import (
     WHOLE_HEADERS,
 )
 from recio.records.index import BY_KEY, warn_repeated_keys
-from recio.records.index_format import format_index
+from recio.records.index_format import check_key, format_index
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
 from recio.storage import is_url
@@ -111,7 +112,15 @@ class MXRecordIO:
     file *kept* with what was written, since ported scripts that never call ``close()`` rely on
     that. So a script that fails half way leaves a short but valid-looking ``.rec``/``.idx``;
     use ``recio.IndexedRecordWriter`` where that matters.
+
+    After ``close()`` every read, write, ``tell`` and ``seek`` raises
+    :class:`~recio.errors.ClosedError` naming the file (MXNet crashes or answers "Forbidden
+    operation in multiple processes"), and so does pickling; ``open()`` and ``reset()`` open
+    it again. An object closed by being pickled (MXNet's way) reopens on its next read.
     """
+
+    #: ``close()`` was called (not undone by ``open()``/``reset()``)
+    _closed_by_user = False
 
     def __init__(self, uri: str, flag: str) -> None:
         self.uri = os.fspath(uri)
@@ -124,6 +133,7 @@ class MXRecordIO:
 
     def open(self) -> None:
         """Open the file for the mode given by ``flag``."""
+        self._closed_by_user = False
         self._open()
         if self.writable:
             self._speed_up()
@@ -156,8 +166,9 @@ class MXRecordIO:
 
     def __getstate__(self) -> dict:
         """Pickle as MXNet does: closed, remembering whether to reopen on the other side."""
+        check_open(self._closed_by_user, type(self).__name__, self.uri)
         is_open = self.is_open
-        self.close()
+        self._close()
         state = dict(self.__dict__)
         state["is_open"] = is_open
         state["_reader"] = state["_writer"] = state["_read"] = state["_fast"] = None
@@ -184,7 +195,9 @@ class MXRecordIO:
             self.open()
 
     def _check_pid(self, allow_reset: bool = False) -> None:
-        """Reopen in a new process (readers), as MXNet's ``_check_pid`` does."""
+        """Reopen in a new process (readers), as MXNet's ``_check_pid`` does; a closed
+        object raises ``ClosedError``."""
+        check_open(self._closed_by_user, type(self).__name__, self.uri)
         if self.pid != _PID:
             if allow_reset:
                 self.reset()
@@ -192,7 +205,12 @@ class MXRecordIO:
                 raise RuntimeError("Forbidden operation in multiple processes")
 
     def close(self) -> None:
-        """Close the file (a writer flushes)."""
+        """Close the file (a writer flushes). Any later use but ``open()`` and ``reset()``
+        raises ``ClosedError``."""
+        self._close()
+        self._closed_by_user = True
+
+    def _close(self) -> None:
         if not self.is_open:
             return
         self._slow_down()
@@ -208,7 +226,7 @@ class MXRecordIO:
 
     def reset(self) -> None:
         """Close and reopen: a reader starts again from the first record."""
-        self.close()
+        self._close()
         self.open()
 
     def write(self, buf: bytes) -> None:
@@ -233,6 +251,7 @@ class MXRecordIO:
     def _append(self, buf: bytes) -> int:
         """Append one record and return its offset (checks the mode and the process)."""
         if self.pid != _PID or not self.writable:
+            check_open(self._closed_by_user, type(self).__name__, self.uri)
             if not self.writable:
                 raise RuntimeError(f"{self.uri}: opened for reading (flag 'r'), cannot write")
             self._check_pid(allow_reset=False)
@@ -242,6 +261,7 @@ class MXRecordIO:
     def read(self) -> Optional[bytes]:
         """The next record, or ``None`` at the end."""
         if self.pid != _PID or self.writable:
+            check_open(self._closed_by_user, type(self).__name__, self.uri)
             if self.writable:
                 raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
             self._check_pid(allow_reset=True)
@@ -249,6 +269,7 @@ class MXRecordIO:
 
     def tell(self) -> int:
         """Current byte offset (of the next record)."""
+        check_open(self._closed_by_user, type(self).__name__, self.uri)
         file = self._writer if self.writable else self._reader
         assert file is not None, f"{self.uri}: tell() on a closed MXRecordIO"
         return file.tell()
@@ -319,10 +340,10 @@ class MXIndexedRecordIO(MXRecordIO):
         if index.base == 0:  # the usual 0..n-1 keys: offsets by position, as Python ints
             self._dense = index.memoryviews()[0]
 
-    def close(self) -> None:
+    def _close(self) -> None:
         if not self.is_open:
             return
-        super().close()
+        super()._close()
         if self.fidx is not None:
             self._lines.close()
             # used only while fidx is open, which the hot write_idx does not check again
@@ -354,12 +375,14 @@ class MXIndexedRecordIO(MXRecordIO):
         return super().read()
 
     def tell(self) -> int:
+        check_open(self._closed_by_user, type(self).__name__, self.uri)
         if self._resume is not None and not self.writable:
             self._catch_up()
         return super().tell()
 
     def seek(self, idx: Any) -> None:
         """Position the reader at the record of key ``idx``."""
+        check_open(self._closed_by_user, type(self).__name__, self.uri)
         if self.writable:
             raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot seek")
         self._check_pid(allow_reset=True)
@@ -370,6 +393,7 @@ class MXIndexedRecordIO(MXRecordIO):
     def read_idx(self, idx: Any) -> bytes:
         """The record of key ``idx`` (NumPy integer keys work)."""
         if self.pid != _PID or self.writable:
+            check_open(self._closed_by_user, type(self).__name__, self.uri)
             if self.writable:
                 raise RuntimeError(f"{self.uri}: opened for writing (flag 'w'), cannot read")
             self._check_pid(allow_reset=True)
@@ -385,8 +409,12 @@ class MXIndexedRecordIO(MXRecordIO):
             raise explain_indexed_read(self._reader, self._index, pos, exc) from None
 
     def write_idx(self, idx: Any, buf: bytes) -> None:
-        """Append a record under key ``idx`` and its ``.idx`` line (written with its record)."""
+        """Append a record under key ``idx`` and its ``.idx`` line (written with its record).
+        A key the ``.idx`` cannot hold (a tab, a line break...) raises ``RecordIOError``
+        naming it (``recio.records.index_format.check_key``)."""
         key = self.key_type(idx)
+        if type(key) is not int:  # an integer's line always reads back
+            key = check_key(key, self.key_type, self.idx_path)
         writer = self._fast
         if writer is not None and type(buf) is bytes:
             n = len(buf)

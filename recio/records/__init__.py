@@ -24,6 +24,8 @@ Reading from the bottom up:
 * ``shard_commit``  publishing staged shards as a set; the combined ``.idx`` for DALI.
 * ``reshard``  write the parts of a split as files of their own (``recio split --write``).
 * ``threaded`` ``ThreadedIter``: a bounded background prefetch for any iterator.
+* ``closed``   what a closed reader, writer, split or dataset is: every use raises
+               ``ClosedError`` naming its file.
 """
 from __future__ import annotations
 

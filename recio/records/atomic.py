@@ -38,6 +38,7 @@ from typing import (
 
 from recio import portable, storage
 from recio.errors import FileInUseError, OutputExistsError
+from recio.records.closed import check_open, refuse_to_pickle
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -129,7 +130,7 @@ class AtomicFile:
 
     def __init__(self, path: PathLike, mode: str = "wb", buffering: int = -1, *,
                  fsync: bool = False, storage_options: StorageOptions = None) -> None:
-        self.path = storage.local_path(path)
+        self.path = storage.check_output(path)  # no temporary file beside a device or a FIFO
         self.fsync = fsync
         self.storage_options = storage_options
         fd, self.temp_path = _create_exclusive(self.path)
@@ -210,7 +211,7 @@ class InPlaceFile(AtomicFile):
 
     def __init__(self, path: PathLike, mode: str = "wb", buffering: int = -1, *,
                  fsync: bool = False) -> None:
-        self.path = self.temp_path = os.fspath(path)
+        self.path = self.temp_path = storage.check_output(path)  # never a device or a FIFO
         self.fsync = fsync
         self.done = False
         try:
@@ -384,6 +385,7 @@ class ManagedWriter:
 
     closed = True
     _outputs: OutputSet
+    __getstate__ = refuse_to_pickle  # its files are open, half written, in this process
 
     def _begin(self, outputs: OutputSet, what: str,
                salvage: Optional[Callable[[], Any]] = None) -> None:
@@ -416,8 +418,7 @@ class ManagedWriter:
         (``ShardWriter``: no shard appears before every shard is complete). The writer is
         closed; the returned set is then the only thing that can make the files appear. If
         finishing fails, the files are discarded and the error is raised."""
-        if self.closed:
-            raise ValueError("hand_over() of a closed writer")
+        check_open(self.closed, "writer", getattr(self, "path", None))
         try:
             self._finish()
             for f in self._outputs.files:
@@ -473,10 +474,10 @@ def check_outputs(outputs: Iterable[PathLike], inputs: Iterable[PathLike] = (), 
     """The one rule for what a command may write over: never one of its ``inputs`` (the same
     path, a symlink or a hard link to it), and an existing file only with ``force=True``.
 
-    Call it with every output path before anything is written; raises
-    :class:`~recio.errors.OutputExistsError` naming the first path that is refused.
+    Call it with every output path before anything is written; raises ``OutputExistsError``
+    naming the first path refused (``NotRegularFileError``: a device, a FIFO, force or not).
     """
-    wanted = [storage.local_path(p) for p in outputs]
+    wanted = [storage.check_output(p) for p in outputs]
     taken: Dict[Any, str] = {}  # the inputs by real path and by (device, inode)
     for path in (storage.local_path(p) for p in inputs):
         taken[_real(path)] = path

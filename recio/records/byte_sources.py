@@ -27,7 +27,7 @@ import os
 from typing import Any, BinaryIO, List, Optional, Tuple, Union
 
 from recio import portable
-from recio.storage import RemoteFile, StorageOptions, is_url, local_path
+from recio.storage import RemoteFile, StorageOptions, is_url, open_regular
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 Span = Tuple[int, int]
@@ -205,8 +205,8 @@ def open_source(source: PathOrFile, storage_options: StorageOptions = None,
     given) or a binary file object (left open on close: the caller owns it)."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        if not is_url(path):
-            file: Any = open(local_path(path), "rb")
+        if not is_url(path):  # a FIFO, device or folder: refused, without blocking
+            file: Any = open_regular(path)
         elif shard_cache is not None:
             file = shard_cache.open(path)
         else:

@@ -20,7 +20,7 @@ from recio.errors import DuplicateKeyWarning
 from recio.records.index_cache import cache_enabled, load_cache, write_cache
 from recio.records.index_format import (KeyType, PathLike, key_text, parse_index_file,
                                         parse_index_range, sibling_record_path)
-from recio.storage import RemoteFile, StorageOptions, is_url, local_path
+from recio.storage import RemoteFile, StorageOptions, is_url, open_regular
 
 #: keys that fit the int64 key arrays
 _INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
@@ -479,7 +479,7 @@ def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[i
             offsets, base, keys = parse_index_file(f, path, key_type, rec_size, size)
         return Index(offsets, keys=keys, base=base, path=path, key_type=key_type,
                      rec_size=rec_size)
-    with open(local_path(path), "rb") as f:
+    with open_regular(path) as f:  # a FIFO or a device: refused, without blocking
         stat = os.fstat(f.fileno())
         use_cache = cacheable and cache_enabled(cache, stat.st_size)
         if use_cache:

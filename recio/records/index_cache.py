@@ -21,9 +21,10 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 import numpy as np
 
 from recio import portable
-from recio.errors import FileInUseError, IndexFileError
+from recio.errors import FileInUseError, IndexFileError, NotRegularFileError
 from recio.records.atomic import AtomicFile
 from recio.records.index_format import OFFSET_LIMIT, KeyType, PathLike, edge_records
+from recio.storage import open_regular
 
 #: suffix of the sidecar cache: ``train.idx`` -> ``train.idx.recio-cache``
 CACHE_SUFFIX = ".recio-cache"
@@ -86,8 +87,8 @@ def load_cache(idx_path: str, stat: os.stat_result, key_type: KeyType,
     (``stat``), ``key_type`` and ``rec_size``, else None; never raises."""
     cache_path = index_cache_path(idx_path)
     try:
-        f = open(cache_path, "rb")
-    except OSError:
+        f = open_regular(cache_path)
+    except (OSError, ValueError):  # missing, unreadable, or not a regular file
         return None
     try:
         length = os.fstat(f.fileno()).st_size
@@ -210,8 +211,8 @@ def write_cache(path: str, stat: os.stat_result, offsets: np.ndarray, base: Opti
         except BaseException:
             target.discard()
             raise
-    except (OSError, FileInUseError):  # FileInUseError: another reader maps the old cache
-        return False
+    except (OSError, FileInUseError, NotRegularFileError):  # FileInUseError: another reader
+        return False  # maps the old cache; NotRegularFileError: a folder or FIFO in the way
     return True
 
 

@@ -19,9 +19,9 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Uni
 
 import numpy as np
 
-from recio.errors import IndexFileError
+from recio.errors import IndexFileError, RecordIOError
 from recio.records.atomic import atomic_open
-from recio.storage import RemoteFile, StorageOptions, is_url, local_path
+from recio.storage import RemoteFile, StorageOptions, is_url, open_regular
 
 PathLike = Union[str, "os.PathLike[str]"]
 KeyType = Optional[Callable[[str], Any]]
@@ -368,7 +368,7 @@ _EDGE_BYTES = 4096
 
 def _edge_lines(path: str, size: int) -> Optional[Tuple[bytes, bytes]]:
     """Raw first and last non-blank lines of the ``.idx`` (from two small reads), or None."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         head = f.read(_EDGE_BYTES)
         f.seek(max(0, size - _EDGE_BYTES))
         tail = f.read(_EDGE_BYTES)
@@ -412,7 +412,7 @@ def parse_index_range(idx_path: PathLike, start: int, end: int, rec_size: Option
     exactly once."""
     path = os.fspath(idx_path)
     with (RemoteFile(path, storage_options) if is_url(path)
-          else open(local_path(path), "rb")) as f:
+          else open_regular(path)) as f:
         first = max(start - 1, 0)
         f.seek(first)
         data = f.read(end - first + _RANGE_TAIL)
@@ -442,6 +442,45 @@ def parse_index_range(idx_path: PathLike, start: int, end: int, rec_size: Option
 
 
 # -- writing -----------------------------------------------------------------------------------
+def check_key(key: Any, key_type: KeyType = None, idx_path: Optional[PathLike] = None) -> Any:
+    """``key`` when its ``.idx`` line reads back as the same key, else ``RecordIOError``
+    naming it (and ``idx_path``) before anything is written.
+
+    The line is ``str(key)<TAB>offset``, and reading (``_parse_line``, and MXNet's reader)
+    splits it at tabs and strips each end, so a key cannot hold a tab or a line break (``\n``,
+    ``\r``), start or end with a blank, or be empty; it must be UTF-8 text; and ``key_type``
+    (the writer's) of its text must give it back (``float('nan')`` does not). Integer keys
+    always pass and are not looked at by the writers' hot paths."""
+    text = "%s" % (key,)
+    problem = None
+    if not text:
+        problem = "it is empty, and a line needs a key before its tab"
+    elif "\t" in text:
+        problem = "it holds a tab, which separates the key from the offset"
+    elif "\n" in text or "\r" in text:
+        problem = "it holds a line break, which would end the line"
+    elif text[0].isspace() or text[-1].isspace():
+        problem = "it starts or ends with a blank, which reading strips"
+    else:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            problem = "it is not valid UTF-8 text"
+    if problem is None and key_type is not None and key_type is not int:
+        try:
+            back = key_type(text)
+            same = bool(back == key)
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's key_type
+            back, same = f"an error ({type(exc).__name__}: {exc})", False
+        if not same:
+            problem = f"its text {text!r} reads back as {back!r}"
+    if problem is not None:
+        raise RecordIOError(f"key {key_text(key)} cannot be written to an .idx: {problem}; "
+                            "nothing was written for it",
+                            None if idx_path is None else os.fspath(idx_path))
+    return key
+
+
 def format_index(keys: Sequence[Any], offsets: Sequence[int]) -> bytes:
     """MXNet's ``.idx`` lines (``key<TAB>offset<LF>``, ``str(key)``) for a batch, formatted in
     one C-level pass: the one place the line format is written (writers and ``write_index``)."""
@@ -475,7 +514,8 @@ def iter_index_lines(keys: Iterable[Any], offsets: Iterable[int]) -> Iterator[by
         batch = list(islice(pairs, 8192))
         if not batch:
             break
-        yield format_index([k for k, _ in batch], [int(o) for _, o in batch])
+        yield format_index([k if type(k) is int else check_key(k) for k, _ in batch],
+                           [int(o) for _, o in batch])
 
 
 def _formattable(values: Any) -> bool:
@@ -527,6 +567,6 @@ def _format_lines(keys: np.ndarray, offsets: np.ndarray) -> bytes:
     return out.tobytes()
 
 
-__all__ = ["sibling_index_path", "key_text", "parse_index_file", "parse_index_range",
+__all__ = ["sibling_index_path", "key_text", "check_key", "parse_index_file", "parse_index_range",
            "edge_records", "format_index", "iter_index_lines", "write_index", "OFFSET_LIMIT",
            "PathLike", "KeyType", "Parsed"]

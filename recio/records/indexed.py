@@ -12,6 +12,7 @@ import numpy as np
 from recio import storage
 from recio.errors import RecordIOError
 from recio.records.cache import ShardCache
+from recio.records.closed import Closed, check_open, is_closed
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import BY_KEY, Index, IndexOffsets, warn_repeated_keys
 from recio.records.index_format import sibling_index_path
@@ -175,11 +176,14 @@ class IndexedRecordReader(Mapping):
     def close(self) -> None:
         """Close the underlying reader and let go of the index: a large index is a memory map
         of its sidecar cache, which Windows would not let anyone replace or delete while it is
-        mapped. The reader cannot be used afterwards."""
+        mapped. Every later use raises :class:`~recio.errors.ClosedError` (``I/O on a closed
+        reader: PATH``); closing again does nothing."""
         self.reader.close()
         self._dense = None  # a view of the index's arrays
-        self._offset = None  # type: ignore[assignment]
-        self.index = None  # type: ignore[assignment]
+        # what every method reads through: each raises ClosedError, at no cost while open
+        closed = Closed("reader", self.path)
+        self._offset = self._read_at = closed  # type: ignore[assignment]
+        self.index = closed  # type: ignore[assignment]
 
     def __enter__(self) -> "IndexedRecordReader":
         return self
@@ -189,6 +193,7 @@ class IndexedRecordReader(Mapping):
 
     def __getstate__(self) -> dict:
         """Pickle without the memoryview shortcuts; a cached index reopens its cache."""
+        check_open(is_closed(self.index), "reader", self.path)  # it would reopen elsewhere
         state = dict(self.__dict__)
         for name in ("_read_at", "_dense", "_offset"):
             state.pop(name, None)

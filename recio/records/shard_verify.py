@@ -86,6 +86,7 @@ def verify_manifest(path: PathLike, *, deep: bool = False,
             if not storage.exists(file, options):
                 report.problems.append(ShardProblem(file, "is missing"))
                 continue
+            storage.check_regular(file)  # a FIFO or a device: refused, never read
             actual_size = storage.size(file, options)
             if actual_size != size:
                 report.problems.append(ShardProblem(

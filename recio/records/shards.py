@@ -27,6 +27,7 @@ from recio import storage
 from recio.errors import ChecksumError, ManifestError
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet, check_outputs
 from recio.records.cache import READ_AHEAD, ShardCache
+from recio.records.closed import check_open
 from recio.records.diagnose import open_checked_index
 from recio.records.framing import HEADER_SIZE
 from recio.records.manifest import (
@@ -86,6 +87,7 @@ class ShardWriter(ManagedWriter):
         self.made_by = dict(made_by or {})
         self.made_by.setdefault("tool", f"recio {_version()}")
         self.manifest_path = manifest_path(self.prefix)
+        self.path = self.manifest_path  # what a closed writer's errors name
         folder = storage.dirname(self.prefix)
         if not storage.is_url(folder) and not os.path.isdir(folder):
             raise FileNotFoundError(2, "No such folder for the shards", folder)
@@ -143,8 +145,7 @@ class ShardWriter(ManagedWriter):
 
     def write(self, key: Any, data: Union[bytes, bytearray, memoryview]) -> Tuple[int, int]:
         """Append a record under ``key``; returns ``(shard number, offset in that shard)``."""
-        if self.closed:
-            raise ValueError("write to a closed ShardWriter")
+        check_open(self.closed, "writer", self.path)
         size = memoryview(data).nbytes
         if self._current is not None and self._count and (
                 (self.max_records is not None and self._count >= self.max_records)
@@ -243,10 +244,15 @@ class ShardReader:
         self._starts = np.cumsum([0] + [len(i) for i in self._indexes])
         self._by_key: Optional[Dict[Any, Tuple[int, int]]] = None
 
+    #: set by ``close()``: every method then raises ``ClosedError`` naming the manifest
+    _closed = False
+
     def __len__(self) -> int:
+        check_open(self._closed, "ShardReader", self.manifest.path)
         return int(self._starts[-1])
 
     def _reader(self, n: int) -> RecordReader:
+        check_open(self._closed, "ShardReader", self.manifest.path)
         reader = self._readers[n]
         if reader is None:
             reader = self._readers[n] = RecordReader(
@@ -279,6 +285,7 @@ class ShardReader:
 
     def by_key(self, key: Any) -> bytes:
         """The record written under ``key`` (the last one, if a key repeats)."""
+        check_open(self._closed, "ShardReader", self.manifest.path)
         if self._by_key is None:
             self._by_key = {}
             for n, index in enumerate(self._indexes):
@@ -289,6 +296,10 @@ class ShardReader:
         return self.read(*self._by_key[key])
 
     def __iter__(self) -> Iterator[bytes]:
+        check_open(self._closed, "ShardReader", self.manifest.path)
+        return self._records()
+
+    def _records(self) -> Iterator[bytes]:
         ahead = None
         if self._cache is not None:
             ahead = self._cache.prefetch(self.manifest.rec_paths(), ahead=READ_AHEAD)
@@ -303,9 +314,15 @@ class ShardReader:
                 ahead.stop()
 
     def close(self) -> None:
+        """Close every shard's file; any later use raises ``ClosedError``."""
         for reader in self._readers:
             if reader is not None:
                 reader.close()
+        self._closed = True
+
+    def __getstate__(self) -> dict:
+        check_open(self._closed, "ShardReader", self.manifest.path)
+        return dict(self.__dict__)
 
     def __enter__(self) -> "ShardReader":
         return self

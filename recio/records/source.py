@@ -12,7 +12,8 @@ datasets, Ray Data, ``MinibatchSource``, ``recio inspect`` and ``recio verify``)
 
 A file named explicitly may have any name (a ``.cbf``, a ``.ctf``, or a file that is not
 RecordIO at all, which the reader then describes); only a folder's listing is limited to
-``.rec``. A named file, folder or pattern that holds nothing is ``FileNotFoundError`` naming it.
+``.rec`` (regular files: a FIFO or device there is not listed). A FIFO, socket or device named
+explicitly is :class:`~recio.errors.NotRegularFileError` (``recio.storage.regular``). A named file, folder or pattern that holds nothing is ``FileNotFoundError`` naming it.
 Every caller resolves through :func:`resolve_source` (or :func:`expand_source`, its paths), so
 the rule is the same everywhere, URLs included. A :class:`SourceFile` it returned is itself a
 source, taken as it is: an entry point that resolves once can hand its files on without their
@@ -58,6 +59,12 @@ def _entries(source: Source) -> List[Union[str, SourceFile]]:
     return [e if isinstance(e, SourceFile) else os.fspath(e) for e in source]
 
 
+def is_remote_source(source: Source) -> bool:
+    """Whether ``source`` names a URL (looking it up would cost a request)."""
+    return any(storage.is_url(e.path if isinstance(e, SourceFile) else e)
+               for e in _entries(source))
+
+
 def resolve_source(source: Source, storage_options: StorageOptions = None,
                    shard_cache: Optional[ShardCache] = None) -> List[SourceFile]:
     """The files ``source`` names, in order (see the module docstring for the forms it takes).
@@ -78,6 +85,7 @@ def resolve_source(source: Source, storage_options: StorageOptions = None,
             for shard in manifest.shards:
                 known = shard_cache is not None and shard_cache.knows(shard.rec)
                 if not known and not storage.isfile(shard.rec, storage_options):
+                    storage.check_regular(shard.rec)  # a FIFO or device: say so
                     error = storage.missing(shard.rec)
                     raise FileNotFoundError(error.errno, f"{error.strerror} (a shard of "
                                                          f"{manifest.path})", shard.rec)
@@ -94,6 +102,7 @@ def resolve_source(source: Source, storage_options: StorageOptions = None,
         elif storage.isfile(entry, storage_options):
             files.append(SourceFile(entry))
         else:
+            storage.check_regular(entry)  # a FIFO, socket or device is refused as what it is
             raise storage.missing(entry)
     if not files:
         raise FileNotFoundError(2, "no .rec files found",
@@ -107,4 +116,4 @@ def expand_source(source: Source, storage_options: StorageOptions = None,
     return [f.path for f in resolve_source(source, storage_options, shard_cache)]
 
 
-__all__ = ["SourceFile", "resolve_source", "expand_source", "Source"]
+__all__ = ["SourceFile", "resolve_source", "expand_source", "is_remote_source", "Source"]

@@ -28,9 +28,10 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Se
 import numpy as np
 
 from recio import portable, storage
-from recio.errors import IndexFileError
+from recio.errors import ConcurrentUseError, IndexFileError
 from recio.records import framing
 from recio.records.cache import READ_AHEAD, ShardCache
+from recio.records.closed import check_open
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.records.source import Source, expand_source
@@ -142,7 +143,7 @@ class SourceLayout:
                     return self.starts[i] + seek_record_head(remote, size, at, max_window)
             with copy:
                 return self.starts[i] + seek_record_head(copy.fileno(), size, at, max_window)
-        fd = portable.open_fd(storage.local_path(path), os.O_RDONLY)
+        fd = storage.open_regular_fd(path)
         try:
             return self.starts[i] + seek_record_head(fd, size, at, max_window)
         finally:
@@ -206,7 +207,17 @@ class InputSplit:
     URLs are streamed, or with ``cache_dir`` (or ``RECIO_CACHE_DIR``) read from local copies
     of the whole files kept there, at most ``cache_limit`` bytes (``recio.records.cache``):
     the next file is downloaded while one is read.
+
+    ``close()`` (or leaving ``with``) ends the split: every later call raises
+    :class:`~recio.errors.ClosedError` naming its files, and so does pickling it. ``read()`` is
+    one thread's at a time (another thread's ``read()`` meanwhile raises
+    :class:`~recio.errors.ConcurrentUseError`); iterating gives each loop its own position.
     """
+
+    #: set by ``close()``
+    _closed = False
+    #: a ``read()`` runs
+    _reading = False
 
     def __init__(self, source: Source, part_index: int = 0, num_parts: int = 1, *,
                  chunk_size: int = DEFAULT_CHUNK_SIZE, balance: str = "bytes",
@@ -267,8 +278,12 @@ class InputSplit:
         """Bytes in this part (record framing included)."""
         return self.end - self.begin
 
+    def _check_open(self) -> None:
+        check_open(self._closed, "InputSplit", ";".join(self.layout.paths) or None)
+
     def count_records(self) -> int:
         """Number of records in this part (from the index, or by hopping over record headers)."""
+        self._check_open()
         if self._records is not None:
             return len(self._records)
         return sum(sum(1 for _ in record_heads(s.path, s.start, s.end, self.storage_options,
@@ -277,6 +292,7 @@ class InputSplit:
 
     def record_offsets(self) -> List[Tuple[str, int]]:
         """``(path, offset)`` of each record head of this part, in reading order."""
+        self._check_open()
         if self._records is not None:
             return [(self.layout.paths[i], off) for i, off in self._ordered_records()]
         out = [(s.path, off) for s in self.spans
@@ -289,12 +305,16 @@ class InputSplit:
     # -- reading -----------------------------------------------------------------------------
     def __iter__(self) -> Iterator[bytes]:
         """All records of the part, from its start (in this epoch's order when shuffling)."""
-        for _, _, record in self.records_with_offsets():
-            yield record
+        self._check_open()
+        return (record for _, _, record in self._records_with_offsets())
 
     def records_with_offsets(self) -> Iterator[Tuple[str, int, bytes]]:
         """``(path, offset, payload)`` of every record of the part, in the order ``iter`` gives
         (for messages that name where a record is)."""
+        self._check_open()
+        return self._records_with_offsets()
+
+    def _records_with_offsets(self) -> Iterator[Tuple[str, int, bytes]]:
         if not self.shuffle:
             spans = self.spans
             ahead = None if self.shard_cache is None else \
@@ -325,13 +345,22 @@ class InputSplit:
 
     def read(self) -> Optional[bytes]:
         """The next record of the part, or ``None`` at its end (MXNet's ``NextRecord``)."""
-        if self._cursor is None:
-            self._cursor = iter(self)
-        return next(self._cursor, None)
+        if self._reading:
+            raise ConcurrentUseError("read() from two threads at once would hand out records "
+                                     "twice or skip them; give each thread its own InputSplit",
+                                     ";".join(self.layout.paths) or None)
+        self._reading = True
+        try:
+            if self._cursor is None:
+                self._cursor = iter(self)
+            return next(self._cursor, None)
+        finally:
+            self._reading = False
 
     def reset(self, epoch: Optional[int] = None) -> None:
         """Restart the part; when shuffling, go to ``epoch`` (default: the next one)."""
-        self.close()
+        self._check_open()
+        self._release()
         if self.shuffle:
             self.epoch = self.epoch + 1 if epoch is None else epoch
         elif epoch is not None:
@@ -343,7 +372,12 @@ class InputSplit:
 
     def close(self) -> None:
         """Release the files a ``read()`` left open mid-part (iterating with ``for`` releases
-        them at the end of the part, or when the loop is left)."""
+        them at the end of the part, or when the loop is left) and end the split: any later
+        call raises ``ClosedError``. Closing again does nothing."""
+        self._release()
+        self._closed = True
+
+    def _release(self) -> None:
         if self._cursor is not None:
             self._cursor.close()  # type: ignore[attr-defined]
         self._cursor = None
@@ -365,6 +399,7 @@ class InputSplit:
         return [records[j] for j in self._permutation(len(records))]
 
     def __getstate__(self) -> dict:  # picklable for DataLoader workers: drop the open cursor
+        self._check_open()
         state = self.__dict__.copy()
         state["_cursor"] = None
         return state

@@ -35,7 +35,8 @@ from recio.records.framing import (
     frame_parts,
     split_payload,
 )
-from recio.records.index_format import format_index
+from recio.records.closed import check_open
+from recio.records.index_format import check_key, format_index
 from recio.storage import StorageOptions
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
@@ -225,8 +226,7 @@ class RecordWriter(ManagedWriter):
         return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
     def _refuse(self, n: int) -> None:
-        if self.closed:
-            raise ValueError(f"{self.path or 'RecordWriter'}: write to a closed writer")
+        check_open(self.closed, "writer", self.path)
         raise RecordIOError(f"record of {n} bytes is too large: RecordIO's 29-bit length field "
                             f"allows at most 2**29 - 1 = {MAX_RECORD_LENGTH - 1} bytes; "
                             f"split the payload", self.path, self._offset)
@@ -273,6 +273,7 @@ class RecordWriter(ManagedWriter):
 
     def tell(self) -> int:
         """Byte offset at which the next record will start."""
+        check_open(self.closed, "writer", self.path)
         return self._offset
 
     def _drain(self) -> None:
@@ -304,6 +305,7 @@ class RecordWriter(ManagedWriter):
 
     def flush(self) -> None:
         """Write buffered records to the file (the final name still appears only on ``close``)."""
+        check_open(self.closed, "writer", self.path)
         self._drain()
         if self._fd is None:
             self._file.flush()
@@ -356,10 +358,15 @@ class IndexedRecordWriter(ManagedWriter):
         """Append a record under ``key``; returns its byte offset.
 
         Keys should be unique: like MXNet, the writer does not keep every key to check (that
-        would grow without bound); readers warn about duplicates and use the last one.
+        would grow without bound); readers warn about duplicates and use the last one. A key
+        the ``.idx`` cannot hold so that it reads back equal (a tab, a line break, blanks at
+        either end, nothing at all, text that is not UTF-8) raises ``RecordIOError`` naming it
+        before anything is written (``recio.records.index_format.check_key``).
         """
         if type(key) is not int or self.key_type is not int:
             key = self.key_type(key)
+            if type(key) is not int:  # an integer's line always reads back
+                key = check_key(key, self.key_type, self.idx_path)
         offset = self._write_record(data)
         keys = self._keys
         keys.append(key)
@@ -376,10 +383,12 @@ class IndexedRecordWriter(ManagedWriter):
 
     def tell(self) -> int:
         """Byte offset at which the next record will start."""
+        check_open(self.closed, "writer", self.path)
         return self._records.tell()
 
     def flush(self) -> None:
         """Write buffered records and index lines (the final names still appear on ``close``)."""
+        check_open(self.closed, "writer", self.path)
         self._records.flush()
         self._drain_index()
 

@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from recio.records.atomic import ManagedWriter, OutputSet
+from recio.records.closed import check_open
 from recio.sequence.cbf_decode import decode_chunk
 from recio.sequence.cbf_format import (
     CBF_MAGIC,
@@ -45,6 +46,7 @@ from recio.sequence.cbf_format import (
     read_header,
 )
 from recio.sequence.records import Sparse
+from recio.storage import open_regular
 
 
 class CBFReader:
@@ -124,8 +126,12 @@ class CBFReader:
                 f"{self.num_sequences} sequences, streams {kinds})")
 
     # ---- reading -----------------------------------------------------------------------
+    #: set by ``close()``: every later read raises ``ClosedError``
+    _closed = False
+
     def _read_bytes(self, offset: int, size: int) -> bytes:
-        with open(self.path, "rb") as f:
+        check_open(self._closed, "CBFReader", self.path)
+        with open_regular(self.path) as f:
             f.seek(offset)
             data = f.read(size)
         if len(data) != size:
@@ -192,6 +198,7 @@ class CBFReader:
             yield from zip(counts.tolist(), seqs)
 
     def __len__(self) -> int:
+        check_open(self._closed, "CBFReader", self.path)
         return self.num_sequences
 
     def validate(self) -> int:
@@ -199,8 +206,14 @@ class CBFReader:
         return sum(len(self._decoded(i)[1]) for i in range(len(self.chunks)))
 
     def close(self) -> None:
-        """Drop cached chunks (no file stays open between reads)."""
+        """Drop cached chunks (no file stays open between reads); any later read raises
+        ``ClosedError``."""
         self._cache.clear()
+        self._closed = True
+
+    def __getstate__(self) -> Dict[str, Any]:
+        check_open(self._closed, "CBFReader", self.path)
+        return dict(self.__dict__)
 
     def __enter__(self) -> "CBFReader":
         return self
@@ -325,8 +338,7 @@ class CBFWriter(ManagedWriter):
 
     def write(self, sequence: Mapping[str, Any], num_samples: Optional[int] = None) -> None:
         """Add one sequence; ``num_samples`` (meta) defaults to the largest stream's N."""
-        if self.closed:
-            raise ValueError("write to a closed CBFWriter")
+        check_open(self.closed, "writer", self.path)
         extra = set(sequence) - {s.name for s in self.streams}
         if extra:
             raise ValueError(f"unknown stream(s) {sorted(extra)}; the file has "
@@ -359,10 +371,12 @@ class CBFWriter(ManagedWriter):
 
     def tell(self) -> int:
         """Size of the file so far, counting the open chunk but not the header to come."""
+        check_open(self.closed, "writer", self.path)
         return self._pos + self._chunk_bytes
 
     def end_chunk(self) -> None:
         """Write the sequences gathered so far as one chunk (no-op when there are none)."""
+        check_open(self.closed, "writer", self.path)
         if not self._meta:
             return
         f = self._file

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from recio.errors import CBFError
+from recio.storage import open_regular
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -146,7 +147,7 @@ def _read_header_bytes(path: str) -> Tuple[int, bytes, int, int]:
     """``(version, header bytes, header offset, file size)``: the prefix and the trailer checked,
     and the header's sentinel checked before the rest of the header is read (a damaged trailer
     may point anywhere, and the header runs up to the trailer)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         minimum = PREFIX.size + HEADER_HEAD.size + TRAILER.size
         if size < minimum:

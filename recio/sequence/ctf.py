@@ -66,11 +66,13 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from recio.errors import CTFError
+from recio.records.closed import check_open
 from recio.sequence.ctf_exact import ExactParser, SequenceDict
 from recio.sequence.ctf_index import Scanner, chunk_bounds
 from recio.sequence.ctf_numbers import Numbers, parse_numbers
 from recio.sequence.ctf_streams import CTFStream, check_streams
 from recio.sequence.records import Sparse
+from recio.storage import open_regular
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -165,6 +167,7 @@ class CTFReader:
         """Samples of each stream of each sequence of chunk ``i``, shape ``(S_i, streams)``,
         from the index pass (no number is parsed). For a sequence CNTK accepts, the largest
         (or the ``defines_mb_size`` stream's) equals its size in ``sizes``."""
+        check_open(self._closed, "CTFReader", self.path)
         first, end = self.chunk_range(i)
         return self.counts[first:end]
 
@@ -193,8 +196,9 @@ class CTFReader:
     def chunk_bytes(self, i: int) -> Tuple[int, bytes]:
         """``(file offset, bytes)`` of chunk ``i`` (its ``chunk_span``), refusing a file that
         changed since it was indexed."""
+        check_open(self._closed, "CTFReader", self.path)
         start, stop = self.chunk_span(i)
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             if os.fstat(f.fileno()).st_mtime_ns != self._mtime or \
                     os.fstat(f.fileno()).st_size != self.size:
                 raise CTFError("the file changed since it was indexed; open a new CTFReader",
@@ -221,10 +225,19 @@ class CTFReader:
             yield from self.read_chunk(i)
 
     def __len__(self) -> int:
+        check_open(self._closed, "CTFReader", self.path)
         return self.num_sequences
 
+    #: set by ``close()``: every later read raises ``ClosedError``
+    _closed = False
+
     def close(self) -> None:
-        """Nothing stays open between reads; kept for the corpus protocol."""
+        """Nothing stays open between reads; any later read raises ``ClosedError``."""
+        self._closed = True
+
+    def __getstate__(self) -> Dict[str, Any]:
+        check_open(self._closed, "CTFReader", self.path)
+        return dict(self.__dict__)
 
     def __enter__(self) -> "CTFReader":
         return self

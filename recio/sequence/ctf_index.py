@@ -21,6 +21,7 @@ import numpy as np
 from recio.errors import CTFError
 from recio.sequence.ctf_numbers import UINT64_MASK, byte_words, decimal_runs
 from recio.sequence.ctf_streams import CTFStream, is_terminator
+from recio.storage import open_regular
 
 _BOM = b"\xef\xbb\xbf"
 _UTF16_BOM = b"\xff\xfe"            # 0xFEFF read as a little-endian uint16, as CNTK checks it
@@ -76,7 +77,7 @@ class Scanner:
         self.key = 0
 
     def run(self) -> Tuple[_Index, int, int, bool, int]:
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 raise CTFError("the file is empty; CNTK refuses an empty input file",

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from recio.errors import CTFError
+from recio.storage import open_regular
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -104,7 +105,7 @@ def read_header(path: PathLike) -> List[CTFStream]:
     streams: List[CTFStream] = []
     seen: Dict[str, int] = {}
     offset = 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         raw_lines = f.read().splitlines(keepends=True)
     for number, raw in enumerate(raw_lines, 1):
         at, offset = offset, offset + len(raw)

@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, c
 import numpy as np
 
 from recio.errors import SequenceError
+from recio.records.closed import check_open
 from recio.sequence import records as sequence
 from recio.sequence.cbf import CBFReader
 from recio.sequence.corpora import DEFAULT_CHUNK_SAMPLES, open_corpus, sequence_sizes, source_name
@@ -252,11 +253,12 @@ class MinibatchSource:
                                          minlength=len(chunk_len)).round().astype(np.int64)
         self.num_sequences = len(self.sizes)
         self.num_samples = int(self.sizes.sum())
+        #: the inputs' names, for messages
+        self.where = ";".join(filter(None, map(source_name, files))) \
+            if isinstance(files, (list, tuple)) else source_name(files)
         if self.num_samples == 0:
-            where = ";".join(filter(None, map(source_name, files))) \
-                if isinstance(files, (list, tuple)) else source_name(files)
             raise SequenceError(f"the input has {self.num_sequences} sequences and no samples; "
-                                f"nothing to make minibatches from", path=where)
+                                f"nothing to make minibatches from", path=self.where)
         self.window = self.num_samples if randomization_window is None else \
             int(min(randomization_window, self.num_samples))
         self._epoch = self.num_samples if self.epoch_size in (SWEEP_FOREVER, SWEEP_ONCE) \
@@ -297,8 +299,10 @@ class MinibatchSource:
     def next_minibatch(self, minibatch_size_in_samples: int) -> Optional[Minibatch]:
         """The next global minibatch of at most this many samples (this worker's share of it).
 
-        Returns ``None`` when a finite source (``SWEEP_ONCE`` / ``max_sweeps``) is done.
+        Returns ``None`` when a finite source (``SWEEP_ONCE`` / ``max_sweeps``) is done. After
+        ``close()``: ``ClosedError``.
         """
+        check_open(self._closed, "MinibatchSource", self.where)
         size = int(minibatch_size_in_samples)
         if size < 1:
             raise ValueError(f"minibatch_size_in_samples must be >= 1, not {size}")
@@ -433,8 +437,12 @@ class MinibatchSource:
                 "sample_position": self._sweep * self.num_samples + within,
                 "corpus": self._fingerprint()}
 
+    #: set by ``close()``
+    _closed = False
+
     def restore_from_checkpoint(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state`` (from ``get_checkpoint_state``, any worker count): no replay."""
+        check_open(self._closed, "MinibatchSource", self.where)
         if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
             raise ValueError(f"not a {STATE_FORMAT} v{STATE_VERSION} checkpoint: "
                              f"format={state.get('format')!r}, version={state.get('version')!r}")
@@ -462,11 +470,17 @@ class MinibatchSource:
         return list(self.stream_map)
 
     def close(self) -> None:
-        """Drop resident chunks and close the inputs."""
+        """Drop resident chunks and close the inputs: every later minibatch, restore or
+        pickling raises ``ClosedError`` naming them. Closing again does nothing."""
         self._drop_chunks(None)
         close = getattr(self.corpus, "close", None)
         if close:
             close()
+        self._closed = True
+
+    def __getstate__(self) -> Dict[str, Any]:
+        check_open(self._closed, "MinibatchSource", self.where)
+        return dict(self.__dict__)
 
     def __enter__(self) -> "MinibatchSource":
         return self

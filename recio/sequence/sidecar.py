@@ -29,6 +29,7 @@ from recio.records.index_format import sibling_index_path
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
 from recio.sequence.records import MAX_SAMPLES, MAX_STREAMS, PathLike, pad8, sequence_sample_counts
+from recio.storage import open_regular
 
 SIDECAR_MAGIC = b"RECIOLEN"
 SIDECAR_VERSION = 1
@@ -79,7 +80,7 @@ def read_sidecar(path: PathLike, rec_size: Optional[int] = None,
     against the records when those are decoded (:class:`recio.sequence.corpora.RecordCorpus`).
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         data = f.read()
     nstreams, nrecs = _sidecar_header(data, path, rec_size, num_records)
     names, pos = _sidecar_names(data, nstreams, path)
@@ -156,6 +157,7 @@ def sample_counts(rec_path: PathLike, stream: Optional[str] = None) -> np.ndarra
     exists, the sidecar must list as many records as it does.
     """
     rec_path = os.fspath(rec_path)  # a local path or a URL
+    storage.check_regular(rec_path)  # a FIFO or a device: refused as what it is
     side = sidecar_path(rec_path)
     if not storage.exists(side):
         raise SequenceError(f"no sample-count sidecar {side}; write the file with "

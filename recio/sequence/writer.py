@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterable, List, Optional
 import numpy as np
 
 from recio.errors import SequenceError
+from recio.records.closed import check_open
 from recio.records.atomic import ManagedWriter, OutputSet
 from recio.records.index_format import format_index, sibling_index_path
 from recio.records.writer import RecordWriter
@@ -41,6 +42,7 @@ class SequenceWriter(ManagedWriter):
         self.idx_path = os.fspath(idx_path) if idx_path is not None else \
             sibling_index_path(self.rec_path)
         self.len_path = sidecar_path(self.rec_path)
+        self.path = self.rec_path  # what a closed writer's errors name
         self.stream_names: Optional[List[str]] = None
         self._layouts: Optional[Dict[str, Layout]] = None
         self._counts: List[List[int]] = []
@@ -54,8 +56,7 @@ class SequenceWriter(ManagedWriter):
 
     def write(self, streams: Dict[str, Stream], key: Any = None) -> int:
         """Append one sequence; returns its byte offset in the .rec."""
-        if self.closed:
-            raise ValueError("write to a closed SequenceWriter")
+        check_open(self.closed, "writer", self.path)
         if self.stream_names is None:
             self.stream_names = list(streams)
         elif set(streams) != set(self.stream_names) or len(streams) != len(self.stream_names):
@@ -84,10 +85,11 @@ class SequenceWriter(ManagedWriter):
 
     def _finish(self) -> None:
         self._records._finish()
+        end = self._records.tell()
         self._records.closed = True
         counts = np.asarray(self._counts, dtype=np.int64).reshape(
             len(self._counts), len(self.stream_names or []))
-        self._len_file.write(sidecar_bytes(self.stream_names or [], counts, self.tell()))
+        self._len_file.write(sidecar_bytes(self.stream_names or [], counts, end))
 
     def _drop(self) -> None:
         self._records.closed = True

@@ -24,7 +24,9 @@ This module is the one owner of how bytes cross the network:
 * Errors become one-line exceptions naming the URL: ``FileNotFoundError``, ``PermissionError``,
   or :class:`~recio.errors.StorageError` (network, server, a connection dropped mid-read).
 
-The package, by job: ``paths`` (what a path or URL is, no I/O), ``objects`` (the file system
+The package, by job: ``paths`` (what a path or URL is, no I/O), ``regular`` (the one rule that
+a local path recio opens is a regular file: FIFOs, devices, sockets and directories refused
+without blocking), ``objects`` (the file system
 behind a URL, its errors, whole-object operations), ``remote_file`` (``RemoteFile``: ranged and
 streaming reads), ``copies`` (local copies and ``open_input``). The names below are its API:
 ``__all__`` for users, the rest for recio's own modules (which call ``storage.absolute``...).
@@ -60,6 +62,13 @@ from recio.storage.paths import (
     local_path,
     parse_size,
     url_scheme,
+)
+from recio.storage.regular import (
+    check_output,
+    check_regular,
+    file_kind,
+    open_regular,
+    open_regular_fd,
 )
 from recio.storage.remote_file import STREAM_BLOCK, RemoteFile, coalesce
 

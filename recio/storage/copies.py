@@ -13,6 +13,7 @@ from typing import Any, Iterator, List, Optional, Sequence
 
 from recio.storage.objects import exists
 from recio.storage.paths import PathLike, StorageOptions, basename, is_url, local_path
+from recio.storage.regular import open_regular
 from recio.storage.remote_file import STREAM_BLOCK, RemoteFile
 
 def download(path: PathLike, local: str, storage_options: StorageOptions = None) -> None:
@@ -67,9 +68,9 @@ def local_copies(paths: Sequence[str],
 
 
 def open_input(path: PathLike, storage_options: StorageOptions = None) -> Any:
-    """A binary file for reading: ``open(path, "rb")`` for a local path, a :class:`RemoteFile`
-    for a URL."""
+    """A binary file for reading: ``open(path, "rb")`` for a local regular file (anything else
+    refused without blocking: ``recio.storage.regular``), a :class:`RemoteFile` for a URL."""
     if is_url(path):
         return RemoteFile(os.fspath(path), storage_options)
-    return open(local_path(path), "rb")
+    return open_regular(path)
 

@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from recio.errors import StorageError
 from recio.optional import require
 from recio.storage.paths import PathLike, StorageOptions, is_url, local_path, url_scheme
+from recio.storage.regular import open_regular
 
 # -- the file system behind a URL -----------------------------------------------------------
 def filesystem(url: str, storage_options: StorageOptions = None) -> Tuple[Any, str]:
@@ -142,7 +143,7 @@ def read_bytes(path: PathLike, storage_options: StorageOptions = None) -> bytes:
         fs, inner = filesystem(url, storage_options)
         with translated(url):
             return fs.cat_file(inner)
-    with open(local_path(path), "rb") as f:
+    with open_regular(path) as f:
         return f.read()
 
 

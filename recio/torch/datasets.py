@@ -23,6 +23,7 @@ from recio.image.codec import DEFAULT_MAX_PIXELS
 from recio.optional import require
 from recio.records.cache import PREFETCH_THREADS, RECHECK_SECONDS, ShardCache
 from recio.records.cache_prefetch import Prefetch
+from recio.records.closed import check_open
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import BY_KEY, EVERY_LINE, warn_repeated_keys
 from recio.records.index_format import key_text
@@ -161,6 +162,7 @@ class RecordDataset(Dataset):
     def _open(self, n: int = 0) -> Any:
         """The reader of file ``n`` in this process: at most ``_MOST_OPEN`` stay open (each
         holds two file descriptors), the least recently used is closed for another."""
+        check_open(self._closed, "RecordDataset", self.rec_path)
         if self._pid != os.getpid():
             self._readers, self._pid = OrderedDict(), os.getpid()  # new fds and maps here
         if self._recheck is not None and time.monotonic() >= self._recheck:
@@ -180,7 +182,11 @@ class RecordDataset(Dataset):
     def _locate(self, i: int) -> Tuple[int, int]:
         return (0 if self._shard is None else int(self._shard[i])), int(self.offsets[i])
 
+    #: set by ``close()``: every later use raises ``ClosedError``
+    _closed = False
+
     def __len__(self) -> int:
+        check_open(self._closed, "RecordDataset", self.rec_path)
         return len(self.keys)
 
     def read_record(self, i: int) -> bytes:
@@ -223,12 +229,15 @@ class RecordDataset(Dataset):
         return i
 
     def close(self) -> None:
-        """Close the ``.rec`` files this process has open for the dataset (a later read opens
-        them again): on Windows a file held open cannot be replaced or deleted. The indexes
-        stay (a large one is mapped from its sidecar cache until the dataset is gone)."""
+        """Close the ``.rec`` files this process has open for the dataset (on Windows a file
+        held open cannot be replaced or deleted) and end it: every later read, ``len()`` and
+        pickling raise :class:`~recio.errors.ClosedError` (``I/O on a closed RecordDataset:
+        PATH``). The indexes stay (a large one is mapped from its sidecar cache until the
+        dataset is gone). Closing again does nothing."""
         for reader in self._readers.values():
             reader.close()
         self._readers = OrderedDict()
+        self._closed = True
 
     def __enter__(self) -> "RecordDataset":
         return self
@@ -237,6 +246,7 @@ class RecordDataset(Dataset):
         self.close()
 
     def __getstate__(self) -> dict:
+        check_open(self._closed, "RecordDataset", self.rec_path)  # it would reopen elsewhere
         state = dict(self.__dict__)
         state["_readers"], state["_pid"] = OrderedDict(), None  # reopened by each worker
         state["_prefetch"], state["_recheck"] = None, self._recheck_start()
@@ -249,6 +259,7 @@ class RecordDataset(Dataset):
         dataset started before is stopped. ``RecordSampler`` calls it at the start of each
         pass. Returns the running ``recio.records.cache_prefetch.Prefetch`` (None without a
         cache)."""
+        check_open(self._closed, "RecordDataset", self.rec_path)
         if self._cache is None or not any(storage.is_url(f) for f in self._files):
             return None
         seen = np.zeros(len(self._files), dtype=bool)
@@ -272,6 +283,7 @@ class RecordDataset(Dataset):
         """A short digest of which records ``ds[0..n-1]`` are (the files' names, the record
         count and a sample of the offsets): a ``RecordSampler`` state saved for other data is
         refused on load."""
+        check_open(self._closed, "RecordDataset", self.rec_path)
         n = len(self.keys)
         step = max(1, n // 1024)
         sample = np.asarray(self.offsets[::step], dtype=np.int64).tobytes()

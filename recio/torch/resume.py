@@ -239,26 +239,44 @@ def dealt_indices(rank: int, replicas: int, start: int, stop: int, m: int) -> np
     return t
 
 
-def merge_sampler(states: Sequence[Mapping[str, Any]], n: int) -> Tuple[int, List[int]]:
-    """The base ``(cursor, skip)`` after the runs described by ``states`` (one base, one rank
-    count; every rank's state, or any of them when the ranks ran in lockstep)."""
+def rank_positions(states: Sequence[Mapping[str, Any]], n: int) -> Dict[int, int]:
+    """How many indices each rank of the save had handed out, ``{rank: count}`` for every
+    rank, from ``states`` (one base, one rank count): the one rule for what a state means.
+
+    A rank's state is its own position: the indices it handed out since the base. Given
+    every rank's state, each counts for itself. Given only some (ranks that ran in lockstep,
+    as DDP does, save one rank's state), the state of rank ``r`` at ``k`` stands for every
+    rank: while ``k`` is below ``r``'s share, every rank handed out ``k`` (the shares of
+    ``pad=False`` differ by at most one, so ``k`` is below every share); once ``r`` handed
+    out its whole share the pass was over, and every rank handed out its whole share, the
+    longer ones' last index included (a state saved at the end of an epoch). A count is never
+    more than the rank's share, so nothing after a load is negative."""
     s0 = states[0]
     cursor, skip = int(s0["cursor"]), [int(v) for v in s0["skip"]]
     replicas = int(s0["num_replicas"])
     drop_last, pad = bool(s0["drop_last"]), bool(s0.get("pad", True))
     m = remaining_count(n, cursor, skip)
-    by_rank: Dict[int, int] = {}
-    for s in states:
-        by_rank[int(s["rank"])] = int(s["yielded"])
-    if len(by_rank) < replicas:  # lockstep: every rank ran as many batches
+    shares = {r: rank_count(m, replicas, r, drop_last, pad) for r in range(replicas)}
+    by_rank = {int(s["rank"]): int(s["yielded"]) for s in states}
+    if len(by_rank) < replicas:  # lockstep: one rank's count stands for every rank
         rank, k = next(iter(by_rank.items()))
-        if k >= rank_count(m, replicas, rank, drop_last, pad):
-            # that rank handed out its whole share, so in lockstep every rank did (shares may
-            # differ by one index, so counting k for each would miss the longer ones' last)
-            by_rank = {r: rank_count(m, replicas, r, drop_last, pad) for r in range(replicas)}
+        if k >= shares[rank]:
+            by_rank = dict(shares)
         else:
             by_rank = {r: k for r in range(replicas)}
-    counts = {r: min(k, rank_count(m, replicas, r, drop_last, pad)) for r, k in by_rank.items()}
+    return {r: min(k, shares[r]) for r, k in by_rank.items()}
+
+
+def merge_sampler(states: Sequence[Mapping[str, Any]], n: int) -> Tuple[int, List[int]]:
+    """The base ``(cursor, skip)`` after the runs described by ``states`` (one base, one rank
+    count; every rank's state, or any of them when the ranks ran in lockstep:
+    ``rank_positions``)."""
+    s0 = states[0]
+    cursor, skip = int(s0["cursor"]), [int(v) for v in s0["skip"]]
+    replicas = int(s0["num_replicas"])
+    drop_last, pad = bool(s0["drop_last"]), bool(s0.get("pad", True))
+    m = remaining_count(n, cursor, skip)
+    counts = rank_positions(states, n)
     live = [r + counts[r] * replicas for r in range(replicas)
             if counts[r] < rank_count(m, replicas, r, drop_last, pad)]
     first = min(live) if live else m  # the first remaining index nobody handed out

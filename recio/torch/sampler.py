@@ -80,6 +80,17 @@ class RecordSampler(Sampler):
     state and the ranks together hand out each remaining record once (padding aside). The
     state counts what the loader *delivered* only through ``StatefulDataLoader`` (or a plain
     ``DataLoader`` with ``num_workers=0``): a plain loader with workers draws indices ahead.
+
+    What one rank's state means when shares differ (``pad=False`` and a count ``num_replicas``
+    does not divide: ranks get ``ceil`` or ``floor`` of ``n / num_replicas``): it says how many
+    indices that rank handed out. Every rank's states: each rank continues from its own. One
+    rank's state (lockstep): part-way through that rank's share, every rank handed out as many;
+    its whole share handed out, the pass was over on every rank (the longer shares' last index
+    included: a state saved after the epoch's loop), so nothing is left to hand out. To resume
+    exactly from the moment the shorter ranks finished and the longer had one index left, save
+    rank 0's state (the longest share) or every rank's (``recio.torch.resume.rank_positions``
+    is the rule). After any load of a state a sampler produced, ``len()`` is never negative and
+    is what iterating hands out.
     """
 
     def __init__(self, data_source: Any, num_replicas: Optional[int] = None,
@@ -196,7 +207,10 @@ class RecordSampler(Sampler):
                       and bool(s0.get("pad", True)) == self.pad
                       and len({int(s["yielded"]) for s in states}) == 1)
         if same_shape:  # every rank continues where it was: exactly the uninterrupted order
-            run = _Run(epoch, s0["cursor"], s0["skip"], int(s0["yielded"]))
+            # (ranks at different positions get a new base instead, where they all start at 0,
+            # so that a lockstep state saved later says the same for every rank)
+            mine = _rs.rank_positions(states, self.num_records)[self.rank]
+            run = _Run(epoch, s0["cursor"], s0["skip"], mine)
         else:
             cursor, skip = _rs.merge_sampler(states, self.num_records)
             run = _Run(epoch, cursor, skip)
