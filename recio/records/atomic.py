@@ -37,7 +37,7 @@ from typing import (
 )
 
 from recio import portable, storage
-from recio.errors import FileInUseError, OutputExistsError
+from recio.errors import FileInUseError, OutputExistsError, OutputWriteError
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -46,6 +46,46 @@ PathLike = Union[str, "os.PathLike[str]"]
 def _temp_name(path: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(path)),
                         f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def output_of_temp(path: str) -> Optional[str]:
+    """The output a writer's temporary name (``_temp_name``) stands for, or None when
+    ``path`` is not one: what a message names instead of the temporary file."""
+    import re
+
+    folder, name = os.path.split(path)
+    match = re.fullmatch(r"\.(.+)\.\d+\.[0-9a-f]{8}\.tmp", name)
+    return os.path.join(folder, match.group(1)) if match else None
+
+
+#: errors of a write that are never an input's: a full disk or quota, a file too large for
+#: the file system, a read-only file system
+_WRITE_ONLY_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG",
+                                                                   "EROFS")
+                               if hasattr(errno, name))
+
+
+def write_failed(exc: OSError, path: PathLike, *, resumable: bool = False) -> OutputWriteError:
+    """The error to raise (``from exc``) when writing the output ``path`` failed with ``exc``:
+    a full disk or quota, an I/O error, a read-only file system... One wording for every
+    writer: it names the user's file (never its temporary name) and keeps the OS's ``errno``.
+    ``resumable``: the partial output was kept for a resume (im2rec's), else nothing was left
+    under the final name."""
+    if isinstance(exc, OutputWriteError):
+        return exc
+    what = exc.strerror or str(exc) or type(exc).__name__
+    kept = ("the output written so far is kept, to resume from" if resumable
+            else "nothing was left under this name")
+    return OutputWriteError(f"cannot write it ({what}); {kept}", path=os.fspath(path),
+                            error_number=exc.errno, resumable=resumable)
+
+
+def is_write_only_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an ``OSError`` only a write raises (a full disk or quota, a file too
+    large, a read-only file system): one raised inside a block that also reads inputs is
+    still the output's."""
+    return isinstance(exc, OSError) and not isinstance(exc, OutputWriteError) and \
+        exc.errno in _WRITE_ONLY_ERRNOS
 
 
 def remove_orphaned_temps(stem: PathLike) -> List[str]:
@@ -85,6 +125,10 @@ def _create_exclusive(path: str) -> tuple:
             return portable.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), temp
         except FileExistsError:
             continue
+        except OSError as exc:
+            if is_write_only_error(exc):  # a full or read-only disk: name the user's file
+                raise write_failed(exc, path) from exc
+            raise
 
 
 def _fsync_folder(path: PathLike) -> None:
@@ -157,11 +201,14 @@ class AtomicFile:
         if self.file.closed:
             return
         try:
-            self.file.flush()
-            if self.fsync:
-                os.fsync(self.file.fileno())
-        finally:
-            self.file.close()
+            try:
+                self.file.flush()
+                if self.fsync:
+                    os.fsync(self.file.fileno())
+            finally:
+                self.file.close()
+        except OSError as exc:  # a full disk, an I/O error: the user's file, not the temp
+            raise write_failed(exc, self.path, resumable=self.keep_on_discard) from exc
 
     def publish(self) -> None:
         """Rename the finished file into place (for a URL: upload it as one object, which
@@ -170,7 +217,12 @@ class AtomicFile:
             storage.upload(self.temp_path, self.path, self.storage_options)
             _unlink_quietly(self.temp_path)
         else:
-            _replace_file(self.temp_path, self.path)
+            try:
+                _replace_file(self.temp_path, self.path)
+            except FileInUseError:
+                raise
+            except OSError as exc:
+                raise write_failed(exc, self.path, resumable=self.keep_on_discard) from exc
         self.done = True
 
     def commit(self) -> None:
@@ -589,11 +641,13 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
     target = AtomicFile(path, mode, fsync=fsync, storage_options=storage_options)
     try:
         yield target.file
-    except BaseException:
+    except BaseException as exc:
         target.discard()
+        if is_write_only_error(exc):  # the block's write to the file: name the user's file
+            raise write_failed(cast(OSError, exc), target.path) from exc
         raise
     target.commit()
 
 
 __all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
-           "check_outputs", "remove_orphaned_temps"]
+           "check_outputs", "remove_orphaned_temps", "write_failed"]
