@@ -26,6 +26,7 @@ from recio.image.pack_worker import PackJob
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, PART_HEADER
 from recio.records.index_format import format_index, sibling_index_path
+from recio.records.lock import pack_journal_path
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -43,7 +44,7 @@ def output_paths(lst_path: PathLike) -> Tuple[str, str, str]:
 def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
     """``(rec.partial, pack.journal)``: where an unfinished pack keeps its progress."""
     stem = os.path.splitext(os.fspath(lst_path))[0]
-    return stem + ".rec.partial", stem + ".pack.journal"
+    return stem + ".rec.partial", pack_journal_path(stem)
 
 
 def has_partial(lst_path: PathLike) -> bool:

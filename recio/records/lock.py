@@ -59,6 +59,13 @@ def lock_path(stem: PathLike) -> str:
     return os.fspath(stem) + _LOCK_SUFFIX
 
 
+def pack_journal_path(stem: PathLike) -> str:
+    """``data/train`` -> ``data/train.pack.journal``: the progress an im2rec pack keeps beside
+    its outputs until they are all in place (``recio.image.pack_output``), so a ``.rec``
+    without its ``.idx`` next to one was left by an interrupted pack."""
+    return os.fspath(stem) + ".pack.journal"
+
+
 def _command() -> str:
     args = [os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
             *sys.argv[1:]]
