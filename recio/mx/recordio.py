@@ -316,9 +316,12 @@ class MXIndexedRecordIO(MXRecordIO):
         open_pair(self.uri, self.idx_path, self._open_reading, lambda _: self._close_reading())
 
     def _close_reading(self) -> None:
+        """Undo an ``_open_reading`` that met a replacement: its index is forgotten too (the
+        next file at that path may even reuse the inode of the one it was read from)."""
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+        self._index = None
         self.is_open = False
 
     def _open_writing(self) -> None:
@@ -344,6 +347,7 @@ class MXIndexedRecordIO(MXRecordIO):
     def _open_reading(self, idx_path: str) -> None:
         """Open the ``.rec`` and read the index at ``idx_path`` (``open_pair``'s step)."""
         super()._open()
+        self._dense = None  # set below for this index only (never left from another one)
         self.fidx = None
         self._resume = None
         assert self._reader is not None  # super()._open() made it
