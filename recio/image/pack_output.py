@@ -56,6 +56,44 @@ def has_partial(lst_path: PathLike) -> bool:
                                         or os.path.exists(output_paths(lst_path)[0]))
 
 
+#: im2rec's option for each image setting a journal records (``pack_settings``)
+_OPTION_FLAGS = {"color": "--color", "resize": "--resize", "encoding": "--encoding",
+                 "quality": "--quality", "max_pixels": "--max-pixels", "decoder": "--decoder",
+                 "resize_mode": "--resize-mode", "encoder": "--encoder"}
+
+
+def resume_command(journal: PathLike) -> Optional[str]:
+    """The im2rec command that continues the pack whose journal is ``journal``: its list (the
+    exact ``.lst``, so no other list is packed), its ROOT and every image setting it was
+    started with that is not the default, then ``--resume``. None when the journal's header
+    cannot be read (a pack killed before writing it)."""
+    import shlex
+
+    from recio.image.transform import ImageOptions
+
+    try:
+        with open(journal, "rb") as f:
+            magic, _, blob = f.readline().decode("utf-8").rstrip("\n").split(" ", 2)
+        saved = json.loads(blob)
+        lst, root, options = saved["lst"], saved["root"], saved["options"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if magic != JOURNAL_MAGIC:
+        return None
+    words = ["im2rec", lst, root]
+    defaults = asdict(ImageOptions())
+    for name, flag in _OPTION_FLAGS.items():
+        if options.get(name, defaults[name]) != defaults[name]:
+            words += [flag, str(options[name])]
+    if options.get("center_crop"):
+        words.append("--center-crop")
+    if options.get("exif_transpose") is not None:
+        words.append("--exif-transpose" if options["exif_transpose"] else "--no-exif-transpose")
+    words += [flag for flag, key in (("--pass-through", "pass_through"),
+                                     ("--pack-label", "pack_label")) if saved.get(key)]
+    return " ".join(shlex.quote(w) for w in words + ["--resume"])
+
+
 def journal_field(text: object) -> str:
     """``text`` as one journal field: its whitespace (tabs, newlines) collapsed to spaces."""
     return " ".join(str(text).split())
@@ -260,4 +298,4 @@ class PackOutput(ManagedWriter):
 
 
 __all__ = ["output_paths", "partial_paths", "has_partial", "PackOutput", "JournalState",
-           "recover_journal", "pack_settings", "journal_field"]
+           "recover_journal", "pack_settings", "journal_field", "resume_command"]

@@ -27,12 +27,13 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from recio import portable, storage
-from recio.errors import IndexChangedError, MissingIndexError, RecordIOError
+from recio.errors import IndexChangedError, MissingIndexError, NotRecordFileError, RecordIOError
 from recio.records.index_format import sibling_index_path
 from recio.records.lock import pack_journal_path
+from recio.records.sniff import not_a_record_file
 
 T = TypeVar("T")
 
@@ -41,10 +42,15 @@ T = TypeVar("T")
 _WAITS = (0.0, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064)
 
 
-def missing_index_error(rec_path: str, idx_path: str, positions: str = "") -> MissingIndexError:
+def missing_index_error(rec_path: str, idx_path: str,
+                        positions: str = "") -> Union[MissingIndexError, NotRecordFileError]:
     """The error of a reader by key whose ``.rec`` has no ``.idx`` (one wording): what to do,
     including finishing the im2rec pack that left it (its journal is beside it).
-    ``positions``: how this caller asks for keys ``0..n-1`` instead, when it can."""
+    ``positions``: how this caller asks for keys ``0..n-1`` instead, when it can. A file
+    that is plainly no ``.rec`` (a manifest, an image) gets its ``NotRecordFileError``."""
+    other = not_a_record_file(rec_path)  # a manifest, an image...: say that instead
+    if other is not None:
+        return other
     stem = os.path.splitext(rec_path)[0]
     journal = pack_journal_path(stem)
     if not storage.is_url(rec_path) and os.path.exists(journal):
