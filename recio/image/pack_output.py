@@ -23,7 +23,7 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 from recio.errors import FileInUseError, RecordIOError
 from recio.image.pack_worker import PackJob
-from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
+from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet, write_failed
 from recio.records.framing import MAGIC, PART_HEADER
 from recio.records.index_format import format_index, sibling_index_path
 from recio.records.lock import pack_journal_path
@@ -240,9 +240,12 @@ class PackOutput(ManagedWriter):
 
     def write(self, entries: List[str]) -> None:
         """Vouch in the journal for a batch whose records were written to ``self.rec``."""
-        self.rec.flush()  # record bytes reach the OS before the journal vouches for them
-        self.log.write("".join(entries).encode("utf-8", "surrogateescape"))
-        self.log.flush()
+        try:
+            self.rec.flush()  # record bytes reach the OS before the journal vouches for them
+            self.log.write("".join(entries).encode("utf-8", "surrogateescape"))
+            self.log.flush()
+        except OSError as exc:  # a full disk: what the journal vouches for stays, to resume
+            raise write_failed(exc, self.rec_path, resumable=True) from exc
 
     def _finish(self) -> None:
         self.rec.flush()
@@ -272,7 +275,10 @@ class PackOutput(ManagedWriter):
         self.errors_written = errors is not None
 
     def _drop(self) -> None:
-        self.log.close()
+        try:
+            self.log.close()
+        except OSError:  # a full disk: a journal line cut short is one a resume ignores
+            pass
 
     def remove_partial(self) -> None:
         """Delete the ``.rec.partial`` and the journal (after ``abort()``): for a pack that is
@@ -294,6 +300,8 @@ class PackOutput(ManagedWriter):
                                  "replace it; the packed records are kept: close what reads "
                                  "it, then continue the pack (resume=True, --resume)",
                                  path=exc.path) from None
+        except OSError as exc:  # a full disk while the .idx is written: a resume writes it
+            raise write_failed(exc, self.rec_path, resumable=True) from exc
         os.unlink(self.journal)
 
 

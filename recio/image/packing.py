@@ -35,7 +35,7 @@ from recio.image.pack_output import (
 from recio.image.pack_progress import PackProgress, staging_folder
 from recio.image.pack_worker import Outcome, PackJob, Task, item_location, make_job
 from recio.image.transform import ImageOptions, set_opencv_threads
-from recio.records.atomic import check_outputs, remove_orphaned_temps
+from recio.records.atomic import write_failed, check_outputs, remove_orphaned_temps
 from recio.records.framing import encode_record
 from recio.records.lock import OutputLock, lock_path
 
@@ -243,6 +243,9 @@ def pack_tasks(job: PackJob, tasks: Iterator[Task], lst_path: str, settings: dic
         out.abort()
         out.remove_partial()  # nothing worth resuming
         raise
+    except OSError as exc:  # a full disk: the partial output stays, to resume from
+        out.abort()
+        raise write_failed(exc, out.rec_path, resumable=True) from exc
     finally:
         if opencv_threads is not None:
             set_opencv_threads(opencv_threads)

@@ -71,8 +71,12 @@ def write_failed(exc: OSError, path: PathLike, *, resumable: bool = False) -> Ou
     writer: it names the user's file (never its temporary name) and keeps the OS's ``errno``.
     ``resumable``: the partial output was kept for a resume (im2rec's), else nothing was left
     under the final name."""
-    if isinstance(exc, OutputWriteError):
-        return exc
+    if isinstance(exc, OutputWriteError):  # named already; kept, or now kept to resume
+        if exc.resumable or not resumable:
+            return exc
+        path = exc.path or path
+        exc = exc.__cause__ if isinstance(exc.__cause__, OSError) else OSError(
+            exc.errno, exc.strerror)
     what = exc.strerror or str(exc) or type(exc).__name__
     kept = ("the output written so far is kept, to resume from" if resumable
             else "nothing was left under this name")
@@ -241,6 +245,9 @@ class AtomicFile:
         self.done = True
         try:
             self.file.close()
+        except OSError:
+            pass  # a full disk: the buffered bytes go with the file (or the partial ends
+            # where its journal says)
         finally:
             if not self.keep_on_discard:
                 _unlink_quietly(self.temp_path)
