@@ -16,14 +16,21 @@ that a resumed run, a pack in parts (``recio.image.shard_pack``) and the command
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import asdict
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
 
 from recio.errors import FileInUseError, RecordIOError
 from recio.image.pack_worker import PackJob
-from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet, write_failed
+from recio.records.atomic import (
+    AtomicFile,
+    ManagedWriter,
+    OutputSet,
+    is_write_only_error,
+    write_failed,
+)
 from recio.records.framing import MAGIC, PART_HEADER
 from recio.records.index_format import format_index, sibling_index_path
 from recio.records.lock import pack_journal_path
@@ -219,24 +226,37 @@ class PackOutput(ManagedWriter):
                 self.rec.close()
                 raise
         else:
-            self.rec = open(self.rec_partial, "wb", buffering=_BUFFER)
-            try:
-                self.log = open(self.journal, "wb", buffering=_BUFFER)
-                try:
-                    self.log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} "
-                                   f"{json.dumps(settings)}\n".encode())
-                    self.log.flush()
-                except BaseException:
-                    self.log.close()
-                    os.unlink(self.journal)
-                    raise
-            except BaseException:
-                self.rec.close()
-                os.unlink(self.rec_partial)
-                raise
+            self._start_fresh(settings)
         self._begin(OutputSet([AtomicFile.adopt(self.rec_path, self.rec_partial, self.rec,
                                                 keep_on_discard=True, fsync=fsync)]),
                     f"pack output {self.rec_partial!r}")
+
+    def _start_fresh(self, settings: dict) -> None:
+        """Create ``.rec.partial`` and the journal with its header; all or nothing (a full
+        disk leaves neither, and says so of the ``.rec``)."""
+        made: List[str] = []
+        files: list = []
+        try:
+            self.rec = open(self.rec_partial, "wb", buffering=_BUFFER)
+            made.append(self.rec_partial)
+            files.append(self.rec)
+            self.log = open(self.journal, "wb", buffering=_BUFFER)
+            made.append(self.journal)
+            files.append(self.log)
+            self.log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} "
+                           f"{json.dumps(settings)}\n".encode())
+            self.log.flush()
+        except BaseException as exc:
+            for f in files:
+                try:
+                    f.close()
+                except OSError:
+                    pass  # the bytes it still buffered go with the file
+            for path in made:
+                os.unlink(path)
+            if is_write_only_error(exc) or getattr(exc, "errno", None) == errno.EIO:
+                raise write_failed(cast(OSError, exc), self.rec_path) from exc
+            raise
 
     def write(self, entries: List[str]) -> None:
         """Vouch in the journal for a batch whose records were written to ``self.rec``."""

@@ -84,6 +84,17 @@ def write_failed(exc: OSError, path: PathLike, *, resumable: bool = False) -> Ou
                             error_number=exc.errno, resumable=resumable)
 
 
+def folder_write_failed(exc: OSError, inside: PathLike) -> OutputWriteError:
+    """``write_failed`` for a file of a command's own beside its outputs (a lock, a staging
+    folder's progress) that the user never named: said of the folder that holds them."""
+    cause = exc.__cause__ if isinstance(exc, OutputWriteError) and \
+        isinstance(exc.__cause__, OSError) else exc
+    folder = os.path.dirname(os.path.abspath(os.fspath(inside)))
+    return OutputWriteError(f"cannot write the outputs in this folder "
+                            f"({cause.strerror or cause}); nothing was left", path=folder,
+                            error_number=cause.errno)
+
+
 def is_write_only_error(exc: BaseException) -> bool:
     """Whether ``exc`` is an ``OSError`` only a write raises (a full disk or quota, a file too
     large, a read-only file system): one raised inside a block that also reads inputs is
@@ -233,8 +244,12 @@ class AtomicFile:
         """Flush, close and rename to the final name (idempotent)."""
         if self.done:
             return
-        self.finish_file()
-        self.publish()
+        try:
+            self.finish_file()
+            self.publish()
+        except BaseException:  # a full disk: no temporary file stays behind
+            self.discard()
+            raise
         if self.fsync:
             _fsync_folder(self.path)
 

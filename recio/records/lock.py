@@ -33,7 +33,7 @@ from typing import Any, Dict, Optional, Union
 
 from recio import portable, storage
 from recio.errors import OutputBusyError
-from recio.records.atomic import atomic_open
+from recio.records.atomic import atomic_open, folder_write_failed, is_write_only_error
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -64,6 +64,13 @@ def pack_journal_path(stem: PathLike) -> str:
     its outputs until they are all in place (``recio.image.pack_output``), so a ``.rec``
     without its ``.idx`` next to one was left by an interrupted pack."""
     return os.fspath(stem) + ".pack.journal"
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _command() -> str:
@@ -197,8 +204,15 @@ class OutputLock:
                 os.close(fd)  # its holder deleted it while we waited: take the new one
                 continue
             data = json.dumps(self.info).encode()
-            os.ftruncate(fd, 0)
-            portable.write_at(fd, data, 0)
+            try:
+                os.ftruncate(fd, 0)
+                portable.write_at(fd, data, 0)
+            except OSError as exc:  # a full disk: no lock is left, and no internal name said
+                os.close(fd)
+                _unlink_quietly(self.path)
+                if is_write_only_error(exc):
+                    raise folder_write_failed(exc, self.path) from exc
+                raise
             self._fd = fd
             return True
 

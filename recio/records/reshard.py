@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequ
 
 from recio import portable, storage
 from recio.errors import IndexFileError, RecordIOError
-from recio.records.atomic import OutputSet, check_outputs
+from recio.records.atomic import OutputSet, check_outputs, is_write_only_error, write_failed
 from recio.records.diagnose import open_checked_index
 from recio.records.index_format import format_index, sibling_index_path
 from recio.records.split import (
@@ -90,8 +90,13 @@ def reshard(source: Source, num_parts: int, out_prefix: PathLike,
             rec_path, idx_path = part_paths(out_prefix, p.part_index)
             out = OutputSet.create([(rec_path, "wb", -1), (idx_path, "wb", -1)])
             pending.append(out)
-            count = _write_part(p, out.files[0].file, out.files[1].file, keys_of, numbered,
-                                seen if keys == "keep" else None, progress)
+            try:
+                count = _write_part(p, out.files[0].file, out.files[1].file, keys_of,
+                                    numbered, seen if keys == "keep" else None, progress)
+            except OSError as exc:  # a full disk: the part's files, not a temporary name
+                if is_write_only_error(exc):
+                    raise write_failed(exc, rec_path) from exc
+                raise
             for f in out.files:
                 f.finish_file()  # closed now: a part waiting for the others holds no descriptor
             plan.parts.append(PartSummary(p.part_index, p.begin, p.end, count, p.spans,
