@@ -121,11 +121,16 @@ class OutputLock:
     def acquire(self) -> "OutputLock":
         """Take the lock, or raise :class:`OutputBusyError` at once (never waits)."""
         self.info = self._me()
-        if storage.is_url(self.path):
-            self._take_lease()
-        elif not portable.has_file_locks() or not self._take_flock():
-            # Windows: no flock, and no deleting a file still open (see release)
-            self._take_exclusive()
+        try:
+            if storage.is_url(self.path):
+                self._take_lease()
+            elif not portable.has_file_locks() or not self._take_flock():
+                # Windows: no flock, and no deleting a file still open (see release)
+                self._take_exclusive()
+        except OSError as exc:  # a full or read-only disk: said of the outputs' folder
+            if is_write_only_error(exc):
+                raise folder_write_failed(exc, self.path) from exc
+            raise
         return self
 
     def release(self) -> None:
@@ -207,11 +212,9 @@ class OutputLock:
             try:
                 os.ftruncate(fd, 0)
                 portable.write_at(fd, data, 0)
-            except OSError as exc:  # a full disk: no lock is left, and no internal name said
+            except OSError:  # a full disk: no lock is left (acquire names the folder)
                 os.close(fd)
                 _unlink_quietly(self.path)
-                if is_write_only_error(exc):
-                    raise folder_write_failed(exc, self.path) from exc
                 raise
             self._fd = fd
             return True
