@@ -4,12 +4,12 @@ never another record (recio.records.pair, docs/design.md "One .rec, one .idx")."
 import multiprocessing
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 import recio
@@ -208,13 +208,13 @@ def test_im2rec_killed_between_its_renames(script, tmp_path):
     inspect = subprocess.run(script("recio") + ["inspect", str(tmp_path / "job.rec")],
                              capture_output=True, text=True)
     assert inspect.returncode == 0 and "--resume" in inspect.stdout
-    argv = command.split()
+    argv = shlex.split(command)
     done = subprocess.run(script("im2rec") + argv[1:], capture_output=True, text=True,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    ids = {int(ln.split("\t")[0]) for ln in good}
+    ids = {int(ln.split("\t")[0]) for ln in good
+           if (tmp_path / "img" / ln.split("\t")[-1]).exists()}  # a missing image is skipped
     with recio.IndexedRecordReader(tmp_path / "job.rec") as reader:
         assert set(reader.keys()) == ids
         for key in ids:
             assert recio.unpack(reader[key])[0].id == key
-    assert np.all(np.asarray(sorted(ids)) >= 0)

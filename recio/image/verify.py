@@ -129,8 +129,7 @@ class VerifyReport:
             chk = self.stats.index
             if chk is not None and chk.error is None and chk.duplicate_keys and not (
                     chk.bad_offsets or chk.duplicate_offsets or chk.unindexed_records):
-                return (f"give every record its own key: `recio index {self.path} --force "
-                        f"--key position`")
+                return f"give every record its own key: `{self.index_fix}`"
             return f"the .rec is intact; rebuild the index with `{self.index_fix}`"
         return None
 
