@@ -187,7 +187,7 @@ def test_im2rec_killed_between_its_renames(script, tmp_path):
     random.Random(3).shuffle(good)  # keys (list indices) in no file order
     lst.write_text("\n".join(good) + "\n")
     cmd = script("im2rec") + [str(tmp_path / "job"), str(tmp_path / "img"), "--quality", "80"]
-    env = hook_env(tmp_path, kill_at="recio.records.atomic:_replace_file:2:KILL")
+    env = hook_env(tmp_path, kill_at="recio.records.atomic:replace_file:2:KILL")
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     finish(proc)

@@ -14,7 +14,7 @@ import click
 
 from recio import storage
 from recio.errors import NothingFoundError, OutputExistsError, OutputWriteError, RecordIOError
-from recio.records.atomic import output_of_temp
+from recio.records.temp_files import output_of_temp
 from recio.storage import is_url, local_path
 from recio.storage import size as storage_size
 

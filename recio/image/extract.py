@@ -45,9 +45,10 @@ from recio.image.lists import (
     write_classes,
 )
 from recio.image.stats import image_format
-from recio.records.atomic import atomic_open, check_outputs, is_write_only_error
+from recio.records.atomic import atomic_open, check_outputs
 from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
+from recio.records.write_errors import is_write_only_error
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]

@@ -8,6 +8,7 @@ records without an image (a face-recognition set's header and identity records) 
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
@@ -142,8 +143,6 @@ def index_command(rec_path: str, offsets: np.ndarray, idx_path: Optional[str] = 
     """The ``recio index`` command that writes a new index for ``rec_path`` (whose record
     heads are ``offsets``) without asking: ``--force`` when an index is there, and the
     ``--key`` that ``auto`` would ask for (image ids when they are unique, else positions)."""
-    import shlex
-
     old = _old_index(rec_path, idx_path)
     option = ""
     try:

@@ -19,21 +19,18 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shlex
 from dataclasses import asdict
 from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
 
 from recio.errors import FileInUseError, RecordIOError
 from recio.image.pack_worker import PackJob
-from recio.records.atomic import (
-    AtomicFile,
-    ManagedWriter,
-    OutputSet,
-    is_write_only_error,
-    write_failed,
-)
+from recio.image.transform import ImageOptions
+from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, PART_HEADER
 from recio.records.index_format import format_index, sibling_index_path
 from recio.records.lock import pack_journal_path
+from recio.records.write_errors import is_write_only_error, write_failed
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -74,10 +71,6 @@ def resume_command(journal: PathLike) -> Optional[str]:
     exact ``.lst``, so no other list is packed), its ROOT and every image setting it was
     started with that is not the default, then ``--resume``. None when the journal's header
     cannot be read (a pack killed before writing it)."""
-    import shlex
-
-    from recio.image.transform import ImageOptions
-
     try:
         with open(journal, "rb") as f:
             magic, _, blob = f.readline().decode("utf-8").rstrip("\n").split(" ", 2)

@@ -35,10 +35,11 @@ from recio.image.packing import (
     pack_tasks,
 )
 from recio.image.transform import ImageOptions
-from recio.records.atomic import atomic_open, is_write_only_error, publish_staged
+from recio.records.atomic import atomic_open, publish_staged
 from recio.records.index import open_index
 from recio.records.manifest import RECORD_CHECKSUM_SUFFIX, Shard, file_crc32
 from recio.records.reader import RecordReader
+from recio.records.write_errors import is_write_only_error
 from recio.storage import StorageOptions
 
 #: the header line of ``PREFIX.errors.tsv``

@@ -36,8 +36,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from recio import storage
 from recio.errors import OutputWriteError
-from recio.records.atomic import atomic_open, folder_write_failed, is_write_only_error
+from recio.records.atomic import atomic_open
 from recio.records.manifest import file_crc32
+from recio.records.write_errors import folder_write_failed, is_write_only_error
 from recio.storage import StorageOptions
 
 #: the staging folder of ``STEM``'s pack: ``DIR/.recio-pack-NAME``

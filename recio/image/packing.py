@@ -35,9 +35,10 @@ from recio.image.pack_output import (
 from recio.image.pack_progress import PackProgress, staging_folder
 from recio.image.pack_worker import Outcome, PackJob, Task, item_location, make_job
 from recio.image.transform import ImageOptions, set_opencv_threads
-from recio.records.atomic import write_failed, check_outputs, remove_orphaned_temps
+from recio.records.atomic import check_outputs, remove_orphaned_temps
 from recio.records.framing import encode_record
 from recio.records.lock import OutputLock, lock_path
+from recio.records.write_errors import write_failed
 
 PathLike = Union[str, "os.PathLike[str]"]
 ProgressCallback = Callable[[int, int], None]

@@ -24,15 +24,13 @@ import numpy as np
 
 from recio import portable, storage
 from recio.errors import RecordIOError, StorageError, TruncatedFileError
-from recio.image.header import IR_SIZE as _IR_SIZE
-from recio.image.header import IR_STRUCT as _IR
+from recio.image.header import IR_SIZE as _IR_SIZE, IR_STRUCT as _IR
 from recio.records import framing
 from recio.records.diagnose import IndexFit, reindex_hint
 from recio.records.index import read_index
-from recio.records.index_format import key_text, sibling_index_path
+from recio.records.index_format import ends_mid_line, key_text, sibling_index_path
 from recio.records.reader import RecordReader
-from recio.records.sniff import IMAGE_SIGNATURES as _SIGNATURES
-from recio.records.sniff import describe, image_signature
+from recio.records.sniff import IMAGE_SIGNATURES as _SIGNATURES, describe, image_signature
 
 _F32 = struct.Struct("<f")
 _BE16 = struct.Struct(">H")
@@ -109,9 +107,7 @@ class IndexCheck:
     keys_are_positions: bool = False  # keys 0..n-1 in file order, as rec2idx writes them
     error: Optional[str] = None  # the index could not be read at all
     rec_path: Optional[str] = None
-    #: the file ends in the middle of its last line (no newline) and that line is wrong or
-    #: records are missing: an index cut short by a copy or a write that stopped
-    cut_short: bool = False
+    cut_short: bool = False  # it ends mid-line, and that line is wrong or records are missing
 
     @property
     def ok(self) -> bool:
@@ -140,10 +136,8 @@ class IndexCheck:
                     f"its {self.entries:,} offsets land on no record head{past} ({shown}); "
                     f"{reindex_hint(rec)}"]
         out = []
-        if self.cut_short:
-            out.append(f"the index is cut short: it ends in the middle of line {self.entries} "
-                       f"(no newline), so that line's offset is wrong and the lines after it "
-                       f"are lost; a copy or a write that stopped leaves it so")
+        if self.cut_short:  # a copy or a write that stopped
+            out.append(f"the index is cut short: it ends in the middle of line {self.entries}")
         if self.past_end or self.at_cut:
             out.append(f"{_entries(self.past_end + self.at_cut)} list records that {rec} no "
                        f"longer holds whole ({self.past_end:,} past its end, {self.at_cut:,} at "
@@ -560,21 +554,6 @@ class _ImageTally:
             self.st.layout = {"name": "face-recognition", **face}
 
 
-def _ends_mid_line(idx_path: str) -> bool:
-    """Whether a local ``.idx`` ends without a newline (a remote one: not looked at)."""
-    if storage.is_url(idx_path):
-        return False
-    try:
-        with open(idx_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if not f.tell():
-                return False
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
-    except OSError:
-        return False
-
-
 def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int,
                      rec_path: Optional[str] = None, cut: Optional[int] = None) -> IndexCheck:
     """Compare an ``.idx`` with the record heads found by a scan (``heads`` in file order) of
@@ -607,8 +586,7 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int,
     chk.duplicate_offsets = len(offs) - len(unique_offs)
     chk.unindexed_records = int((~np.isin(head_arr, unique_offs)).sum())
     chk.in_file_order = bool(np.all(offs[1:] > offs[:-1])) if len(offs) > 1 else True
-    if len(offs) and (not at_head[-1] or chk.unindexed_records) and _ends_mid_line(idx_path):
-        chk.cut_short = True
+    chk.cut_short = bool(len(offs)) and not (at_head[-1] and chk.ok) and ends_mid_line(idx_path)
     try:
         ints = [int(k) for k in keys]
     except ValueError:

@@ -33,8 +33,8 @@ from recio.records.index import BY_KEY, warn_repeated_keys
 from recio.records.index_format import format_index
 from recio.records.pair import open_pair
 from recio.records.reader import RecordReader
-from recio.records.atomic import write_failed
 from recio.records.writer import RecordWriter
+from recio.records.write_errors import write_failed
 from recio.storage import is_url
 
 # This process's id, refreshed in a forked child: comparing with it is cheaper than a getpid()

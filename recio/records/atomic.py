@@ -37,74 +37,22 @@ from typing import (
 )
 
 from recio import portable, storage
-from recio.errors import FileInUseError, OutputExistsError, OutputWriteError
+from recio.errors import FileInUseError, OutputExistsError
+from recio.records.temp_files import (
+    create_exclusive,
+    fsync_folder,
+    replace_file,
+    temp_name,
+    unlink_quietly,
+)
+from recio.records.write_errors import is_write_only_error, write_failed
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _temp_name(path: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(path)),
-                        f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def output_of_temp(path: str) -> Optional[str]:
-    """The output a writer's temporary name (``_temp_name``) stands for, or None when
-    ``path`` is not one: what a message names instead of the temporary file."""
-    import re
-
-    folder, name = os.path.split(path)
-    match = re.fullmatch(r"\.(.+)\.\d+\.[0-9a-f]{8}\.tmp", name)
-    return os.path.join(folder, match.group(1)) if match else None
-
-
-#: errors of a write that are never an input's: a full disk or quota, a file too large for
-#: the file system, a read-only file system
-_WRITE_ONLY_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG",
-                                                                   "EROFS")
-                               if hasattr(errno, name))
-
-
-def write_failed(exc: OSError, path: PathLike, *, resumable: bool = False) -> OutputWriteError:
-    """The error to raise (``from exc``) when writing the output ``path`` failed with ``exc``:
-    a full disk or quota, an I/O error, a read-only file system... One wording for every
-    writer: it names the user's file (never its temporary name) and keeps the OS's ``errno``.
-    ``resumable``: the partial output was kept for a resume (im2rec's), else nothing was left
-    under the final name."""
-    if isinstance(exc, OutputWriteError):  # named already; kept, or now kept to resume
-        if exc.resumable or not resumable:
-            return exc
-        path = exc.path or path
-        exc = exc.__cause__ if isinstance(exc.__cause__, OSError) else OSError(
-            exc.errno, exc.strerror)
-    what = exc.strerror or str(exc) or type(exc).__name__
-    kept = ("the output written so far is kept, to resume from" if resumable
-            else "nothing was left under this name")
-    return OutputWriteError(f"cannot write it ({what}); {kept}", path=os.fspath(path),
-                            error_number=exc.errno, resumable=resumable)
-
-
-def folder_write_failed(exc: OSError, inside: PathLike) -> OutputWriteError:
-    """``write_failed`` for a file of a command's own beside its outputs (a lock, a staging
-    folder's progress) that the user never named: said of the folder that holds them."""
-    cause = exc.__cause__ if isinstance(exc, OutputWriteError) and \
-        isinstance(exc.__cause__, OSError) else exc
-    folder = os.path.dirname(os.path.abspath(os.fspath(inside)))
-    return OutputWriteError(f"cannot write the outputs in this folder "
-                            f"({cause.strerror or cause}); nothing was left", path=folder,
-                            error_number=cause.errno)
-
-
-def is_write_only_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is an ``OSError`` only a write raises (a full disk or quota, a file too
-    large, a read-only file system): one raised inside a block that also reads inputs is
-    still the output's."""
-    return isinstance(exc, OSError) and not isinstance(exc, OutputWriteError) and \
-        exc.errno in _WRITE_ONLY_ERRNOS
-
-
 def remove_orphaned_temps(stem: PathLike) -> List[str]:
-    """Delete the temporary files (``_temp_name``) that writers of outputs named ``STEM.*`` or
+    """Delete the temporary files (``temp_name``) that writers of outputs named ``STEM.*`` or
     ``STEM-*`` left beside them when their process was killed mid-write (the process named in
     the temporary name is gone); returns their paths. For a pack that publishes again what a
     killed run was publishing."""
@@ -120,55 +68,9 @@ def remove_orphaned_temps(stem: PathLike) -> List[str]:
     for name in names:
         match = pattern.match(name)
         if match and not portable.process_alive(int(match.group(1))):
-            _unlink_quietly(os.path.join(folder, name))
+            unlink_quietly(os.path.join(folder, name))
             removed.append(os.path.join(folder, name))
     return removed
-
-
-def _create_exclusive(path: str) -> tuple:
-    """``(fd, temp path)`` of a new file beside ``path``; like mkstemp, but with the umask's
-    permissions rather than 0600. For a URL the file is staged in the local temporary folder
-    (``RECIO_STAGING_DIR``, else ``TMPDIR``) and uploaded by ``publish()``."""
-    if storage.is_url(path):
-        import tempfile
-
-        return tempfile.mkstemp(prefix=f".{storage.basename(path)}.", suffix=".tmp",
-                                dir=os.environ.get("RECIO_STAGING_DIR") or None)
-    while True:
-        temp = _temp_name(path)
-        try:
-            return portable.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), temp
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            if is_write_only_error(exc):  # a full or read-only disk: name the user's file
-                raise write_failed(exc, path) from exc
-            raise
-
-
-def _fsync_folder(path: PathLike) -> None:
-    """fsync the folder holding ``path`` so a rename in it survives an OS crash (POSIX only)."""
-    if not storage.is_url(path):
-        portable.sync_folder(os.path.dirname(os.path.abspath(os.fspath(path))))
-
-
-def _replace_file(source: str, target: str, held: Optional[str] = None) -> None:
-    """Rename ``source`` over ``target``. Where the OS refuses because a file is open or
-    memory-mapped (Windows), raises :class:`FileInUseError` naming ``held`` (default:
-    ``target``), the user's file that something holds."""
-    try:
-        os.replace(source, target)
-    except OSError as exc:
-        if portable.in_use(exc):
-            raise FileInUseError(path=held or target) from None
-        raise
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 class AtomicFile:
@@ -191,13 +93,13 @@ class AtomicFile:
         self.path = storage.local_path(path)
         self.fsync = fsync
         self.storage_options = storage_options
-        fd, self.temp_path = _create_exclusive(self.path)
+        fd, self.temp_path = create_exclusive(self.path)
         try:
             # binary: the writers open "wb" (a text mode would give a TextIO)
             self.file = cast(BinaryIO, os.fdopen(fd, mode, buffering))
         except BaseException:
             os.close(fd)
-            _unlink_quietly(self.temp_path)
+            unlink_quietly(self.temp_path)
             raise
         self.done = False
 
@@ -230,13 +132,11 @@ class AtomicFile:
         appears only once complete, then delete the staged copy)."""
         if storage.is_url(self.path):
             storage.upload(self.temp_path, self.path, self.storage_options)
-            _unlink_quietly(self.temp_path)
+            unlink_quietly(self.temp_path)
         else:
             try:
-                _replace_file(self.temp_path, self.path)
-            except FileInUseError:
-                raise
-            except OSError as exc:
+                replace_file(self.temp_path, self.path)
+            except OSError as exc:  # (FileInUseError, not an OSError, passes)
                 raise write_failed(exc, self.path, resumable=self.keep_on_discard) from exc
         self.done = True
 
@@ -251,7 +151,7 @@ class AtomicFile:
             self.discard()
             raise
         if self.fsync:
-            _fsync_folder(self.path)
+            fsync_folder(self.path)
 
     def discard(self) -> None:
         """Close and delete the temporary file, leaving any existing final file untouched."""
@@ -265,7 +165,7 @@ class AtomicFile:
             # where its journal says)
         finally:
             if not self.keep_on_discard:
-                _unlink_quietly(self.temp_path)
+                unlink_quietly(self.temp_path)
 
 
 class InPlaceFile(AtomicFile):
@@ -293,14 +193,14 @@ class InPlaceFile(AtomicFile):
             st = None
         if st is not None and _replaceable(st) and os.access(self.path, os.W_OK) \
                 and not portable.is_windows():
-            fd, temp = _create_exclusive(self.path)
+            fd, temp = create_exclusive(self.path)
             try:
                 if hasattr(os, "fchmod"):
                     os.fchmod(fd, st.st_mode & 0o7777)
-                _replace_file(temp, self.path)
+                replace_file(temp, self.path)
             except BaseException:
                 os.close(fd)
-                _unlink_quietly(temp)
+                unlink_quietly(temp)
                 raise
         else:  # Windows: a file open or mapped elsewhere cannot be replaced (nor truncated)
             try:
@@ -401,7 +301,7 @@ class OutputSet:
             folders = {os.path.dirname(os.path.abspath(f.path)): f.path for f in self.files
                        if not storage.is_url(f.path)}
             for path in folders.values():
-                _fsync_folder(path)
+                fsync_folder(path)
 
     def discard(self) -> None:
         """Close and delete every file not yet renamed into place (the first error is raised
@@ -529,7 +429,7 @@ def _remove(path: str, storage_options: StorageOptions) -> None:
     if storage.is_url(path):
         storage.remove(path, storage_options)
     else:
-        _unlink_quietly(path)
+        unlink_quietly(path)
 
 
 def _identity(path: str) -> Optional[tuple]:
@@ -594,7 +494,7 @@ def publish_staged(files: Sequence[Tuple[str, str]],
         if storage.is_url(final):
             storage.upload(staged, final, storage_options)
         else:
-            _replace_file(staged, final)
+            replace_file(staged, final)
 
 
 def set_aside(paths: Iterable[str]) -> List[Tuple[str, str]]:
@@ -607,8 +507,8 @@ def set_aside(paths: Iterable[str]) -> List[Tuple[str, str]]:
     try:
         for path in paths:
             if os.path.lexists(path) and not os.path.isdir(path):
-                temp = _temp_name(path)
-                _replace_file(path, temp, held=path)
+                temp = temp_name(path)
+                replace_file(path, temp, held=path)
                 aside.append((temp, path))
     except BaseException:
         _put_back(aside)
@@ -645,11 +545,11 @@ def _publish_windows(files: Sequence[Tuple[str, str]], obsolete: Iterable[str]) 
     placed: List[str] = []
     try:
         for staged, final in files:
-            _replace_file(staged, final)
+            replace_file(staged, final)
             placed.append(final)
     except BaseException:
         for final in placed:
-            _unlink_quietly(final)
+            unlink_quietly(final)
         _put_back(aside)
         raise
     drop_aside(aside)
@@ -672,4 +572,4 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
 
 
 __all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
-           "check_outputs", "remove_orphaned_temps", "write_failed"]
+           "check_outputs", "remove_orphaned_temps"]

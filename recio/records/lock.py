@@ -33,7 +33,8 @@ from typing import Any, Dict, Optional, Union
 
 from recio import portable, storage
 from recio.errors import OutputBusyError
-from recio.records.atomic import atomic_open, folder_write_failed, is_write_only_error
+from recio.records.atomic import atomic_open
+from recio.records.write_errors import folder_write_failed, is_write_only_error
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]

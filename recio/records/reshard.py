@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequ
 
 from recio import portable, storage
 from recio.errors import IndexFileError, RecordIOError
-from recio.records.atomic import OutputSet, check_outputs, is_write_only_error, write_failed
+from recio.records.atomic import OutputSet, check_outputs
 from recio.records.diagnose import open_checked_index
 from recio.records.index_format import format_index, sibling_index_path
 from recio.records.split import (
@@ -35,6 +35,7 @@ from recio.records.split import (
     chosen_parts,
     record_heads,
 )
+from recio.records.write_errors import is_write_only_error, write_failed
 from recio.storage import RemoteFile
 
 Progress = Optional[Callable[[int], Any]]

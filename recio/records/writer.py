@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, Callable, List, Optional, Sequence, Union, cas
 
 from recio.errors import OutputWriteError, RecordIOError
 from recio import portable
-from recio.records.atomic import ManagedWriter, OutputSet, write_failed
+from recio.records.atomic import ManagedWriter, OutputSet
 from recio.records.framing import (
     MAGIC,
     MAGIC_BYTES,
@@ -38,6 +38,7 @@ from recio.records.framing import (
     split_payload,
 )
 from recio.records.index_format import format_index
+from recio.records.write_errors import write_failed
 from recio.storage import StorageOptions
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
