@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import recio
@@ -74,20 +75,40 @@ def corpus(tmp_path_factory):
     with recio.IndexedRecordWriter(folder / "big.rec", folder / "big.idx") as writer:
         for i in range(300):
             writer.write(i, bytes([i % 251]) * 3000)
+    from recio.sequence.writer import SequenceWriter
+
+    with SequenceWriter(folder / "seq.rec") as writer:
+        for i in range(200):
+            writer.write({"x": np.full((100, 3), i, dtype=np.float32)})
     return folder
 
 
 # -- Python -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("free", FREE)
-@pytest.mark.parametrize("which", ["RecordWriter", "IndexedRecordWriter", "MXIndexedRecordIO"])
+@pytest.mark.parametrize("which", ["RecordWriter", "IndexedRecordWriter", "MXIndexedRecordIO",
+                                   "SequenceWriter", "CBFWriter"])
 def test_writers_into_a_full_disk(disk, free, which):
     """The write that meets the full disk raises OutputWriteError (ENOSPC, the OS's error as
-    __cause__) naming the .rec or .idx, never a BufferError; the writer is closed and no file
-    of it is left."""
+    __cause__) naming the .rec or .idx (.len, .cbf), never a BufferError; the writer is closed
+    and no file of it is left."""
+    from recio.sequence.cbf import CBFWriter
+    from recio.sequence.writer import SequenceWriter
+
     fill(disk, free)
     rec, idx = str(disk / "a.rec"), str(disk / "a.idx")
+    sequence = {"x": np.arange(600, dtype=np.float32).reshape(200, 3)}
     with pytest.raises(OutputWriteError) as info:
-        if which == "RecordWriter":
+        if which == "SequenceWriter":
+            with SequenceWriter(rec) as writer:
+                for _ in range(500):
+                    writer.write(sequence)
+        elif which == "CBFWriter":
+            rec = str(disk / "a.cbf")
+            with CBFWriter(rec, [("x", "dense", np.float32, 3)],
+                           chunk_size_bytes=20_000) as writer:
+                for _ in range(500):
+                    writer.write(sequence)
+        elif which == "RecordWriter":
             with recio.RecordWriter(rec) as writer:
                 for i in range(400):
                     writer.write(bytes([i % 256]) * (100 + 37 * i))
@@ -105,7 +126,7 @@ def test_writers_into_a_full_disk(disk, free, which):
     exc = info.value
     assert exc.errno == errno.ENOSPC and isinstance(exc, OSError)
     assert isinstance(exc.__cause__, OSError) and exc.__cause__.errno == errno.ENOSPC
-    assert exc.path in (rec, idx) and "No space left" in str(exc)
+    assert exc.path in (rec, idx, str(disk / "a.len")) and "No space left" in str(exc)
     assert left(disk) == []
 
 
@@ -165,6 +186,8 @@ def _commands(corpus, disk):
         "split": recio_cmd + ["split", str(corpus / "big.rec"), "-n", "2", "--write",
                               str(disk / "s")],
         "show": recio_cmd + ["show", str(corpus / "job.rec"), "-o", str(disk / "g.png")],
+        "convert": recio_cmd + ["convert", str(corpus / "seq.rec"), str(disk / "c.cbf"),
+                                "--chunk-size", "20000"],
         "list": im2rec + [str(disk / "l"), str(corpus / "img"), "--list"],
         "pack": im2rec + [str(disk / "job"), str(corpus / "img")],
         "shards": im2rec + [str(disk / "job"), str(corpus / "img"), "--num-shards", "2"],
@@ -176,7 +199,7 @@ INTERNAL = (".tmp", ".pack.lock", ".recio-pack-job", ".partial", ".journal")
 
 @pytest.mark.parametrize("free", FREE)
 @pytest.mark.parametrize("name", ["index", "repair", "repack", "extract", "split", "show",
-                                  "list", "pack", "shards"])
+                                  "convert", "list", "pack", "shards"])
 def test_commands_into_a_full_disk(disk, corpus, name, free):
     """One line naming the user's file or folder and what to do, exit 2, no traceback;
     nothing left but what --resume continues (im2rec, which then finishes)."""

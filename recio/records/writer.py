@@ -315,7 +315,9 @@ class RecordWriter(ManagedWriter):
         """A write to the file failed (a full disk, an I/O error): some of the pieces may have
         reached it, so the file is unusable. The writer is aborted (its temporary file
         deleted) and the error to raise names the user's file (``atomic.write_failed``)."""
-        owner = self._owner() if self._owner is not None else self
+        # the writer whose files these are: this one, or the one that owns this sink
+        owner = self._owner() if self._owner is not None else \
+            self if hasattr(self, "_finalizer") else None
         if owner is not None:
             owner.abort()
         return write_failed(exc, self.path or "RecordWriter")
