@@ -119,8 +119,15 @@ def test_a_cut_index_is_reported_as_cut_short(script, packed, tmp_path):
                                          else data)
         report = subprocess.run(script("recio") + ["verify", str(rec)], capture_output=True,
                                 text=True)
-        assert report.returncode == 1 and "BAD INDEX" in report.stdout, report.stdout
-        assert "cut short" in report.stdout or "not in the index" in report.stdout
+        if cut > 1:  # (cut == 1 takes the newline only: every line is whole)
+            assert report.returncode == 1 and "BAD INDEX" in report.stdout, report.stdout
+            assert "cut short" in report.stdout or "not in the index" in report.stdout
+        try:  # a reader says the index was cut short, or answers every key right
+            with recio.IndexedRecordReader(rec) as reader:
+                for key in reader.keys():
+                    assert recio.unpack(reader[key])[0].id == key
+        except recio.errors.IndexFileError as exc:
+            assert "cut short" in str(exc), exc
 
 
 def test_the_verdict_line_says_what_was_checked(script, packed, tmp_path):
