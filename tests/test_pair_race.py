@@ -218,3 +218,29 @@ def test_im2rec_killed_between_its_renames(script, tmp_path):
         assert set(reader.keys()) == ids
         for key in ids:
             assert recio.unpack(reader[key])[0].id == key
+
+
+def test_a_pickled_reader_refuses_a_rec_replaced_since(tmp_path):
+    """A reader pickled into a worker (a DataLoader's) reopens the .rec by its path: if the
+    pair was replaced meanwhile, the index it carries is the old file's, so unpickling raises
+    IndexChangedError instead of reading the new file through the old offsets."""
+    import pickle
+
+    stem = str(tmp_path / "a")
+
+    def write(generation):
+        keys = list(range(N_KEYS))
+        random.Random(generation).shuffle(keys)
+        with IndexedRecordWriter(stem + ".rec", stem + ".idx") as writer:
+            for key in keys:
+                writer.write(key, _payload(generation, key))
+
+    write(1)
+    reader = recio.IndexedRecordReader(stem + ".rec")
+    blob = pickle.dumps(reader)
+    copy = pickle.loads(blob)  # unchanged: reads as the original
+    assert copy[7] == reader[7] == _payload(1, 7)
+    write(2)
+    with pytest.raises(IndexChangedError, match="was replaced since"):
+        pickle.loads(blob)
+    assert reader[7] == _payload(1, 7)  # the open reader keeps the old pair

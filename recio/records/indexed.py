@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Uni
 import numpy as np
 
 from recio import storage
-from recio.errors import RecordIOError
+from recio.errors import IndexChangedError, RecordIOError
 from recio.records.cache import ShardCache
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import BY_KEY, Index, IndexOffsets, warn_repeated_keys
@@ -128,6 +128,7 @@ class IndexedRecordReader(Mapping):
                 positions="scan=True numbers them so", storage_options=storage_options,
                 shard_cache=shard_cache)
         self.idx_path = self.index.path
+        self._rec_stamp = _rec_stamp(self.reader)  # a copy in another process checks it
         self.key_type = key_type
         self._bind()
         warn_repeated_keys(self.index, BY_KEY, self.path)
@@ -217,8 +218,28 @@ class IndexedRecordReader(Mapping):
         return state
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update(state)  # the .rec reopens by its path (RecordReader.__setstate__)
+        if state.get("_rec_stamp") != _rec_stamp(self.reader):
+            self.reader.close()  # another file now: the index read with the old one is not its
+            raise IndexChangedError(
+                f"{self.path} was replaced since this reader was opened (before it was pickled "
+                f"or its process forked): the index it holds is the old file's; open a new "
+                f"reader", path=self.idx_path or self.path)
         self._bind()
+
+
+def _rec_stamp(reader: RecordReader) -> Optional[tuple]:
+    """What tells the local ``.rec`` a reader has open from a file put at its path since (a
+    replaced pair): inode, size and modification time, which every host of a shared file
+    system reports alike. None for a URL or a file object."""
+    file = getattr(reader.source, "file", None)
+    if storage.is_url(reader.path or "") or file is None or not hasattr(file, "fileno"):
+        return None
+    try:
+        st = os.fstat(file.fileno())
+    except (OSError, ValueError):
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 __all__ = ["IndexedRecordReader", "load_index", "build_index"]
