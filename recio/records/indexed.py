@@ -230,8 +230,9 @@ class IndexedRecordReader(Mapping):
 
 def _rec_stamp(reader: RecordReader) -> Optional[tuple]:
     """What tells the local ``.rec`` a reader has open from a file put at its path since (a
-    replaced pair): inode, size and modification time, which every host of a shared file
-    system reports alike. None for a URL or a file object."""
+    replaced pair): its inode (a file renamed into place has another one, and the old one is
+    not reused while this reader holds it) and size, which every host of a shared file system
+    reports alike. None for a URL or a file object."""
     file = getattr(reader.source, "file", None)
     if storage.is_url(reader.path or "") or file is None or not hasattr(file, "fileno"):
         return None
@@ -239,7 +240,7 @@ def _rec_stamp(reader: RecordReader) -> Optional[tuple]:
         st = os.fstat(file.fileno())
     except (OSError, ValueError):
         return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    return st.st_ino, st.st_size
 
 
 __all__ = ["IndexedRecordReader", "load_index", "build_index"]
