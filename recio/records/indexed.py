@@ -223,7 +223,7 @@ class IndexedRecordReader(Mapping):
             self.reader.close()  # another file now: the index read with the old one is not its
             raise IndexChangedError(
                 f"{self.path} was replaced since this reader was opened (before it was pickled "
-                f"or its process forked): the index it holds is the old file's; open a new "
+                f"into this process): the index it holds is the old file's; open a new "
                 f"reader", path=self.idx_path or self.path)
         self._bind()
 
