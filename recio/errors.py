@@ -5,6 +5,8 @@ Every error about bad data says *where*: the file, and the byte offset or line n
 """
 from __future__ import annotations
 
+import errno
+import os
 from typing import Optional
 
 
@@ -35,6 +37,9 @@ class RecordIOError(ValueError):
     def __reduce__(self):  # keep path/offset/line when crossing process boundaries
         return (type(self), (self.message, self.path, self.offset, self.line))
 
+    def __str__(self) -> str:  # the message of __init__ (not OSError's, for subclasses of both)
+        return Exception.__str__(self)
+
 
 class IndexFileError(RecordIOError):
     """A malformed ``.idx`` file or one that does not match its ``.rec``."""
@@ -44,6 +49,53 @@ class IndexMismatchError(IndexFileError):
     """An ``.idx`` whose offsets do not land on the records of the ``.rec`` it is used with: it
     belongs to another file (or the ``.rec`` was rewritten since). The ``.rec`` itself may be
     healthy; ``path`` is the index."""
+
+
+class MissingIndexError(IndexFileError, FileNotFoundError):
+    """A reader by key given a ``.rec`` whose ``.idx`` is not there. It never numbers the
+    records ``0..n-1`` in its place (a ``.rec`` from im2rec is keyed by image id, in no file
+    order, so positions would answer another record for a key): ``path`` is the missing
+    index, ``rec_path`` the ``.rec``. Also a ``FileNotFoundError`` (``errno`` ENOENT,
+    ``filename`` the index), as MXNet's ``MXIndexedRecordIO`` raises for a missing index."""
+
+    def __init__(self, message: str, path: Optional[str] = None, offset: Optional[int] = None,
+                 line: Optional[int] = None, rec_path: Optional[str] = None) -> None:
+        super().__init__(message, path, offset, line)
+        self.rec_path = rec_path
+        self.errno, self.strerror, self.filename = errno.ENOENT, message, self.path
+
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.path, self.offset, self.line, self.rec_path))
+
+
+class IndexChangedError(IndexFileError):
+    """A ``.rec`` and its ``.idx`` that kept being replaced while a reader opened them (another
+    process is writing them): the reader could not see one consistent pair in a few tries and
+    reads neither. ``path`` is the index; the message names both files. Open them again once
+    the writer has finished."""
+
+
+class OutputWriteError(RecordIOError, OSError):
+    """An output file that could not be written: the disk is full (``errno`` ENOSPC), a quota
+    is used up (EDQUOT), the file system is read-only (EROFS) or failed (EIO), ... ``path``
+    is the user's file (never the temporary name it was written under); the ``OSError`` the
+    OS raised is ``__cause__``, and ``errno``/``strerror``/``filename`` are its. Nothing
+    that looks complete was left under ``path``: the writer's temporary files were deleted, or
+    kept as the resumable partial output when ``resumable`` (``im2rec --resume``). Both a
+    ``RecordIOError`` and an ``OSError``, so ``except OSError`` still catches it."""
+
+    def __init__(self, message: str, path: Optional[str] = None, offset: Optional[int] = None,
+                 line: Optional[int] = None, error_number: Optional[int] = None,
+                 resumable: bool = False) -> None:
+        super().__init__(message, path, offset, line)
+        self.errno, self.filename, self.resumable = error_number, self.path, resumable
+        self.strerror = os.strerror(error_number) if error_number is not None else message
+
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.path, self.offset, self.line, self.errno,
+                             self.resumable))
 
 
 class ListFileError(RecordIOError):
@@ -198,7 +250,8 @@ class DuplicateKeyWarning(UserWarning):
     ``warnings.simplefilter("error", recio.errors.DuplicateKeyWarning)``."""
 
 
-__all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileError", "ImageError",
+__all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "MissingIndexError",
+           "IndexChangedError", "OutputWriteError", "ListFileError", "ImageError",
            "TruncatedFileError", "NotRecordFileError", "NotRegularFileError", "ClosedError",
            "ConcurrentUseError", "OutputExistsError", "OutputBusyError", "FileInUseError",
            "InterruptedPackError", "NothingFoundError", "ManifestError", "ChecksumError",

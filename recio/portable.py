@@ -60,6 +60,14 @@ def nonblocking_read_flags() -> int:
             | getattr(os, "O_CLOEXEC", 0))
 
 
+def file_stamp(st: os.stat_result) -> tuple:
+    """What tells one version of a file from another: device, inode, size, modification and
+    change times. A file renamed over the name has another inode; one rewritten in place
+    another size or times. Windows reports a file index as the inode (``os.stat`` and
+    ``os.fstat`` alike) and its creation time as ``st_ctime``, which serve the same end."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def has_pread() -> bool:
     """``os.pread`` exists (POSIX): reads by position that threads may share a descriptor for."""
     return hasattr(os, "pread")

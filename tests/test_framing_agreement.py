@@ -131,7 +131,7 @@ def assert_agreement(path):
     assert offsets == [o for o, _ in prefix]
     check_error(error, region, path)
     # the scanning IndexedRecordReader and the sequence corpus build the index the same way
-    _, error = outcome(lambda: [recio.IndexedRecordReader(path)])
+    _, error = outcome(lambda: [recio.IndexedRecordReader(path, scan=True)])
     check_error(error, region, path)
     _, error = outcome(lambda: [RecordCorpus(path)])
     if region is None and isinstance(error, recio.errors.SequenceError):
@@ -306,7 +306,7 @@ def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
         "InputSplit": lambda: list(InputSplit(path)),
         "InputSplit-parts": lambda: [list(p) for p in InputSplit.all_parts(path, 3)],
         "InputSplit-records": lambda: list(InputSplit(path, balance="records")),
-        "IndexedRecordReader": lambda: recio.IndexedRecordReader(path),
+        "IndexedRecordReader": lambda: recio.IndexedRecordReader(path, scan=True),
         "scan_file": lambda: scan_file(path),
         "RecordCorpus": lambda: RecordCorpus(path),
         "skip-mode": lambda: list(recio.RecordReader(path, on_error="skip")),

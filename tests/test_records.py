@@ -181,10 +181,14 @@ def test_string_keys(tmp_path):
     assert "zz" not in reader and "a/b.jpg" in reader
 
 
-def test_indexed_reader_without_idx_scans(golden, tmp_path):
+def test_indexed_reader_without_idx_refuses_or_scans_when_asked(golden, tmp_path):
+    """No .idx: MissingIndexError naming both files (never keys 0..n-1 unasked); scan=True
+    asks for them, as rec2idx numbers records."""
     data = (golden / "records" / "tricky.rec").read_bytes()
     (tmp_path / "noidx.rec").write_bytes(data)
-    reader = recio.IndexedRecordReader(tmp_path / "noidx.rec")
+    with pytest.raises(recio.errors.MissingIndexError, match="noidx.rec.*recio index"):
+        recio.IndexedRecordReader(tmp_path / "noidx.rec")
+    reader = recio.IndexedRecordReader(tmp_path / "noidx.rec", scan=True)
     assert reader.idx_path is None
     assert reader.keys() == list(range(18))
     assert [reader[k] for k in reader] == list(recio.RecordReader(tmp_path / "noidx.rec"))

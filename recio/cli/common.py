@@ -1,6 +1,7 @@
 """Helpers shared by the commands: error mapping, progress bars, output."""
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import math
@@ -12,7 +13,8 @@ from typing import Any, Callable, Optional
 import click
 
 from recio import storage
-from recio.errors import NothingFoundError, OutputExistsError, RecordIOError
+from recio.errors import NothingFoundError, OutputExistsError, OutputWriteError, RecordIOError
+from recio.records.temp_files import output_of_temp
 from recio.storage import is_url, local_path
 from recio.storage import size as storage_size
 
@@ -21,7 +23,8 @@ EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EXIT_STATUS_HELP = ("Exit status: 0 success; 1 damage found or items skipped (verify, --strict, "
                     "a list, pack or extract that found nothing); 2 usage error, unreadable "
-                    "input or a refused output; 130 interrupted (Ctrl-C).")
+                    "input, a refused output or one that could not be written (a full disk, "
+                    "an I/O error); 130 interrupted (Ctrl-C).")
 
 
 class PathOrURL(click.Path):
@@ -59,6 +62,44 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
     sys.exit(code)
 
 
+#: what to do about an output the OS would not let a command write, by ``errno``
+_WRITE_ADVICE = {
+    errno.ENOSPC: "free space on that disk",
+    getattr(errno, "EDQUOT", -1): "free space within your disk quota (or have it raised)",
+    errno.EFBIG: "write it to a file system that takes files this large",
+    errno.EROFS: "the file system is read-only: write the output elsewhere (or remount it "
+                 "read-write)",
+    errno.EIO: "an I/O error: check that disk (the system log says more)",
+}
+
+
+def os_error_line(exc: OSError) -> str:
+    """The one line a command prints for an ``OSError``: the user's file (a temporary name a
+    writer used is turned back into the file it stood for), what happened and, for an output
+    that could not be written (a full disk or quota, a read-only or failing file system),
+    what to do: free space, then run the same command again, or with ``--resume`` when the
+    output written so far was kept for it (``OutputWriteError.resumable``: im2rec)."""
+    filename = getattr(exc, "filename", None)
+    name = f"{user_file_name(os.fspath(filename))}: " if filename else ""
+    if isinstance(exc, OutputWriteError):
+        text = f"{exc}"
+    else:
+        text = f"{name}{exc.strerror or exc}"
+    advice = _WRITE_ADVICE.get(exc.errno) if exc.errno is not None else None
+    if advice is None:
+        return text
+    again = ("then run the same command with --resume to continue"
+             if getattr(exc, "resumable", False) else "then run the same command again")
+    if exc.errno == errno.EROFS:
+        again = "then run the command again"
+    return f"{text}; {advice}, {again}"
+
+
+def user_file_name(path: str) -> str:
+    """``path``, or the output it stands for when it is a writer's temporary name."""
+    return output_of_temp(path) or path
+
+
 def handle_errors(func: Callable) -> Callable:
     """Turn library and OS errors into one line on stderr and exit status 2 (1 for a job that
     found nothing to do), no traceback."""
@@ -71,14 +112,15 @@ def handle_errors(func: Callable) -> Callable:
             fail(exc.for_command())
         except NothingFoundError as exc:  # found nothing to do where work was expected
             fail(str(exc), code=EXIT_DAMAGE)
+        except OutputWriteError as exc:  # a full disk, an I/O error: the file, what to do
+            fail(os_error_line(exc))
         except RecordIOError as exc:
             fail(str(exc))
         except BrokenPipeError:  # output piped into `head` and closed: not an error
             sys.stderr.close()
             sys.exit(0)
         except OSError as exc:
-            name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-            fail(f"{name}{exc.strerror or exc}")
+            fail(os_error_line(exc))
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(EXIT_INTERRUPTED)

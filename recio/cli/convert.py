@@ -19,7 +19,7 @@ from recio.cli.common import (
     parse_size,
     quiet_option,
 )
-from recio.errors import OutputExistsError
+from recio.errors import OutputExistsError, OutputWriteError
 from recio.sequence.convert import convert
 from recio.sequence.ctf_streams import CTFStream, read_header
 from recio.storage import check_regular, is_url
@@ -147,8 +147,8 @@ def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
         try:
             summary = convert(source, destination, size, alias=alias, force=force,
                               progress=bar.update, streams=streams, dtype=dtype)
-        except OutputExistsError:
-            raise  # handle_errors words it with --force
+        except (OutputExistsError, OutputWriteError):
+            raise  # handle_errors words them (--force; what to do about a full disk)
         except ValueError as exc:  # RecordIOError (a ValueError) and --alias naming no stream
             fail(str(exc))
     if as_json:

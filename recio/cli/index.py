@@ -28,7 +28,9 @@ from recio.records.shard_commit import combined_index
 @click.option("--key", "key", type=click.Choice(["auto", "position", "id"]), default="auto",
               show_default=True,
               help="auto: the kind of keys the index being replaced had (positions or image "
-                   "ids; it asks when it cannot tell), positions when there is none; "
+                   "ids; it asks when it cannot tell), positions when there is none (it "
+                   "asks when the records carry image ids that are not their positions, as "
+                   "im2rec writes them); "
                    "position: keys 0..n-1, as rec2idx writes them; id: each record's image "
                    "header id, as im2rec writes them (ids must be unique).")
 @click.option("--combined", is_flag=True,

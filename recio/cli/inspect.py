@@ -1,6 +1,7 @@
 """``recio inspect``: what is in a record file, in one bounded-memory pass."""
 from __future__ import annotations
 
+import os
 from typing import List, Optional, Tuple
 
 import click
@@ -25,9 +26,12 @@ from recio.image.dataset_stats import (
     LabelHistogram,
     dataset_stats,
 )
+from recio.image.pack_output import resume_command
 from recio.image.plot import plot_stats
 from recio.image.stats import FileStats, ImageStats
 from recio.records.atomic import check_outputs
+from recio.records.index_format import sibling_index_path
+from recio.records.lock import pack_journal_path
 from recio.records.source import resolve_source
 
 
@@ -239,7 +243,16 @@ def _size_summary(img: ImageStats) -> str:
 
 def _index_line(st: FileStats) -> str:
     if st.index is None:
-        return "  index: none (write one with `recio index`)"
+        idx = sibling_index_path(st.path)
+        journal = pack_journal_path(os.path.splitext(st.path)[0])
+        resume = resume_command(journal) if not storage.is_url(st.path) and \
+            os.path.exists(journal) else None
+        if resume is not None:
+            return (f"  index: none ({idx} not found): an interrupted im2rec pack left it "
+                    f"({journal} is beside it); readers by key refuse it; finish the pack: "
+                    f"`{resume}`")
+        return (f"  index: none ({idx} not found): readers by key refuse it; write one with "
+                f"`recio index {st.path}` (--key id for im2rec's keys)")
     chk = st.index
     if not chk.ok:
         return f"  index {chk.path}: PROBLEMS: " + "; ".join(chk.problems())

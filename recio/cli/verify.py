@@ -18,6 +18,7 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.image.verify import VerifyReport, verify_file
+from recio.records.index_format import sibling_index_path
 from recio.records.manifest import is_manifest
 from recio.records.shard_verify import ManifestReport, verify_manifest
 from recio.records.source import expand_source
@@ -36,24 +37,28 @@ from recio.records.source import expand_source
 @handle_errors
 def verify_cmd(files: Tuple[str, ...], images: bool, deep: bool, index_path: Optional[str],
                as_json: bool, quiet: bool) -> None:
-    """Check every byte of each REC; list each damaged region with its byte offsets.
+    """Check the framing of each REC and its index; list each damaged region with its offsets.
 
     Checks the framing of every record (magic, lengths, multi-part sequences, truncation),
     that no payload holds an unescaped aligned magic word, and that the .idx beside the file
-    (if any) points at exactly the records.
+    (if any) points at exactly the records. The bytes inside a payload are not checked: an
+    image overwritten in place keeps its framing; --images decodes every image.
 
-    The last line names the culprit: OK; TRUNCATED (the file ends inside a record, or between
-    two records while its .idx lists more: the records before the cut are intact); DAMAGED
-    (damaged bytes or images); BAD INDEX (the .rec is intact, its .idx does not match it:
-    another file's, or keys that repeat). A `next:` line then
-    gives the command that fixes it (`recio repair`, `recio index --force`).
+    The last line says what was checked and names the culprit: OK; TRUNCATED (the file ends
+    inside a record, or between two records while its .idx lists more: the records before
+    the cut are intact); DAMAGED (damaged bytes or images); BAD INDEX (the .rec is intact,
+    its .idx does not match it: another file's, one cut short, or keys that repeat);
+    INCOMPLETE (an interrupted im2rec pack left the .rec without its .idx); NO INDEX (exit
+    0: the .rec is intact and has no .idx, so readers by key refuse it). A `next:` line then
+    gives the command that fixes it (`recio repair`, `recio index`, `im2rec ... --resume`).
 
     A REC may also be a glob ('shards/*.rec'), a URL (s3://...) or a shard set's manifest
     (PREFIX.manifest.json): then every shard's .rec, .idx and checksum file is checked for
     presence, size and CRC-32, and each .idx for its record count; --deep also names every
     record whose bytes differ from its checksum.
 
-    Exit status: 0 all clean, 1 damage found in any, 2 usage error or unreadable file.
+    Exit status: 0 all clean (OK, NO INDEX), 1 damage found in any (or INCOMPLETE), 2 usage
+    error or unreadable file.
 
     \b
     Examples:
@@ -129,9 +134,17 @@ def _print_report(report: VerifyReport) -> None:
     elif verdict == "BAD INDEX":
         click.echo(f"{verdict}: {report.idx_path} does not match {rec}; the .rec itself is "
                    f"intact: {st.records:,} records, {st.size:,} bytes, no damage")
+    elif verdict in ("INCOMPLETE", "NO INDEX"):
+        idx = sibling_index_path(rec)
+        why = (f"an interrupted im2rec pack left it ({report.pack_journal} is beside it)"
+               if verdict == "INCOMPLETE" else "sequential readers read it")
+        click.echo(f"{verdict}: {rec}: {st.records:,} records, {st.size:,} bytes, no damage, "
+                   f"but no index ({idx} not found): readers by key refuse it; {why}{extra}; "
+                   f"{report.checked}")
     else:
         click.echo(f"{verdict}: {rec}: {st.records:,} records, {st.size:,} bytes, "
-                   f"{len(st.damage):,} damaged region(s) ({st.damaged_bytes:,} bytes){extra}")
+                   f"{len(st.damage):,} damaged region(s) ({st.damaged_bytes:,} bytes){extra}; "
+                   f"{report.checked}")
     step = report.next_step()
     if step:
         click.echo(f"next: {step}")

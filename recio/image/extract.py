@@ -27,7 +27,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Union
 import numpy as np
 
 from recio import storage
-from recio.errors import ImageError, NothingFoundError, OutputExistsError, plural
+from recio.errors import (
+    ImageError,
+    NothingFoundError,
+    OutputExistsError,
+    OutputWriteError,
+    plural,
+)
 from recio.image.header import read_head, unpack_header
 from recio.image.lists import (
     classes_path,
@@ -43,6 +49,7 @@ from recio.image.stats import image_format
 from recio.records.atomic import atomic_open, check_outputs
 from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
+from recio.records.write_errors import is_write_only_error
 
 PathLike = Union[str, "os.PathLike[str]"]
 Progress = Optional[Callable[[int], Any]]
@@ -141,6 +148,7 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     check_outputs(planned, inputs, force=True)  # never over an input, even with force
     result.replaced = [p for p in planned if _exists(p)]
     size = storage.size(rec_path)
+    made = [] if storage.is_url(out_dir) or os.path.isdir(out_dir) else [out_dir]
     if not storage.is_url(out_dir):
         if os.path.exists(out_dir) and not os.path.isdir(out_dir):
             kind = storage.file_kind(os.stat(out_dir).st_mode) or "a file"
@@ -149,23 +157,47 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     lines: List[str] = []
     used: Set[str] = set()
     reported = 0
-    with RecordReader(rec_path) as reader:
-        for offset, record in reader.records_with_offsets():
-            if progress is not None and offset - reported >= _PROGRESS_EVERY:
-                progress(offset - reported)
-                reported = offset
-            line = _extract_one(record, result, used, classes)
-            if line is None:
-                result.skipped += 1
-            else:
-                lines.append(line)
-    if progress is not None and size > reported:
-        progress(size - reported)
-    if result.classes_path is not None:
-        write_classes(result.classes_path, [(name, label) for label, name in classes.items()])
-    with atomic_open(result.lst_path, "wb") as f:  # bytes: "\n" and UTF-8 on every OS
-        f.write("".join(lines).encode("utf-8", "surrogateescape"))
+    written: List[str] = []  # the images this run created (a full disk takes them back)
+    try:
+        with RecordReader(rec_path) as reader:
+            for offset, record in reader.records_with_offsets():
+                if progress is not None and offset - reported >= _PROGRESS_EVERY:
+                    progress(offset - reported)
+                    reported = offset
+                line = _extract_one(record, result, used, classes, written, made)
+                if line is None:
+                    result.skipped += 1
+                else:
+                    lines.append(line)
+        if progress is not None and size > reported:
+            progress(size - reported)
+        if result.classes_path is not None:
+            write_classes(result.classes_path,
+                          [(name, label) for label, name in classes.items()])
+        with atomic_open(result.lst_path, "wb") as f:  # bytes: "\n" and UTF-8 on every OS
+            f.write("".join(lines).encode("utf-8", "surrogateescape"))
+    except OSError as exc:
+        if isinstance(exc, OutputWriteError) or is_write_only_error(exc):
+            _take_back(written, made, result)  # a full disk: the same command runs again
+        raise
     return result
+
+
+def _take_back(written: List[str], made: List[str], result: "ExtractResult") -> None:
+    """Delete the images and folders an extraction that could not finish (a full disk)
+    created, so that OUT_DIR is as it was and the same command can run again; the files it
+    replaced (``--force``) are gone either way."""
+    for path in written:
+        if path not in result.replaced:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    for folder in reversed(made):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
 
 
 def _exists(path: str) -> bool:
@@ -233,8 +265,9 @@ def _image_of(record: bytes) -> Optional[tuple]:
 
 
 def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
-                 classes: Dict[int, str]) -> Optional[str]:
-    """Write the image of one record and return its ``.lst`` line (None: no image in it)."""
+                 classes: Dict[int, str], written: List[str], made: List[str]) -> Optional[str]:
+    """Write the image of one record and return its ``.lst`` line (None: no image in it);
+    the image's path goes to ``written``, a folder it needed that was not there to ``made``."""
     found = _image_of(record)
     if found is None:
         return None
@@ -248,9 +281,13 @@ def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
     name = _unique_name(header.id, _EXTENSIONS[fmt], used, _class_folder(header.label, classes))
     path = storage.join(result.out_dir, name)
     if not storage.is_url(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        folder = os.path.dirname(path)
+        if not os.path.isdir(folder):
+            os.makedirs(folder)
+            made.append(folder)
     with atomic_open(path, "wb") as f:
         f.write(memoryview(record)[body:])
+    written.append(path)
     result.images += 1
     line = format_list_line(header.id, [float(x) for x in labels], name)
     printed = np.array([float(v) for v in line.split("\t")[1:-1]], dtype=np.float32)

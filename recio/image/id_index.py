@@ -8,6 +8,7 @@ records without an image (a face-recognition set's header and identity records) 
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
@@ -93,20 +94,18 @@ def index_keeping_keys(rec_path: PathLike, idx_path: Optional[PathLike] = None, 
     ``.rec``. Where its lines land on the records, its keys show what they were: ``0..n-1``
     by position (``rec2idx``) or each record's image id (im2rec), and the new index is keyed
     the same way (``RebuiltIndex.keys`` says which). Without an old index the keys are
-    positions, as ``rec2idx`` writes them. Keys of any other kind, or an old index that says
+    positions, as ``rec2idx`` writes them, unless the records carry image ids that are not
+    their positions (``auto_key_kind``: it asks). Keys of any other kind, or an old index that says
     nothing (unreadable, or of another file) over records whose ids are not their positions,
     raise ``RecordIOError`` asking for ``--key id`` or ``--key position``: the keys are never
     renumbered silently. Damage in the ``.rec`` raises as in ``rebuild_index``.
     """
     rec_path = os.fspath(rec_path)
-    target = sibling_index_path(rec_path) if idx_path is None else os.fspath(idx_path)
-    old = target if storage.exists(target) else sibling_index_path(rec_path)
-    if not storage.exists(old):
-        return rebuild_index(rec_path, idx_path, force=force, progress=progress)
+    old = _old_index(rec_path, idx_path)
     chosen = {}
 
     def keys(path: str, offsets: np.ndarray) -> Union[Sequence[Any], np.ndarray]:
-        kind = _old_key_kind(path, offsets, old)
+        kind = auto_key_kind(path, offsets, old)
         chosen["kind"] = kind
         return range(len(offsets)) if kind == "position" else _unique_record_ids(path, offsets)
 
@@ -115,12 +114,57 @@ def index_keeping_keys(rec_path: PathLike, idx_path: Optional[PathLike] = None, 
     return written
 
 
+def _old_index(rec_path: str, idx_path: Optional[PathLike]) -> Optional[str]:
+    """The index whose kind of keys a rebuild keeps: ``idx_path`` when that file exists, else
+    the ``.idx`` beside the ``.rec``; None when there is neither."""
+    target = sibling_index_path(rec_path) if idx_path is None else os.fspath(idx_path)
+    old = target if storage.exists(target) else sibling_index_path(rec_path)
+    return old if storage.exists(old) else None
+
+
+def auto_key_kind(rec_path: str, offsets: np.ndarray, old: Optional[str]) -> str:
+    """``"position"`` or ``"id"``: the keys ``recio index --key auto`` gives the records at
+    ``offsets``: those of the old index ``old`` (``_old_key_kind``); without one, positions
+    (as ``rec2idx``) unless the records carry image ids that are not their positions, as
+    im2rec writes them (a shuffled list, skipped images): then it cannot tell which the lost
+    index had and raises ``RecordIOError`` asking for ``--key``, never renumbering an im2rec
+    file silently."""
+    if old is not None:
+        return _old_key_kind(rec_path, offsets, old)
+    ids = _ids_or_none(rec_path, offsets)
+    if ids is None or ids == list(range(len(offsets))):
+        return "position"
+    raise RecordIOError(f"has no index to take the kind of keys from, and its records carry "
+                        f"image ids that are not their positions (as im2rec keys them): "
+                        f"{_ASK}", path=rec_path)
+
+
+def index_command(rec_path: str, offsets: np.ndarray, idx_path: Optional[str] = None) -> str:
+    """The ``recio index`` command that writes a new index for ``rec_path`` (whose record
+    heads are ``offsets``) without asking: ``--force`` when an index is there, and the
+    ``--key`` that ``auto`` would ask for (image ids when they are unique, else positions)."""
+    old = _old_index(rec_path, idx_path)
+    option = ""
+    try:
+        auto_key_kind(rec_path, offsets, old)
+    except RecordIOError:
+        ids = _ids_or_none(rec_path, offsets)
+        option = " --key id" if ids is not None and len(set(ids)) == len(ids) \
+            else " --key position"
+    out = "" if idx_path is None else f" -o {shlex.quote(idx_path)}"
+    force = " --force" if old is not None and (idx_path is None or old == idx_path) else ""
+    return f"recio index {shlex.quote(rec_path)}{out}{force}{option}"
+
+
+_ASK = ("pass --key id (each record's image id, as im2rec writes them) or --key position "
+        "(0..n-1, as rec2idx writes them)")
+
+
 def _old_key_kind(rec_path: str, offsets: np.ndarray, old: str) -> str:
     """``"position"`` or ``"id"``: what the keys of the old index ``old`` were, judged on its
     lines that land on the records at ``offsets``; ``RecordIOError`` when they were neither
     or it cannot tell."""
-    ask = ("pass --key id (each record's image id, as im2rec writes them) or --key position "
-           "(0..n-1, as rec2idx writes them)")
+    ask = _ASK
     why = None
     try:
         index = open_index(old, key_type=str, cache=False)
@@ -163,4 +207,4 @@ def _ids_or_none(rec_path: str, offsets: Union[Sequence[int], np.ndarray]
         return None
 
 
-__all__ = ["index_by_id", "record_ids"]
+__all__ = ["index_by_id", "record_ids", "index_command"]

@@ -16,18 +16,22 @@ that a resumed run, a pack in parts (``recio.image.shard_pack``) and the command
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shlex
 from dataclasses import asdict
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
 
 from recio import storage
 from recio.errors import FileInUseError, RecordIOError
 from recio.image.pack_worker import PackJob
+from recio.image.transform import ImageOptions
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, PART_HEADER
 from recio.records.index_format import format_index, sibling_index_path
-from recio.records.lock import lock_path
+from recio.records.lock import lock_path, pack_journal_path
+from recio.records.write_errors import is_write_only_error, write_failed
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -45,7 +49,7 @@ def output_paths(lst_path: PathLike) -> Tuple[str, str, str]:
 def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
     """``(rec.partial, pack.journal)``: where an unfinished pack keeps its progress."""
     stem = os.path.splitext(os.fspath(lst_path))[0]
-    return stem + ".rec.partial", stem + ".pack.journal"
+    return stem + ".rec.partial", pack_journal_path(stem)
 
 
 def check_pack_paths(lst_path: PathLike) -> None:
@@ -65,6 +69,40 @@ def has_partial(lst_path: PathLike) -> bool:
     rec_partial, journal = partial_paths(lst_path)
     return os.path.exists(journal) and (os.path.exists(rec_partial)
                                         or os.path.exists(output_paths(lst_path)[0]))
+
+
+#: im2rec's option for each image setting a journal records (``pack_settings``)
+_OPTION_FLAGS = {"color": "--color", "resize": "--resize", "encoding": "--encoding",
+                 "quality": "--quality", "max_pixels": "--max-pixels", "decoder": "--decoder",
+                 "resize_mode": "--resize-mode", "encoder": "--encoder"}
+
+
+def resume_command(journal: PathLike) -> Optional[str]:
+    """The im2rec command that continues the pack whose journal is ``journal``: its list (the
+    exact ``.lst``, so no other list is packed), its ROOT and every image setting it was
+    started with that is not the default, then ``--resume``. None when the journal's header
+    cannot be read (a pack killed before writing it)."""
+    try:
+        with open(journal, "rb") as f:
+            magic, _, blob = f.readline().decode("utf-8").rstrip("\n").split(" ", 2)
+        saved = json.loads(blob)
+        lst, root, options = saved["lst"], saved["root"], saved["options"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if magic != JOURNAL_MAGIC:
+        return None
+    words = ["im2rec", lst, root]
+    defaults = asdict(ImageOptions())
+    for name, flag in _OPTION_FLAGS.items():
+        if options.get(name, defaults[name]) != defaults[name]:
+            words += [flag, str(options[name])]
+    if options.get("center_crop"):
+        words.append("--center-crop")
+    if options.get("exif_transpose") is not None:
+        words.append("--exif-transpose" if options["exif_transpose"] else "--no-exif-transpose")
+    words += [flag for flag, key in (("--pass-through", "pass_through"),
+                                     ("--pack-label", "pack_label")) if saved.get(key)]
+    return " ".join(shlex.quote(w) for w in words + ["--resume"])
 
 
 def journal_field(text: object) -> str:
@@ -201,30 +239,46 @@ class PackOutput(ManagedWriter):
                 self.rec.close()
                 raise
         else:
-            self.rec = open(self.rec_partial, "wb", buffering=_BUFFER)
-            try:
-                self.log = open(self.journal, "wb", buffering=_BUFFER)
-                try:
-                    self.log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} "
-                                   f"{json.dumps(settings)}\n".encode())
-                    self.log.flush()
-                except BaseException:
-                    self.log.close()
-                    os.unlink(self.journal)
-                    raise
-            except BaseException:
-                self.rec.close()
-                os.unlink(self.rec_partial)
-                raise
+            self._start_fresh(settings)
         self._begin(OutputSet([AtomicFile.adopt(self.rec_path, self.rec_partial, self.rec,
                                                 keep_on_discard=True, fsync=fsync)]),
                     f"pack output {self.rec_partial!r}")
 
+    def _start_fresh(self, settings: dict) -> None:
+        """Create ``.rec.partial`` and the journal with its header; all or nothing (a full
+        disk leaves neither, and says so of the ``.rec``)."""
+        made: List[str] = []
+        files: list = []
+        try:
+            self.rec = open(self.rec_partial, "wb", buffering=_BUFFER)
+            made.append(self.rec_partial)
+            files.append(self.rec)
+            self.log = open(self.journal, "wb", buffering=_BUFFER)
+            made.append(self.journal)
+            files.append(self.log)
+            self.log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} "
+                           f"{json.dumps(settings)}\n".encode())
+            self.log.flush()
+        except BaseException as exc:
+            for f in files:
+                try:
+                    f.close()
+                except OSError:
+                    pass  # the bytes it still buffered go with the file
+            for path in made:
+                os.unlink(path)
+            if is_write_only_error(exc) or getattr(exc, "errno", None) == errno.EIO:
+                raise write_failed(cast(OSError, exc), self.rec_path) from exc
+            raise
+
     def write(self, entries: List[str]) -> None:
         """Vouch in the journal for a batch whose records were written to ``self.rec``."""
-        self.rec.flush()  # record bytes reach the OS before the journal vouches for them
-        self.log.write("".join(entries).encode("utf-8", "surrogateescape"))
-        self.log.flush()
+        try:
+            self.rec.flush()  # record bytes reach the OS before the journal vouches for them
+            self.log.write("".join(entries).encode("utf-8", "surrogateescape"))
+            self.log.flush()
+        except OSError as exc:  # a full disk: what the journal vouches for stays, to resume
+            raise write_failed(exc, self.rec_path, resumable=True) from exc
 
     def _finish(self) -> None:
         self.rec.flush()
@@ -254,7 +308,10 @@ class PackOutput(ManagedWriter):
         self.errors_written = errors is not None
 
     def _drop(self) -> None:
-        self.log.close()
+        try:
+            self.log.close()
+        except OSError:  # a full disk: a journal line cut short is one a resume ignores
+            pass
 
     def remove_partial(self) -> None:
         """Delete the ``.rec.partial`` and the journal (after ``abort()``): for a pack that is
@@ -276,8 +333,10 @@ class PackOutput(ManagedWriter):
                                  "replace it; the packed records are kept: close what reads "
                                  "it, then continue the pack (resume=True, --resume)",
                                  path=exc.path) from None
+        except OSError as exc:  # a full disk while the .idx is written: a resume writes it
+            raise write_failed(exc, self.rec_path, resumable=True) from exc
         os.unlink(self.journal)
 
 
-__all__ = ["output_paths", "partial_paths", "check_pack_paths", "has_partial", "PackOutput", "JournalState",
-           "recover_journal", "pack_settings", "journal_field"]
+__all__ = ["output_paths", "partial_paths", "check_pack_paths", "has_partial", "PackOutput",
+           "JournalState", "recover_journal", "pack_settings", "journal_field", "resume_command"]

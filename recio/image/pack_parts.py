@@ -17,12 +17,12 @@ import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple, Union, cast
 
 import numpy as np
 
 from recio import storage
-from recio.errors import RecordIOError
+from recio.errors import OutputWriteError, RecordIOError
 from recio.image.pack_output import output_paths, partial_paths
 from recio.image.pack_progress import PackProgress, attempt_token, part_name
 from recio.image.pack_worker import Task, make_job
@@ -39,6 +39,7 @@ from recio.records.atomic import atomic_open, publish_staged
 from recio.records.index import open_index
 from recio.records.manifest import RECORD_CHECKSUM_SUFFIX, Shard, file_crc32
 from recio.records.reader import RecordReader
+from recio.records.write_errors import is_write_only_error
 from recio.storage import StorageOptions
 
 #: the header line of ``PREFIX.errors.tsv``
@@ -206,8 +207,17 @@ class Engine(Protocol):
             progress: Optional[ProgressCallback]) -> Iterator[PartResult]: ...
 
 
-def part_failed(part: ListPart, job: PartJob, exc: BaseException) -> PartFailedError:
-    """The one-line error for a part that failed: the list, the shard, its lines and why."""
+def part_failed(part: ListPart, job: PartJob,
+                exc: BaseException) -> Union[PartFailedError, OutputWriteError]:
+    """The one-line error for a part that failed: the list, the shard, its lines and why. A
+    part the disk had no room for (or an I/O error) is an ``OutputWriteError`` naming the list
+    (not the staging folder's files) that a resume continues."""
+    if isinstance(exc, OutputWriteError) or is_write_only_error(exc):
+        error = cast(OSError, exc)
+        return OutputWriteError(
+            f"shard {part.number} ({part.lines}) could not be written ({error.strerror}); "
+            "nothing was published, the finished parts are kept, to resume from",
+            path=job.list_path or None, error_number=error.errno, resumable=True)
     reason = " ".join(str(exc).split()) or type(exc).__name__
     return PartFailedError(f"shard {part.number} ({part.lines}) failed: {reason}; nothing was "
                            "published (no manifest); the finished parts are kept: fix the cause "

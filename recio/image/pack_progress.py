@@ -43,9 +43,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Optional, Tuple
 
 from recio import portable, storage
+from recio.errors import OutputWriteError
 from recio.image.pack_output import output_paths, partial_paths
 from recio.records.atomic import atomic_open
 from recio.records.manifest import file_crc32
+from recio.records.write_errors import folder_write_failed, is_write_only_error
 from recio.storage import StorageOptions
 
 #: the staging folder of ``STEM``'s pack: ``DIR/.recio-pack-NAME``
@@ -144,7 +146,13 @@ class PackProgress:
             os.makedirs(self.folder, exist_ok=True)
         doc = {"format": PROGRESS_FORMAT, "version": PROGRESS_VERSION, "job": uuid.uuid4().hex,
                "settings": settings, "layout": layout}
-        self._write_json(_JOB_FILE, doc)
+        try:
+            self._write_json(_JOB_FILE, doc)
+        except OSError as exc:  # a full disk: nothing to resume from, no staging folder
+            self.discard()
+            if isinstance(exc, OutputWriteError) or is_write_only_error(exc):
+                raise folder_write_failed(exc, self.folder) from exc
+            raise
         return doc
 
     def discard(self) -> None:

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from recio import portable
-from recio.errors import InterruptedPackError, ListFileError, NothingFoundError, plural
+from recio.errors import (
+    InterruptedPackError,
+    ListFileError,
+    NothingFoundError,
+    OutputWriteError,
+    plural,
+)
 from recio.image.lists import ListItem, foreign_list_path, read_list_entries
 from recio.image.pack_executors import AUTO_EXECUTOR, check_workers, encode_in_order
 from recio.image.pack_output import (
@@ -39,6 +45,7 @@ from recio.image.transform import ImageOptions, set_opencv_threads
 from recio.records.atomic import check_outputs, remove_orphaned_temps
 from recio.records.framing import encode_record
 from recio.records.lock import OutputLock, lock_path
+from recio.records.write_errors import is_write_only_error, write_failed
 
 PathLike = Union[str, "os.PathLike[str]"]
 ProgressCallback = Callable[[int, int], None]
@@ -245,6 +252,11 @@ def pack_tasks(job: PackJob, tasks: Iterator[Task], lst_path: str, settings: dic
         out.abort()
         out.remove_partial()  # nothing worth resuming
         raise
+    except OSError as exc:  # a full disk: the partial output stays, to resume from
+        if not isinstance(exc, OutputWriteError) and not is_write_only_error(exc):
+            raise
+        out.abort()
+        raise write_failed(exc, out.rec_path, resumable=True) from exc
     finally:
         if opencv_threads is not None:
             set_opencv_threads(opencv_threads)
@@ -342,7 +354,10 @@ class _InOrderSink:
         for pos, line, item, payload, cause, reason, alpha in outcomes:
             if payload is not None and item is not None:
                 framed = encode_record(payload)
-                rec.write(framed)
+                try:
+                    rec.write(framed)
+                except OSError as exc:  # a full disk, an I/O error: kept for --resume
+                    raise write_failed(exc, self.out.rec_path, resumable=True) from exc
                 entries.append(f"R\t{pos}\t{item.index}\t{self.offset}\t"
                                f"{self.offset + len(framed)}\n")
                 self.offset += len(framed)

@@ -103,7 +103,9 @@ def draw_grid(rec_path: PathLike, out_path: PathLike, *, count: int = 16,
     names = read_classes(classes_path) if classes_path else {}
     result = GridResult(out_path, classes_path=classes_path)
     images: List[Image.Image] = []
-    with IndexedRecordReader(rec_path, idx_path) as records:
+    # keys asked for need the .idx; the first records of one without it are drawn in file
+    # order, captioned with their positions
+    with IndexedRecordReader(rec_path, idx_path, scan=keys is None) as records:
         index = records.index
         if keys is not None:
             missing = [k for k in keys if k not in records]

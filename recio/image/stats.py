@@ -29,10 +29,9 @@ from recio.image.header import IR_STRUCT as _IR
 from recio.records import framing
 from recio.records.diagnose import IndexFit, reindex_hint
 from recio.records.index import read_index
-from recio.records.index_format import key_text, sibling_index_path
+from recio.records.index_format import ends_mid_line, key_text, sibling_index_path
 from recio.records.reader import RecordReader
-from recio.records.sniff import IMAGE_SIGNATURES as _SIGNATURES
-from recio.records.sniff import describe, image_signature
+from recio.records.sniff import IMAGE_SIGNATURES as _SIGNATURES, describe, image_signature
 
 _F32 = struct.Struct("<f")
 _BE16 = struct.Struct(">H")
@@ -109,6 +108,7 @@ class IndexCheck:
     keys_are_positions: bool = False  # keys 0..n-1 in file order, as rec2idx writes them
     error: Optional[str] = None  # the index could not be read at all
     rec_path: Optional[str] = None
+    cut_short: bool = False  # it ends mid-line, and that line is wrong or records are missing
 
     @property
     def ok(self) -> bool:
@@ -137,6 +137,8 @@ class IndexCheck:
                     f"its {self.entries:,} offsets land on no record head{past} ({shown}); "
                     f"{reindex_hint(rec)}"]
         out = []
+        if self.cut_short:  # a copy or a write that stopped
+            out.append(f"the index is cut short: it ends in the middle of line {self.entries}")
         if self.past_end or self.at_cut:
             out.append(f"{_entries(self.past_end + self.at_cut)} list records that {rec} no "
                        f"longer holds whole ({self.past_end:,} past its end, {self.at_cut:,} at "
@@ -585,6 +587,7 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int,
     chk.duplicate_offsets = len(offs) - len(unique_offs)
     chk.unindexed_records = int((~np.isin(head_arr, unique_offs)).sum())
     chk.in_file_order = bool(np.all(offs[1:] > offs[:-1])) if len(offs) > 1 else True
+    chk.cut_short = bool(len(offs)) and not (at_head[-1] and chk.ok) and ends_mid_line(idx_path)
     try:
         ints = [int(k) for k in keys]
     except ValueError:

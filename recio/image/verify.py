@@ -11,11 +11,16 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+import numpy as np
+
 from recio import storage
 from recio.errors import ImageError
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode
 from recio.image.header import unpack_header
-from recio.records.diagnose import reindex_hint, repair_hint
+from recio.image.id_index import index_command
+from recio.image.pack_output import resume_command
+from recio.records.diagnose import repair_hint
+from recio.records.lock import pack_journal_path
 from recio.records.framing import pad_size
 from recio.records.reader import RecordReader
 from recio.image.stats import DamageRegion, FileStats, image_format, scan_file
@@ -34,12 +39,21 @@ class VerifyReport:
     images_checked: bool = False
     bad_images: List[DamageRegion] = field(default_factory=list)
     index_problems: List[str] = field(default_factory=list)
+    #: no index was given and none is beside the file (readers by key refuse it)
+    index_missing: bool = False
+    #: the journal of the interrupted im2rec pack that left the file without its index
+    pack_journal: Optional[str] = None
+    #: the command that continues that pack (None: its journal says too little)
+    resume: Optional[str] = None
+    #: the ``recio index`` command that writes a working index (a missing or bad one)
+    index_fix: Optional[str] = None
 
     @property
     def clean(self) -> bool:
-        """No damaged bytes, no bad images, no index problems, no padding missing."""
+        """No damaged bytes, no bad images, no index problems, no padding missing, and not
+        the ``.rec`` of an interrupted pack (``INCOMPLETE``)."""
         return not self.stats.damage and not self.bad_images and not self.index_problems \
-            and not self.padding_missing
+            and not self.padding_missing and self.pack_journal is None
 
     @property
     def padding_missing(self) -> int:
@@ -80,7 +94,22 @@ class VerifyReport:
             return "TRUNCATED"
         if self.stats.damage or self.bad_images:
             return "DAMAGED"
+        if self.pack_journal is not None:
+            return "INCOMPLETE"
+        if self.index_missing:
+            return "NO INDEX"
         return "BAD INDEX" if self.index_problems else "OK"
+
+    @property
+    def checked(self) -> str:
+        """What was checked, as the report's last line says it."""
+        index = f"its index {self.idx_path}" if self.idx_path is not None else ""
+        if self.images_checked:
+            parts = ["the framing of every record"] + ([index] if index else [])
+            return f"checked {', '.join(parts)} and decoded every image"
+        index = f" and {index}" if index else ""
+        return (f"checked the framing of every record{index}, not the images inside "
+                f"(--images decodes every image)")
 
     def next_step(self) -> Optional[str]:
         """The command that fixes what was found (None when clean)."""
@@ -89,13 +118,19 @@ class VerifyReport:
             return f"rescue the intact records: {repair_hint(self.path)}"
         if verdict == "DAMAGED":
             return "the records whose images do not decode are listed above"
+        if verdict == "INCOMPLETE":
+            if self.resume is not None:
+                return f"finish the pack: `{self.resume}`"
+            return ("finish the pack: run the im2rec command that made it again, with "
+                    "--resume")
+        if verdict == "NO INDEX":
+            return f"write its index: `{self.index_fix}`"
         if verdict == "BAD INDEX":
             chk = self.stats.index
             if chk is not None and chk.error is None and chk.duplicate_keys and not (
                     chk.bad_offsets or chk.duplicate_offsets or chk.unindexed_records):
-                return (f"give every record its own key: `recio index {self.path} --force "
-                        f"--key position`")
-            return f"the .rec is intact; {reindex_hint(self.path)}"
+                return f"give every record its own key: `{self.index_fix}`"
+            return f"the .rec is intact; rebuild the index with `{self.index_fix}`"
         return None
 
     def to_dict(self) -> Dict[str, Any]:
@@ -106,7 +141,9 @@ class VerifyReport:
                 "padding_missing": self.padding_missing,
                 "damage": [vars(d) for d in st.damage], "damaged_bytes": st.damaged_bytes,
                 "bad_images": [vars(d) for d in self.bad_images], "index": self.idx_path,
-                "index_problems": list(self.index_problems), "next_step": self.next_step()}
+                "index_problems": list(self.index_problems),
+                "index_missing": self.index_missing, "pack_journal": self.pack_journal,
+                "checked": self.checked, "next_step": self.next_step()}
 
 
 def verify_file(rec_path: PathLike, *, images: bool = False, idx_path: Optional[PathLike] = None,
@@ -123,12 +160,22 @@ def verify_file(rec_path: PathLike, *, images: bool = False, idx_path: Optional[
         raise FileNotFoundError(errno.ENOENT, "No such file", os.fspath(idx_path))
     stats, heads = scan_file(rec_path, sample=0,
                              idx_path=None if idx_path is None else os.fspath(idx_path),
-                             collect_heads=images, progress=progress)
+                             collect_heads=True, progress=progress)
+    assert heads is not None  # collect_heads
     report = VerifyReport(rec_path, stats, images_checked=images)
-    if images and heads is not None:
+    if images:
         report.bad_images = check_images(rec_path, heads, progress=image_progress)
     if stats.index is not None:
         report.index_problems = stats.index.problems()
+    else:
+        report.index_missing = idx_path is None
+        journal = pack_journal_path(os.path.splitext(rec_path)[0])
+        if report.index_missing and not storage.is_url(rec_path) and os.path.exists(journal):
+            report.pack_journal, report.resume = journal, resume_command(journal)
+    if report.verdict in ("NO INDEX", "BAD INDEX") and not stats.damage:
+        given = None if idx_path is None else os.fspath(idx_path)
+        report.index_fix = index_command(rec_path, np.frombuffer(heads, np.uint64).astype(
+            np.int64), given)
     return report
 
 

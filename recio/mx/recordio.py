@@ -16,7 +16,8 @@ from typing import Any, Callable, List, Optional, TextIO
 
 import numpy as np
 
-from recio.errors import RecordIOError
+from recio import portable
+from recio.errors import OutputWriteError, RecordIOError
 from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode
 from recio.image.encoding import encode
 from recio.image.header import IRHeader, pack, unpack as unpack_record
@@ -31,8 +32,10 @@ from recio.records.framing import (
 )
 from recio.records.index import BY_KEY, warn_repeated_keys
 from recio.records.index_format import check_key, format_index
+from recio.records.pair import open_pair
 from recio.records.reader import RecordReader
 from recio.records.writer import RecordWriter
+from recio.records.write_errors import write_failed
 from recio.storage import is_url
 
 # This process's id, refreshed in a forked child: comparing with it is cheaper than a getpid()
@@ -54,6 +57,13 @@ _FAST_WRITERS: "weakref.WeakSet[MXRecordIO]" = weakref.WeakSet()
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_refresh_pid)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _close_all(files: list) -> None:
@@ -90,6 +100,18 @@ class _IndexLines:
         finally:
             self.file.close()
 
+    def discard(self) -> None:
+        """Close and delete the ``.idx`` (its ``.rec`` could not be written)."""
+        self.offsets.clear()
+        try:
+            self.file.close()
+        except OSError:
+            pass  # the buffered lines go with the file
+        try:
+            os.unlink(self.file.name)
+        except OSError:
+            pass
+
 
 class _IndexedRecordSink(RecordWriter):
     """The ``.rec`` writer of an ``MXIndexedRecordIO``: each time it hands its buffered records
@@ -98,9 +120,18 @@ class _IndexedRecordSink(RecordWriter):
     lines: Optional[_IndexLines] = None
 
     def _drain(self) -> None:
-        super()._drain()
-        if self.lines is not None:
-            self.lines.drain()
+        try:
+            super()._drain()
+            if self.lines is not None:
+                self.lines.drain()
+        except OSError as exc:  # a full disk: neither file is left (OutputWriteError too)
+            lines = self.lines
+            self.abort()
+            if lines is not None:
+                lines.discard()
+            failed = self.path or "" if isinstance(exc, OutputWriteError) or lines is None \
+                else lines.file.name  # the .rec's error is typed already; else the .idx's
+            raise write_failed(exc, failed) from exc
 
 
 class MXRecordIO:
@@ -296,8 +327,26 @@ class MXIndexedRecordIO(MXRecordIO):
         super().__init__(uri, flag)
 
     def _open(self) -> None:
-        super()._open()
         self._dense = None
+        if self.flag != "r":
+            self._open_writing()
+            return
+        # the .rec and the .idx as one consistent pair, even while a writer replaces them
+        # (recio.records.pair); a missing .idx raises MissingIndexError, a FileNotFoundError
+        # as MXNet's open(idx_path) raises
+        open_pair(self.uri, self.idx_path, self._open_reading, lambda _: self._close_reading())
+
+    def _close_reading(self) -> None:
+        """Undo an ``_open_reading`` that met a replacement: its index is forgotten too (the
+        next file at that path may even reuse the inode of the one it was read from)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        self._index = None
+        self.is_open = False
+
+    def _open_writing(self) -> None:
+        super()._open()
         if self.writable:
             assert isinstance(self._writer, _IndexedRecordSink)  # super()._open() made it
             try:
@@ -315,22 +364,29 @@ class MXIndexedRecordIO(MXRecordIO):
             self._lines = self._writer.lines = _IndexLines(self.fidx, self.keys)
             self._pending = self._lines.offsets  # the offsets whose .idx lines wait
             self._closing.append(self._lines)
-            return
+
+    def _open_reading(self, idx_path: str) -> None:
+        """Open the ``.rec`` and read the index at ``idx_path`` (``open_pair``'s step)."""
+        super()._open()
+        self._dense = None  # set below for this index only (never left from another one)
         self.fidx = None
         self._resume = None
         assert self._reader is not None  # super()._open() made it
         self._read_at = self._reader.read_at
-        if is_url(self.idx_path):
-            stamp: tuple = (self.idx_path, self._reader.size)
+        if is_url(idx_path):
+            stamp: tuple = (idx_path, self._reader.size)
         else:
-            stat = os.stat(self.idx_path)
-            stamp = (stat.st_size, stat.st_mtime_ns, self._reader.size)
+            stamp = portable.file_stamp(os.stat(idx_path)) + (self._reader.size,)
         index = getattr(self, "_index", None)
         if index is None or stamp != getattr(self, "_idx_stamp", None):
             # arrays, mapped from the sidecar cache when there is one (records.index_cache); a
             # worker reopening an unchanged index keeps the arrays it shares with the parent
-            index = open_checked_index(self.uri, self.idx_path, self.key_type,
-                                       rec_size=self._reader.size)
+            try:
+                index = open_checked_index(self.uri, idx_path, self.key_type,
+                                           rec_size=self._reader.size)
+            except BaseException:
+                self._close_reading()
+                raise
             warn_repeated_keys(index, BY_KEY, self.uri)
             self._index, self._idx_stamp = index, stamp
         # list- and dict-like views computed from the arrays on demand (MXNet's list and dict)
@@ -343,12 +399,23 @@ class MXIndexedRecordIO(MXRecordIO):
     def _close(self) -> None:
         if not self.is_open:
             return
-        super()._close()
-        if self.fidx is not None:
-            self._lines.close()
-            # used only while fidx is open, which the hot write_idx does not check again
-            self._lines = self._pending = None  # type: ignore[assignment]
-            self.fidx = None
+        lines = self._lines if self.fidx is not None else None
+        try:
+            super()._close()
+            if lines is not None:
+                lines.close()
+        except OSError as exc:  # a full disk at the end: neither file is left
+            if lines is not None:
+                lines.discard()
+                _unlink_quietly(self.uri)
+                raise write_failed(exc, exc.filename if isinstance(exc, OutputWriteError)
+                                   else self.idx_path) from exc
+            raise
+        finally:
+            if lines is not None:
+                # used only while fidx is open, which the hot write_idx does not check again
+                self._lines = self._pending = None  # type: ignore[assignment]
+                self.fidx = None
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()

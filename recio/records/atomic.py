@@ -39,18 +39,21 @@ from typing import (
 from recio import portable, storage
 from recio.errors import FileInUseError, OutputExistsError
 from recio.records.closed import check_open, refuse_to_pickle
+from recio.records.temp_files import (
+    create_exclusive,
+    fsync_folder,
+    replace_file,
+    temp_name,
+    unlink_quietly,
+)
+from recio.records.write_errors import is_write_only_error, write_failed
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _temp_name(path: str) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(path)),
-                        f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
 def remove_orphaned_temps(stem: PathLike) -> List[str]:
-    """Delete the temporary files (``_temp_name``) that writers of outputs named ``STEM.*`` or
+    """Delete the temporary files (``temp_name``) that writers of outputs named ``STEM.*`` or
     ``STEM-*`` left beside them when their process was killed mid-write (the process named in
     the temporary name is gone); returns their paths. For a pack that publishes again what a
     killed run was publishing."""
@@ -66,51 +69,9 @@ def remove_orphaned_temps(stem: PathLike) -> List[str]:
     for name in names:
         match = pattern.match(name)
         if match and not portable.process_alive(int(match.group(1))):
-            _unlink_quietly(os.path.join(folder, name))
+            unlink_quietly(os.path.join(folder, name))
             removed.append(os.path.join(folder, name))
     return removed
-
-
-def _create_exclusive(path: str) -> tuple:
-    """``(fd, temp path)`` of a new file beside ``path``; like mkstemp, but with the umask's
-    permissions rather than 0600. For a URL the file is staged in the local temporary folder
-    (``RECIO_STAGING_DIR``, else ``TMPDIR``) and uploaded by ``publish()``."""
-    if storage.is_url(path):
-        import tempfile
-
-        return tempfile.mkstemp(prefix=f".{storage.basename(path)}.", suffix=".tmp",
-                                dir=os.environ.get("RECIO_STAGING_DIR") or None)
-    while True:
-        temp = _temp_name(path)
-        try:
-            return portable.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), temp
-        except FileExistsError:
-            continue
-
-
-def _fsync_folder(path: PathLike) -> None:
-    """fsync the folder holding ``path`` so a rename in it survives an OS crash (POSIX only)."""
-    if not storage.is_url(path):
-        portable.sync_folder(os.path.dirname(os.path.abspath(os.fspath(path))))
-
-
-def _replace_file(source: str, target: str, held: Optional[str] = None) -> None:
-    """Rename ``source`` over ``target``. Where the OS refuses because a file is open or
-    memory-mapped (Windows), raises :class:`FileInUseError` naming ``held`` (default:
-    ``target``), the user's file that something holds."""
-    try:
-        os.replace(source, target)
-    except OSError as exc:
-        if portable.in_use(exc):
-            raise FileInUseError(path=held or target) from None
-        raise
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 class AtomicFile:
@@ -133,13 +94,13 @@ class AtomicFile:
         self.path = storage.check_output(path)  # no temporary file beside a device or a FIFO
         self.fsync = fsync
         self.storage_options = storage_options
-        fd, self.temp_path = _create_exclusive(self.path)
+        fd, self.temp_path = create_exclusive(self.path)
         try:
             # binary: the writers open "wb" (a text mode would give a TextIO)
             self.file = cast(BinaryIO, os.fdopen(fd, mode, buffering))
         except BaseException:
             os.close(fd)
-            _unlink_quietly(self.temp_path)
+            unlink_quietly(self.temp_path)
             raise
         self.done = False
 
@@ -158,30 +119,40 @@ class AtomicFile:
         if self.file.closed:
             return
         try:
-            self.file.flush()
-            if self.fsync:
-                os.fsync(self.file.fileno())
-        finally:
-            self.file.close()
+            try:
+                self.file.flush()
+                if self.fsync:
+                    os.fsync(self.file.fileno())
+            finally:
+                self.file.close()
+        except OSError as exc:  # a full disk, an I/O error: the user's file, not the temp
+            raise write_failed(exc, self.path, resumable=self.keep_on_discard) from exc
 
     def publish(self) -> None:
         """Rename the finished file into place (for a URL: upload it as one object, which
         appears only once complete, then delete the staged copy)."""
         if storage.is_url(self.path):
             storage.upload(self.temp_path, self.path, self.storage_options)
-            _unlink_quietly(self.temp_path)
+            unlink_quietly(self.temp_path)
         else:
-            _replace_file(self.temp_path, self.path)
+            try:
+                replace_file(self.temp_path, self.path)
+            except OSError as exc:  # (FileInUseError, not an OSError, passes)
+                raise write_failed(exc, self.path, resumable=self.keep_on_discard) from exc
         self.done = True
 
     def commit(self) -> None:
         """Flush, close and rename to the final name (idempotent)."""
         if self.done:
             return
-        self.finish_file()
-        self.publish()
+        try:
+            self.finish_file()
+            self.publish()
+        except BaseException:  # a full disk: no temporary file stays behind
+            self.discard()
+            raise
         if self.fsync:
-            _fsync_folder(self.path)
+            fsync_folder(self.path)
 
     def discard(self) -> None:
         """Close and delete the temporary file, leaving any existing final file untouched."""
@@ -190,9 +161,12 @@ class AtomicFile:
         self.done = True
         try:
             self.file.close()
+        except OSError:
+            pass  # a full disk: the buffered bytes go with the file (or the partial ends
+            # where its journal says)
         finally:
             if not self.keep_on_discard:
-                _unlink_quietly(self.temp_path)
+                unlink_quietly(self.temp_path)
 
 
 class InPlaceFile(AtomicFile):
@@ -220,14 +194,14 @@ class InPlaceFile(AtomicFile):
             st = None
         if st is not None and _replaceable(st) and os.access(self.path, os.W_OK) \
                 and not portable.is_windows():
-            fd, temp = _create_exclusive(self.path)
+            fd, temp = create_exclusive(self.path)
             try:
                 if hasattr(os, "fchmod"):
                     os.fchmod(fd, st.st_mode & 0o7777)
-                _replace_file(temp, self.path)
+                replace_file(temp, self.path)
             except BaseException:
                 os.close(fd)
-                _unlink_quietly(temp)
+                unlink_quietly(temp)
                 raise
         else:  # Windows: a file open or mapped elsewhere cannot be replaced (nor truncated)
             try:
@@ -328,7 +302,7 @@ class OutputSet:
             folders = {os.path.dirname(os.path.abspath(f.path)): f.path for f in self.files
                        if not storage.is_url(f.path)}
             for path in folders.values():
-                _fsync_folder(path)
+                fsync_folder(path)
 
     def discard(self) -> None:
         """Close and delete every file not yet renamed into place (the first error is raised
@@ -456,7 +430,7 @@ def _remove(path: str, storage_options: StorageOptions) -> None:
     if storage.is_url(path):
         storage.remove(path, storage_options)
     else:
-        _unlink_quietly(path)
+        unlink_quietly(path)
 
 
 def _identity(path: str) -> Optional[tuple]:
@@ -521,7 +495,7 @@ def publish_staged(files: Sequence[Tuple[str, str]],
         if storage.is_url(final):
             storage.upload(staged, final, storage_options)
         else:
-            _replace_file(staged, final)
+            replace_file(staged, final)
 
 
 def set_aside(paths: Iterable[str]) -> List[Tuple[str, str]]:
@@ -534,8 +508,8 @@ def set_aside(paths: Iterable[str]) -> List[Tuple[str, str]]:
     try:
         for path in paths:
             if os.path.lexists(path) and not os.path.isdir(path):
-                temp = _temp_name(path)
-                _replace_file(path, temp, held=path)
+                temp = temp_name(path)
+                replace_file(path, temp, held=path)
                 aside.append((temp, path))
     except BaseException:
         _put_back(aside)
@@ -572,11 +546,11 @@ def _publish_windows(files: Sequence[Tuple[str, str]], obsolete: Iterable[str]) 
     placed: List[str] = []
     try:
         for staged, final in files:
-            _replace_file(staged, final)
+            replace_file(staged, final)
             placed.append(final)
     except BaseException:
         for final in placed:
-            _unlink_quietly(final)
+            unlink_quietly(final)
         _put_back(aside)
         raise
     drop_aside(aside)
@@ -590,8 +564,10 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
     target = AtomicFile(path, mode, fsync=fsync, storage_options=storage_options)
     try:
         yield target.file
-    except BaseException:
+    except BaseException as exc:
         target.discard()
+        if is_write_only_error(exc):  # the block's write to the file: name the user's file
+            raise write_failed(cast(OSError, exc), target.path) from exc
         raise
     target.commit()
 

@@ -34,7 +34,7 @@ from recio.records.framing import (
     pad_size,
 )
 from recio.records.index import open_index
-from recio.records.index_format import key_text
+from recio.records.index_format import ends_mid_line, key_text
 from recio.records.reader import RecordReader
 from recio.records.sniff import SNIFF_BYTES, not_a_record_file
 
@@ -276,6 +276,8 @@ def open_checked_index(rec_path: Any, idx_path: Any, key_type: Any = int,
                     else storage.size(rec_path, storage_options))
     index = open_index(idx_path, key_type, cache=cache, storage_options=storage_options,
                        shard_cache=shard_cache)
+    if len(index) and ends_mid_line(idx_path):  # cut short? its last offset may be cut too
+        _check_last_line(rec_path, index, rec_size, storage_options, shard_cache)
     if len(index) and int(index.offsets.max()) + HEADER_SIZE > rec_size:
         with RecordReader(rec_path, storage_options=storage_options,
                           shard_cache=shard_cache) as reader:
@@ -284,6 +286,25 @@ def open_checked_index(rec_path: Any, idx_path: Any, key_type: Any = int,
                                       path=index.path)
     index.rec_size = rec_size
     return index
+
+
+def _check_last_line(rec_path: Any, index: Any, rec_size: int, storage_options: Any,
+                     shard_cache: Any) -> None:
+    """An ``.idx`` that ends without a newline was cut short, or written so by hand: its last
+    line must then name a record head, or ``IndexFileError`` says it was cut short (the digits
+    of its offset may be cut, and point anywhere)."""
+    last = int(index.offsets[-1])
+    if last + HEADER_SIZE <= rec_size:
+        with RecordReader(rec_path, storage_options=storage_options,
+                          shard_cache=shard_cache) as reader:
+            if _heads_at(reader, np.array([last], np.int64))[0]:
+                return
+    raise IndexFileError(
+        f"the index is cut short: it ends in the middle of its last line (key "
+        f"{_key_at(index, len(index) - 1)}, byte {last}: no record starts there, no newline "
+        f"after it), as a copy or a write that stopped leaves it; `recio verify "
+        f"{os.fspath(rec_path)}` prints the command that rebuilds it", path=index.path,
+        line=len(index))
 
 
 def explain_indexed_read(reader: Any, index: Any, offset: int,

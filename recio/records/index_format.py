@@ -350,7 +350,10 @@ def parse_index_file(f: Any, path: str, key_type: KeyType, rec_size: Optional[in
                     estimated = True
                 out.add(parsed[0] if out.mode == "int" else None, parsed[1])
         if parsed is None:
-            _slow_block(block[:cut], line, final, key_type, rec_size, path, out)
+            try:
+                _slow_block(block[:cut], line, final, key_type, rec_size, path, out)
+            except IndexFileError as exc:
+                raise _cut_short(exc, block[:cut], line, final, path) from None
             line += block.count(b"\n", 0, cut)
         else:
             line += parsed[2]
@@ -359,6 +362,41 @@ def parse_index_file(f: Any, path: str, key_type: KeyType, rec_size: Optional[in
         if cut < len(block):
             pending.append(block[cut:])
     return out.finish()
+
+
+def _cut_short(exc: IndexFileError, block: bytes, first_line: int, final: bool,
+               path: str) -> IndexFileError:
+    """``exc``, or when it is about the file's last line and that line has no newline (the
+    file ends in the middle of it), the error that says so: a copy or a write that stopped
+    cut the index short, which no line of it can be blamed for."""
+    if not final or not block or block.endswith(b"\n"):
+        return exc
+    last = first_line + block.count(b"\n")
+    if exc.line != last:
+        return exc
+    rec = sibling_record_path(path)
+    tail = block[block.rfind(b"\n") + 1:][:80]
+    return IndexFileError(
+        f"the index is cut short: it ends in the middle of its last line "
+        f"({tail!r}, no newline), as a copy or a write that "
+        f"stopped leaves it; `recio verify {rec}` checks the .rec and prints the command that "
+        f"rebuilds the index", path, line=last)
+
+
+def ends_mid_line(idx_path: PathLike) -> bool:
+    """Whether the local ``.idx`` at ``idx_path`` ends without a newline: cut short when its
+    last line is also wrong (a file written by hand may just lack the last newline). False
+    for a URL (not looked at) and an empty or unreadable file."""
+    if is_url(os.fspath(idx_path)):
+        return False
+    try:
+        with open(idx_path, "rb") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 # -- the first and last lines (what the sidecar cache checks itself against) -----------------

@@ -10,12 +10,13 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Uni
 import numpy as np
 
 from recio import storage
-from recio.errors import RecordIOError
+from recio.errors import IndexChangedError, RecordIOError
 from recio.records.cache import ShardCache
 from recio.records.closed import Closed, check_open, is_closed
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import BY_KEY, Index, IndexOffsets, warn_repeated_keys
 from recio.records.index_format import sibling_index_path
+from recio.records.pair import missing_index_error, open_pair
 from recio.records.reader import RecordReader
 from recio.storage import StorageOptions
 
@@ -34,11 +35,14 @@ def build_index(rec_path: PathLike, storage_options: StorageOptions = None,
 def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
               key_type: KeyType = int, rec_size: Optional[int] = None,
               cache: Optional[bool] = None, warn_on_scan: bool = False,
-              storage_options: StorageOptions = None, *, shard_cache: Any = None) -> Index:
+              storage_options: StorageOptions = None, *, shard_cache: Any = None,
+              scan: bool = True) -> Index:
     """The ``Index`` of a ``.rec``: from ``idx_path``, else the ``.idx`` beside it when there
     is one, else by scanning the file (keys ``0..n-1``, like ``rec2idx``; ``path`` is None).
 
-    This is the one place that decides between loading an index and scanning for one. With
+    This is the one place that decides between loading an index and scanning for one; a
+    reader by key passes ``scan=False``: a missing ``.idx`` then raises ``MissingIndexError``
+    (``recio.records.pair``), since positions would answer another record for a key. With
     ``warn_on_scan`` a missing ``.idx`` is reported (a ``UserWarning`` saying how to write it)
     before the scan starts, for callers whose users expect an index to exist. URLs are read
     through ``shard_cache`` when one is given (``recio.records.cache.ShardCache``; an index a
@@ -52,6 +56,8 @@ def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
                 storage.exists(candidate, storage_options):
             idx_path = candidate
         else:
+            if not scan:
+                raise missing_index_error(os.fspath(rec_path), candidate)
             if warn_on_scan:
                 warnings.warn(f"{candidate} not found: scanning {os.fspath(rec_path)} for its "
                               f"records (write it once with `recio index {os.fspath(rec_path)}`)",
@@ -78,8 +84,13 @@ def load_index(rec_path: PathLike, idx_path: Optional[PathLike] = None,
 class IndexedRecordReader(Mapping):
     """Read-only mapping ``key -> record`` over a ``.rec`` and its ``.idx`` (index order).
 
-    Without ``idx_path`` the ``.idx`` beside the ``.rec`` is used when present; otherwise the index
-    is built by scanning the file, with keys ``0..n-1`` as MXNet's ``rec2idx`` does. The index is
+    Without ``idx_path`` the ``.idx`` beside the ``.rec`` is used. The two are opened as one
+    consistent pair even while a writer replaces them (``recio.records.pair``: the reader
+    retries, or raises ``IndexChangedError`` naming both files). A ``.rec`` without its
+    ``.idx`` raises ``MissingIndexError`` saying what to do: it is never numbered by position
+    silently, which for im2rec's files (keyed by image id) would answer another record for a
+    key. ``scan=True`` asks for that numbering when there is no ``.idx``: the index is built
+    by scanning the file, with keys ``0..n-1`` as MXNet's ``rec2idx`` does. The index is
     held as arrays (``index``, see ``recio.records.index``), memory-mapped from its sidecar cache when
     there is one, so forked workers share it; ``cache`` is passed to ``recio.records.index.open_index``.
     A URL is read by ranged GETs, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``), from a
@@ -92,21 +103,33 @@ class IndexedRecordReader(Mapping):
                  key_type: Callable[[str], Any] = int, cache: Optional[bool] = None, *,
                  storage_options: StorageOptions = None,
                  cache_dir: Union[PathLike, bool, None] = None,
-                 cache_limit: Union[int, str, None] = None) -> None:
+                 cache_limit: Union[int, str, None] = None, scan: bool = False) -> None:
         self.path = os.fspath(rec_path)
         shard_cache = (ShardCache.configured(cache_dir, cache_limit, storage_options)
                        if storage.is_url(self.path) else None)
-        self.reader = RecordReader(self.path, storage_options=storage_options,
-                                   shard_cache=shard_cache)
-        try:
-            self.index: Index = index_for(self.path, idx_path, key_type,
-                                          rec_size=self.reader.size, cache=cache,
-                                          storage_options=storage_options,
-                                          shard_cache=shard_cache)
-        except BaseException:
-            self.reader.close()
-            raise
+
+        def open_both(idx: Optional[str]) -> Tuple[RecordReader, Index]:
+            reader = RecordReader(self.path, storage_options=storage_options,
+                                  shard_cache=shard_cache)
+            try:
+                return reader, index_for(self.path, idx, key_type, rec_size=reader.size,
+                                         cache=cache, storage_options=storage_options,
+                                         shard_cache=shard_cache)
+            except BaseException:
+                reader.close()
+                raise
+
+        given = None if idx_path is None else os.fspath(idx_path)
+        if scan and given is None and not storage.exists(sibling_index_path(self.path),
+                                                         storage_options):
+            self.reader, self.index = open_both(None)  # keys 0..n-1, as asked
+        else:
+            self.reader, self.index = open_pair(
+                self.path, given, open_both, lambda pair: pair[0].close(),
+                positions="scan=True numbers them so", storage_options=storage_options,
+                shard_cache=shard_cache)
         self.idx_path = self.index.path
+        self._rec_stamp = _rec_stamp(self.reader)  # a copy in another process checks it
         self.key_type = key_type
         self._bind()
         warn_repeated_keys(self.index, BY_KEY, self.path)
@@ -200,8 +223,29 @@ class IndexedRecordReader(Mapping):
         return state
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update(state)  # the .rec reopens by its path (RecordReader.__setstate__)
+        if state.get("_rec_stamp") != _rec_stamp(self.reader):
+            self.reader.close()  # another file now: the index read with the old one is not its
+            raise IndexChangedError(
+                f"{self.path} was replaced since this reader was opened (before it was pickled "
+                f"into this process): the index it holds is the old file's; open a new "
+                f"reader", path=self.idx_path or self.path)
         self._bind()
+
+
+def _rec_stamp(reader: RecordReader) -> Optional[tuple]:
+    """What tells the local ``.rec`` a reader has open from a file put at its path since (a
+    replaced pair): its inode (a file renamed into place has another one, and the old one is
+    not reused while this reader holds it) and size, which every host of a shared file system
+    reports alike. None for a URL or a file object."""
+    file = getattr(reader.source, "file", None)
+    if storage.is_url(reader.path or "") or file is None or not hasattr(file, "fileno"):
+        return None
+    try:
+        st = os.fstat(file.fileno())
+    except (OSError, ValueError):
+        return None
+    return st.st_ino, st.st_size
 
 
 __all__ = ["IndexedRecordReader", "load_index", "build_index"]

@@ -34,6 +34,7 @@ from typing import Any, Dict, Optional, Union
 from recio import portable, storage
 from recio.errors import OutputBusyError
 from recio.records.atomic import atomic_open
+from recio.records.write_errors import folder_write_failed, is_write_only_error
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -57,6 +58,20 @@ _NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL,
 def lock_path(stem: PathLike) -> str:
     """``data/train`` -> ``data/train.pack.lock``."""
     return os.fspath(stem) + _LOCK_SUFFIX
+
+
+def pack_journal_path(stem: PathLike) -> str:
+    """``data/train`` -> ``data/train.pack.journal``: the progress an im2rec pack keeps beside
+    its outputs until they are all in place (``recio.image.pack_output``), so a ``.rec``
+    without its ``.idx`` next to one was left by an interrupted pack."""
+    return os.fspath(stem) + ".pack.journal"
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _command() -> str:
@@ -107,11 +122,16 @@ class OutputLock:
     def acquire(self) -> "OutputLock":
         """Take the lock, or raise :class:`OutputBusyError` at once (never waits)."""
         self.info = self._me()
-        if storage.is_url(self.path):
-            self._take_lease()
-        elif not portable.has_file_locks() or not self._take_flock():
-            # Windows: no flock, and no deleting a file still open (see release)
-            self._take_exclusive()
+        try:
+            if storage.is_url(self.path):
+                self._take_lease()
+            elif not portable.has_file_locks() or not self._take_flock():
+                # Windows: no flock, and no deleting a file still open (see release)
+                self._take_exclusive()
+        except OSError as exc:  # a full or read-only disk: said of the outputs' folder
+            if is_write_only_error(exc):
+                raise folder_write_failed(exc, self.path) from exc
+            raise
         return self
 
     def release(self) -> None:
@@ -190,8 +210,13 @@ class OutputLock:
                 os.close(fd)  # its holder deleted it while we waited: take the new one
                 continue
             data = json.dumps(self.info).encode()
-            os.ftruncate(fd, 0)
-            portable.write_at(fd, data, 0)
+            try:
+                os.ftruncate(fd, 0)
+                portable.write_at(fd, data, 0)
+            except OSError:  # a full disk: no lock is left (acquire names the folder)
+                os.close(fd)
+                _unlink_quietly(self.path)
+                raise
             self._fd = fd
             return True
 

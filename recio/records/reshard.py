@@ -35,6 +35,7 @@ from recio.records.split import (
     chosen_parts,
     record_heads,
 )
+from recio.records.write_errors import is_write_only_error, write_failed
 from recio.storage import RemoteFile
 
 Progress = Optional[Callable[[int], Any]]
@@ -90,8 +91,13 @@ def reshard(source: Source, num_parts: int, out_prefix: PathLike,
             rec_path, idx_path = part_paths(out_prefix, p.part_index)
             out = OutputSet.create([(rec_path, "wb", -1), (idx_path, "wb", -1)])
             pending.append(out)
-            count = _write_part(p, out.files[0].file, out.files[1].file, keys_of, numbered,
-                                seen if keys == "keep" else None, progress)
+            try:
+                count = _write_part(p, out.files[0].file, out.files[1].file, keys_of,
+                                    numbered, seen if keys == "keep" else None, progress)
+            except OSError as exc:  # a full disk: the part's files, not a temporary name
+                if is_write_only_error(exc):
+                    raise write_failed(exc, rec_path) from exc
+                raise
             for f in out.files:
                 f.finish_file()  # closed now: a part waiting for the others holds no descriptor
             plan.parts.append(PartSummary(p.part_index, p.begin, p.end, count, p.spans,

@@ -14,12 +14,14 @@ may be changed by the caller once ``write()`` returns, so it is written before t
 """
 from __future__ import annotations
 
+import errno
 import io
 import os
+import weakref
 from functools import partial
 from typing import Any, BinaryIO, Callable, List, Optional, Sequence, Union, cast
 
-from recio.errors import RecordIOError
+from recio.errors import OutputWriteError, RecordIOError
 from recio import portable
 from recio.records.atomic import ManagedWriter, OutputSet
 from recio.records.framing import (
@@ -37,6 +39,7 @@ from recio.records.framing import (
 )
 from recio.records.closed import check_open
 from recio.records.index_format import check_key, format_index
+from recio.records.write_errors import write_failed
 from recio.storage import StorageOptions
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
@@ -59,19 +62,27 @@ def _writev_all(fd: int, chunks: Sequence[Buffer]) -> None:
     written = _writev(fd, chunks)
     if written == total:
         return
-    views = [memoryview(c).cast("B") for c in chunks]
-    while written < total:  # a short write (a signal, a full disk about to raise): go on
-        rest, skip = [], written
-        for v in views:
-            if skip >= len(v):
-                skip -= len(v)
-            else:
-                rest.append(v[skip:])
-                skip = 0
-        n = _writev(fd, rest)
-        if n <= 0:
-            raise OSError(f"write to file descriptor {fd} made no progress")
-        written += n
+    views: List[memoryview] = []
+    rest: List[memoryview] = []
+    try:
+        views = [memoryview(c).cast("B") for c in chunks]
+        while written < total:  # a short write (a signal, a full disk about to raise): go on
+            rest, skip = [], written
+            for v in views:
+                if skip >= len(v):
+                    skip -= len(v)
+                else:
+                    rest.append(v[skip:])
+                    skip = 0
+            n = _writev(fd, rest)
+            if n <= 0:
+                raise OSError(errno.EIO, f"write to file descriptor {fd} made no progress")
+            written += n
+    finally:
+        # release the views at once: an error's traceback keeps this frame, and a live view
+        # of the writer's buffer would forbid clearing it ("Existing exports of data")
+        for view in rest + views:
+            view.release()
 
 
 def _write_joined(fd: int, chunks: Sequence[Buffer]) -> int:
@@ -137,12 +148,15 @@ class RecordWriter(ManagedWriter):
         self._begin(outputs, f"RecordWriter({self.path!r})", salvage)
 
     @classmethod
-    def _sink(cls, file: BinaryIO, path: Optional[str]) -> "RecordWriter":
+    def _sink(cls, file: BinaryIO, path: Optional[str],
+              owner: Optional[Callable[[], Optional[ManagedWriter]]] = None) -> "RecordWriter":
         """The framing and buffering of a RecordWriter over a file another writer owns (the
-        owner drains it with ``_drain`` and has the lifecycle)."""
+        owner drains it with ``_drain`` and has the lifecycle: ``owner()`` is aborted when a
+        write fails)."""
         self = cls.__new__(cls)
         self._bind(file, path, 0, 1 << 20, owned=True)
         self.closed = False
+        self._owner = owner
         return self
 
     def _bind(self, file: BinaryIO, path: Any, offset: int, buffer_size: int,
@@ -282,18 +296,35 @@ class RecordWriter(ManagedWriter):
         pieces = self._pieces
         if not buffer and len(pieces) == 1:
             return
-        if self._fd is None:
-            write = self._file.write
-            for piece in pieces:
-                if piece:
-                    write(piece)
-        elif self._file.closed:
-            raise ValueError(f"{self.path}: write to a closed file")
-        else:
-            if self._reserve and self._offset > self._reserved:
-                self._grow()
-            _writev_all(self._fd, pieces)
+        try:
+            if self._fd is None:
+                write = self._file.write
+                for piece in pieces:
+                    if piece:
+                        write(piece)
+            elif self._file.closed:
+                raise ValueError(f"{self.path}: write to a closed file")
+            else:
+                if self._reserve and self._offset > self._reserved:
+                    self._grow()
+                _writev_all(self._fd, pieces)
+        except OSError as exc:
+            raise self._failed(exc) from exc
         self._forget()
+
+    def _failed(self, exc: OSError) -> OutputWriteError:
+        """A write to the file failed (a full disk, an I/O error): some of the pieces may have
+        reached it, so the file is unusable. The writer is aborted (its temporary file
+        deleted) and the error to raise names the user's file (``atomic.write_failed``)."""
+        # the writer whose files these are: this one, or the one that owns this sink
+        owner = self._owner() if self._owner is not None else \
+            self if hasattr(self, "_finalizer") else None
+        if owner is not None:
+            owner.abort()
+        return write_failed(exc, self.path or "RecordWriter")
+
+    #: the writer whose lifecycle this one's file belongs to, when another owns it (``_sink``)
+    _owner: Optional[Callable[[], Optional[ManagedWriter]]] = None
 
     def _forget(self) -> None:
         """Drop every piece not yet written (keeping the invariant ``_pieces == [_buffer]``)."""
@@ -308,11 +339,17 @@ class RecordWriter(ManagedWriter):
         check_open(self.closed, "writer", self.path)
         self._drain()
         if self._fd is None:
-            self._file.flush()
+            try:
+                self._file.flush()
+            except OSError as exc:
+                raise self._failed(exc) from exc
 
     def _finish(self) -> None:
         self.flush()
-        self._release()
+        try:
+            self._release()
+        except OSError as exc:
+            raise self._failed(exc) from exc
 
     def _drop(self) -> None:
         self._forget()
@@ -343,7 +380,7 @@ class IndexedRecordWriter(ManagedWriter):
         rec = os.fspath(rec_path)
         outputs = OutputSet.create([(rec, "wb", 0), (self.idx_path, "wb", 0)], atomic=atomic,
                                    fsync=fsync, storage_options=storage_options)
-        self._records = RecordWriter._sink(outputs.files[0].file, rec)
+        self._records = RecordWriter._sink(outputs.files[0].file, rec, weakref.ref(self))
         self.path = rec
         self._idx_fd = outputs.files[1].file.fileno()
         self._write_record = self._records.write
@@ -377,7 +414,11 @@ class IndexedRecordWriter(ManagedWriter):
 
     def _drain_index(self) -> None:
         if self._keys:
-            _writev_all(self._idx_fd, (format_index(self._keys, self._offsets),))
+            try:
+                _writev_all(self._idx_fd, (format_index(self._keys, self._offsets),))
+            except OSError as exc:  # a full disk: the index is unusable, the writer aborted
+                self.abort()
+                raise write_failed(exc, self.idx_path) from exc
             self._keys.clear()
             self._offsets.clear()
 

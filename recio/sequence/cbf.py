@@ -19,6 +19,7 @@ import numpy as np
 
 from recio.records.atomic import ManagedWriter, OutputSet
 from recio.records.closed import check_open
+from recio.records.write_errors import write_failed
 from recio.sequence.cbf_decode import decode_chunk
 from recio.sequence.cbf_format import (
     CBF_MAGIC,
@@ -380,10 +381,14 @@ class CBFWriter(ManagedWriter):
         if not self._meta:
             return
         f = self._file
-        f.write(np.asarray(self._meta, dtype=COUNT_DTYPE).tobytes())
-        for pieces in self._pieces:
-            f.writelines(pieces)
-            pieces.clear()
+        try:
+            f.write(np.asarray(self._meta, dtype=COUNT_DTYPE).tobytes())
+            for pieces in self._pieces:
+                f.writelines(pieces)
+                pieces.clear()
+        except OSError as exc:  # a full disk: the writer is aborted, its file deleted
+            self.abort()
+            raise write_failed(exc, self.path) from exc
         self.chunks.append(ChunkInfo(len(self.chunks), self._pos, self._chunk_bytes,
                                      len(self._meta), self._chunk_samples))
         self._pos += self._chunk_bytes
@@ -402,7 +407,10 @@ class CBFWriter(ManagedWriter):
         parts.extend(CHUNK_ENTRY.pack(c.offset, c.num_sequences, c.num_samples)
                      for c in self.chunks)
         parts.append(TRAILER.pack(self._pos))
-        self._file.write(b"".join(parts))
+        try:
+            self._file.write(b"".join(parts))
+        except OSError as exc:  # a full disk (close() then deletes the file)
+            raise write_failed(exc, self.path) from exc
 
     def close(self) -> List[ChunkInfo]:
         """Write the last chunk and the header, then rename into place; returns the chunks."""

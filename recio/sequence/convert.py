@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from recio import storage
-from recio.errors import CBFError, SequenceError
+from recio.errors import CBFError, OutputWriteError, SequenceError
 from recio.records.atomic import check_outputs, publish_staged
 from recio.records.index_format import sibling_index_path
 from recio.records.reader import RecordReader
@@ -117,6 +117,8 @@ def rec_to_cbf(rec_path: PathLike, cbf_path: PathLike, chunk_size_bytes: int = 3
             _check_same(streams, seq, rec_path, offset)
             try:
                 writer.write(seq)
+            except OutputWriteError:  # a full disk: not the record's fault
+                raise
             except ValueError as exc:
                 raise CBFError(f"record cannot be written as CBF: {exc}", path=rec_path,
                                offset=offset) from None

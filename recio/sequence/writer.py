@@ -5,6 +5,7 @@ appearing together on ``close()`` or not at all.
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
@@ -13,6 +14,7 @@ from recio.errors import SequenceError
 from recio.records.closed import check_open
 from recio.records.atomic import ManagedWriter, OutputSet
 from recio.records.index_format import format_index, sibling_index_path
+from recio.records.write_errors import write_failed
 from recio.records.writer import RecordWriter
 from recio.sequence.records import (
     Layout,
@@ -49,7 +51,8 @@ class SequenceWriter(ManagedWriter):
         self._written = 0
         outputs = OutputSet.create([(self.rec_path, "wb", 0), (self.len_path, "wb", -1),
                                     (self.idx_path, "wb", -1)], fsync=fsync)
-        self._records = RecordWriter._sink(outputs.files[0].file, self.rec_path)
+        self._records = RecordWriter._sink(outputs.files[0].file, self.rec_path,
+                                           weakref.ref(self))
         self._len_file = outputs.files[1].file
         self._idx_file = outputs.files[2].file
         self._begin(outputs, f"SequenceWriter({self.rec_path!r})")
@@ -75,7 +78,12 @@ class SequenceWriter(ManagedWriter):
                                     path=self.rec_path)
         offset = self._records.write(pack_sequence(ordered))
         self._counts.append([samples_of(d) for d in ordered.values()])
-        self._idx_file.write(format_index([self._written if key is None else key], [offset]))
+        try:
+            self._idx_file.write(format_index([self._written if key is None else key],
+                                              [offset]))
+        except OSError as exc:  # a full disk: the writer is aborted, its files deleted
+            self.abort()
+            raise write_failed(exc, self.idx_path) from exc
         self._written += 1
         return offset
 
@@ -89,7 +97,10 @@ class SequenceWriter(ManagedWriter):
         self._records.closed = True
         counts = np.asarray(self._counts, dtype=np.int64).reshape(
             len(self._counts), len(self.stream_names or []))
-        self._len_file.write(sidecar_bytes(self.stream_names or [], counts, end))
+        try:
+            self._len_file.write(sidecar_bytes(self.stream_names or [], counts, end))
+        except OSError as exc:  # a full disk (close() then deletes every file)
+            raise write_failed(exc, self.len_path) from exc
 
     def _drop(self) -> None:
         self._records.closed = True

@@ -95,12 +95,13 @@ class RecordDataset(Dataset):
             raise ValueError("idx_path goes with one .rec; several files use the .idx beside each")
         # arrays (or the memory-mapped index cache), so forked DataLoader workers share them
         # instead of touching millions of Python objects; a manifest's shards have their
-        # indexes, which must exist
+        # indexes, which must exist; read by key (keys=...), so must the .idx of a .rec
+        # (MissingIndexError: positions would answer other records)
         indexes = [open_checked_index(f.path, f.idx_path, key_type, rec_size=f.size,
                                       storage_options=storage_options, shard_cache=cache)
                    if f.manifest else
                    index_for(f.path, idx_path, key_type, storage_options=storage_options,
-                             shard_cache=cache) for f in sources]
+                             shard_cache=cache, scan=keys is None) for f in sources]
         self._indexes = indexes
         self.idx_path = indexes[0].path if len(indexes) == 1 else None
         if len(indexes) == 1:

@@ -53,7 +53,7 @@ def one(data: bytes) -> None:
         warnings.simplefilter("ignore")
         attempt(lambda: list(recio.RecordReader(REC)))
         attempt(lambda: list(recio.RecordReader(REC, on_error="skip")))
-        attempt(lambda: list(recio.IndexedRecordReader(REC).values()))
+        attempt(lambda: list(recio.IndexedRecordReader(REC, scan=True).values()))
         attempt(lambda: verify_file(REC).to_dict())
         attempt(lambda: repair(REC, OUT, force=True))
         attempt(lambda: unpack_sequence(rec))
