@@ -73,8 +73,8 @@ def has_partial(lst_path: PathLike) -> bool:
 
 #: im2rec's option for each image setting a journal records (``pack_settings``)
 _OPTION_FLAGS = {"color": "--color", "resize": "--resize", "encoding": "--encoding",
-                 "quality": "--quality", "max_pixels": "--max-pixels", "decoder": "--decoder",
-                 "resize_mode": "--resize-mode", "encoder": "--encoder"}
+                 "quality": "--quality", "max_pixels": "--max-pixels",
+                 "resize_mode": "--resize-mode"}
 
 
 def resume_command(journal: PathLike) -> Optional[str]:

@@ -24,12 +24,11 @@ import numpy as np
 
 from recio import portable, storage
 from recio.errors import NotRegularFileError, RecordIOError, StorageError, TruncatedFileError
-from recio.image.header import IR_SIZE as _IR_SIZE
-from recio.image.header import IR_STRUCT as _IR
+from recio.image.header import IR_SIZE as _IR_SIZE, IR_STRUCT as _IR
 from recio.records import framing
-from recio.records.diagnose import IndexFit, reindex_hint
+from recio.records.diagnose import IndexFit, ends_mid_line, reindex_hint
 from recio.records.index import read_index
-from recio.records.index_format import ends_mid_line, key_text, sibling_index_path
+from recio.records.index_format import key_text, sibling_index_path
 from recio.records.reader import RecordReader
 from recio.records.sniff import IMAGE_SIGNATURES as _SIGNATURES, describe, image_signature
 

@@ -34,7 +34,7 @@ from recio.records.framing import (
     pad_size,
 )
 from recio.records.index import open_index
-from recio.records.index_format import ends_mid_line, key_text
+from recio.records.index_format import key_text
 from recio.records.reader import RecordReader
 from recio.records.sniff import SNIFF_BYTES, not_a_record_file
 
@@ -356,5 +356,20 @@ def _record_around(reader: Any, index: Any, offset: int) -> Optional[int]:
         pos = nxt
     return None
 
+
+def ends_mid_line(idx_path: "os.PathLike[str] | str") -> bool:
+    """Whether the local ``.idx`` at ``idx_path`` ends without a newline: cut short when its
+    last line is also wrong (a file written by hand may just lack the last newline). False
+    for a URL (not looked at) and an empty or unreadable file."""
+    if storage.is_url(os.fspath(idx_path)):
+        return False
+    try:
+        with open(idx_path, "rb") as f:
+            if f.seek(0, os.SEEK_END) == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 __all__ = ["IndexFit"]

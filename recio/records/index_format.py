@@ -383,22 +383,6 @@ def _cut_short(exc: IndexFileError, block: bytes, first_line: int, final: bool,
         f"rebuilds the index", path, line=last)
 
 
-def ends_mid_line(idx_path: PathLike) -> bool:
-    """Whether the local ``.idx`` at ``idx_path`` ends without a newline: cut short when its
-    last line is also wrong (a file written by hand may just lack the last newline). False
-    for a URL (not looked at) and an empty or unreadable file."""
-    if is_url(os.fspath(idx_path)):
-        return False
-    try:
-        with open(idx_path, "rb") as f:
-            if f.seek(0, os.SEEK_END) == 0:
-                return False
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
-    except OSError:
-        return False
-
-
 # -- the first and last lines (what the sidecar cache checks itself against) -----------------
 #: bytes read at each end of an ``.idx`` for its first and last lines
 _EDGE_BYTES = 4096
