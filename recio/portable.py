@@ -19,7 +19,10 @@ import errno
 import mmap
 import os
 import sys
-from typing import Any, Callable, Optional
+import tempfile
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, List, Optional
 
 PathLike = Any  # str or os.PathLike[str]
 
@@ -324,6 +327,32 @@ def in_use(exc: OSError) -> bool:
         return False
     winerror = getattr(exc, "winerror", None)
     return winerror in _IN_USE_WINERRORS if winerror is not None else is_windows()
+
+
+
+_STDERR_LOCK = threading.Lock()
+
+
+@contextmanager
+def native_messages() -> Iterator[List[str]]:
+    """The lines C libraries write to file descriptor 2 while the block runs (libjpeg's
+    "Corrupt JPEG data: ..." warnings, which no Python API reports), collected into the list
+    the block gets instead of reaching the terminal. Blocks run one at a time; what other
+    threads write to stderr meanwhile is collected too, so use it in a single-threaded
+    checker only."""
+    lines: List[str] = []
+    with _STDERR_LOCK, tempfile.TemporaryFile() as caught:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines += caught.read().decode("utf-8", "replace").splitlines()
 
 
 __all__ = ["system", "is_windows", "open_fd", "opens_without_blocking", "nonblocking_read_flags",

@@ -163,6 +163,15 @@ def _imdecode(buf: np.ndarray, flag: int, jpeg: bool) -> Optional[np.ndarray]:
     return array
 
 
+def decodes_as_stored(data: ImageBytes) -> bool:
+    """Whether OpenCV decodes ``data`` as it is, without the end marker :func:`decode` gives a
+    JPEG that lacks one (a checker's question: such a JPEG was cut short)."""
+    try:
+        return cv2.imdecode(_as_buffer(data), cv2.IMREAD_UNCHANGED) is not None
+    except cv2.error:
+        return False
+
+
 def _undecodable(buf: np.ndarray) -> str:
     """Why ``buf`` did not decode, in one line, from what its first bytes are."""
     head = bytes(buf[:16])
@@ -304,5 +313,5 @@ def has_alpha(data: ImageBytes) -> bool:
 
 
 __all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "POWER_OF_TWO_SCALES",
-           "ImageBytes", "decode", "decode_scaled", "check_pixels", "dct_eighths", "image_size",
+           "ImageBytes", "decode", "decode_scaled", "decodes_as_stored", "check_pixels", "dct_eighths", "image_size",
            "jpeg_size", "exif_orientation", "describe_error"]

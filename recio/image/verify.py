@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from recio import storage
+from recio import portable, storage
 from recio.errors import ImageError
-from recio.image.codec import DEFAULT_MAX_PIXELS, decode
+from recio.image.codec import DEFAULT_MAX_PIXELS, decode, decodes_as_stored
 from recio.image.header import unpack_header
 from recio.image.id_index import index_command
 from recio.image.pack_output import resume_command
@@ -207,14 +208,35 @@ def check_images(path: PathLike, heads: Sequence[int], progress: Progress = None
                 bad.append(DamageRegion(off, end, f"record id {rid}: payload is not a known "
                                                   "image format"))
                 continue
-            try:
-                decode(bytes(record[body:]), -1, max_pixels=max_pixels)
-            except ImageError as exc:
-                bad.append(DamageRegion(off, end, f"record id {rid}: image does not decode "
-                                                  f"({exc.message})"))
+            problem = _decode_problem(bytes(record[body:]), max_pixels)
+            if problem is not None:
+                bad.append(DamageRegion(off, end, f"record id {rid}: {problem}"))
     finally:
         reader.close()
     return bad
+
+
+def _decode_problem(image: bytes, max_pixels: int) -> Optional[str]:
+    """Why ``image`` is damaged, or None. A JPEG that libjpeg decodes only by repairing it
+    (stray bytes, corrupt scan data, a cut-off end: its warnings, which the readers let pass
+    as MXNet's do) is damaged too: a checker names it. Other formats' library warnings (a
+    PNG's "known incorrect sRGB profile") pass on to stderr."""
+    with portable.native_messages() as messages:
+        try:
+            decode(image, -1, max_pixels=max_pixels)
+            failed = None
+        except ImageError as exc:
+            failed = exc.message
+    if failed is not None:
+        return f"image does not decode ({failed})"
+    if image[:2] == b"\xff\xd8" and messages:
+        return f"image decodes only as libjpeg repairs it ({'; '.join(messages)[:200]})"
+    if image[:2] == b"\xff\xd8" and image.rstrip(b"\0")[-2:] != b"\xff\xd9" \
+            and not decodes_as_stored(image):
+        return "image decodes only with the end-of-image marker it lacks (cut short)"
+    for line in messages:
+        print(line, file=sys.stderr)  # noqa: T201 - another library's own warning, passed on
+    return None
 
 
 __all__ = ["verify_file", "VerifyReport", "check_images"]
