@@ -19,10 +19,9 @@ from PIL import Image, ImageOps
 import recio
 import recio.mx as mx
 from conftest import need
-from recio.errors import ImageError
+from recio.errors import ImageError, SkippedRecordWarning
 from recio.image import png_srgb
 from recio.image.batch_augment import Augmenter
-from recio.image.batch_engine import SkippedRecordWarning
 from recio.image.codec import dct_eighths, decode, decode_scaled
 from recio.image.encoding import encode
 from recio.image.header import decode_image

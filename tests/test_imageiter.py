@@ -11,9 +11,8 @@ from PIL import Image
 
 import recio
 
-from recio.errors import ImageError, RecordIOError
+from recio.errors import ImageError, RecordIOError, SkippedRecordWarning
 from recio.image.batch_augment import Augmenter
-from recio.image.batch_engine import SkippedRecordWarning
 from recio.image.imageiter import ImageRecordIter
 
 N = 24
