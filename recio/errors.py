@@ -250,9 +250,20 @@ class DuplicateKeyWarning(UserWarning):
     ``warnings.simplefilter("error", recio.errors.DuplicateKeyWarning)``."""
 
 
+class SkippedRecordWarning(RuntimeWarning):
+    """A record a reader left out and went on without: its image nothing can decode (the
+    ``on_undecodable="skip"`` policy of every image reader, ``recio.image.undecodable``), or
+    its labels do not fit ``label_width``. The message names the file, the record (its key, or
+    its place in a stream), its byte offset and why, and what came in its place if anything;
+    the reader counts it in ``num_skipped``. Python shows each distinct message once; make
+    them errors with ``warnings.simplefilter("error", recio.errors.SkippedRecordWarning)``, or
+    pass ``on_undecodable="raise"``."""
+
+
 __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "MissingIndexError",
            "IndexChangedError", "OutputWriteError", "ListFileError", "ImageError",
            "TruncatedFileError", "NotRecordFileError", "NotRegularFileError", "ClosedError",
            "ConcurrentUseError", "OutputExistsError", "OutputBusyError", "FileInUseError",
            "InterruptedPackError", "NothingFoundError", "ManifestError", "ChecksumError",
-           "StorageError", "CBFError", "SequenceError", "CTFError", "DuplicateKeyWarning"]
+           "StorageError", "CBFError", "SequenceError", "CTFError", "DuplicateKeyWarning",
+           "SkippedRecordWarning"]

@@ -290,7 +290,7 @@ def claiming_file(tmp_path):
     "InputSplit-parts", "InputSplit-records", "IndexedRecordReader", "scan_file", "RecordCorpus",
     "skip-mode", "ImageRecordIter", "torch.RecordDataset", "torch.RecordIterableDataset",
 ])
-@pytest.mark.filterwarnings("ignore::recio.image.batch_engine.SkippedRecordWarning")
+@pytest.mark.filterwarnings("ignore::recio.errors.SkippedRecordWarning")
 def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
     path = claiming_file(tmp_path)
     if entry.startswith("torch."):

@@ -19,10 +19,9 @@ from PIL import Image, ImageOps
 import recio
 import recio.mx as mx
 from conftest import need
-from recio.errors import ImageError
+from recio.errors import ImageError, SkippedRecordWarning
 from recio.image import png_srgb
 from recio.image.batch_augment import Augmenter
-from recio.image.batch_engine import SkippedRecordWarning
 from recio.image.codec import dct_eighths, decode, decode_scaled
 from recio.image.encoding import encode
 from recio.image.header import decode_image
@@ -251,7 +250,7 @@ def test_bomb_is_refused_before_allocation_by_every_entry_point(tmp_path):
             _bounded(call)
 
 
-def test_bomb_records_are_skipped_by_image_record_iter_and_refused_by_torch(tmp_path):
+def test_bomb_records_are_skipped_by_every_reader_or_refused_when_asked(tmp_path):
     rec, idx = tmp_path / "b.rec", tmp_path / "b.idx"
     small = _claiming(3000, 3000)  # 9 megapixels: above max_pixels=1_000_000 below
     with recio.IndexedRecordWriter(str(rec), str(idx)) as w:
@@ -271,14 +270,20 @@ def test_bomb_records_are_skipped_by_image_record_iter_and_refused_by_torch(tmp_
     need("torch")
     from recio.torch import ImageAugment, RecordDataset, RecordIterableDataset
 
-    ds = RecordDataset(rec, idx, max_pixels=1_000_000)
+    kept = []
+    with pytest.warns(SkippedRecordWarning, match="decompression-bomb guard"):
+        _bounded(lambda: kept.extend(RecordIterableDataset(rec, max_pixels=1_000_000)))
+    assert len(kept) == 1
+    ds = RecordDataset(rec, idx, max_pixels=1_000_000, on_undecodable="raise")
     assert ds[0][0].shape == (3, 23, 37)
     for i in (1, 2):
         with pytest.raises(ImageError, match=f"key {i}: .*decompression-bomb guard"):
             _bounded(lambda: ds[i])
     with pytest.raises(ImageError, match="decompression-bomb guard"):
-        _bounded(lambda: list(RecordIterableDataset(rec, max_pixels=1_000_000)))
-    raw = RecordDataset(rec, idx, decode="raw", transform=ImageAugment((3, 8, 8)))
+        _bounded(lambda: list(RecordIterableDataset(rec, max_pixels=1_000_000,
+                                                    on_undecodable="raise")))
+    raw = RecordDataset(rec, idx, decode="raw", transform=ImageAugment((3, 8, 8)),
+                        on_undecodable="raise")
     with pytest.raises(ImageError, match="decompression-bomb guard"):
         _bounded(lambda: raw[2])
 

@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import recio
-from recio.errors import ClosedError, ImageError, RecordIOError
+from recio.errors import ClosedError, ImageError, RecordIOError, SkippedRecordWarning
 from recio.image.batch_augment import Augmenter
-from recio.image.batch_engine import SkippedRecordWarning
 from recio.image.imageiter import ImageRecordIter
 
 N = 24

@@ -147,6 +147,13 @@ def _images() -> None:
     _copy(GOLDEN / "im2rec" / "all.idx", "train.idx")
 
 
+def _damaged() -> None:
+    """damaged.rec + damaged.idx: the 15 images of tests/data/mxnet_damaged as MXNet's im2rec
+    packed them (--pass-through): 4 that nothing decodes (keys 0, 4, 5, 14), 11 that do."""
+    _copy(GOLDEN.parent / "mxnet_damaged" / "mxnet" / "raw_damaged.rec", "damaged.rec")
+    _copy(GOLDEN.parent / "mxnet_damaged" / "mxnet" / "raw_damaged.idx", "damaged.idx")
+
+
 def _shards() -> None:
     """train_0.rec, train_1.rec: two image record files written by MXNet."""
     _copy(GOLDEN / "split" / "part0.rec", "train_0.rec")
@@ -196,6 +203,7 @@ SETUPS: Dict[str, Callable[[], None]] = {
     "photo": _photo,
     "photos": _photos,
     "images": _images,
+    "damaged": _damaged,
     "shards": _shards,
     "faces": _faces,
     "sequences": _sequences,

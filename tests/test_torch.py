@@ -116,12 +116,15 @@ def test_undecodable_raises_image_error_with_key(tmp_path):
     with recio.IndexedRecordWriter(str(rec), str(idx)) as w:
         w.write(42, recio.pack(recio.IRHeader(0, 1.0, 42, 0), b"junk"))
         w.write(43, b"short")  # not even an image record header
+    strict = RecordDataset(rec, idx, on_undecodable="raise")
     with pytest.raises(ImageError, match="key 42") as info:
-        RecordDataset(rec, idx)[0]
+        strict[0]
     assert info.value.path.endswith("b.rec") and info.value.offset == 0
-    with pytest.raises(recio.RecordIOError, match="key 43.*IRHeader") as info:
-        RecordDataset(rec, idx)[1]
+    with pytest.raises(ImageError, match="key 43.*IRHeader") as info:
+        strict[1]
     assert info.value.offset > 0
+    with pytest.raises(ImageError, match="key 42: .*; none of the 2 records decodes"):
+        RecordDataset(rec, idx)[0]  # skipping: nothing could stand in for it
 
 
 @needs_torch

@@ -203,9 +203,14 @@ def test_undecodable_record_in_a_batch_names_its_key(tmp_path):
     from recio.torch import ImageAugment, RecordDataset
 
     rec, idx = _broken_rec(tmp_path)
-    ds = RecordDataset(rec, idx, decode="raw", transform=ImageAugment((3, 8, 8)))
+    ds = RecordDataset(rec, idx, decode="raw", transform=ImageAugment((3, 8, 8)),
+                       on_undecodable="raise")
     with pytest.raises(ImageError, match="key 4"):
         list(DataLoader(ds, batch_size=3, num_workers=2))
+    # skipping (the default): the batch goes on without it, from shared memory as ever
+    ds = RecordDataset(rec, idx, decode="raw", transform=ImageAugment((3, 8, 8)))
+    batches = [labels.tolist() for _, labels in DataLoader(ds, batch_size=3, num_workers=2)]
+    assert batches == [[0.0, 1.0, 2.0], [3.0, 5.0]] and ds.num_skipped == 1
 
 
 def test_other_transforms_keep_the_per_sample_path(data):
@@ -349,8 +354,8 @@ def test_undecodable_record_read_one_at_a_time_names_its_record(tmp_path):
     rec, idx = _broken_rec(tmp_path)
     augment = ImageAugment((3, 8, 8), dtype="uint8")
     with pytest.raises(ImageError, match=r"bad\.rec: byte \d+: key 4: "):
-        RecordDataset(rec, idx, decode="raw", transform=augment)[4]
-    stream = RecordIterableDataset(rec, decode="raw", transform=augment)
+        RecordDataset(rec, idx, decode="raw", transform=augment, on_undecodable="raise")[4]
+    stream = RecordIterableDataset(rec, decode="raw", transform=augment, on_undecodable="raise")
     with pytest.raises(ImageError,
                        match=r"bad\.rec: byte \d+: record #\d+ of part \d/2 \(image id 4\): "):
         list(DataLoader(stream, batch_size=3, num_workers=2))

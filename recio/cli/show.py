@@ -16,6 +16,11 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.image.show import draw_grid
+from recio.image.undecodable import skipped_text
+
+
+#: undecodable records named one a line (a file of no images, a sequence .rec, has thousands)
+_NAMED = 20
 
 
 def _keys(text: Optional[str]) -> Optional[list]:
@@ -56,8 +61,10 @@ def show_cmd(rec: str, output: str, count: int, keys_text: Optional[str], label:
     """Draw a grid of REC's images, each captioned `key: label(s)` and its class name.
 
     Class names come from the classes file `im2rec --list --recursive` writes
-    (PREFIX.classes.tsv) when it is beside REC. Records without an image (e.g. the header
-    records of a face-recognition set) and images that do not decode are skipped and counted.
+    (PREFIX.classes.tsv) when it is beside REC. Records without an image (the header and
+    identity records of a face-recognition set) and images that do not decode are skipped and
+    counted; each undecodable one is named on stderr (its byte offset, key and why; past 20,
+    counted there and listed by --json).
 
     \b
     Examples:
@@ -78,6 +85,11 @@ def show_cmd(rec: str, output: str, count: int, keys_text: Optional[str], label:
     if as_json:
         echo_json(result.to_dict())
         return
+    for bad in result.undecodable[:_NAMED]:
+        click.echo(f"warning: {skipped_text(str(bad.error))}", err=True)
+    if len(result.undecodable) > _NAMED:
+        click.echo(f"warning: {len(result.undecodable) - _NAMED:,} more undecodable records "
+                   "skipped (--json lists every one)", err=True)
     skipped = result.skipped_not_image + result.skipped_undecodable
     click.echo(f"drew {len(result.tiles)} images from {result.looked_at} records -> "
                f"{result.path}" + (f"; skipped {result.skipped_not_image} without an image, "

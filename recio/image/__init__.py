@@ -15,6 +15,8 @@
 * ``cvops``     the OpenCV operations MXNet's augmentation calls (two of them as OpenCV 3.4.2
                 computed them, in NumPy).
 * ``stats``     what ``recio inspect`` reports: record and image statistics, damage, index check.
+* ``undecodable`` the one policy of every image reader for records nothing decodes: skipped,
+                named and counted, or raised (``on_undecodable``).
 * ``verify``    what ``recio verify`` checks: framing, the ``.idx`` and (optionally) every image.
 * ``extract``   images and a ``.lst`` back out of a ``.rec`` (``recio extract``).
 * ``id_index``  an ``.idx`` keyed by each record's image id (``recio index --key id``).

@@ -3,22 +3,23 @@ by a thread pool straight into batch arrays.
 
 :class:`BatchEngine` holds what the producer thread needs (the reader or the stream, the pool,
 the recycled batch arrays) and no reference back to the iterator, so the iterator can be
-garbage-collected while a batch is being made. It yields :class:`DataBatch` objects and warns
-with :class:`SkippedRecordWarning` for each record it cannot use (counted in ``skipped``).
+garbage-collected while a batch is being made. It yields :class:`DataBatch` objects; a record
+it cannot use is skipped with a :class:`~recio.errors.SkippedRecordWarning` and counted in
+``skipped`` (an undecodable one as ``on_undecodable`` says: ``recio.image.undecodable``).
 """
 from __future__ import annotations
 
 import sys
 import threading
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
 from recio.errors import ImageError, RecordIOError
 from recio.image.header import unpack
+from recio.image.undecodable import skip_or_raise, undecodable, warn_skipped
 from recio.records.cache import ShardCache
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import EVERY_LINE, warn_repeated_keys
@@ -28,8 +29,8 @@ from recio.records.shuffle import ShuffleBuffer
 from recio.records.source import is_remote_source, resolve_source
 from recio.records.split import InputSplit, SourceLayout, record_range
 
-class SkippedRecordWarning(RuntimeWarning):
-    """A record was skipped because its image (or its label) could not be used."""
+#: one record on its way to a batch: (name for messages, payload, its file, its byte offset)
+Record = Tuple[str, bytes, str, int]
 
 
 class DataBatch:
@@ -75,6 +76,7 @@ class BatchEngine:
         self.round_batch, self.carry_over = it.round_batch, it.carry_over
         self.part_index, self.num_parts = it.part_index, it.num_parts
         self.labels, self.strict_labels = it.labels, it.strict_labels
+        self.on_undecodable = it.on_undecodable
         # batch arrays handed out before, reused once nobody else holds them (see _new_data)
         self.buffers: List[np.ndarray] = []
         self.max_buffers = it.prefetch_buffer + 3
@@ -119,9 +121,10 @@ class BatchEngine:
             self.reader = None
 
     # -- records ---------------------------------------------------------------------------
-    def records(self, sweep: int) -> Iterator[Tuple[str, bytes]]:
-        """``(name for messages, payload)`` of every record of the part, in sweep ``sweep``'s
-        order (a new order for each sweep when shuffling)."""
+    def records(self, sweep: int) -> Iterator[Record]:
+        """``(name, payload, file, byte offset)`` of every record of the part (the name, file
+        and offset for messages), in sweep ``sweep``'s order (a new order for each sweep when
+        shuffling)."""
         rng = np.random.default_rng([self.seed, sweep, self.part_index, 0])
         if self.keys is not None:
             order = rng.permutation(len(self.keys)) if self.shuffle else range(len(self.keys))
@@ -133,25 +136,28 @@ class BatchEngine:
                 except RecordIOError as exc:  # the index's fault or the .rec's: say which
                     raise explain_indexed_read(self.reader, self.index, offsets[i],
                                                exc) from None
-                yield f"key {key_text(keys[i])}", record
+                yield f"key {key_text(keys[i])}", record, self.path, offsets[i]
             return
 
         split = InputSplit(self.path, self.part_index, self.num_parts,
                            storage_options=self.storage_options, _layout=self.layout)
         part = "" if self.num_parts == 1 else f" of part {self.part_index}/{self.num_parts}"
-        stream: Iterator[Tuple[str, bytes]] = (
-            (f"record #{n}{part}", payload) for n, payload in enumerate(split))
+        stream: Iterator[Record] = (
+            (f"record #{n}{part}", payload, path, offset)
+            for n, (path, offset, payload) in enumerate(split.records_with_offsets()))
         if self.shuffle:
-            buffer: ShuffleBuffer[Tuple[str, bytes]] = ShuffleBuffer(self.shuffle_buffer, rng)
+            buffer: ShuffleBuffer[Record] = ShuffleBuffer(self.shuffle_buffer, rng)
             stream = buffer.shuffle(stream)
         yield from stream
 
     # -- one record ------------------------------------------------------------------------
-    def process(self, record: Tuple[str, bytes], data: np.ndarray, label: np.ndarray,
-                index: np.ndarray, slot: int, params: np.ndarray) -> Optional[str]:
-        """Decode ``record`` into slot ``slot``; returns None, or why the record was skipped
-        (a label that does not fit with ``strict_labels`` raises :class:`RecordIOError`)."""
-        name, payload = record
+    def process(self, record: Record, data: np.ndarray, label: np.ndarray,
+                index: np.ndarray, slot: int, params: np.ndarray
+                ) -> Union[None, str, ImageError]:
+        """Decode ``record`` into slot ``slot``; returns None, why its labels made it skipped,
+        or the error naming it when its image is undecodable (a label that does not fit with
+        ``strict_labels`` raises :class:`RecordIOError`)."""
+        name, payload, path, offset = record
         img = b""
         try:
             header, img = self.unpack(payload)
@@ -161,7 +167,7 @@ class BatchEngine:
             index[slot] = header.id
             self.augment(img, data[slot], params)
         except ImageError as exc:
-            return exc.message
+            return undecodable(exc.message, path, name, offset)
         return None
 
     def _label(self, name: str, header: Any, row: np.ndarray) -> Optional[str]:
@@ -185,9 +191,9 @@ class BatchEngine:
         row[:] = header.label if header.flag == 0 else header.label[:lw]
         return None
 
-    def _process_many(self, records: List[Tuple[str, bytes]], data: np.ndarray,
+    def _process_many(self, records: List[Record], data: np.ndarray,
                       label: np.ndarray, index: np.ndarray, first_slot: int,
-                      params: np.ndarray) -> List[Optional[str]]:
+                      params: np.ndarray) -> List[Union[None, str, ImageError]]:
         """``process`` for consecutive records into consecutive slots (one pool task)."""
         return [self.process(record, data, label, index, first_slot + j, params[j])
                 for j, record in enumerate(records)]
@@ -203,7 +209,7 @@ class BatchEngine:
         seed = [self.seed, sweep, self.part_index, 1] + ([offset] if offset else [])
         aug_rng = np.random.default_rng(seed)
         records = _Counted(islice(self.records(sweep), offset, None))
-        first: List[Tuple[str, bytes]] = []  # the epoch's first good records, for round_batch
+        first: List[Record] = []  # the epoch's first good records, for round_batch
         while True:
             data = self._new_data()
             label = np.zeros((bs, self.label_width), dtype=np.float32)
@@ -256,9 +262,9 @@ class BatchEngine:
             self.buffers.append(arr)
         return arr
 
-    def _fill(self, records: Iterator[Tuple[str, bytes]], data: np.ndarray, label: np.ndarray,
+    def _fill(self, records: Iterator[Record], data: np.ndarray, label: np.ndarray,
               index: np.ndarray, filled: int, aug_rng: np.random.Generator,
-              first: Optional[List[Tuple[str, bytes]]]) -> int:
+              first: Optional[List[Record]]) -> int:
         """Decode records into slots ``filled..`` until the batch is full or records run out."""
         bs = self.batch_size
         while filled < bs:
@@ -276,10 +282,14 @@ class BatchEngine:
             results = [problem for task in tasks for problem in task.result()]
             w = filled
             for record, slot, problem in zip(chunk, slots, results):
-                if problem is not None:
+                if isinstance(problem, ImageError):
+                    skip_or_raise(problem, self.on_undecodable)
                     self.skipped += 1
-                    warnings.warn(f"{describe_path(self.path)}: {record[0]} skipped: {problem}",
-                                  SkippedRecordWarning, stacklevel=2)
+                    continue
+                if problem is not None:  # its labels do not fit label_width
+                    self.skipped += 1
+                    warn_skipped(str(RecordIOError(f"{record[0]}: {problem}", record[2],
+                                                   record[3])))
                     continue
                 if slot != w:
                     data[w], label[w], index[w] = data[slot], label[slot], index[slot]
@@ -310,4 +320,4 @@ def describe_path(path: Any) -> str:
     return path if isinstance(path, str) else ";".join(path)
 
 
-__all__ = ["DataBatch", "SkippedRecordWarning", "describe_path"]
+__all__ = ["DataBatch", "describe_path"]

@@ -22,15 +22,15 @@ The random choices of every image are drawn in stream order from generators seed
 a new order. Every record of the part appears exactly once per epoch; ``round_batch`` fills the
 last batch from the start of the same epoch (``pad`` says how many were borrowed). Undecodable
 records are skipped with a ``SkippedRecordWarning`` naming the record and counted in
-``num_skipped``.
+``num_skipped``, or raise ``ImageError`` with ``on_undecodable="raise"``
+(``recio.image.undecodable``).
 
 ``RecordBatchIter`` is that machinery with the augmentation and the epoch rule passed in:
 ``recio.mx.io.ImageRecordIter`` runs it with ``recio.image.augment.MXAugmenter`` and MXNet's
 epochs (``carry_over``).
 
 The parts have their own modules: ``recio.image.batch_augment`` (``Augmenter``, one image into
-one batch slot) and ``recio.image.batch_engine`` (the decode thread pool, ``DataBatch``,
-``SkippedRecordWarning``).
+one batch slot) and ``recio.image.batch_engine`` (the decode thread pool, ``DataBatch``).
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ import numpy as np
 from recio.image.batch_augment import RRC_AREA, RRC_RATIO, Augmenter
 from recio.image.batch_engine import BatchEngine, DataBatch, describe_path
 from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.image.undecodable import SKIP, check_policy
 from recio.records.closed import check_open
 from recio.records.threaded import ThreadedIter
 from recio.storage import StorageOptions
@@ -79,7 +80,7 @@ class RecordBatchIter:
     batches ahead of the consumer, so on a fast machine that batch has been made when it lies
     within 16 batches of the last one taken; ``carry_lookahead`` (16 for MXNet) makes that rule
     deterministic here: ``reset()`` reads ahead (decoding at most that many batches, as MXNet's
-    producer would have) to find out.
+    producer would have) to find out. ``on_undecodable``: ``recio.image.undecodable``.
     """
 
     def __init__(self, path_imgrec: Union[PathLike, Sequence[PathLike]], augmenter: Any,
@@ -91,7 +92,7 @@ class RecordBatchIter:
                  carry_over: bool = False, carry_lookahead: int = 0,
                  storage_options: StorageOptions = None,
                  cache_dir: Union[PathLike, bool, None] = None,
-                 cache_limit: Union[int, str, None] = None) -> None:
+                 cache_limit: Union[int, str, None] = None, on_undecodable: str = SKIP) -> None:
         _check_positive(batch_size=batch_size, label_width=label_width,
                         preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
                         num_parts=num_parts, shuffle_buffer=shuffle_buffer)
@@ -115,6 +116,7 @@ class RecordBatchIter:
         self.preprocess_threads = int(preprocess_threads)
         self.prefetch_buffer = int(prefetch_buffer)
         self.labels, self.strict_labels = labels, bool(strict_labels)
+        self.on_undecodable = check_policy(on_undecodable)
         self._engine = BatchEngine(self)
         self._epoch = 0
         self._start_at = (0, 0)  # this epoch's (sweep, offset)
@@ -138,7 +140,8 @@ class RecordBatchIter:
 
     @property
     def num_skipped(self) -> int:
-        """Records skipped so far (all epochs) because they could not be decoded."""
+        """Records skipped so far (all epochs): undecodable ones, and those whose labels do not
+        fit ``label_width``."""
         return self._engine.skipped
 
     @property
@@ -260,8 +263,11 @@ class ImageRecordIter(RecordBatchIter):
     the threads at once; garbage collection does it too.
 
     Images decode as MXNet's do (``recio.image.codec.decode``, OpenCV's pixels; a 1-channel
-    ``data_shape`` gets OpenCV's greyscale). An image declaring more than ``max_pixels`` pixels
-    is skipped undecoded (the decompression-bomb guard).
+    ``data_shape`` gets OpenCV's greyscale). An image nothing decodes, or declaring more than
+    ``max_pixels`` pixels (the decompression-bomb guard), is skipped with a
+    ``SkippedRecordWarning`` naming its file, key and byte offset, and counted in
+    ``num_skipped``; ``on_undecodable="raise"`` raises ``ImageError`` instead
+    (``recio.image.undecodable``).
 
     ``random_resized_crop=True`` (instead of ``rand_crop``) is ImageNet's training crop: a box of
     ``min_random_area``-``max_random_area`` of the image (default 0.08-1) with aspect
@@ -287,7 +293,7 @@ class ImageRecordIter(RecordBatchIter):
                  cache_limit: Union[int, str, None] = None, random_resized_crop: bool = False,
                  min_random_area: float = RRC_AREA[0], max_random_area: float = RRC_AREA[1],
                  min_aspect_ratio: float = RRC_RATIO[0],
-                 max_aspect_ratio: float = RRC_RATIO[1]) -> None:
+                 max_aspect_ratio: float = RRC_RATIO[1], on_undecodable: str = SKIP) -> None:
         shape = tuple(int(v) for v in data_shape)
         if len(shape) != 3 or shape[0] not in (1, 3) or min(shape) < 1:
             raise ValueError(f"data_shape must be (channels, height, width) with 1 or 3 channels, "
@@ -322,7 +328,8 @@ class ImageRecordIter(RecordBatchIter):
                          preprocess_threads=preprocess_threads, prefetch_buffer=prefetch_buffer,
                          num_parts=num_parts, part_index=part_index, round_batch=round_batch,
                          shuffle_buffer=shuffle_buffer, storage_options=storage_options,
-                         cache_dir=cache_dir, cache_limit=cache_limit)
+                         cache_dir=cache_dir, cache_limit=cache_limit,
+                         on_undecodable=on_undecodable)
 
 
 def _check_positive(**values: int) -> None:

@@ -2,8 +2,10 @@
 
 Records are chosen in ``.idx`` order (the first N images), in a seeded random order, by key, or
 by label (first label position). Records without an image (the header and identity records of a
-face-recognition set) and images that cannot be decoded are skipped and counted, never drawn as
-blanks, so the grid shows N real images whenever the file holds them.
+face-recognition set) and images that cannot be decoded (any other record whose payload no
+decoder reads) are skipped and counted, never drawn as blanks, so the grid shows N real images
+whenever the file holds them; each undecodable one is named (``GridResult.undecodable``, as
+``recio.image.undecodable`` names it).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from recio.image.codec import decode
 from recio.image.header import read_head, unpack_header
 from recio.image.lists import find_classes, read_classes
 from recio.image.repack import record_kind
+from recio.image.undecodable import skipped_text, undecodable
 from recio.records.atomic import atomic_open, check_outputs
 from recio.records.index_format import key_text, sibling_index_path
 from recio.records.indexed import IndexedRecordReader
@@ -43,15 +46,30 @@ class Tile:
 
 
 @dataclass
+class Skipped:
+    """An undecodable record the grid passed over: its key, byte offset and the error naming
+    it."""
+
+    key: Any
+    offset: int
+    error: ImageError
+
+
+@dataclass
 class GridResult:
     """What :func:`draw_grid` drew and what it passed over."""
 
     path: str
     tiles: List[Tile] = field(default_factory=list)
     skipped_not_image: int = 0
-    skipped_undecodable: int = 0
     looked_at: int = 0
     classes_path: Optional[str] = None
+    #: each undecodable record passed over, in the order met
+    undecodable: List[Skipped] = field(default_factory=list)
+
+    @property
+    def skipped_undecodable(self) -> int:
+        return len(self.undecodable)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"path": self.path, "classes_path": self.classes_path,
@@ -59,7 +77,10 @@ class GridResult:
                           for t in self.tiles],
                 "records_looked_at": self.looked_at,
                 "skipped": {"not_an_image": self.skipped_not_image,
-                            "undecodable": self.skipped_undecodable}}
+                            "undecodable": self.skipped_undecodable},
+                "undecodable": [{"key": s.key, "offset": s.offset,
+                                 "message": skipped_text(str(s.error))}
+                                for s in self.undecodable]}
 
 
 def _positions(n_records: int, randomly: bool, seed: Optional[int]) -> Iterator[int]:
@@ -123,19 +144,20 @@ def draw_grid(rec_path: PathLike, out_path: PathLike, *, count: int = 16,
             if progress is not None:
                 progress(1)
             head = read_head(records, offset)
-            if record_kind(head, offset) != "image":
+            if record_kind(head, offset) in ("header", "identity"):  # labels only, no image
                 result.skipped_not_image += 1
                 continue
-            header, _ = unpack_header(head)
-            labels = np.atleast_1d(np.asarray(header.label, dtype=np.float64)).tolist()
-            if label is not None and (not labels or labels[0] != label):
-                continue
-            record = records.read_at(offset)
-            try:
+            try:  # any other record is meant to hold an image: one that does not is named
+                header, _ = unpack_header(head)
+                labels = np.atleast_1d(np.asarray(header.label, dtype=np.float64)).tolist()
+                if label is not None and (not labels or labels[0] != label):
+                    continue
+                record = records.read_at(offset)
                 pixels = decode(memoryview(record)[unpack_header(record)[1]:], 1,
-                                min_side=tile_size, name=f"{rec_path} key {key}")
-            except ImageError:
-                result.skipped_undecodable += 1
+                                min_side=tile_size)
+            except ImageError as exc:
+                error = undecodable(exc.message, rec_path, f"key {key_text(key)}", offset)
+                result.undecodable.append(Skipped(key, offset, error))
                 continue
             images.append(_thumbnail(pixels, tile_size))
             name = names.get(int(labels[0])) if labels and float(labels[0]).is_integer() else None
@@ -168,4 +190,4 @@ def _save(grid: Image.Image, out_path: str) -> None:
         grid.save(f, format=fmt)
 
 
-__all__ = ["draw_grid", "GridResult", "Tile", "CAPTION"]
+__all__ = ["draw_grid", "GridResult", "Skipped", "Tile", "CAPTION"]

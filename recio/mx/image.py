@@ -15,7 +15,8 @@
   augmentations too.
 * :class:`ImageIter` over ``path_imgrec`` (with or without ``path_imgidx``), ``path_imglist`` +
   ``path_root`` or ``imglist``: MXNet's Python iterator, its batches, pads and
-  ``last_batch_handle``.
+  ``last_batch_handle``; an image nothing decodes is skipped and counted (``num_skipped``) where
+  MXNet's raises, unless ``on_undecodable="raise"`` (``recio.image.undecodable``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ import random
 from numbers import Number
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from recio.errors import ImageError
 from recio.image.lists import list_path_candidates
+from recio.image.undecodable import SKIP, SkipCount, check_policy, skip_or_raise, undecodable
 from recio.mx import ndarray as nd
 from recio.mx import recordio
 from recio.mx.image_aug import (
@@ -77,7 +80,13 @@ class ImageIter(DataIter):
     (``path_imglist`` + ``path_root``) or ``imglist``, through ``aug_list`` (default:
     :func:`CreateAugmenter` with the remaining keyword arguments). ``last_batch_handle``:
     ``'pad'`` (from the start; ``pad`` says how many), ``'discard'`` or ``'roll_over'``.
-    Shuffling uses Python's ``random``, as MXNet's."""
+    Shuffling uses Python's ``random``, as MXNet's.
+
+    An image nothing decodes (``imdecode`` raises) is skipped with a ``SkippedRecordWarning``
+    naming its file, key (or place in the file) and byte offset, and counted in
+    ``num_skipped``; with ``on_undecodable="raise"`` (recio's own parameter) it raises
+    ``ImageError`` instead. MXNet 1.9.1's raises ``RuntimeError("Broken image ...")``; what its
+    ``check_valid_image`` refuses is skipped unwarned, as there."""
 
     def __init__(self, batch_size: int, data_shape: Sequence[int], label_width: int = 1,
                  path_imgrec: Optional[str] = None, path_imglist: Optional[str] = None,
@@ -86,8 +95,12 @@ class ImageIter(DataIter):
                  aug_list: Optional[List[Callable[[NDArray], NDArray]]] = None,
                  imglist: Optional[list] = None, data_name: str = "data",
                  label_name: str = "softmax_label", dtype: str = "float32",
-                 last_batch_handle: str = "pad", **kwargs: Any) -> None:
+                 last_batch_handle: str = "pad", on_undecodable: str = SKIP,
+                 **kwargs: Any) -> None:
         super().__init__()
+        self.on_undecodable = check_policy(on_undecodable)
+        self._skipped = SkipCount()
+        self._where = (0, 0)  # (records read in sequence, offset of the last one)
         if not (path_imgrec or path_imglist or isinstance(imglist, list)):
             raise ValueError("ImageIter needs path_imgrec, path_imglist or imglist")
         if dtype not in ("int32", "float32", "int64", "float64"):
@@ -174,6 +187,12 @@ class ImageIter(DataIter):
                 self.imgrec.reset()
             self.cur = 0
             self._allow_read = True
+            self._where = (0, 0)
+
+    @property
+    def num_skipped(self) -> int:
+        """Images skipped so far (all epochs) because they did not decode."""
+        return self._skipped.value
 
     def hard_reset(self) -> None:
         """Back to the start, dropping any rolled-over samples."""
@@ -183,6 +202,7 @@ class ImageIter(DataIter):
             self.imgrec.reset()
         self.cur = 0
         self._allow_read = True
+        self._where = (0, 0)
         self._cache_data = self._cache_label = self._cache_idx = None
 
     def next_sample(self) -> Tuple[Any, bytes]:
@@ -206,6 +226,7 @@ class ImageIter(DataIter):
             assert self.imglist is not None  # no .rec: the samples come from the list
             label, fname = self.imglist[idx]
             return label, self.read_image(fname)
+        self._where = (self._where[0] + 1, self.imgrec.tell())
         record = self.imgrec.read()
         if record is None:
             if self.last_batch_handle != "discard":
@@ -218,8 +239,13 @@ class ImageIter(DataIter):
         i = start
         try:
             while i < self.batch_size:
-                label, s = self.next_sample()
-                data = self.imdecode(s)
+                try:
+                    label, s = self.next_sample()
+                    data = self.imdecode(s)
+                except (RuntimeError, ImageError) as exc:  # a header or an image that is bad
+                    skip_or_raise(self._undecodable(exc), self.on_undecodable)
+                    self._skipped.add()
+                    continue
                 try:
                     self.check_valid_image(data)
                 except RuntimeError:
@@ -256,6 +282,21 @@ class ImageIter(DataIter):
             else:
                 self._cache_data = self._cache_label = self._cache_idx = None
         return DataBatch([batch_data], [batch_label], pad=pad)
+
+    def _undecodable(self, exc: Exception) -> ImageError:
+        """The error naming the sample just read: its ``.rec`` (key and byte offset, or its
+        place in the file) or its image file."""
+        cause = exc.__cause__ if isinstance(exc.__cause__, ImageError) else exc
+        reason = cause.message if isinstance(cause, ImageError) else str(cause)
+        if self.seq is None:
+            n, offset = self._where
+            return undecodable(reason, self.imgrec.uri, f"record #{n - 1}", offset)
+        key = self.seq[self.cur - 1]
+        if self.imgrec is not None:
+            return undecodable(reason, self.imgrec.uri, f"key {key}", int(self.imgrec.idx[key]))
+        assert self.imglist is not None  # no .rec: the samples come from the list
+        return undecodable(reason, os.path.join(self.path_root or "", self.imglist[key][1]),
+                           f"key {key}")
 
     def check_data_shape(self, data_shape: Sequence[int]) -> None:
         if len(data_shape) != 3:

@@ -17,9 +17,11 @@
 Deliberate differences from MXNet 1.9.1, where its behaviour is a bug: ``pad`` is always the
 number of filler samples (MXNet reports 0 with ``round_batch=False``, and with recycled batch
 buffers sometimes a stale ``pad`` on a full batch); ``index`` holds the record ids (MXNet's are
-zeros); an undecodable image is skipped with a ``SkippedRecordWarning`` and counted
-(``num_skipped``) where MXNet's iterator aborts; a parameter MXNet does not know is refused
-(MXNet ignores it silently).
+zeros); an image nothing decodes is skipped with a ``SkippedRecordWarning`` naming its file, key
+and byte offset, and counted (``num_skipped``), where MXNet's iterator aborts (or its process
+dies of SIGFPE): recio's own parameter ``on_undecodable="raise"`` raises ``ImageError`` instead
+(``recio.image.undecodable``); a parameter MXNet does not know is refused (MXNet ignores it
+silently).
 """
 from __future__ import annotations
 
@@ -65,8 +67,10 @@ class MXDataIter(DataIter):
             self.first_batch = self._advance()
         except StopIteration:
             core.close()
+            skipped = core.num_skipped
             raise RecordIOError("no image records to read (an empty file, or an empty part "
-                                "of it)", path=_path_of(core)) from None
+                                "of it)" if not skipped else f"none of the {skipped} records "
+                                "read holds an image that decodes", path=_path_of(core)) from None
         data, label = self.first_batch.data[0], self.first_batch.label[0]
         self.provide_data = [DataDesc(data_name, data.shape, data.dtype)]
         self.provide_label = [DataDesc(label_name, label.shape, label.dtype)]
@@ -189,7 +193,7 @@ def _make_iter(iterator: str, args: Tuple[Any, ...], kwargs: Dict[str, Any],
         preprocess_threads=v["preprocess_threads"], prefetch_buffer=max(1, v["prefetch_buffer"]),
         num_parts=v["num_parts"], part_index=v["part_index"], round_batch=v["round_batch"],
         shuffle_buffer=shuffle_buffer(v), labels=labels, strict_labels=True, carry_over=True,
-        carry_lookahead=MXNET_PRODUCER_AHEAD)
+        carry_lookahead=MXNET_PRODUCER_AHEAD, on_undecodable=v["on_undecodable"])
     context = nd.cpu(0) if v["device_id"] == -1 else nd.cpu_pinned(v["device_id"])
     return MXDataIter(core, v["data_name"], v["label_name"], context,
                       flat_label=v["label_width"] == 1)
@@ -234,7 +238,8 @@ def _mean_image(v: Dict[str, Any], augment: AugmentParams, shape: Tuple[int, ...
         path_imgidx=v["path_imgidx"] or None, label_width=v["label_width"],
         preprocess_threads=v["preprocess_threads"], num_parts=v["num_parts"],
         part_index=v["part_index"], round_batch=False,
-        labels=_read_labels(v["path_imglist"], v["label_width"]) if v["path_imglist"] else None)
+        labels=_read_labels(v["path_imglist"], v["label_width"]) if v["path_imglist"] else None,
+        on_undecodable=v["on_undecodable"])
     total = np.zeros(shape, np.float32)
     count = 0
     with core:
@@ -270,7 +275,9 @@ def ImageRecordIter(*args: Any, **kwargs: Any) -> MXDataIter:  # noqa: N802 - MX
 
     A parameter MXNet does not have raises ``ValueError`` naming it and listing the ones it
     takes; values may be given as MXNet accepts them (``data_shape="(3,224,224)"``,
-    ``shuffle=1``).
+    ``shuffle=1``). One parameter is recio's own: ``on_undecodable`` (``"skip"``, the default:
+    an image nothing decodes is left out, warned about and counted in ``num_skipped``;
+    ``"raise"``: ``ImageError``).
     """
     return _make_iter("ImageRecordIter", args, kwargs)
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from recio.image.augment import OutputParams
+from recio.image.undecodable import ON_UNDECODABLE, SKIP
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,8 @@ def _choice(*choices: str) -> Callable[[Any, str], str]:
 
 #: Every parameter of MXNet 1.9.1's ImageRecordIter (``help(mx.io.ImageRecordIter)``), plus
 #: ``data_name``/``label_name`` (MXDataIter's) and ``rotate_list`` (read by MXNet's augmenter,
-#: undocumented), with MXNet's defaults. What each does here: the documentation's "Training:
+#: undocumented), with MXNet's defaults; and one of recio's own, ``on_undecodable``
+#: (``recio.image.undecodable``). What each does here: the documentation's "Training:
 #: recio.mx and ImageRecordIter" page (docs/training/mxnet.md).
 PARAMETERS: Dict[str, Param] = {
     # the records
@@ -163,6 +165,8 @@ PARAMETERS: Dict[str, Param] = {
     "scale": Param(_float, 1.0),
     "max_random_contrast": Param(_float, 0.0),
     "max_random_illumination": Param(_float, 0.0),
+    # recio's own (MXNet has no such choice: it aborts on an image nothing decodes)
+    "on_undecodable": Param(_choice(*ON_UNDECODABLE), SKIP),
 }
 #: how many batches MXNet's ImageRecordIter producer thread may make ahead of the consumer
 #: (``kMaxPrefetchBuffer``): where ``reset()`` decides whether the next epoch carries on

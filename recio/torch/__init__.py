@@ -10,6 +10,7 @@
                 callable ``bytes -> sample`` (sequence records, raw payloads).
 * ``augment``   ``ImageAugment``: ImageRecordIter's decode + augmentation as a transform.
 * ``batching``  whole batches decoded in one call and passed from the workers without a copy.
+* ``skipcount`` ``num_skipped`` of the datasets, one count over every DataLoader worker.
 * ``resume``    exact mid-epoch resume: ``RecordSampler`` and ``RecordIterableDataset`` have the
                 ``state_dict()`` / ``load_state_dict()`` of torchdata's ``StatefulDataLoader``
                 (recio itself does not import torchdata); ``resume_state`` merges what every
@@ -28,5 +29,5 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "RecordDataset": ".datasets", "RecordSampler": ".sampler",
     "RecordIterableDataset": ".iterable", "ImageAugment": ".augment",
     "resume_state": ".resume", "collate_encoded": ".batching", "decode_on_device": ".batching",
-}, submodules=("datasets", "sampler", "iterable", "decoders", "augment", "batching", "resume",
-               "minibatch"))
+}, submodules=("datasets", "sampler", "iterable", "decoders", "augment", "batching", "skipcount",
+               "resume", "minibatch"))

@@ -111,6 +111,22 @@ class BatchPool:
         return buf
 
 
+def give_back(buffer: _Buffer) -> None:
+    """Return a buffer taken from the pool whose batch is not handed out after all."""
+    if buffer.flag is not None:
+        buffer.flag[0] = 0
+
+
+def shrink(buffer: _Buffer, n: int) -> _Buffer:
+    """A buffer holding the first ``n`` rows of ``buffer`` (a batch some of whose records were
+    skipped), outside the pool (a batch of that size is rare: nothing to reuse); ``buffer``
+    goes back to the pool."""
+    smaller = _Buffer((n,) + buffer.array.shape[1:], buffer.array.dtype, shared=False)
+    smaller.array[...] = buffer.array[:n]
+    give_back(buffer)
+    return smaller
+
+
 _POOL: List[Any] = [None, None]  # (process id, pool): one pool a process, made on first use
 
 

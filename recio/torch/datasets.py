@@ -4,7 +4,9 @@ Random access through the ``.idx`` (or a scan when there is none). Each process 
 ``.rec`` itself on first use (the process id is checked, as MXNet's ``MXRecordIO`` does), so a
 dataset created in the main process is safe in ``DataLoader`` workers, forked or spawned; reads
 are by position on a memory map, never via a shared file pointer. What a record becomes is its
-``decode=`` (``recio.torch.decoders``: an image by default, or any callable).
+``decode=`` (``recio.torch.decoders``: an image by default, or any callable). A record whose
+image nothing decodes is skipped or raised as ``on_undecodable`` says
+(``recio.image.undecodable``).
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from typing import (TYPE_CHECKING, Any, Callable, Iterable, List, Optional, Sequ
 import numpy as np
 
 from recio import storage
-from recio.errors import RecordIOError
+from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.image.undecodable import RAISE, SKIP, check_policy, next_decodable, warn_skipped
 from recio.optional import require
 from recio.records.cache import PREFETCH_THREADS, RECHECK_SECONDS, ShardCache
 from recio.records.cache_prefetch import Prefetch
@@ -32,6 +35,7 @@ from recio.records.reader import RecordReader
 from recio.records.source import resolve_source
 from recio.storage import PathLike, StorageOptions
 from recio.torch.decoders import Decode, ImageDecoder, make_decoder
+from recio.torch.skipcount import SkipCount
 
 if TYPE_CHECKING:  # torch's own types for the checker; require() names what to install
     import torch
@@ -63,9 +67,15 @@ class RecordDataset(Dataset):
     is read from local disk; a ``RecordSampler`` over the dataset downloads the files in the
     order its records come first. ``ds[i]`` reads line i of the index: an index whose keys
     repeat gives every line and a ``DuplicateKeyWarning`` naming the key (with ``keys``, a
-    repeated key reads its last line, as MXNet does). Undecodable images raise ``ImageError``
-    naming the key. Safe in ``DataLoader(num_workers > 0)``: files reopen in each process,
-    which share the cache.
+    repeated key reads its last line, as MXNet does). Safe in ``DataLoader(num_workers > 0)``:
+    files reopen in each process, which share the cache.
+
+    A record whose image nothing decodes (``on_undecodable="skip"``, the default) is left out
+    of its batch (``__getitems__``, which ``DataLoader`` calls), and ``ds[i]`` of it, or a
+    batch with no decodable image, gets the next decodable record in index order in its place,
+    so an epoch goes on. Each is named by a ``SkippedRecordWarning`` (file, key, byte offset,
+    why, what stood in) and counted in ``num_skipped``, over the DataLoader workers too.
+    ``on_undecodable="raise"`` raises ``ImageError`` naming the record instead.
     To resume exactly mid-epoch, sample it with ``RecordSampler``, which holds the position
     (``StatefulDataLoader(ds, sampler=RecordSampler(ds), ...)``).
     """
@@ -78,7 +88,8 @@ class RecordDataset(Dataset):
                  max_pixels: int = DEFAULT_MAX_PIXELS, *,
                  storage_options: StorageOptions = None,
                  cache_dir: Union[PathLike, bool, None] = None,
-                 cache_limit: Union[int, str, None] = None) -> None:
+                 cache_limit: Union[int, str, None] = None, on_undecodable: str = SKIP) -> None:
+        self.on_undecodable = check_policy(on_undecodable)
         several = isinstance(rec_path, (list, tuple))
         if isinstance(rec_path, (list, tuple)):
             self.rec_path = ";".join(os.fspath(p) for p in rec_path)
@@ -113,6 +124,12 @@ class RecordDataset(Dataset):
         self._pid: Optional[int] = None
         self._prefetch: Optional[Prefetch] = None
         self._recheck = self._recheck_start()
+        self._skips = SkipCount()  # shared memory: DataLoader workers add to it
+
+    @property
+    def num_skipped(self) -> int:
+        """Undecodable records asked for so far, in this process and its DataLoader workers."""
+        return self._skips.value
 
     def _recheck_start(self) -> Optional[float]:
         """When to look for evicted copies first: only a cache with a limit evicts."""
@@ -201,25 +218,59 @@ class RecordDataset(Dataset):
 
     def __getitem__(self, i: int) -> Any:
         i = self._checked(i)
+        try:
+            return self._sample(i)
+        except ImageError as error:
+            return self._instead(i, [error])
+
+    def _record(self, i: int) -> Tuple[bytes, str, str, int]:
+        """``(payload, file, name, byte offset)`` of the i-th record."""
         n, offset = self._locate(i)
-        return self._decoder(self.read_record(i), self._files[n], f"key {key_text(self.keys[i])}",
-                             offset)
+        return self.read_record(i), self._files[n], f"key {key_text(self.keys[i])}", offset
+
+    def _sample(self, i: int) -> Any:
+        return self._decoder(*self._record(i))
 
     def __getitems__(self, indices: Sequence[int]) -> List[Any]:
-        """The samples of ``indices`` (``DataLoader`` calls this with a batch's indices). With an
-        ``ImageAugment`` transform on raw records the whole batch is decoded into one array and
-        collated without a copy (``recio.torch.batching``); otherwise ``[ds[i] for i in
-        indices]``."""
-        decoder = self._decoder
-        if not isinstance(decoder, ImageDecoder) or (augment := decoder.batch_augment()) is None:
-            return [self[i] for i in indices]
-        records = []
-        for i in indices:
-            i = self._checked(i)
-            n, offset = self._locate(i)
-            records.append((self.read_record(i), self._files[n], f"key {key_text(self.keys[i])}",
-                            offset))
-        return decoder.batch(records, augment)
+        """The samples of ``indices`` (``DataLoader`` calls this with a batch's indices), the
+        undecodable ones left out (see the class docstring). With an ``ImageAugment``
+        transform on raw records the whole batch is decoded into one array and collated
+        without a copy (``recio.torch.batching``)."""
+        decoder, positions = self._decoder, [self._checked(i) for i in indices]
+        augment = decoder.batch_augment() if isinstance(decoder, ImageDecoder) else None
+        errors: List[ImageError] = []
+        if augment is not None and isinstance(decoder, ImageDecoder):
+            samples, errors = decoder.batch([self._record(i) for i in positions], augment,
+                                            skip=self.on_undecodable == SKIP)
+        else:
+            samples = []
+            for i in positions:
+                try:
+                    samples.append(self._sample(i))
+                except ImageError as error:
+                    if self.on_undecodable == RAISE:
+                        raise
+                    errors.append(error)
+        if not errors:
+            return samples
+        if not samples:  # never an empty batch: DataLoader would end the epoch on it
+            return [self._instead(positions[-1], errors)]
+        self._skipped(errors)
+        return samples
+
+    def _instead(self, last: int, errors: List[ImageError]) -> Any:
+        """For undecodable records asked for (``errors``, ``last`` the last one's position):
+        the next decodable record's sample (``"skip"``), or the first error (``"raise"``)."""
+        if self.on_undecodable == RAISE:
+            raise errors[0]
+        position, sample = next_decodable(errors[-1], last, len(self.keys), self._sample)
+        self._skipped(errors, f"key {key_text(self.keys[position])}")
+        return sample
+
+    def _skipped(self, errors: List[ImageError], instead: Optional[str] = None) -> None:
+        for j, error in enumerate(errors):
+            warn_skipped(str(error), instead if j == len(errors) - 1 else None)
+        self._skips.add(len(errors))
 
     def _checked(self, i: Any) -> int:
         i = int(i)  # NumPy / torch integer indices work too

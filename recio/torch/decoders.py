@@ -15,6 +15,10 @@
   ``DataLoader`` workers started by spawn (macOS, Windows) the callable must pickle: a
   module-level function or a class, not a lambda.
 
+A record that raises :class:`~recio.errors.ImageError` (an image nothing decodes, a damaged
+``IRHeader``; from a callable too) is an undecodable record, skipped or raised as the dataset's
+``on_undecodable`` says (``recio.image.undecodable``).
+
 Either way the readers, their ``state_dict()`` / ``load_state_dict()``, ``RecordSampler`` and
 DataLoader workers work the same: the decoder only sees the bytes of each record.
 """
@@ -28,6 +32,7 @@ from PIL import Image
 from recio.errors import ImageError, RecordIOError
 from recio.image.codec import DEFAULT_MAX_PIXELS, decode as decode_image
 from recio.image.header import unpack
+from recio.image.undecodable import undecodable
 from recio.optional import require
 from recio.torch import batching as _batching
 from recio.torch.augment import ImageAugment
@@ -63,8 +68,8 @@ class ImageDecoder:
                  offset: Optional[int] = None, keyed: bool = True) -> Tuple[Any, Any]:
         try:
             header, img_bytes = unpack(payload)
-        except RecordIOError as exc:
-            raise RecordIOError(f"{name}: {exc.message}", path, offset) from None
+        except ImageError as exc:  # a damaged IRHeader: the record is no image to use
+            raise undecodable(exc.message, path, name, offset) from None
         image: Any = img_bytes
         try:
             if self.decode != "raw":
@@ -73,7 +78,7 @@ class ImageDecoder:
                 image = self.transform(image)  # ImageAugment may decode the raw bytes itself
         except ImageError as exc:  # say which record: one without a key by its image id too
             who = name if keyed else f"{name} (image id {header.id})"
-            raise ImageError(f"{who}: {exc.message}", path, offset) from None
+            raise undecodable(exc.message, path, who, offset) from None
         return image, self.label(header)
 
     def label(self, header: Any) -> Any:
@@ -93,26 +98,35 @@ class ImageDecoder:
         return None
 
     def batch(self, payloads: Sequence[Tuple[bytes, Optional[str], str, Optional[int]]],
-              augment: ImageAugment) -> List[Any]:
+              augment: ImageAugment, skip: bool = False) -> Tuple[List[Any], List[ImageError]]:
         """Decode and augment ``(payload, path, name, offset)`` records into one batch array
-        (``recio.torch.batching``): the samples ``DataLoader`` collates without a copy."""
+        (``recio.torch.batching``): the samples ``DataLoader`` collates without a copy, and the
+        errors naming the undecodable records left out (``skip``; else the first raises)."""
         n = len(payloads)
         buf = _batching.pool().take((n,) + augment.shape, augment.dtype)
         params = augment.draw(n)
         labels: List[Any] = []
+        errors: List[ImageError] = []
         run = augment.augmenter
         for j, (payload, path, name, offset) in enumerate(payloads):
-            try:
+            try:  # into the next free row: a skipped record leaves no gap
                 header, img_bytes = unpack(payload)
-            except RecordIOError as exc:
-                raise RecordIOError(f"{name}: {exc.message}", path, offset) from None
-            try:
-                run(img_bytes, buf.array[j], params[j])
+                run(img_bytes, buf.array[len(labels)], params[j])
             except ImageError as exc:
-                raise ImageError(f"{name}: {exc.message}", path, offset) from None
+                error = undecodable(exc.message, path, name, offset)
+                if not skip:
+                    _batching.give_back(buf)
+                    raise error from None
+                errors.append(error)
+                continue
             labels.append(self.label(header))
+        if not labels:
+            _batching.give_back(buf)
+            return [], errors
+        if len(labels) < n:
+            buf = _batching.shrink(buf, len(labels))
         collated = _batching.collate_labels(labels)
-        return _batching.samples(buf, collated, labels)
+        return _batching.samples(buf, collated, labels), errors
 
     def _image(self, img_bytes: bytes) -> Any:
         """The decoded image as ``decode`` asks: a PIL image, an HWC array or a CHW tensor."""

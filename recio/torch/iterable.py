@@ -5,7 +5,8 @@ world size) is split again among its DataLoader workers, so no two workers (on a
 the same record. Each reader keeps its remaining work as a small state (``recio.torch.resume``
 holds the arithmetic), so it resumes exactly mid-epoch, also with another number of ranks or
 workers. What a record becomes is its ``decode=`` (``recio.torch.decoders``: an image by default,
-or any callable).
+or any callable); a record whose image nothing decodes is not yielded (or raises), as
+``on_undecodable`` says (``recio.image.undecodable``).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping,
 import numpy as np
 
 from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.image.undecodable import SKIP, check_policy
 from recio.optional import require
 from recio.records.cache import READ_AHEAD, ShardCache
 from recio.records.reader import RecordReader
@@ -26,6 +28,7 @@ from recio.records.split import InputSplit, SourceLayout, load_record_offsets
 from recio.storage import PathLike, StorageOptions
 from recio.torch import resume as _rs
 from recio.torch.decoders import Decode, make_decoder
+from recio.torch.skipcount import SKIPPED, SkipCount
 
 if TYPE_CHECKING:  # torch's own types for the checker; require() names what to install
     import torch
@@ -199,7 +202,9 @@ class RecordIterableDataset(IterableDataset):
     ``shuffle_buffer > 0`` shuffles within a bounded buffer, seeded by ``(seed, epoch, part)``;
     call ``set_epoch`` each epoch. ``balance="records"`` splits by record count from the
     ``.idx`` files so that ranks get equal shares (needed by DDP, which expects the same number
-    of batches on every rank).
+    of batches on every rank). A record whose image nothing decodes is not yielded: a
+    ``SkippedRecordWarning`` names it (file, byte offset, place, image id), ``num_skipped``
+    counts it (with the workers'); ``on_undecodable="raise"`` raises ``ImageError`` instead.
 
     Exact mid-epoch resume (torchdata's ``StatefulDataLoader`` protocol): ``state_dict()`` is
     a reader's *remaining work* (its unread byte ranges, the records in its shuffle buffer and
@@ -232,8 +237,10 @@ class RecordIterableDataset(IterableDataset):
                  balance: str = "bytes", max_pixels: int = DEFAULT_MAX_PIXELS, *,
                  storage_options: StorageOptions = None,
                  cache_dir: Union[PathLike, bool, None] = None,
-                 cache_limit: Union[int, str, None] = None) -> None:
+                 cache_limit: Union[int, str, None] = None, on_undecodable: str = SKIP) -> None:
         super().__init__()
+        self.on_undecodable = check_policy(on_undecodable)
+        self._skips = SkipCount()  # shared memory: DataLoader workers add to it
         self.storage_options = storage_options
         if isinstance(source, (list, tuple)):
             self.source: Any = [os.fspath(p) for p in source]
@@ -264,6 +271,11 @@ class RecordIterableDataset(IterableDataset):
         # set_epoch writes [epoch, calls so far] here (shared memory) for them to take up
         self._epoch_cell = torch.zeros(2, dtype=torch.int64).share_memory_()
         self._epoch_seen = 0
+
+    @property
+    def num_skipped(self) -> int:
+        """Undecodable records met so far, in this process and its DataLoader workers."""
+        return self._skips.value
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose shuffle order is used (like ``DistributedSampler.set_epoch``);
@@ -412,25 +424,24 @@ class RecordIterableDataset(IterableDataset):
         def out(rec: Tuple[Optional[int], int, str, int, bytes]) -> Any:
             n, _, path, off, payload = rec
             name = f"record #{n} {where}" if n is not None else f"record at byte {off} {where}"
-            return decode(payload, path, name, off, keyed=False)
+            return self._skips.decoded(self.on_undecodable, decode, payload, path, name, off,
+                                       keyed=False)
 
         files = _files_in_order(layout, live)
         step = {f: k for k, f in enumerate(files)}
         ahead = None if self._cache is None else self._cache.prefetch(
             [layout.paths[i] for i in files], ahead=READ_AHEAD)
         try:
-            if rng is None:
-                for rec in records():
-                    item = out(rec)
-                    live.yielded += 1  # before the yield: the loader reads the state then
-                    yield item
-                return
-            # a restored buffer's records are read by offset; live.state() saves the offsets
-            live.shuffler = ShuffleBuffer(self.shuffle_buffer, rng,
-                                          [read_at(g) for g in live.buf_off], live.draining)
-            for rec in live.shuffler.shuffle(records()):
+            stream: Iterator[Any] = records()
+            if rng is not None:  # a restored buffer's records are read by offset (as saved)
+                live.shuffler = ShuffleBuffer(self.shuffle_buffer, rng,
+                                              [read_at(g) for g in live.buf_off], live.draining)
+                stream = live.shuffler.shuffle(stream)
+            for rec in stream:
                 item = out(rec)
-                live.yielded += 1
+                if item is SKIPPED:
+                    continue
+                live.yielded += 1  # before the yield: the loader reads the state then
                 yield item
         finally:
             if ahead is not None:
