@@ -219,12 +219,14 @@ def test_check_images_reports_undecodable(tmp_path):
     good = recio.pack(recio.IRHeader(0, 1.0, 7, 0), encode("PNG", 4, 4))
     broken = recio.pack(recio.IRHeader(0, 2.0, 8, 0), encode("JPEG", 30, 30)[:200])
     notimg = recio.pack(recio.IRHeader(0, 3.0, 9, 0), b"plain text, not an image")
+    labels_only = recio.pack(recio.IRHeader(2, [5.0, 6.0], 11, 0), b"")  # an identity record
     path = write_rec(tmp_path / "img.rec", [good, broken, notimg, recio.pack(
-        recio.IRHeader(0, 4.0, 10, 0), b"")])
+        recio.IRHeader(0, 4.0, 10, 0), b""), labels_only])
     heads = recio.build_index(path)
     bad = check_images(path, heads)
-    assert [d.start for d in bad] == heads[1:3]
+    assert [d.start for d in bad] == heads[1:4]
     assert "id 8" in bad[0].reason and "id 9" in bad[1].reason
+    assert "id 10: holds no image" in bad[2].reason
 
 
 def test_empty_file(tmp_path):

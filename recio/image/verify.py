@@ -185,9 +185,10 @@ def check_images(path: PathLike, heads: Sequence[int], progress: Progress = None
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> List[DamageRegion]:
     """Decode the image of every record starting at the byte offsets ``heads`` with
     ``recio.image.codec.decode`` (as every reader decodes them); one region per record whose
-    IRHeader is damaged or whose payload is not an image or does not decode. Header-only
-    records (no bytes after the IRHeader and its labels, as a face-recognition set's identity
-    records) are skipped."""
+    IRHeader is damaged, that holds no image, whose payload is not an image or does not
+    decode, or that decodes only as libjpeg repairs it. Records of labels only (a label
+    vector and nothing after it, as a face-recognition set's header and identity records)
+    are not images and pass."""
     bad: List[DamageRegion] = []
     reader = RecordReader(os.fspath(path))
     try:
@@ -202,8 +203,12 @@ def check_images(path: PathLike, heads: Sequence[int], progress: Progress = None
                 bad.append(DamageRegion(off, end, f"IRHeader: {exc.message}"))
                 continue
             rid = header.id
+            if body == len(record) and header.flag > 0:
+                continue  # labels only: a face-recognition set's header or identity record
             if body == len(record):
-                continue  # a header-only record
+                bad.append(DamageRegion(off, end, f"record id {rid}: holds no image (an image "
+                                                  "header and nothing after it)"))
+                continue
             if image_format(record, body) is None:
                 bad.append(DamageRegion(off, end, f"record id {rid}: payload is not a known "
                                                   "image format"))
