@@ -124,8 +124,8 @@ def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_si
     if eighths == 8:
         return array, (width, height), 1.0
     own = size if size is not None else (width, height)
-    if (own[0] > own[1]) != (width > height) and own[0] != own[1]:
-        own = (own[1], own[0])  # the EXIF orientation turned it
+    if exif_transpose and exif_orientation(buf) in (5, 6, 7, 8):
+        own = (own[1], own[0])  # OpenCV turned it by the EXIF orientation
     return array, own, eighths / 8
 
 
