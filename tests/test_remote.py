@@ -200,12 +200,12 @@ def test_a_torch_dataloader_with_two_workers_reads_the_bucket(golden_bucket):
 
 
 def test_image_record_iter_reads_the_bucket(golden_bucket):
-    from recio.image.imageiter import ImageRecordIter
+    from recio.image.imageiter import ImageBatchIter
 
     rec = GOLDEN / "im2rec" / "all.rec"
 
     def batches(rec_path, idx_path):
-        with ImageRecordIter(rec_path, (3, 16, 16), 4, path_imgidx=idx_path, resize=16,
+        with ImageBatchIter(rec_path, (3, 16, 16), 4, path_imgidx=idx_path, resize=16,
                              preprocess_threads=1) as it:
             return [(b.data[0].copy(), b.label[0].copy()) for b in it]
 

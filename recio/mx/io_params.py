@@ -92,7 +92,7 @@ def _choice(*choices: str) -> Callable[[Any, str], str]:
 #: Every parameter of MXNet 1.9.1's ImageRecordIter (``help(mx.io.ImageRecordIter)``), plus
 #: ``data_name``/``label_name`` (MXDataIter's) and ``rotate_list`` (read by MXNet's augmenter,
 #: undocumented), with MXNet's defaults. What each does here: the documentation's "Training:
-#: recio.mx and ImageRecordIter" page (docs/training/mxnet.md).
+#: recio.mx and ImageBatchIter" page (docs/training/mxnet.md).
 PARAMETERS: Dict[str, Param] = {
     # the records
     "path_imgrec": Param(_text, ""),
