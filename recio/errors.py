@@ -126,6 +126,30 @@ class InterruptedPackError(OutputExistsError):
     ``--force``); it is never discarded unasked."""
 
 
+class OutputFolderError(RecordIOError, OSError):
+    """An output whose folder refuses new files: it is on a read-only file system (``errno``
+    EROFS), or this user may not create files in it (EACCES, EPERM). ``path`` is the user's
+    output (never the temporary or lock name recio would have created), ``folder`` its folder;
+    the message says what to do. Raised before anything was written
+    (``recio.records.output_folder``). Also an ``OSError`` (``errno``, ``filename``), as the
+    error of the refused ``open`` was."""
+
+    def __init__(self, message: str, path: Optional[str] = None, offset: Optional[int] = None,
+                 line: Optional[int] = None, folder: Optional[str] = None,
+                 error_number: Optional[int] = None) -> None:
+        RecordIOError.__init__(self, message, path, offset, line)
+        self.folder = folder
+        self.errno, self.filename = error_number, self.path
+        self.strerror = message
+
+    def __str__(self) -> str:  # RecordIOError's "path: message", not OSError's "[Errno n] ..."
+        return Exception.__str__(self)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.path, self.offset, self.line, self.folder,
+                             self.errno))
+
+
 class ManifestError(RecordIOError):
     """A shard set's manifest that is malformed, or a shard that does not match it."""
 
@@ -165,4 +189,4 @@ __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileErr
            "TruncatedFileError", "NotRecordFileError", "OutputExistsError", "OutputBusyError",
            "FileInUseError", "InterruptedPackError", "NothingFoundError", "ManifestError",
            "ChecksumError", "StorageError", "CBFError", "SequenceError", "CTFError",
-           "DuplicateKeyWarning"]
+           "DuplicateKeyWarning", "OutputFolderError"]

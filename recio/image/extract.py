@@ -41,6 +41,7 @@ from recio.image.lists import (
 from recio.image.stats import image_format
 from recio.records.atomic import atomic_open, check_outputs
 from recio.records.index_format import sibling_index_path
+from recio.records.output_folder import creating
 from recio.records.reader import RecordReader
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -141,7 +142,8 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
     result.replaced = [p for p in planned if _exists(p)]
     size = storage.size(rec_path)
     if not storage.is_url(out_dir):
-        os.makedirs(out_dir, exist_ok=True)
+        with creating(out_dir):
+            os.makedirs(out_dir, exist_ok=True)
     lines: List[str] = []
     used: Set[str] = set()
     reported = 0
@@ -244,7 +246,8 @@ def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
     name = _unique_name(header.id, _EXTENSIONS[fmt], used, _class_folder(header.label, classes))
     path = storage.join(result.out_dir, name)
     if not storage.is_url(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with creating(os.path.dirname(path)):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
     with atomic_open(path, "wb") as f:
         f.write(memoryview(record)[body:])
     result.images += 1

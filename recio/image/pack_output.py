@@ -40,6 +40,14 @@ def output_paths(lst_path: PathLike) -> Tuple[str, str, str]:
     return stem + ".rec", sibling_index_path(stem + ".rec"), stem + ".errors.tsv"
 
 
+def beside_the_list(lst_path: PathLike) -> str:
+    """What to do when the folder of a list refuses its outputs (read-only, no permission):
+    a pack writes them beside the list, so pack a copy of the list from elsewhere."""
+    name = os.path.basename(os.fspath(lst_path))
+    return (f"a pack writes its outputs beside the list: copy {name} into a folder you can "
+            "write to and pack that copy (its paths are relative to ROOT: the same images)")
+
+
 def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
     """``(rec.partial, pack.journal)``: where an unfinished pack keeps its progress."""
     stem = os.path.splitext(os.fspath(lst_path))[0]
@@ -258,5 +266,5 @@ class PackOutput(ManagedWriter):
         os.unlink(self.journal)
 
 
-__all__ = ["output_paths", "partial_paths", "has_partial", "PackOutput", "JournalState",
+__all__ = ["output_paths", "beside_the_list", "partial_paths", "has_partial", "PackOutput", "JournalState",
            "recover_journal", "pack_settings", "journal_field"]

@@ -25,6 +25,7 @@ from recio.image.pack_executors import AUTO_EXECUTOR, check_workers, encode_in_o
 from recio.image.pack_output import (
     JournalState,
     PackOutput,
+    beside_the_list,
     has_partial,
     journal_field,
     output_paths,
@@ -168,7 +169,8 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     root = os.path.abspath(os.fspath(root))
     options = options or ImageOptions()
     check_workers(workers, executor)
-    with OutputLock(lock_path(os.path.splitext(lst_path)[0])):
+    with OutputLock(lock_path(os.path.splitext(lst_path)[0]), output=output_paths(lst_path)[0],
+                    remedy=beside_the_list(lst_path)):
         _check_interrupted(lst_path, resume, force)
         if not resume:
             check_outputs(output_paths(lst_path)[:2], [lst_path], force=force)

@@ -49,7 +49,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from recio import storage
 from recio.errors import InterruptedPackError
 from recio.image.pack_executors import check_workers
-from recio.image.pack_output import has_partial, output_paths, partial_paths
+from recio.image.pack_output import beside_the_list, has_partial, output_paths, partial_paths
 from recio.image.pack_parts import (
     ERRORS_HEADER,
     Engine,
@@ -193,7 +193,8 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
     result = PackResult(lst_path, rec_path if layout == "joined" else manifest_path(stem),
                         idx_path if layout == "joined" else None, None)  # type: ignore[arg-type]
     store = PackProgress(staging_folder(stem), storage_options)
-    with OutputLock(lock_path(stem), storage_options) as lock, \
+    with OutputLock(lock_path(stem), storage_options, output=result.rec_path,
+                    remedy=beside_the_list(lst_path)) as lock, \
             storage.local_copy(lst_path, storage_options) as local_lst:
         total = count_items(local_lst)
         settings = _settings(local_lst, root, options, pass_through, pack_label,

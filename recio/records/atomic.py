@@ -20,7 +20,7 @@ import os
 import secrets
 import warnings
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import (
     Any,
     BinaryIO,
@@ -38,6 +38,7 @@ from typing import (
 
 from recio import portable, storage
 from recio.errors import FileInUseError, OutputExistsError
+from recio.records.output_folder import creating
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -71,9 +72,8 @@ def remove_orphaned_temps(stem: PathLike) -> List[str]:
 
 
 def _create_exclusive(path: str) -> tuple:
-    """``(fd, temp path)`` of a new file beside ``path``; like mkstemp, but with the umask's
-    permissions rather than 0600. For a URL the file is staged in the local temporary folder
-    (``RECIO_STAGING_DIR``, else ``TMPDIR``) and uploaded by ``publish()``."""
+    """``(fd, temp path)`` of a new file beside ``path`` (mkstemp with the umask's permissions);
+    a URL's is staged in ``RECIO_STAGING_DIR``, else ``TMPDIR``, and uploaded by ``publish()``."""
     if storage.is_url(path):
         import tempfile
 
@@ -82,7 +82,8 @@ def _create_exclusive(path: str) -> tuple:
     while True:
         temp = _temp_name(path)
         try:
-            return portable.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), temp
+            with creating(path):  # a refusal names the user's file, not the temporary
+                return portable.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), temp
         except FileExistsError:
             continue
 
@@ -106,10 +107,8 @@ def _replace_file(source: str, target: str, held: Optional[str] = None) -> None:
 
 
 def _unlink_quietly(path: str) -> None:
-    try:
+    with suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 class AtomicFile:
@@ -230,7 +229,8 @@ class InPlaceFile(AtomicFile):
                 raise
         else:  # Windows: a file open or mapped elsewhere cannot be replaced (nor truncated)
             try:
-                fd = portable.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                with creating(self.path):
+                    fd = portable.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             except OSError as exc:
                 if portable.in_use(exc):
                     raise FileInUseError(path=self.path) from None

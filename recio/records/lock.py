@@ -34,6 +34,7 @@ from typing import Any, Dict, Optional, Union
 from recio import portable, storage
 from recio.errors import OutputBusyError
 from recio.records.atomic import atomic_open
+from recio.records.output_folder import creating
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -68,11 +69,17 @@ def _command() -> str:
 
 class OutputLock:
     """The lock at ``path`` (:func:`lock_path`): ``with OutputLock(path):`` holds it or raises
-    :class:`~recio.errors.OutputBusyError` naming the live process that holds it."""
+    :class:`~recio.errors.OutputBusyError` naming the live process that holds it.
 
-    def __init__(self, path: PathLike, storage_options: StorageOptions = None) -> None:
+    A folder that refuses the lock file (read-only, no permission) raises
+    :class:`~recio.errors.OutputFolderError` naming ``output``, the user's file the lock guards
+    (default: the lock's own path), with ``remedy`` as its advice when given."""
+
+    def __init__(self, path: PathLike, storage_options: StorageOptions = None, *,
+                 output: Optional[PathLike] = None, remedy: Optional[str] = None) -> None:
         self.path = storage.absolute(path)
         self.storage_options = storage_options
+        self.output, self.remedy = output, remedy
         self.info: Dict[str, Any] = {}
         self.lost: Optional[Dict[str, Any]] = None
         self._fd: Optional[int] = None
@@ -109,9 +116,11 @@ class OutputLock:
         self.info = self._me()
         if storage.is_url(self.path):
             self._take_lease()
-        elif not portable.has_file_locks() or not self._take_flock():
-            # Windows: no flock, and no deleting a file still open (see release)
-            self._take_exclusive()
+        else:
+            with creating(self.output or self.path, self.remedy):
+                if not portable.has_file_locks() or not self._take_flock():
+                    # Windows: no flock, and no deleting a file still open (see release)
+                    self._take_exclusive()
         return self
 
     def release(self) -> None:
