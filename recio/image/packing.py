@@ -316,6 +316,7 @@ def _resume_state(lst_path: str, settings: dict, resume: bool,
     result.resumed = state.next_pos
     result.packed, result.skipped = state.packed, state.skipped
     result.skips = dict(state.skips)
+    result.alpha_dropped, result.first_skip = state.alpha_dropped, state.first_skip
     return state
 
 
@@ -343,7 +344,7 @@ class _InOrderSink:
                 framed = encode_record(payload)
                 rec.write(framed)
                 entries.append(f"R\t{pos}\t{item.index}\t{self.offset}\t"
-                               f"{self.offset + len(framed)}\n")
+                               f"{self.offset + len(framed)}\t{int(alpha)}\n")
                 self.offset += len(framed)
                 result.packed += 1
                 result.alpha_dropped += alpha
@@ -355,8 +356,8 @@ class _InOrderSink:
                                f"{cause}\n")
                 result.skipped += 1
                 result.skips[cause] = result.skips.get(cause, 0) + 1
-                if result.first_skip is None:
-                    result.first_skip = (line, reason)
+                if result.first_skip is None:  # as the journal keeps it, for a resume
+                    result.first_skip = (line, journal_field(reason))
                 if cause == "missing" and self.first_missing is None and item is not None:
                     self.first_missing = item_location(self.job, item.path)
         self.out.write(entries)

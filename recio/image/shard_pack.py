@@ -61,6 +61,7 @@ from recio.image.pack_parts import (
 )
 from recio.image.pack_progress import PackProgress, staging_folder
 from recio.image.pack_worker import Task
+from recio.image.resume_settings import check_same_settings
 from recio.image.packing import (
     MAX_MISSING,
     ListTally,
@@ -206,7 +207,8 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
         resumed = saved is not None and resume
         if resumed:
             assert saved is not None  # resumed: there was a job
-            _check_same(saved, settings, store)
+            check_same_settings(saved.get("settings") or {}, settings, lst_path,
+                                storage.basename(store.folder))
             per_part = int(saved["layout"]["per_part"])
             kept = _kept_parts(store, saved["job"], -(-total // per_part),
                                stem if layout == "shards" else None)
@@ -272,22 +274,6 @@ def _settings(local_lst: str, root: str, options: ImageOptions, pass_through: bo
             "pass_through": pass_through, "pack_label": pack_label,
             "allow_outside_root": allow_outside_root, "checksums": checksums,
             "layout": layout, "num_shards": num_shards, "shard_size": shard_size}
-
-
-def _check_same(saved: Dict[str, Any], settings: Dict[str, Any], store: PackProgress) -> None:
-    old = saved.get("settings") or {}
-    changed = []
-    for key, value in settings.items():
-        if key == "options" and isinstance(old.get(key), dict):
-            changed += [f"--{k.replace('_', '-')}" for k in value if old[key].get(k) != value[k]]
-        elif old.get(key) != value:
-            changed.append("the list" if key == "list" else
-                           "ROOT" if key == "root" else f"--{key.replace('_', '-')}")
-    if changed:
-        raise InterruptedPackError(
-            f"the interrupted pack here used other settings ({', '.join(changed)} differ); "
-            "resume it with its own settings, or start over with --force (which deletes it)",
-            path=store.folder)
 
 
 def _interrupted_error(store: PackProgress, saved: Dict[str, Any],
