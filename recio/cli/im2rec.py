@@ -450,7 +450,8 @@ def _lists_lines(found: PrefixLists) -> List[str]:
     lines = []
     names = [_rel(lst) for lst in found.lists]
     exact = found.prefix if is_url(found.prefix) else os.path.abspath(found.prefix)
-    if len(names) > 1 or (names and os.path.splitext(found.lists[0])[0] != exact):
+    if len(names) > 1 or (names and exact not in (found.lists[0],
+                                                  os.path.splitext(found.lists[0])[0])):
         lines.append(f"im2rec: packing {plural(len(names), 'list')} that "
                      f"{'starts' if len(names) == 1 else 'start'} with {found.prefix}: "
                      f"{', '.join(names)}")
