@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 import click
 
 from recio import storage
+from recio.cli.termination import EXIT_TERMINATED, Terminated, sigterm_interrupts
 from recio.errors import NothingFoundError, OutputExistsError, RecordIOError
 from recio.storage import is_url, local_path
 from recio.storage import size as storage_size
@@ -21,7 +22,9 @@ EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 EXIT_STATUS_HELP = ("Exit status: 0 success; 1 damage found or items skipped (verify, --strict, "
                     "a list, pack or extract that found nothing); 2 usage error, unreadable "
-                    "input or a refused output; 130 interrupted (Ctrl-C).")
+                    "input or a refused output; 130 interrupted (Ctrl-C); 143 terminated "
+                    "(SIGTERM). Either stop leaves no partial output (im2rec keeps a pack's "
+                    "progress for --resume).")
 
 
 class PathOrURL(click.Path):
@@ -66,7 +69,8 @@ def handle_errors(func: Callable) -> Callable:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with sigterm_interrupts():  # SIGTERM stops the command as Ctrl-C does
+                return func(*args, **kwargs)
         except OutputExistsError as exc:
             fail(exc.for_command())
         except NothingFoundError as exc:  # found nothing to do where work was expected
@@ -79,6 +83,9 @@ def handle_errors(func: Callable) -> Callable:
         except OSError as exc:
             name = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
             fail(f"{name}{exc.strerror or exc}")
+        except Terminated:
+            click.echo("Terminated (SIGTERM).", err=True)
+            sys.exit(EXIT_TERMINATED)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(EXIT_INTERRUPTED)

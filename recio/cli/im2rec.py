@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import click
 
@@ -26,6 +24,7 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.cli.termination import EXIT_TERMINATED, SigtermSeen, Terminated, sigterm_interrupts
 from recio.errors import RecordIOError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS
 from recio.image.encoding import ENCODERS
@@ -397,9 +396,9 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
                              on_lists=on_lists, **sharding,
                              **{k: v for k, v in asdict(settings).items()})
     done: List[PackResult] = []
-    term = _SigtermSeen()
+    term = SigtermSeen()
     try:
-        with _sigterm_interrupts(term):
+        with sigterm_interrupts(term):
             for result in results:
                 bars[-1][1].close()
                 done.append(result)
@@ -467,42 +466,6 @@ def _lists_lines(found: PrefixLists) -> List[str]:
     for lst in found.empty:
         lines.append(f"warning: {_rel(lst)} holds no line: skipped (no .rec or .idx for it)")
     return lines
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a preempted node, a scheduler's time limit): stops a pack as Ctrl-C does."""
-
-
-#: im2rec's exit status after SIGTERM (128 + 15, what a shell reports for a process it killed)
-EXIT_TERMINATED = 143
-
-
-class _SigtermSeen:
-    """Whether :func:`_sigterm_interrupts`' handler ran: Ray turns any KeyboardInterrupt
-    raised while its driver waits (``ray.get``, ``ray.wait``) into a plain one, so the type
-    of the exception that arrives cannot tell SIGTERM from Ctrl-C."""
-
-    seen = False
-
-
-@contextmanager
-def _sigterm_interrupts(seen: Optional[_SigtermSeen] = None) -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` in the main thread while packing, so the pack stops
-    as on Ctrl-C (the progress kept for --resume) instead of vanishing mid-write; it sets
-    ``seen.seen`` first."""
-    def on_term(signum: int, frame: Any) -> None:
-        if seen is not None:
-            seen.seen = True
-        raise Terminated()
-    try:
-        previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (an embedding application): leave it alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _interrupted(exc: BaseException) -> str:

