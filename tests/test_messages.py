@@ -95,3 +95,85 @@ def test_im2rec_help_lists_the_same_exit_statuses():
     text = " ".join(result.output.split())
     for status in ("130 interrupted (Ctrl-C)", "143 terminated (SIGTERM)"):
         assert status in text
+
+
+# -- numeric options -------------------------------------------------------------------------
+
+def _numeric_options():
+    """(command name, click command, option) for every numeric option of recio and im2rec."""
+    from recio.cli.im2rec import im2rec_cmd
+    from recio.cli.numbers import Number, Size
+
+    commands = [("im2rec", im2rec_cmd)] + [
+        (name, recio_group.get_command(click.Context(recio_group), name)) for name in SUBCOMMANDS]
+    found = []
+    for name, command in commands:
+        for param in command.params:
+            if isinstance(param, click.Option) and isinstance(param.type, (Number, Size)):
+                found.append((name, command, param))
+    return found
+
+
+NUMERIC = _numeric_options()
+
+
+def test_every_numeric_option_is_one_of_the_types_that_explain_themselves():
+    names = {(name, p.opts[-1]) for name, _, p in NUMERIC}
+    assert {("im2rec", "--resize"), ("im2rec", "--quality"), ("im2rec", "--train-ratio"),
+            ("im2rec", "--shard-size"), ("convert", "--chunk-size"), ("show", "--label"),
+            ("split", "--num-parts"), ("buckets", "--batch-size")} <= names
+    for name, command, _ in NUMERIC:  # and no click number type is left
+        for param in command.params:
+            assert not isinstance(param.type, (click.types.IntParamType,
+                                               click.types.FloatParamType)), (name, param.opts)
+
+
+def _valid(param):
+    from recio.cli.numbers import Number, Size
+
+    if isinstance(param.type, Size):
+        return "64K"
+    if not isinstance(param.type, Number):
+        return "out.png"  # show's -o
+    low = param.type.low
+    return str(low if low is not None else 1)
+
+
+@pytest.mark.parametrize("name, command, param", NUMERIC,
+                         ids=[f"{n}{p.opts[-1]}" for n, _, p in NUMERIC])
+def test_a_numeric_option_given_a_word_says_what_it_expects(name, command, param):
+    option = param.opts[-1]
+    here = os.path.abspath(__file__)  # positional arguments that exist
+    positional = [here, here] if name in ("im2rec", "convert", "repack") else [here]
+    result = CliRunner().invoke(command, [option, "abc", *positional])
+    assert result.exit_code == 2
+    line = result.output.strip().splitlines()[-1]
+    assert line.startswith(f"Error: Invalid value for '{option}'") or \
+        line.startswith("Error: Invalid value for '") and f"'{option}'" in line, line
+    assert "expected " in line and line.endswith(", got 'abc'"), line
+    assert "valid integer" not in line and "valid float" not in line and "range" not in line
+    # what it asks for is accepted
+    required = [arg for p in command.params if isinstance(p, click.Option) and p.required
+                and p is not param for arg in (p.opts[-1], _valid(p))]
+    ctx = command.make_context(name, [option, _valid(param), *required, *positional])
+    assert ctx.params[param.name] is not None
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--resize", "abc"], "expected a whole number of pixels, 0 or more (0 keeps the size), "
+                          "got 'abc'"),
+    (["--resize", "-3"], "expected a whole number of pixels, 0 or more (0 keeps the size), "
+                         "got -3"),
+    (["--train-ratio", "2"], "expected a fraction from 0 to 1 (e.g. 0.8), got 2"),
+    (["--color", "5"], "expected a colour mode: -1, 0 or 1 (1 colour, 0 greyscale, -1 as "
+                       "stored), got 5"),
+    (["--shard-size", "abc"], "expected a shard size such as 600 (bytes), 64K, 32MB, 32MiB or "
+                              "50GB, got 'abc'"),
+])
+def test_im2rec_numeric_mistakes_in_a_real_command(script, tmp_path, args, says):
+    proc = subprocess.run([*script("im2rec"), str(tmp_path / "data"), str(tmp_path), *args],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == \
+        f"Error: Invalid value for '{args[0]}': {says}"
+    assert os.listdir(tmp_path) == []

@@ -581,7 +581,7 @@ def test_gs_urls_read_and_write_like_s3(gcs_endpoint):
 @pytest.mark.parametrize("extra, message", [
     (["--num-shards", "2", "--shard-size", "1MB"], "not both"),
     (["--checksums"], "--checksums goes with --num-shards or --shard-size"),
-    (["--shard-size", "big"], "is not a size"),
+    (["--shard-size", "big"], "expected a shard size such as 600 (bytes), 64K"),
 ])
 def test_im2rec_shard_options_refuse_what_they_cannot_do(tmp_path, extra, message):
     shutil.copy(GOLDEN / "im2rec" / "noshuffle.lst", tmp_path / "data.lst")

@@ -11,7 +11,6 @@ from typing import Any, Callable, Optional
 
 import click
 
-from recio import storage
 from recio.cli.termination import EXIT_TERMINATED, Terminated, sigterm_interrupts
 from recio.errors import NothingFoundError, OutputExistsError, RecordIOError
 from recio.storage import is_url, local_path
@@ -46,14 +45,6 @@ def printable_output() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None and getattr(stream, "errors", "") == "strict":
             reconfigure(errors="backslashreplace")
-
-
-def parse_size(text: str) -> int:
-    """``storage.parse_size`` for an option: a bad size is click's usage error."""
-    try:
-        return storage.parse_size(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:
