@@ -64,4 +64,7 @@ __all__ = [*_LAZY, "RecordIOError"]
 
 if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
     __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=(
-        "records", "image", "sequence", "mx", "torch", "ray", "errors"))
+        "records", "image", "sequence", "mx", "torch", "ray", "errors"), gone={
+        "ImageRecordIter": "MXNet's iterator, whose batches hold NDArrays "
+                           "(batch.data[0].asnumpy()), is recio.mx.io.ImageRecordIter; recio's "
+                           "own, whose batch.data is a NumPy array, is recio.ImageBatchIter"})

@@ -5,13 +5,67 @@ Every error about bad data says *where*: the file, and the byte offset or line n
 """
 from __future__ import annotations
 
-from typing import Optional
+import difflib
+import functools
+import inspect
+from typing import Any, Callable, Iterable, List, Optional, TypeVar, cast
+
+_Callable = TypeVar("_Callable", bound=Callable[..., Any])
 
 
 def plural(count: int, noun: str, plural_form: Optional[str] = None) -> str:
     """``"1 malformed line"``, ``"5 malformed lines"``: a count with its noun in agreement,
     for messages (``plural_form`` when adding an s is wrong)."""
     return f"{count:,} {noun if count == 1 else (plural_form or noun + 's')}"
+
+
+def closest(name: str, choices: Iterable[str], n: int = 1) -> List[str]:
+    """The names among ``choices`` nearest to a mistyped ``name`` (``difflib``'s ratio of at
+    least 0.6, nearest first; a choice differing only in case comes first)."""
+    choices = list(choices)
+    same = [c for c in choices if c.lower() == name.lower() and c != name]
+    near = difflib.get_close_matches(name, choices, n=n, cutoff=0.6)
+    return (same + [c for c in near if c not in same])[:n]
+
+
+def unknown_names(noun: str, unknown: Iterable[str], known: Iterable[str]) -> str:
+    """``"unknown parameter rand_crops (did you mean rand_crop?)"``: each name not among
+    ``known``, with the nearest known ones; for the messages of functions that take names
+    (``**kwargs``, streams, columns)."""
+    known = sorted(known)
+    parts = []
+    names = sorted(unknown)
+    for name in names:
+        near = closest(name, known)
+        parts.append(name + (f" (did you mean {' or '.join(near)}?)" if near else ""))
+    return f"unknown {noun}{'s' if len(names) > 1 else ''} {', '.join(parts)}"
+
+
+def suggests_keywords(target: _Callable) -> _Callable:
+    """Decorate a function or class whose signature names its keyword arguments: a keyword it
+    does not take raises ``TypeError`` naming the nearest one ("unknown keyword argument
+    rand_crops (did you mean rand_crop?)") on every Python (3.13 says so itself), for code
+    ported from MXNet with a name slightly off. A signature with ``**kwargs`` is left as it
+    is (such a function checks its own names, with :func:`unknown_names`)."""
+    func = target.__init__ if isinstance(target, type) else target  # type: ignore[misc]
+    params = inspect.signature(func).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return target
+    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+             and n != "self"]
+    owner = target.__name__
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise TypeError(f"{owner}() got an {unknown_names('keyword argument', unknown, names)}")
+        return func(*args, **kwargs)
+
+    if isinstance(target, type):
+        target.__init__ = checked  # type: ignore[misc]
+        return target
+    return cast(_Callable, checked)
 
 
 class RecordIOError(ValueError):

@@ -177,3 +177,103 @@ def test_im2rec_numeric_mistakes_in_a_real_command(script, tmp_path, args, says)
     assert proc.stderr.strip().splitlines()[-1] == \
         f"Error: Invalid value for '{args[0]}': {says}"
     assert os.listdir(tmp_path) == []
+
+
+# -- unknown keyword arguments ---------------------------------------------------------------
+
+MX_ARGS = dict(data_shape=(3, 8, 8), batch_size=2)
+
+
+@pytest.mark.parametrize("typed, meant", [("rand_crops", "rand_crop"), ("Shuffle", "shuffle"),
+                                          ("batchsize", "batch_size"),
+                                          ("path_imgidex", "path_imgidx"),
+                                          ("mean_R", "mean_r")])
+def test_mx_image_record_iter_suggests_the_parameter_meant(golden, typed, meant):
+    import recio.mx as mx
+
+    rec = str(golden / "im2rec" / "all.rec")
+    args = dict(MX_ARGS, path_imgrec=rec)
+    value = args.pop(meant, True if meant in ("rand_crop", "shuffle") else 0)
+    if meant == "path_imgidx":
+        value = rec[:-4] + ".idx"
+    with pytest.raises(ValueError) as info:
+        mx.io.ImageRecordIter(**args, **{typed: value})
+    message = str(info.value)
+    assert message.startswith(f"ImageRecordIter: unknown parameter {typed} (did you mean "
+                              f"{meant}?); MXNet 1.9.1's ")
+    assert "\n" not in message and "aug_seq, batch_size" not in message  # not all 64 names
+    with mx.io.ImageRecordIter(**args, **{meant: value}) as it:  # the name meant works
+        assert next(iter(it)).data[0].shape[0] == 2
+
+
+def test_a_name_near_nothing_still_lists_every_parameter():
+    import recio.mx as mx
+
+    with pytest.raises(ValueError, match=r"unknown parameter facebook_aug; MXNet 1\.9\.1's "
+                                         r"ImageRecordIter takes: aug_seq, batch_size"):
+        mx.io.ImageRecordIter(path_imgrec="x.rec", facebook_aug=True, **MX_ARGS)
+
+
+def test_mx_image_iter_suggests_its_own_and_the_augmenters_names():
+    import recio.mx as mx
+
+    with pytest.raises(ValueError, match=r"ImageIter: unknown parameter rand_crops \(did you "
+                                         r"mean rand_crop\?\); besides its own"):
+        mx.image.ImageIter(2, (3, 8, 8), path_imgrec="x.rec", rand_crops=True)
+    with pytest.raises(ValueError, match=r"unknown parameter path_imgidex \(did you mean "
+                                         r"path_imgidx\?\)"):
+        mx.image.ImageIter(2, (3, 8, 8), path_imgrec="x.rec", path_imgidex="x.idx")
+
+
+def _mx_calls():
+    import numpy as np
+    import recio.mx as mx
+
+    return [
+        (lambda **kw: mx.image.CreateAugmenter((3, 8, 8), **kw), "rand_crops", "rand_crop",
+         True, "CreateAugmenter"),
+        (lambda **kw: mx.io.NDArrayIter(np.zeros((4, 2), np.float32), **kw), "batchsize",
+         "batch_size", 2, "NDArrayIter"),
+        (lambda **kw: mx.gluon.data.DataLoader(mx.gluon.data.ArrayDataset([1, 2, 3]),
+                                               batch_size=1, **kw), "num_worker",
+         "num_workers", 0, "DataLoader"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_mx_constructors_with_named_parameters_suggest_the_keyword_meant(index):
+    call, typed, meant, value, owner = _mx_calls()[index]
+    with pytest.raises(TypeError) as info:
+        call(**{typed: value})
+    assert str(info.value) == (f"{owner}() got an unknown keyword argument {typed} (did you "
+                               f"mean {meant}?)")
+    assert call(**{meant: value}) is not None
+
+
+def test_gluon_image_record_dataset_suggests_flag(golden):
+    import inspect
+
+    import recio.mx as mx
+
+    rec = str(golden / "im2rec" / "all.rec")
+    with pytest.raises(TypeError, match=r"ImageRecordDataset\(\) got an unknown keyword "
+                                        r"argument flags \(did you mean flag\?\)"):
+        mx.gluon.data.vision.ImageRecordDataset(rec, flags=0)
+    assert len(mx.gluon.data.vision.ImageRecordDataset(rec, flag=0)) > 0
+    # the signature users see (help(), IDEs) is the real one
+    assert "flag" in inspect.signature(mx.gluon.data.vision.ImageRecordDataset).parameters
+    assert list(inspect.signature(mx.image.CreateAugmenter).parameters)[:2] == ["data_shape",
+                                                                               "resize"]
+
+
+def test_the_old_top_level_name_says_which_iterator_to_use():
+    import recio
+
+    with pytest.raises(AttributeError) as info:
+        recio.ImageRecordIter
+    message = str(info.value)
+    assert "recio.mx.io.ImageRecordIter" in message and "recio.ImageBatchIter" in message
+    assert "batch.data[0].asnumpy()" in message
+    assert not hasattr(recio, "ImageRecordIter")
+    with pytest.raises(AttributeError, match=r"did you mean recio\.IndexedRecordReader\?"):
+        recio.IndexedRecordReadr

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from recio.errors import suggests_keywords
 from recio.mx import image, recordio
 from recio.mx.gluon.data.dataset import RecordFileDataset
 
 
+@suggests_keywords
 class ImageRecordDataset(RecordFileDataset):
     """The images of a ``.rec`` (with its ``.idx`` beside it) and their labels:
     ``dataset[i]`` is ``(image, label)``, the image an ``(H, W, 3)`` uint8 RGB NDArray
