@@ -232,6 +232,31 @@ class CTFError(SequenceError):
     where the problem was found."""
 
 
+class MissingKeyError(KeyError):
+    """A key that a file's index does not hold (``reader[key]``, ``read_idx``). A ``KeyError``,
+    so ``key in reader`` and ``reader.get(key)`` work as for any mapping, and ``args[0]`` (and
+    ``key``) is the key asked for; its message says what keys the file has, with an example
+    ("no record with key 0 in a.rec: its 2,000 keys are ids from 1 to 4,711 ..."), made only
+    when it is shown. ``path`` is the index."""
+
+    def __init__(self, key: Any, message: Any = None, path: Optional[str] = None) -> None:
+        super().__init__(key)
+        self.key, self.path = key, path
+        self._message = message  # the text, or a function making it
+
+    @property
+    def message(self) -> str:
+        if callable(self._message):
+            self._message = self._message()
+        return self._message if self._message is not None else f"no record with key {self.key!r}"
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.key, self.message, self.path))
+
+
 class DuplicateKeyWarning(UserWarning):
     """An ``.idx`` in which a key appears on several lines. Readers then do what MXNet does
     (the last line of a key wins), so the records of the earlier lines cannot be read by key;
@@ -243,4 +268,4 @@ __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "ListFileErr
            "TruncatedFileError", "NotRecordFileError", "OutputExistsError", "OutputBusyError",
            "FileInUseError", "InterruptedPackError", "NothingFoundError", "ManifestError",
            "ChecksumError", "StorageError", "CBFError", "SequenceError", "CTFError",
-           "DuplicateKeyWarning", "OutputFolderError"]
+           "DuplicateKeyWarning", "OutputFolderError", "MissingKeyError"]

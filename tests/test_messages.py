@@ -277,3 +277,79 @@ def test_the_old_top_level_name_says_which_iterator_to_use():
     assert not hasattr(recio, "ImageRecordIter")
     with pytest.raises(AttributeError, match=r"did you mean recio\.IndexedRecordReader\?"):
         recio.IndexedRecordReadr
+
+
+# -- a key the file does not hold ------------------------------------------------------------
+
+@pytest.fixture
+def im2rec_file(script, tmp_path):
+    """A .rec packed by im2rec from a list whose ids run from 1 to 4,711 (20 images, shuffled):
+    keys that are no record numbers, as im2rec writes them."""
+    from PIL import Image
+
+    images = tmp_path / "images"
+    images.mkdir()
+    rng = __import__("numpy").random.default_rng(0)
+    ids = sorted(set(rng.choice(range(2, 4711), 18, replace=False).tolist()) | {1, 4711})
+    order = rng.permutation(len(ids))
+    lines = []
+    for i in order:
+        Image.new("RGB", (8, 8), (i * 10 % 255, 0, 0)).save(images / f"{ids[i]}.jpg")
+        lines.append(f"{ids[i]}\t0\t{ids[i]}.jpg\n")
+    (tmp_path / "a.lst").write_text("".join(lines))
+    proc = subprocess.run([*script("im2rec"), str(tmp_path / "a"), str(images)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return tmp_path / "a.rec", [ids[i] for i in order]
+
+
+def test_a_missing_key_says_what_keys_the_file_has(im2rec_file):
+    import pickle
+
+    import recio
+    from recio.errors import MissingKeyError
+
+    rec, keys = im2rec_file
+    with recio.IndexedRecordReader(rec) as reader:
+        with pytest.raises(KeyError) as info:
+            reader[0]
+        error = info.value
+        assert isinstance(error, MissingKeyError) and error.args == (0,) and error.key == 0
+        assert str(error) == (
+            f"no record with key 0 in {rec}: its 20 keys are ids from 1 to 4,711 (as im2rec "
+            f"writes them: each image's index in its .lst), not record numbers; the first "
+            f"record's is {keys[0]}, and .keys() lists them in file order")
+        # what it says to do works, and the mapping protocol is a mapping's
+        assert reader.keys() == keys and reader[reader.keys()[0]] == reader[keys[0]]
+        assert 0 not in reader and reader.get(0) is None and reader.get(0, "none") == "none"
+        with pytest.raises(MissingKeyError, match="with key 9999 in"):
+            reader.read_many([keys[0], 9999])
+        with pytest.raises(MissingKeyError, match=r"key '1' in .*did you mean 1\?"):
+            reader["1"]
+        assert reader[1]
+        again = pickle.loads(pickle.dumps(error))
+        assert str(again) == str(error) and again.key == 0
+
+
+def test_a_missing_key_of_a_file_keyed_by_record_number(tmp_path):
+    import recio
+
+    rec = str(tmp_path / "n.rec")
+    with recio.RecordWriter(rec) as writer:
+        for i in range(5):
+            writer.write(b"%d" % i)
+    with recio.IndexedRecordReader(rec) as reader:  # no .idx: keys 0..4, as MXNet's rec2idx
+        with pytest.raises(KeyError, match=rf"^no record with key 5 in {re.escape(rec)}: its 5 "
+                                           r"keys are the record numbers 0 to 4$"):
+            reader[5]
+
+
+def test_mxnet_read_idx_says_the_same(im2rec_file):
+    import recio.mx as mx
+
+    rec, keys = im2rec_file
+    record = mx.recordio.MXIndexedRecordIO(str(rec)[:-4] + ".idx", str(rec), "r")
+    with pytest.raises(KeyError, match="its 20 keys are ids from 1 to 4,711"):
+        record.read_idx(0)
+    assert record.read_idx(keys[0])
+    record.close()

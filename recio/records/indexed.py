@@ -106,6 +106,7 @@ class IndexedRecordReader(Mapping):
             self.reader.close()
             raise
         self.idx_path = self.index.path
+        self.index.rec_path = self.path  # what a missing key's message names
         self.key_type = key_type
         self._bind()
         warn_repeated_keys(self.index, BY_KEY, self.path)
