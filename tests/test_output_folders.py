@@ -3,10 +3,10 @@
 A real read-only file system (a tmpfs filled, then remounted read-only: ``chmod`` would not
 stop root, which this machine and CI run as) and a real folder without write permission (the
 command run as another user, ``setpriv``). Each command that writes (im2rec's list and pack
-modes, a resume, repair, repack, index, extract, split, convert) must name the user's own
-output and its folder, never a temporary (``.x.rec.4242.6f42b951.tmp``) or lock
-(``x.pack.lock``) name, say what to do, and leave nothing behind; and what it says to do must
-work when done. ``recio buckets`` only reads: it works on a read-only folder.
+modes, a resume, repair, repack, index, extract, split, convert, show, inspect --plot) must
+name the user's own output and its folder, never a temporary (``.x.rec.4242.6f42b951.tmp``)
+or lock (``x.pack.lock``) name, say what to do, and leave nothing behind; and what it says to
+do must work when done. ``recio buckets`` only reads: it works on a read-only folder.
 """
 import os
 import pathlib
@@ -182,6 +182,8 @@ def _packed(corpus, script):
     ("extract", ["extract", "{in}", "{out}/images"], "images"),
     ("split", ["split", "{in}", "-n", "2", "--write", "{out}/part"], "part_0.rec"),
     ("split, new folder", ["split", "{in}", "-n", "2", "--write", "{out}/parts/p"], "parts"),
+    ("show", ["show", "{in}", "-o", "{out}/grid.png"], "grid.png"),
+    ("inspect --plot", ["inspect", "{in}", "--plot", "{out}/stats.png"], "stats.png"),
 ])
 def test_recio_commands_writing_into_a_read_only_folder(script, corpus, read_only, name, args,
                                                          output):
