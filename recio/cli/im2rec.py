@@ -121,6 +121,8 @@ List mode walks ROOT (with --recursive, each folder holding images gets the next
 printed as "folder label"), shuffles with MXNet's seed unless --no-shuffle, and writes
 PREFIX.lst, or PREFIX_train/_val/_test.lst with ratios, PREFIX_<i>*.lst with --chunks.
 Pack mode packs every PREFIX*.lst into a .rec and .idx of the same name, in list order.
+PREFIX names files without their extension in both modes; one ending in .lst names that
+one list (--list writes it, pack mode packs only it).
 Malformed lines, missing files, paths outside ROOT (absolute, '..', symlinks: see
 --allow-outside-root), FIFOs and devices, unreadable and undecodable images are skipped,
 counted by cause and listed in PREFIX.errors.tsv (line, index, path, reason); --strict
