@@ -17,6 +17,7 @@ import os
 from contextlib import contextmanager
 from typing import Iterator, Optional, Union
 
+from recio import portable
 from recio.errors import OutputFolderError, RecordIOError
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -26,9 +27,10 @@ REFUSALS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def refused(exc: BaseException) -> bool:
-    """True for an ``OSError`` by which a folder refused a new file (:data:`REFUSALS`)."""
+    """True for an ``OSError`` by which a folder refused a new file (:data:`REFUSALS`); not
+    Windows refusing a file that a program holds open (``portable.in_use``: its own error)."""
     return (isinstance(exc, OSError) and not isinstance(exc, RecordIOError)
-            and exc.errno in REFUSALS)
+            and exc.errno in REFUSALS and not portable.in_use(exc))
 
 
 def refusal(exc: OSError, output: PathLike, remedy: Optional[str] = None) -> OutputFolderError:
