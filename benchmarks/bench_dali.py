@@ -21,7 +21,7 @@ normalising on the GPU). Readers:
   ``fn.random_resized_crop`` first); DALI's resizes are antialiased by default, so ``rrc``
   also runs both with ``antialias=False`` (``dali-window-noaa``, ``dali-full-noaa``), which is
   the same work as recio's bilinear resize;
-- ``iter``: ``recio.ImageRecordIter(preprocess_threads=2)``;
+- ``iter``: ``recio.ImageBatchIter(preprocess_threads=2)``;
 - ``torch``: ``recio.torch.RecordDataset(decode="raw", transform=ImageAugment(...))`` in a
   ``torch.utils.data.DataLoader(num_workers=2, persistent_workers=True)``, as the README shows.
 
@@ -251,7 +251,7 @@ def run_iter(prefix: str, case: str) -> dict:
     else:
         kw.update(dtype="uint8")
     delivery, clock = Delivery(_count(prefix), dtype), Clock()
-    with recio.ImageRecordIter(**kw) as it:
+    with recio.ImageBatchIter(**kw) as it:
         for epoch in range(EPOCHS):
             if epoch:
                 it.reset()
@@ -310,7 +310,7 @@ LABELS = {"dali-window": "DALI CPU, decodes the crop window only",
           "dali-full": "DALI CPU, decode then crop",
           "dali-window-noaa": "DALI CPU, crop window, no antialias",
           "dali-full-noaa": "DALI CPU, decode then crop, no antialias",
-          "iter": "recio.ImageRecordIter(preprocess_threads=2)",
+          "iter": "recio.ImageBatchIter(preprocess_threads=2)",
           "torch": "recio.torch RecordDataset + DataLoader(2)"}
 
 

@@ -1,4 +1,4 @@
-"""Training-time loading throughput: ImageRecordIter and the PyTorch datasets.
+"""Training-time loading throughput: ImageBatchIter and the PyTorch datasets.
 
 Packs the benchmark corpus (``corpus.py``: 2,000 photo-like images) with ``im2rec --resize 256``
 (or, while the im2rec command is unavailable, the same resize with ``recio.pack_img``), then
@@ -129,7 +129,7 @@ def _run_imageiter(prefix: str, kind: str) -> dict:
     else:
         kw.update(dtype="uint8", layout="NHWC")
     images = 0
-    with recio.ImageRecordIter(**kw) as it:
+    with recio.ImageBatchIter(**kw) as it:
         c0 = _cpu()
         t0 = time.perf_counter()
         for epoch in range(EPOCHS):
@@ -161,7 +161,7 @@ def _run_torch(prefix: str, torch_ops: bool) -> dict:
         inv_std = 1 / torch.tensor(STD).view(3, 1, 1)
         ds = RecordDataset(prefix + ".rec", prefix + ".idx",
                            transform=CropFlipNormalise(mean, inv_std))
-    else:  # recio's transform: ImageRecordIter's augmentation, decoded straight into the crop
+    else:  # recio's transform: ImageBatchIter's augmentation, decoded straight into the crop
         ds = RecordDataset(prefix + ".rec", prefix + ".idx", decode="raw", transform=ImageAugment(
             SHAPE, rand_crop=True, rand_mirror=True, mean=MEAN, std=STD))
     loader = DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=2, persistent_workers=True,
@@ -305,7 +305,7 @@ def main() -> None:
             target = measured.get(target)
             target = None if target is None else round(target)
         verdict = "" if target is None else ("OK" if rate >= target else "BELOW TARGET")
-        label = {"float32": "ImageRecordIter float32 NCHW", "uint8": "ImageRecordIter uint8 NHWC",
+        label = {"float32": "ImageBatchIter float32 NCHW", "uint8": "ImageBatchIter uint8 NHWC",
                  "torch": "RecordDataset+ImageAugment, 2 workers",
                  "torch-ops": "RecordDataset+torch-op transform, 2 wk",
                  "mx-float32": "recio.mx ImageRecordIter, as float32",

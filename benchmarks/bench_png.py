@@ -4,7 +4,7 @@ Corpus: ``--n`` large photo-like PNGs (default 40) cut from the same skimage pho
 ``corpus.py``, long side 1200-2400 px, zlib level 6 (what most tools write), about 2 MB each.
 
 Decode: every PNG decoded by ``recio.image.codec.decode`` (the one decoder behind
-``unpack_img``, ``recio.mx``, ``ImageRecordIter``, the torch datasets and im2rec) for the colour
+``unpack_img``, ``recio.mx``, ``ImageBatchIter``, the torch datasets and im2rec) for the colour
 flags 1, 0 and -1, beside the bare ``cv2.imdecode`` of the same bytes (the ceiling: zlib
 itself) and, where it runs, the peer MXNet 1.9.1 (``mx.image.imdecode`` in ``--mxnet-python``,
 default ``$RECIO_MXNET_PYTHON``). Target: recio within 10% of the bare ``cv2.imdecode`` in CPU

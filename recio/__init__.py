@@ -7,14 +7,14 @@ The package is layered; each part imports only the ones listed before it:
 * ``recio.records``: the RecordIO container (framing, reader, writer, ``.idx``, InputSplit,
   shard sets).
 * ``recio.image``: image records as im2rec writes them (IRHeader, codec, lists, packing,
-  ImageRecordIter).
+  ImageBatchIter).
 * ``recio.sequence``: sample-counted sequences (MinibatchSource, bucketing, CBF).
 * ``recio.mx`` (a drop-in for ``mxnet.recordio``), ``recio.torch`` (PyTorch datasets) and
   ``recio.ray`` (Ray packing and Ray Data).
 * ``recio.cli``: the ``recio`` and ``im2rec`` commands (``python -m recio``).
 
 The top level holds what most programs need: readers and writers, the index, ``InputSplit``,
-the image header, shard sets, ``ImageRecordIter``, ``MinibatchSource`` and ``RecordIOError``.
+the image header, shard sets, ``ImageBatchIter``, ``MinibatchSource`` and ``RecordIOError``.
 Everything else lives in its subpackage (``recio.records.write_index``,
 ``recio.sequence.SWEEP_FOREVER``, ``recio.errors.TruncatedFileError``). The names load on first
 use, so ``import recio`` stays cheap and an optional dependency is only needed by the feature
@@ -27,7 +27,7 @@ from recio.errors import RecordIOError
 
 if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
     from recio.image.header import IRHeader, pack, pack_img, unpack, unpack_img
-    from recio.image.imageiter import ImageRecordIter
+    from recio.image.imageiter import ImageBatchIter
     from recio.records.index import read_index
     from recio.records.indexed import IndexedRecordReader, build_index
     from recio.records.reader import RecordReader
@@ -56,7 +56,7 @@ _LAZY = {
     "ShardWriter": "recio.records.shards",
     "ShardReader": "recio.records.shards",
     "load_manifest": "recio.records.manifest",
-    "ImageRecordIter": "recio.image.imageiter",
+    "ImageBatchIter": "recio.image.imageiter",
     "MinibatchSource": "recio.sequence.minibatch",
 }
 
@@ -64,4 +64,7 @@ __all__ = [*_LAZY, "RecordIOError"]
 
 if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
     __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=(
-        "records", "image", "sequence", "mx", "torch", "ray", "errors"))
+        "records", "image", "sequence", "mx", "torch", "ray", "errors"), gone={
+        "ImageRecordIter": "MXNet's iterator, whose batches hold NDArrays "
+                           "(batch.data[0].asnumpy()), is recio.mx.io.ImageRecordIter; recio's "
+                           "own, whose batch.data is a NumPy array, is recio.ImageBatchIter"})

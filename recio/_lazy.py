@@ -11,12 +11,14 @@ package, so later lookups are ordinary attribute reads.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
-from typing import Any, Callable, Iterable, List, Mapping, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
 
 
 def lazy_exports(package: str, names: Mapping[str, str], submodules: Iterable[str] = (),
+                 gone: Optional[Mapping[str, str]] = None,
                  ) -> Tuple[Callable[[str], Any], Callable[[], List[str]]]:
     """The module-level ``__getattr__`` and ``__dir__`` of ``package``.
 
@@ -25,6 +27,8 @@ def lazy_exports(package: str, names: Mapping[str, str], submodules: Iterable[st
         when it starts with ``.``).
     :param submodules: submodule names that ``package.name`` imports on first use
         (``recio.mx``, ``recio.torch``, ...).
+    :param gone: a name the package no longer has -> what to use instead, said by the
+        ``AttributeError`` (names that are not there get the nearest one that is).
     """
     exported = dict(names)
     subs = frozenset(submodules)
@@ -37,7 +41,12 @@ def lazy_exports(package: str, names: Mapping[str, str], submodules: Iterable[st
             return value
         if name in subs:
             return importlib.import_module(f"{package}.{name}")
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        if gone and name in gone:
+            hint = f": {gone[name]}"
+        else:
+            near = difflib.get_close_matches(name, sorted(set(exported) | subs), n=1)
+            hint = f" (did you mean {package}.{near[0]}?)" if near else ""
+        raise AttributeError(f"module {package!r} has no attribute {name!r}{hint}")
 
     def __dir__() -> List[str]:
         return sorted(set(vars(sys.modules[package])) | set(exported) | subs)

@@ -5,15 +5,69 @@ Every error about bad data says *where*: the file, and the byte offset or line n
 """
 from __future__ import annotations
 
+import difflib
 import errno
+import functools
+import inspect
 import os
-from typing import Optional
+from typing import Any, Callable, Iterable, List, Optional, TypeVar, cast
+
+_Callable = TypeVar("_Callable", bound=Callable[..., Any])
 
 
 def plural(count: int, noun: str, plural_form: Optional[str] = None) -> str:
     """``"1 malformed line"``, ``"5 malformed lines"``: a count with its noun in agreement,
     for messages (``plural_form`` when adding an s is wrong)."""
     return f"{count:,} {noun if count == 1 else (plural_form or noun + 's')}"
+
+
+def closest(name: str, choices: Iterable[str], n: int = 1) -> List[str]:
+    """The names among ``choices`` nearest to a mistyped ``name`` (``difflib``'s ratio of at
+    least 0.6, nearest first; a choice differing only in case comes first)."""
+    choices = list(choices)
+    same = [c for c in choices if c.lower() == name.lower() and c != name]
+    near = difflib.get_close_matches(name, choices, n=n, cutoff=0.6)
+    return (same + [c for c in near if c not in same])[:n]
+
+
+def unknown_names(noun: str, unknown: Iterable[str], known: Iterable[str]) -> str:
+    """``"unknown parameter rand_crops (did you mean rand_crop?)"``: each name not among
+    ``known``, with the nearest known ones; for the messages of functions that take names
+    (``**kwargs``, streams, columns)."""
+    known = sorted(known)
+    parts = []
+    names = sorted(unknown)
+    for name in names:
+        near = closest(name, known)
+        parts.append(name + (f" (did you mean {' or '.join(near)}?)" if near else ""))
+    return f"unknown {noun}{'s' if len(names) > 1 else ''} {', '.join(parts)}"
+
+
+def suggests_keywords(target: _Callable) -> _Callable:
+    """Decorate a function or class whose signature names its keyword arguments: a keyword it
+    does not take raises ``TypeError`` naming the nearest one ("unknown keyword argument
+    rand_crops (did you mean rand_crop?)") on every Python (3.13 says so itself), for code
+    ported from MXNet with a name slightly off. A signature with ``**kwargs`` is left as it
+    is (such a function checks its own names, with :func:`unknown_names`)."""
+    func = target.__init__ if isinstance(target, type) else target  # type: ignore[misc]
+    params = inspect.signature(func).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return target
+    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+             and n != "self"]
+    owner = target.__name__
+
+    @functools.wraps(func)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        unknown = set(kwargs) - set(names)
+        if unknown:
+            raise TypeError(f"{owner}() got an {unknown_names('keyword argument', unknown, names)}")
+        return func(*args, **kwargs)
+
+    if isinstance(target, type):
+        target.__init__ = checked  # type: ignore[misc]
+        return target
+    return cast(_Callable, checked)
 
 
 class RecordIOError(ValueError):
@@ -215,6 +269,30 @@ class ConcurrentUseError(RecordIOError):
     or key (``read_at``, ``reader[key]``), which any number of threads may share."""
 
 
+class OutputFolderError(RecordIOError, OSError):
+    """An output whose folder refuses new files: it is on a read-only file system (``errno``
+    EROFS), or this user may not create files in it (EACCES, EPERM). ``path`` is the user's
+    output (never the temporary or lock name recio would have created), ``folder`` its folder;
+    the message says what to do. Raised before anything was written
+    (``recio.records.output_folder``). Also an ``OSError`` (``errno``, ``filename``), as the
+    error of the refused ``open`` was."""
+
+    def __init__(self, message: str, path: Optional[str] = None, offset: Optional[int] = None,
+                 line: Optional[int] = None, folder: Optional[str] = None,
+                 error_number: Optional[int] = None) -> None:
+        RecordIOError.__init__(self, message, path, offset, line)
+        self.folder = folder
+        self.errno, self.filename = error_number, self.path
+        self.strerror = message
+
+    def __str__(self) -> str:  # RecordIOError's "path: message", not OSError's "[Errno n] ..."
+        return Exception.__str__(self)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.path, self.offset, self.line, self.folder,
+                             self.errno))
+
+
 class ManifestError(RecordIOError):
     """A shard set's manifest that is malformed, or a shard that does not match it."""
 
@@ -243,6 +321,31 @@ class CTFError(SequenceError):
     where the problem was found."""
 
 
+class MissingKeyError(KeyError):
+    """A key that a file's index does not hold (``reader[key]``, ``read_idx``). A ``KeyError``,
+    so ``key in reader`` and ``reader.get(key)`` work as for any mapping, and ``args[0]`` (and
+    ``key``) is the key asked for; its message says what keys the file has, with an example
+    ("no record with key 0 in a.rec: its 2,000 keys are ids from 1 to 4,711 ..."), made only
+    when it is shown. ``path`` is the index."""
+
+    def __init__(self, key: Any, message: Any = None, path: Optional[str] = None) -> None:
+        super().__init__(key)
+        self.key, self.path = key, path
+        self._message = message  # the text, or a function making it
+
+    @property
+    def message(self) -> str:
+        if callable(self._message):
+            self._message = self._message()
+        return self._message if self._message is not None else f"no record with key {self.key!r}"
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):
+        return (type(self), (self.key, self.message, self.path))
+
+
 class DuplicateKeyWarning(UserWarning):
     """An ``.idx`` in which a key appears on several lines. Readers then do what MXNet does
     (the last line of a key wins), so the records of the earlier lines cannot be read by key;
@@ -264,6 +367,6 @@ __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "MissingInde
            "IndexChangedError", "OutputWriteError", "ListFileError", "ImageError",
            "TruncatedFileError", "NotRecordFileError", "NotRegularFileError", "ClosedError",
            "ConcurrentUseError", "OutputExistsError", "OutputBusyError", "FileInUseError",
-           "InterruptedPackError", "NothingFoundError", "ManifestError", "ChecksumError",
-           "StorageError", "CBFError", "SequenceError", "CTFError", "DuplicateKeyWarning",
-           "SkippedRecordWarning"]
+           "OutputFolderError", "MissingKeyError", "InterruptedPackError", "NothingFoundError",
+           "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError",
+           "CTFError", "DuplicateKeyWarning", "SkippedRecordWarning"]

@@ -523,9 +523,9 @@ def test_lru_within_the_limit(tmp_path_factory, sizes, reads, limit):
 
 # -- the readers and their settings ---------------------------------------------------------------
 def test_every_reader_takes_a_cache(dataset, tmp_path, monkeypatch):
-    """IndexedRecordReader, ShardReader, InputSplit and ImageRecordIter read the same records
+    """IndexedRecordReader, ShardReader, InputSplit and ImageBatchIter read the same records
     through the cache; a second round costs no GET of a shard."""
-    from recio.image.imageiter import ImageRecordIter
+    from recio.image.imageiter import ImageBatchIter
 
     folder = tmp_path / "cache"
 
@@ -537,7 +537,7 @@ def test_every_reader_takes_a_cache(dataset, tmp_path, monkeypatch):
                         for r in InputSplit(dataset.url, k, 3, cache_dir=folder)]
         with IndexedRecordReader(dataset.rec(1), cache_dir=folder) as reader:
             out["indexed"] = [reader[k] for k in reader.keys()]
-        with ImageRecordIter(dataset.url, (3, 8, 8), 16, resize=8, cache_dir=folder,
+        with ImageBatchIter(dataset.url, (3, 8, 8), 16, resize=8, cache_dir=folder,
                              preprocess_threads=1) as it:
             out["iter"] = [int(v) for batch in it for v in batch.label.ravel()]
         return out

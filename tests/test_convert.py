@@ -13,7 +13,7 @@ from recio.sequence.cbf import CBFReader, CBFWriter
 from recio.sequence.cbf_format import StreamInfo
 from recio.sequence.convert import cbf_to_rec, convert, rec_to_cbf
 from recio.sequence import Sparse, SequenceWriter, sample_counts, unpack_sequence
-from recio.cli.common import parse_size
+from recio.cli.numbers import Size
 from recio.cli.convert import convert_cmd
 
 SETTINGS = settings(max_examples=25, deadline=None,
@@ -250,15 +250,15 @@ def test_minibatch_source_cntk_parameters(golden):
                                         ("32MiB", 32 << 20), ("32m", 32 << 20), ("1.5K", 1536),
                                         ("2GB", 2 * 10**9)])
 def test_parse_size(text, value):
-    assert parse_size(text) == value
+    assert Size().convert(text, None, None) == value
 
 
 @pytest.mark.parametrize("text", ["", "MB", "12XB", "-3", "0"])
 def test_parse_size_rejects(text):
     import click
 
-    with pytest.raises(click.BadParameter):
-        parse_size(text)
+    with pytest.raises(click.BadParameter, match="expected a size such as 600 \\(bytes\\), 64K"):
+        Size().convert(text, None, None)
 
 
 def test_cli_both_directions(golden, tmp_path):
@@ -291,7 +291,7 @@ def test_cli_errors_are_one_line_exit_2(golden, tmp_path):
         ([str(golden / "cbf" / "float.cbf"), str(tmp_path / "o.rec"), "--alias", "bad"],
          "NEW=OLD"),
         ([str(golden / "cbf" / "float.cbf"), str(tmp_path / "o.rec"), "--chunk-size", "lots"],
-         "not a size"),
+         "expected a chunk size such as 600 (bytes), 64K, 32MB, 32MiB or 50GB, got 'lots'"),
         ([str(golden / "cbf" / "float.cbf"), str(tmp_path / "o.rec"), "--chunk-size", "1K"],
          "use it with IN.rec OUT.cbf"),
     ]

@@ -135,7 +135,7 @@ def test_readers_say_truncated(dataset):
     with pytest.raises(recio.errors.TruncatedFileError):
         recio.mx.MXIndexedRecordIO(str(folder / "short.idx"), str(folder / "short.rec"), "r")
     with pytest.raises(recio.errors.TruncatedFileError):
-        next(iter(recio.ImageRecordIter(path_imgrec=str(folder / "short.rec"),
+        next(iter(recio.ImageBatchIter(path_imgrec=str(folder / "short.rec"),
                                         path_imgidx=str(folder / "short.idx"),
                                         data_shape=(3, 8, 8), batch_size=2)))
     with pytest.raises(recio.errors.TruncatedFileError, match="recio repair"):
@@ -365,7 +365,7 @@ def test_repeated_keys_warn_naming_the_key_everywhere(repeated):
         mx = recio.mx.MXIndexedRecordIO(idx, rec, "r")
     assert len(mx.keys) == 12  # MXNet's list keeps every line, its dict the last offset
     with pytest.warns(recio.errors.DuplicateKeyWarning, match=pattern + ".*every line is read"):
-        next(iter(recio.ImageRecordIter(path_imgrec=rec, path_imgidx=idx,
+        next(iter(recio.ImageBatchIter(path_imgrec=rec, path_imgidx=idx,
                                         data_shape=(3, 8, 8), batch_size=2)))
     res = run("verify", rec)
     assert res.exit_code == 1 and f"key {key} on 2 lines" in res.output

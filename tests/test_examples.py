@@ -30,9 +30,9 @@ def _user_dataset(tmp_path, classes=3, per_class=12):
     return prefix + ".rec"
 
 
-def test_imagerecorditer_example_on_a_users_rec(tmp_path):
+def test_imagebatchiter_example_on_a_users_rec(tmp_path):
     rec = _user_dataset(tmp_path)
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "train_imagerecorditer.py"), rec],
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "train_imagebatchiter.py"), rec],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert f"{rec}: 3 classes" in proc.stdout and "epoch 2: 36 images" in proc.stdout
@@ -55,7 +55,7 @@ def test_an_example_refuses_labels_that_are_not_class_ids(tmp_path):
         for i in range(4):
             w.write(i, recio.pack_img(recio.IRHeader(0, i + 0.5, i, 0),
                                       np.zeros((40, 40, 3), np.uint8)))
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "train_imagerecorditer.py"), rec],
+    proc = subprocess.run([sys.executable, str(EXAMPLES / "train_imagebatchiter.py"), rec],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and "not class ids" in proc.stderr
 

@@ -227,6 +227,52 @@ def test_a_prefix_given_as_a_file_name_is_told_to_drop_the_extension(script, tmp
     assert _listing(tmp_path / "data") == []
 
 
+def test_one_prefix_rule_in_list_and_pack_modes(script, tmp_path):
+    """PREFIX names files without their extension in both modes; one ending in .lst names that
+    one list: --list writes it (not s/train.lst.lst) and pack mode packs exactly it."""
+    root = _class_folders(tmp_path)
+    (tmp_path / "s").mkdir()
+    made = _run(script, "s/train.lst", root, "--list", "--recursive", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert _listing(tmp_path / "s") == ["train.classes.tsv", "train.lst"]
+    assert "-> s/train.lst (3), s/train.classes.tsv" in made.stderr
+    shutil.copy(tmp_path / "s" / "train.lst", tmp_path / "s" / "train.lst.old.lst")
+    packed = _run(script, "s/train.lst", root, cwd=tmp_path)  # that one list, named as given
+    assert packed.returncode == 0, packed.stderr
+    assert "im2rec: packing" not in packed.stderr
+    assert packed.stdout.startswith("s/train.lst: packed 3 images")
+    assert _listing(tmp_path / "s") == ["train.classes.tsv", "train.idx", "train.lst",
+                                        "train.lst.old.lst", "train.rec"]
+    # the same PREFIX without .lst: every list that starts with it, as always
+    both = _run(script, "s/train", root, "--force", cwd=tmp_path)
+    assert both.returncode == 0 and "packing 2 lists" in both.stderr, both.stderr
+
+
+@pytest.mark.parametrize("prefix, options, says", [
+    ("s/train.rec", [], "s/train.rec: PREFIX names files without their extension: did you "
+                        "mean s/train? Nothing was written"),
+    ("s/train.idx", ["--chunks", "2"], "did you mean s/train?"),
+    ("s/train.lst", ["--train-ratio", "0.8"],
+     "s/train.lst: PREFIX train.lst names one list, but these options write 2 (train_val.lst, "
+     "train_train.lst), named after PREFIX without .lst: did you mean s/train? Nothing was "
+     "written"),
+    ("s/train.lst", ["--chunks", "3"], "write 3 (train_0.lst, train_1.lst, train_2.lst)"),
+])
+def test_a_list_prefix_that_names_other_files_is_refused_and_the_fix_runs(script, tmp_path,
+                                                                          prefix, options,
+                                                                          says):
+    root = _class_folders(tmp_path)
+    (tmp_path / "s").mkdir()
+    proc = _run(script, prefix, root, "--list", "--recursive", *options, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert says in _one_error_line(proc)
+    assert _listing(tmp_path / "s") == []
+    fixed = _run(script, "s/train", root, "--list", "--recursive", *options, cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    packed = _run(script, "s/train", root, cwd=tmp_path)
+    assert packed.returncode == 0, packed.stderr
+
+
 @pytest.mark.parametrize("mode", [["--list", "--recursive"], []], ids=["list", "pack"])
 def test_a_mistyped_root_suggests_near_folders(script, tmp_path, mode):
     _class_folders(tmp_path)

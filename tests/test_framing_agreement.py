@@ -288,7 +288,7 @@ def claiming_file(tmp_path):
 @pytest.mark.parametrize("entry", [
     "iterate", "read", "read_batch", "read_at", "iter_offsets", "recio.mx", "InputSplit",
     "InputSplit-parts", "InputSplit-records", "IndexedRecordReader", "scan_file", "RecordCorpus",
-    "skip-mode", "ImageRecordIter", "torch.RecordDataset", "torch.RecordIterableDataset",
+    "skip-mode", "ImageBatchIter", "torch.RecordDataset", "torch.RecordIterableDataset",
 ])
 @pytest.mark.filterwarnings("ignore::recio.errors.SkippedRecordWarning")
 def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
@@ -310,7 +310,7 @@ def test_no_entry_point_allocates_a_claimed_length(tmp_path, entry):
         "scan_file": lambda: scan_file(path),
         "RecordCorpus": lambda: RecordCorpus(path),
         "skip-mode": lambda: list(recio.RecordReader(path, on_error="skip")),
-        "ImageRecordIter": lambda: list(recio.ImageRecordIter(path_imgrec=str(path),
+        "ImageBatchIter": lambda: list(recio.ImageBatchIter(path_imgrec=str(path),
                                                               data_shape=(3, 8, 8), batch_size=2)),
         "torch.RecordDataset": lambda: [rtorch.RecordDataset(str(path))[i] for i in range(3)],
         "torch.RecordIterableDataset": lambda: list(rtorch.RecordIterableDataset(str(path))),

@@ -463,7 +463,7 @@ def indexed_images(tmp_path_factory):
 
 def read_by_every_key(rec, idx):
     """What the readers of an .rec with its .idx produce: every record by key (recio's reader,
-    recio.mx), every batch of ImageRecordIter, and verify's report."""
+    recio.mx), every batch of ImageBatchIter, and verify's report."""
     import warnings
 
     from recio.image.verify import verify_file
@@ -474,7 +474,7 @@ def read_by_every_key(rec, idx):
         got = [reader[k] for k in reader.keys()]
         mx = recio.mx.MXIndexedRecordIO(idx, rec, "r")
         assert [mx.read_idx(k) for k in dict.fromkeys(mx.keys)] == got
-        batches = list(recio.ImageRecordIter(path_imgrec=rec, path_imgidx=idx,
+        batches = list(recio.ImageBatchIter(path_imgrec=rec, path_imgidx=idx,
                                              data_shape=(3, 4, 4), batch_size=2))
     verify_file(rec, idx_path=idx).to_dict()
     return got, batches

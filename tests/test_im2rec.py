@@ -708,7 +708,10 @@ def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path
         pack_list(lst, root, ImageOptions(resize=20), progress=stop)
     other = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "all"), str(root), "--resize", "30",
                                             "--resume"])
-    assert other.exit_code == 2 and "different settings" in other.output
+    assert other.exit_code == 2, other.output
+    assert f"{lst}: the interrupted pack used other settings: --resize was 20, now 30; resume " \
+           "it as it was started (--resize 20), or start over with --force (which deletes " \
+           "all.rec.partial and all.pack.journal)" in other.output
     again = pack_list(lst, root, ImageOptions(resize=20), resume=True)
     assert again.resumed == 4 and again.packed == 13
     finished = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "all"), str(root), "--resize",

@@ -25,7 +25,7 @@ from recio.image.batch_augment import Augmenter
 from recio.image.codec import dct_eighths, decode, decode_scaled
 from recio.image.encoding import encode
 from recio.image.header import decode_image
-from recio.image.imageiter import ImageRecordIter
+from recio.image.imageiter import ImageBatchIter
 from recio.image.transform import ImageOptions, render_pixels, transform_image
 from recio.image.verify import check_images
 
@@ -120,7 +120,7 @@ def _entry_points(payload, color):
 @pytest.mark.parametrize("name", ["c420.jpg", "progressive.jpg", "cmyk.jpg", "rgb.png",
                                   "gamma_045.png", "palette.png", "rgb.bmp"])
 def test_every_entry_point_decodes_the_same_pixels(name):
-    """One codec: unpack_img, decode_image, recio.mx, imdecode, the ImageRecordIter's
+    """One codec: unpack_img, decode_image, recio.mx, imdecode, the ImageBatchIter's
     augmenter and im2rec's render all give MXNet's pixels (RGB order here)."""
     payload = image_bytes(name)
     for color, key in ((1, "1|1"), (0, "0|0")):
@@ -258,7 +258,7 @@ def test_bomb_records_are_skipped_by_every_reader_or_refused_when_asked(tmp_path
         w.write(1, recio.pack(recio.IRHeader(0, 1.0, 1, 0), small))
         w.write(2, recio.pack(recio.IRHeader(0, 2.0, 2, 0), BOMB))
     with pytest.warns(SkippedRecordWarning, match="decompression-bomb guard") as caught:
-        with ImageRecordIter(rec, (3, 8, 8), 1, path_imgidx=idx, max_pixels=1_000_000,
+        with ImageBatchIter(rec, (3, 8, 8), 1, path_imgidx=idx, max_pixels=1_000_000,
                              round_batch=False) as it:
             _bounded(lambda: list(it))
             assert it.num_skipped == 2

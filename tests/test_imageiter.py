@@ -1,4 +1,4 @@
-"""ImageRecordIter: exactly-once epochs, pad, parts, reproducibility, augmentation, errors."""
+"""ImageBatchIter: exactly-once epochs, pad, parts, reproducibility, augmentation, errors."""
 import gc
 import io
 import threading
@@ -12,7 +12,7 @@ from PIL import Image
 import recio
 from recio.errors import ClosedError, ImageError, RecordIOError, SkippedRecordWarning
 from recio.image.batch_augment import Augmenter
-from recio.image.imageiter import ImageRecordIter
+from recio.image.imageiter import ImageBatchIter
 
 N = 24
 H, W = 12, 16
@@ -46,7 +46,7 @@ def _iter(dataset, indexed=True, **kw):
     rec, idx = dataset
     kw.setdefault("data_shape", (3, 8, 8))
     kw.setdefault("batch_size", 5)
-    return ImageRecordIter(path_imgrec=rec, path_imgidx=idx if indexed else None, **kw)
+    return ImageBatchIter(path_imgrec=rec, path_imgidx=idx if indexed else None, **kw)
 
 
 def _epoch(it):
@@ -193,10 +193,10 @@ def test_resize_and_small_images_are_scaled(tmp_path):
         assert min(arr.shape[:2]) == 32 and arr.shape[2] == 3
         assert max(arr.shape[:2]) == max(h, w_) * 32 // min(h, w_)
         assert (arr.shape[0] > arr.shape[1]) == (h > w_)
-    with ImageRecordIter(rec, (3, 24, 24), 4, path_imgidx=idx, resize=32) as it:
+    with ImageBatchIter(rec, (3, 24, 24), 4, path_imgidx=idx, resize=32) as it:
         batch = next(it)
         assert batch.data.shape == (4, 3, 24, 24) and batch.pad == 0
-    with ImageRecordIter(rec, (3, 24, 24), 4, path_imgidx=idx) as it:  # no resize: 5x7 scaled up
+    with ImageBatchIter(rec, (3, 24, 24), 4, path_imgidx=idx) as it:  # no resize: 5x7 scaled up
         assert next(it).pad == 0
 
 
@@ -220,12 +220,12 @@ def test_label_width(tmp_path):
         for i in range(6):
             labels = np.array([i, 10 * i, 100 * i], np.float32)
             w.write(i, recio.pack_img(recio.IRHeader(3, labels, i, 0), _image(i), img_fmt=".png"))
-    with ImageRecordIter(rec, (3, 8, 8), 6, path_imgidx=idx, label_width=2) as it:
+    with ImageBatchIter(rec, (3, 8, 8), 6, path_imgidx=idx, label_width=2) as it:
         batch = next(it)
     assert batch.label.shape == (6, 2)
     np.testing.assert_array_equal(batch.label[:, 1], batch.label[:, 0] * 10)
     with pytest.warns(SkippedRecordWarning, match="label_width=4"):
-        with ImageRecordIter(rec, (3, 8, 8), 6, path_imgidx=idx, label_width=4) as it:
+        with ImageBatchIter(rec, (3, 8, 8), 6, path_imgidx=idx, label_width=4) as it:
             assert list(it) == []
             assert it.num_skipped == 6
 
@@ -236,7 +236,7 @@ def test_undecodable_records_are_skipped_counted_and_named(tmp_path, indexed):
     bad = {3, 10, 11}
     _write(rec, idx, n=20, bad=bad)
     with pytest.warns(SkippedRecordWarning) as caught:
-        with ImageRecordIter(rec, (3, 8, 8), 4, path_imgidx=idx if indexed else None,
+        with ImageBatchIter(rec, (3, 8, 8), 4, path_imgidx=idx if indexed else None,
                              preprocess_threads=2) as it:
             ids, pads, _ = _epoch(it)
             assert it.num_skipped == 3
@@ -255,14 +255,14 @@ def test_corrupt_file_raises_in_consumer(tmp_path):
     data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64  # smash a record in the middle
     rec.write_bytes(bytes(data[:len(data) - 100]))
     with pytest.raises(RecordIOError) as info:
-        with ImageRecordIter(rec, (3, 8, 8), 2) as it:
+        with ImageBatchIter(rec, (3, 8, 8), 2) as it:
             list(it)
     assert "c.rec" in str(info.value)
 
 
 def _our_threads():
     return [t for t in threading.enumerate() if t.is_alive()
-            and t.name.startswith(("recio-ImageRecordIter", "recio-decode"))]
+            and t.name.startswith(("recio-ImageBatchIter", "recio-decode"))]
 
 
 def test_no_threads_left_after_close_or_early_stop(dataset):
@@ -271,7 +271,7 @@ def test_no_threads_left_after_close_or_early_stop(dataset):
     it.close()
     it.close()
     assert _our_threads() == []
-    with pytest.raises(ClosedError, match="I/O on a closed ImageRecordIter"):
+    with pytest.raises(ClosedError, match="I/O on a closed ImageBatchIter"):
         next(it)
 
     def stop_early():
@@ -298,7 +298,7 @@ def test_reset_mid_epoch_starts_a_new_full_epoch(dataset):
 def test_multi_file_stream(tmp_path):
     _write(tmp_path / "a.rec", tmp_path / "a.idx", n=7)
     _write(tmp_path / "b.rec", tmp_path / "b.idx", n=9, start=7)
-    with ImageRecordIter([tmp_path / "a.rec", tmp_path / "b.rec"], (3, 8, 8), 4,
+    with ImageBatchIter([tmp_path / "a.rec", tmp_path / "b.rec"], (3, 8, 8), 4,
                          round_batch=False) as it:
         ids, pads, _ = _epoch(it)
     assert ids == list(range(16)) and pads[-1] == 0
@@ -349,7 +349,7 @@ def test_no_hang_at_exit_with_an_unclosed_iterator(dataset):
     import sys
     rec, idx = dataset
     code = ("import recio\n"
-            f"it = recio.ImageRecordIter({str(rec)!r}, (3, 8, 8), 2, path_imgidx={str(idx)!r},"
+            f"it = recio.ImageBatchIter({str(rec)!r}, (3, 8, 8), 2, path_imgidx={str(idx)!r},"
             " prefetch_buffer=1)\n"
             "print(next(it).pad)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -401,7 +401,7 @@ def test_property_parts_and_epochs_cover_every_record_once(tmp_root, n, batch_si
     rec, idx = _dataset_of(n, tmp_root)
     seen = []
     for k in range(num_parts):
-        with ImageRecordIter(rec, (3, 4, 4), batch_size, path_imgidx=idx if indexed else None,
+        with ImageBatchIter(rec, (3, 4, 4), batch_size, path_imgidx=idx if indexed else None,
                              shuffle=shuffle, round_batch=round_batch, num_parts=num_parts,
                              part_index=k, seed=seed, preprocess_threads=2, shuffle_buffer=3,
                              prefetch_buffer=1) as it:
@@ -419,5 +419,5 @@ def test_bad_index_raises_and_leaves_no_threads(tmp_path):
     _write(rec, idx, n=3)
     idx.write_text("0\t0\n1\tnot-a-number\n")
     with pytest.raises(recio.errors.IndexFileError, match="line 2"):
-        ImageRecordIter(rec, (3, 4, 4), 2, path_imgidx=idx)
+        ImageBatchIter(rec, (3, 4, 4), 2, path_imgidx=idx)
     assert _our_threads() == []

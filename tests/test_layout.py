@@ -6,7 +6,7 @@ Layers, bottom to top (a module may import its own layer and the ones below):
    exceptions, optional-dependency imports, where files live (local paths and URLs), where
    operating systems differ, lazy exports
 1. ``recio.records``: the container (framing, index, reader, writer, split, atomic files)
-2. ``recio.image``: image records (IRHeader, codec, lists, packing, ImageRecordIter)
+2. ``recio.image``: image records (IRHeader, codec, lists, packing, ImageBatchIter)
 3. ``recio.sequence``: sample-counted sequences, MinibatchSource, bucketing, CBF
 4. ``recio.mx``, ``recio.torch``, ``recio.ray``: integrations (they do not import each other)
 5. ``recio.cli``: the command line

@@ -82,7 +82,7 @@ def test_every_lazy_name_is_public_and_defined_where_it_says(package):
 #: training iterators and the root of the errors; everything else lives in its subpackage
 SURFACE = {"RecordReader", "RecordWriter", "IndexedRecordReader", "IndexedRecordWriter",
            "build_index", "read_index", "InputSplit", "IRHeader", "pack", "unpack", "pack_img",
-           "unpack_img", "ShardWriter", "ShardReader", "load_manifest", "ImageRecordIter",
+           "unpack_img", "ShardWriter", "ShardReader", "load_manifest", "ImageBatchIter",
            "MinibatchSource", "RecordIOError"}
 SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "ray", "errors"}
 

@@ -105,7 +105,7 @@ def _objects():
                                 "new.rec", {"write_idx": (0, b"x"), "write": (b"x",),
                                             "tell": (), "read": (), "read_idx": (0,),
                                             "seek": (0,)}),
-        "ImageRecordIter": (lambda tmp: recio.ImageRecordIter(**image_iter), "img.rec", {
+        "ImageBatchIter": (lambda tmp: recio.ImageBatchIter(**image_iter), "img.rec", {
             "next": (), "__next__": (), "reset": ()}),
         "mx.io.ImageRecordIter": (lambda tmp: recio.mx.io.ImageRecordIter(**image_iter),
                                   "img.rec", {"next": (), "__next__": (), "reset": (),

@@ -192,7 +192,7 @@ def test_both_import_spellings_have_the_mxnet_recordio_names():
     for name in names:
         assert getattr(recordio, name) is getattr(mx.recordio, name)
     # MXNet's iterator (MXNet's batches) and recio's own (NumPy batches) are different things
-    assert mx.io.ImageRecordIter is not recio.ImageRecordIter
+    assert mx.io.ImageRecordIter is not recio.ImageBatchIter
 
 
 def test_image_record_iter_reads_the_mxnet_made_records():

@@ -303,20 +303,28 @@ def test_resume_refuses_other_settings_and_a_changed_list(script, corpus):
         pack_shards(lst, corpus / "img", ImageOptions(resize=24), num_shards=4,
                     fault=Fault("error", 2, always=True))
     prefix, root = corpus / "job", corpus / "img"
-    for extra, says in [(["--resize", "30", "--num-shards", "4"], "--resize differ"),
-                        (["--resize", "24", "--num-shards", "5"], "--num-shards differ"),
-                        (["--resize", "24"], "--num-shards differ"),
-                        (["--resize", "24", "--num-shards", "4", "--checksums"],
-                         "--checksums differ")]:
+    for extra, says, started in [
+            (["--resize", "30", "--num-shards", "4"], "--resize was 24, now 30", "--resize 24"),
+            (["--resize", "24", "--num-shards", "5"], "--num-shards was 4, now 5",
+             "--num-shards 4"),
+            (["--resize", "24"], "--num-shards was 4, now not given", "--num-shards 4"),
+            (["--resize", "24", "--num-shards", "4", "--checksums"],
+             "--checksums was not given, now given", "without --checksums"),
+            (["--resize", "20", "--num-shards", "4", "--quality", "90", "--color", "0"],
+             "--color was 1, now 0; --resize was 24, now 20; --quality was 95, now 90",
+             "--color 1, --resize 24, --quality 95")]:
         proc = subprocess.run([*script("im2rec"), str(prefix), str(root), *extra, "--resume"],
                               capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 2 and says in proc.stderr, (extra, proc.stderr)
-        assert "start over with --force" in proc.stderr
+        assert proc.returncode == 2, (extra, proc.stderr)
+        assert f"{lst}: the interrupted pack used other settings: {says}; resume it as it was " \
+               f"started ({started}), or start over with --force (which deletes " \
+               ".recio-pack-job)" in proc.stderr, (extra, proc.stderr)
     with open(lst, "a") as f:
         f.write("99\t1\t0.jpg\n")
     proc = subprocess.run([*script("im2rec"), str(prefix), str(root), "--resize", "24",
                            "--num-shards", "4", "--resume"], capture_output=True, text=True)
-    assert proc.returncode == 2 and "the list differ" in proc.stderr
+    assert proc.returncode == 2 and "the list changed since: " in proc.stderr
+    assert "start over with --force" in proc.stderr and "resume it as" not in proc.stderr
     forced = subprocess.run([*script("im2rec"), str(prefix), str(root), "--resize", "24",
                              "--num-shards", "4", "--force"], capture_output=True, text=True)
     assert forced.returncode == 0, forced.stderr

@@ -278,14 +278,14 @@ def test_a_closed_reader_lets_go_of_the_index_cache(tmp_path):
 
 @SEES_OPEN_FILES
 def test_other_readers_hold_nothing_after_close(tmp_path):
-    """ImageRecordIter, ShardReader, MinibatchSource and CBFReader let go of their files on
+    """ImageBatchIter, ShardReader, MinibatchSource and CBFReader let go of their files on
     ``close()`` (mid-epoch, after reading some)."""
     import numpy as np
 
     from recio.sequence import SequenceWriter
 
     rec, idx = GOLDEN / "im2rec" / "all.rec", GOLDEN / "im2rec" / "all.idx"
-    it = recio.ImageRecordIter(path_imgrec=str(rec), path_imgidx=str(idx), data_shape=(3, 24, 24),
+    it = recio.ImageBatchIter(path_imgrec=str(rec), path_imgidx=str(idx), data_shape=(3, 24, 24),
                                batch_size=2, resize=32)
     next(iter(it))
     it.close()

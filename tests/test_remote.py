@@ -200,12 +200,12 @@ def test_a_torch_dataloader_with_two_workers_reads_the_bucket(golden_bucket):
 
 
 def test_image_record_iter_reads_the_bucket(golden_bucket):
-    from recio.image.imageiter import ImageRecordIter
+    from recio.image.imageiter import ImageBatchIter
 
     rec = GOLDEN / "im2rec" / "all.rec"
 
     def batches(rec_path, idx_path):
-        with ImageRecordIter(rec_path, (3, 16, 16), 4, path_imgidx=idx_path, resize=16,
+        with ImageBatchIter(rec_path, (3, 16, 16), 4, path_imgidx=idx_path, resize=16,
                              preprocess_threads=1) as it:
             return [(b.data[0].copy(), b.label[0].copy()) for b in it]
 
@@ -581,7 +581,7 @@ def test_gs_urls_read_and_write_like_s3(gcs_endpoint):
 @pytest.mark.parametrize("extra, message", [
     (["--num-shards", "2", "--shard-size", "1MB"], "not both"),
     (["--checksums"], "--checksums goes with --num-shards or --shard-size"),
-    (["--shard-size", "big"], "is not a size"),
+    (["--shard-size", "big"], "expected a shard size such as 600 (bytes), 64K"),
 ])
 def test_im2rec_shard_options_refuse_what_they_cannot_do(tmp_path, extra, message):
     shutil.copy(GOLDEN / "im2rec" / "noshuffle.lst", tmp_path / "data.lst")

@@ -1,4 +1,4 @@
-"""recio.records.shuffle: the one bounded shuffle buffer (ImageRecordIter's streaming shuffle and
+"""recio.records.shuffle: the one bounded shuffle buffer (ImageBatchIter's streaming shuffle and
 RecordIterableDataset's), and the position it saves and restores."""
 import numpy as np
 import pytest

@@ -318,9 +318,9 @@ def _readers():
         "MXRecordIO": lambda s: mx.MXRecordIO(s, "r"),
         "MXIndexedRecordIO-idx": lambda s: mx.MXIndexedRecordIO(s, "img.rec", "r"),
         "MXIndexedRecordIO-rec": lambda s: mx.MXIndexedRecordIO("img.idx", s, "r"),
-        "ImageRecordIter": lambda s: next(iter(recio.ImageRecordIter(
+        "ImageBatchIter": lambda s: next(iter(recio.ImageBatchIter(
             path_imgrec=s, data_shape=(3, 8, 8), batch_size=2))),
-        "ImageRecordIter-idx": lambda s: recio.ImageRecordIter(
+        "ImageBatchIter-idx": lambda s: recio.ImageBatchIter(
             path_imgrec="img.rec", path_imgidx=s, data_shape=(3, 8, 8), batch_size=2),
         "mx.io.ImageRecordIter": lambda s: recio.mx.io.ImageRecordIter(
             path_imgrec=s, data_shape=(3, 8, 8), batch_size=2),

@@ -268,20 +268,20 @@ def test_random_resized_crop_boxes(tmp_path):
 def test_random_resized_crop_in_image_record_iter_and_image_augment(data):
     from recio.torch import ImageAugment
 
-    with recio.ImageRecordIter(data[0], (3, 16, 16), 10, path_imgidx=data[1], shuffle=True,
+    with recio.ImageBatchIter(data[0], (3, 16, 16), 10, path_imgidx=data[1], shuffle=True,
                                random_resized_crop=True, rand_mirror=True, seed=3,
                                dtype="uint8") as it, \
-            recio.ImageRecordIter(data[0], (3, 16, 16), 10, path_imgidx=data[1], shuffle=True,
+            recio.ImageBatchIter(data[0], (3, 16, 16), 10, path_imgidx=data[1], shuffle=True,
                                   random_resized_crop=True, rand_mirror=True, seed=3,
                                   dtype="uint8") as again:
         for a, b in zip(it, again):
             np.testing.assert_array_equal(a.data, b.data)
     with pytest.raises(ValueError, match="choose one"):
-        recio.ImageRecordIter(data[0], (3, 16, 16), 10, rand_crop=True, random_resized_crop=True)
+        recio.ImageBatchIter(data[0], (3, 16, 16), 10, rand_crop=True, random_resized_crop=True)
     with pytest.raises(ValueError, match="choose one"):
         ImageAugment((3, 16, 16), rand_crop=True, random_resized_crop=True)
     with pytest.raises(ValueError, match="area"):
-        recio.ImageRecordIter(data[0], (3, 16, 16), 10, random_resized_crop=True,
+        recio.ImageBatchIter(data[0], (3, 16, 16), 10, random_resized_crop=True,
                               min_random_area=0)
     out = ImageAugment((3, 16, 16), random_resized_crop=True, dtype="uint8")(
         recio.unpack(recio.IndexedRecordReader(*data)[0])[1])

@@ -65,12 +65,12 @@ def _names_each_once(messages, where):
     assert len(messages) == len(BAD), messages
 
 
-# -- recio.ImageRecordIter ------------------------------------------------------------------------
+# -- recio.ImageBatchIter -------------------------------------------------------------------------
 @pytest.mark.parametrize("indexed", [True, False])
 def test_native_iterator_skips_counts_and_names_each_undecodable_record(indexed):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with recio.ImageRecordIter(REC, (3, 48, 48), 1, path_imgidx=IDX if indexed else None,
+        with recio.ImageBatchIter(REC, (3, 48, 48), 1, path_imgidx=IDX if indexed else None,
                                    resize=48, round_batch=False, dtype="uint8") as it:
             ids = [int(b.index[0]) for b in it]
             assert it.num_skipped == len(BAD)
@@ -101,7 +101,7 @@ def test_the_records_kept_are_the_decodable_records_alone():
 
 @pytest.mark.parametrize("indexed", [True, False])
 def test_raise_mode_raises_at_the_first_undecodable_record(indexed):
-    it = recio.ImageRecordIter(REC, (3, 48, 48), 4, path_imgidx=IDX if indexed else None,
+    it = recio.ImageBatchIter(REC, (3, 48, 48), 4, path_imgidx=IDX if indexed else None,
                                resize=48, on_undecodable="raise")
     with it, pytest.raises(ImageError) as info:
         next(it)
@@ -112,7 +112,7 @@ def test_raise_mode_raises_at_the_first_undecodable_record(indexed):
 
 def test_every_reader_refuses_an_unknown_policy():
     with pytest.raises(ValueError, match="on_undecodable must be 'skip'.* or 'raise'"):
-        recio.ImageRecordIter(REC, (3, 8, 8), 1, on_undecodable="ignore")
+        recio.ImageBatchIter(REC, (3, 8, 8), 1, on_undecodable="ignore")
     with pytest.raises(ValueError, match="on_undecodable must be one of skip, raise"):
         mx.io.ImageRecordIter(path_imgrec=REC, data_shape=(3, 8, 8), batch_size=1,
                               on_undecodable="ignore")
@@ -126,7 +126,7 @@ def test_every_reader_refuses_an_unknown_policy():
 def test_python_shows_each_skipped_record_once_across_epochs(tmp_path):
     """Default warning filters, a real process: three epochs name each bad record once."""
     code = (f"import recio\n"
-            f"it = recio.ImageRecordIter({REC!r}, (3, 16, 16), 2, path_imgidx={IDX!r},\n"
+            f"it = recio.ImageBatchIter({REC!r}, (3, 16, 16), 2, path_imgidx={IDX!r},\n"
             f"                           resize=16, shuffle=True, preprocess_threads=2)\n"
             f"for epoch in range(3):\n"
             f"    n = sum(2 - b.pad for b in it)\n"
@@ -251,7 +251,7 @@ def _labels_read_by(reader, rec, idx):
     """(labels of the samples, num_skipped) of one epoch of ``reader`` over ``rec``."""
     shape = (3, 16, 16)
     if reader in ("native", "native streamed"):
-        with recio.ImageRecordIter(rec, shape, 3, path_imgidx=idx if reader == "native" else None,
+        with recio.ImageBatchIter(rec, shape, 3, path_imgidx=idx if reader == "native" else None,
                                    resize=16, round_batch=False) as it:
             return [v for b in it for v in b.label[:3 - b.pad, 0].tolist()], it.num_skipped
     if reader == "mx.io":

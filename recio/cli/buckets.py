@@ -14,6 +14,7 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.cli.numbers import Number
 from recio.sequence.bucket_summary import bucket_summary
 
 BAR_WIDTH = 40
@@ -21,11 +22,11 @@ BAR_WIDTH = 40
 
 @click.command("buckets")
 @click.argument("file", type=PathOrURL(exists=True, dir_okay=False))
-@click.option("-n", "--num-buckets", "num_buckets", type=click.IntRange(min=1), default=3,
+@click.option("-n", "--num-buckets", "num_buckets", type=Number(int, 1, what="a whole number of buckets"), default=3,
               show_default=True, help="Number of buckets Q to choose boundaries for.")
-@click.option("-b", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+@click.option("-b", "--batch-size", type=Number(int, 1, what="a whole number of sequences"), default=32, show_default=True,
               help="Sequences per minibatch (the cost model's k).")
-@click.option("--max-buckets", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-buckets", type=Number(int, 1, what="a whole number of buckets"), default=8, show_default=True,
               help="Compare Q = 1..this.")
 @click.option("--stream", default=None,
               help="Count the samples of this stream (default: the largest stream of a record).")

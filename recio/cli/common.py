@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 import click
 
 from recio import storage
+from recio.cli.termination import EXIT_TERMINATED, Terminated, sigterm_interrupts
 from recio.errors import NothingFoundError, OutputExistsError, OutputWriteError, RecordIOError
 from recio.records.temp_files import output_of_temp
 from recio.storage import is_url, local_path
@@ -24,7 +25,9 @@ EXIT_OK, EXIT_DAMAGE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_STATUS_HELP = ("Exit status: 0 success; 1 damage found or items skipped (verify, --strict, "
                     "a list, pack or extract that found nothing); 2 usage error, unreadable "
                     "input, a refused output or one that could not be written (a full disk, "
-                    "an I/O error); 130 interrupted (Ctrl-C).")
+                    "an I/O error); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Either "
+                    "stop leaves no partial output (im2rec keeps a pack's progress for "
+                    "--resume).")
 
 
 class PathOrURL(click.Path):
@@ -46,14 +49,6 @@ def printable_output() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None and getattr(stream, "errors", "") == "strict":
             reconfigure(errors="backslashreplace")
-
-
-def parse_size(text: str) -> int:
-    """``storage.parse_size`` for an option: a bad size is click's usage error."""
-    try:
-        return storage.parse_size(text)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:
@@ -107,7 +102,8 @@ def handle_errors(func: Callable) -> Callable:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with sigterm_interrupts():  # SIGTERM stops the command as Ctrl-C does
+                return func(*args, **kwargs)
         except OutputExistsError as exc:
             fail(exc.for_command())
         except NothingFoundError as exc:  # found nothing to do where work was expected
@@ -121,6 +117,9 @@ def handle_errors(func: Callable) -> Callable:
             sys.exit(0)
         except OSError as exc:
             fail(os_error_line(exc))
+        except Terminated:
+            click.echo("Terminated (SIGTERM).", err=True)
+            sys.exit(EXIT_TERMINATED)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             sys.exit(EXIT_INTERRUPTED)

@@ -16,9 +16,9 @@ from recio.cli.common import (
     force_option,
     handle_errors,
     json_option,
-    parse_size,
     quiet_option,
 )
+from recio.cli.numbers import Size
 from recio.errors import OutputExistsError, OutputWriteError
 from recio.sequence.convert import convert
 from recio.sequence.ctf_streams import CTFStream, read_header
@@ -60,7 +60,7 @@ def _ctf_streams(header: Optional[str], specs: Tuple[str, ...],
 @click.command("convert")
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.argument("destination", type=click.Path(dir_okay=False))
-@click.option("--chunk-size", default=None, metavar="SIZE",
+@click.option("--chunk-size", type=Size("a chunk size"), default=None,
               help="CBF chunk size for IN.rec OUT.cbf and FILE.ctf OUT.cbf (default 32MiB; "
                    "600, 64K, 32MB = 32*10^6, 32MiB = 32*2^20). A chunk closes when the next "
                    "sequence would take it past SIZE.")
@@ -83,7 +83,7 @@ def _ctf_streams(header: Optional[str], specs: Tuple[str, ...],
 @quiet_option
 @json_option
 @handle_errors
-def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
+def convert_cmd(source: str, destination: str, chunk_size: Optional[int],
                 aliases: Tuple[str, ...], header: Optional[str],
                 stream_specs: Tuple[str, ...], precision: Optional[str],
                 defines_mb_size: Optional[str], force: bool, quiet: bool,
@@ -111,7 +111,7 @@ def convert_cmd(source: str, destination: str, chunk_size: Optional[str],
       recio convert data.ctf data.cbf --header header.txt --chunk-size 32MiB
       recio convert data.ctf data.rec --stream x:F:dense:40 --stream y:L:sparse:1000
     """
-    size = parse_size(chunk_size) if chunk_size is not None else DEFAULT_CHUNK_SIZE
+    size = chunk_size if chunk_size is not None else DEFAULT_CHUNK_SIZE
     alias = _parse_aliases(aliases)
     if not is_url(source) and not os.path.isfile(source):
         check_regular(source)  # a FIFO or a device: refused as what it is

@@ -3,13 +3,11 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import click
 
@@ -21,11 +19,12 @@ from recio.cli.common import (
     force_option,
     handle_errors,
     json_option,
-    parse_size,
     printable_output,
     progress,
     quiet_option,
 )
+from recio.cli.numbers import FRACTION, Number, Size
+from recio.cli.termination import EXIT_TERMINATED, SigtermSeen, Terminated, sigterm_interrupts
 from recio.errors import RecordIOError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS
 from recio.image.list_folder import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
@@ -120,6 +119,8 @@ List mode walks ROOT (with --recursive, each folder holding images gets the next
 printed as "folder label"), shuffles with MXNet's seed unless --no-shuffle, and writes
 PREFIX.lst, or PREFIX_train/_val/_test.lst with ratios, PREFIX_<i>*.lst with --chunks.
 Pack mode packs every PREFIX*.lst into a .rec and .idx of the same name, in list order.
+PREFIX names files without their extension in both modes; one ending in .lst names that
+one list (--list writes it, pack mode packs only it).
 Malformed lines, missing files, paths outside ROOT (absolute, '..', symlinks: see
 --allow-outside-root), FIFOs and devices, unreadable and undecodable images are skipped,
 counted by cause and listed in PREFIX.errors.tsv (line, index, path, reason); --strict
@@ -161,29 +162,32 @@ pack in the way or one that is running; 130 interrupted (Ctrl-C); 143 terminated
               help="Image extensions for --list, comma-separated or repeated "
                    "(--exts .jpg,.png or --exts .jpg --exts .png); case-insensitive. "
                    "[default: .jpeg,.jpg,.png]")
-@click.option("--chunks", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--chunks", type=Number(int, 1, what="a whole number of chunks"), default=1, show_default=True,
               help="Cut the list into this many chunks.")
-@click.option("--train-ratio", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+@click.option("--train-ratio", type=FRACTION, default=1.0, show_default=True,
               help="Fraction of each chunk for PREFIX_train.lst.")
-@click.option("--test-ratio", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+@click.option("--test-ratio", type=FRACTION, default=0.0, show_default=True,
               help="Fraction of each chunk for PREFIX_test.lst.")
 @click.option("--recursive", is_flag=True,
               help="Walk sub-folders; each folder with images gets its own label.")
 @click.option("--no-shuffle", is_flag=True, help="Keep the walk order in the list.")
 @click.option("--pass-through", is_flag=True,
               help="Store the image files' bytes untouched (no decode, resize or re-encode).")
-@click.option("--resize", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--resize", type=Number(int, 0, what="a whole number of pixels",
+                                          note="(0 keeps the size)", metavar="PIXELS"), default=0, show_default=True,
               help="Resize the shorter side to this many pixels (0: keep the size).")
 @click.option("--center-crop", is_flag=True, help="Crop the centred square before resizing.")
-@click.option("--quality", type=int, default=95, show_default=True,
+@click.option("--quality", type=Number(int, note="(JPEG quality 1-100; with --encoding .png the "
+                                               "compression level 0-9)"), default=95, show_default=True,
               help="JPEG quality 1-100. With --encoding .png (lossless), the zlib compression "
                    "level 0-9; larger values, such as the default 95, "
                    "mean 9, as in MXNet: the smallest files and by far the slowest (at 256 px "
                    "about 8x the encode time of level 1, at 2000 px about 45x, for files 5-25% "
                    "smaller). --quality 1 packs PNGs several times faster.")
-@click.option("--num-thread", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--num-thread", type=Number(int, 1, what="a whole number of workers"), default=1, show_default=True,
               help="Number of workers decoding and encoding images; order is kept.")
-@click.option("--color", type=click.IntRange(-1, 1), default=1, show_default=True,
+@click.option("--color", type=Number(int, -1, 1, what="a colour mode", metavar="MODE",
+                                        note="(1 colour, 0 greyscale, -1 as stored)"), default=1, show_default=True,
               help="1: colour (alpha dropped), 0: greyscale, -1: as stored.")
 @click.option("--encoding", type=click.Choice([".jpg", ".png"]), default=".jpg",
               show_default=True, help="Format of the packed images.")
@@ -195,7 +199,7 @@ pack in the way or one that is running; 130 interrupted (Ctrl-C); 143 terminated
 @click.option("--allow-outside-root", is_flag=True,
               help="Read .lst paths that resolve outside ROOT (absolute, '..', symlinks); "
                    "by default each such line is refused and listed in PREFIX.errors.tsv.")
-@click.option("--max-missing", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+@click.option("--max-missing", type=FRACTION, default=0.5, show_default=True,
               help="Fail (no output) when more than this share of the list is missing "
                    "under ROOT.")
 @click.option("--strict", is_flag=True, help="Exit with status 1 if any image was skipped.")
@@ -206,13 +210,14 @@ pack in the way or one that is running; 130 interrupted (Ctrl-C); 143 terminated
 @click.option("--exif-transpose/--no-exif-transpose", default=None,
               help="Apply the EXIF orientation, or not. Default: as MXNet's im2rec (OpenCV's "
                    "imread), for --color 1 and 0, not for -1.")
-@click.option("--max-pixels", type=click.IntRange(min=1), default=None,
+@click.option("--max-pixels", type=Number(int, 1, what="a whole number of pixels",
+                                             metavar="PIXELS"), default=None,
               help="Skip images declaring more pixels than this (decompression-bomb guard; "
                    "default 89478485, Pillow's).")
-@click.option("--num-shards", type=click.IntRange(min=1), default=None,
+@click.option("--num-shards", type=Number(int, 1, what="a whole number of shards"), default=None,
               help="Write each list as a shard set of this many shards: PREFIX-00000.rec/.idx, "
                    "... and PREFIX.manifest.json, written last (see recio verify).")
-@click.option("--shard-size", type=str, default=None, metavar="SIZE",
+@click.option("--shard-size", type=Size("a shard size"), default=None,
               help="Write shard sets whose .rec files hold at most SIZE bytes each "
                    "(e.g. 1GB, 512MiB): the list is packed in parts and the records cut "
                    "into shards in list order (with --engine ray, by the driver: one copy "
@@ -243,7 +248,7 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
                num_thread: int, color: int, encoding: str, pack_label: bool, quiet: bool,
                as_json: bool, force: bool, allow_outside_root: bool, max_missing: float,
                strict: bool, resume: bool, exif_transpose: Optional[bool],
-               max_pixels: Optional[int], num_shards: Optional[int], shard_size: Optional[str],
+               max_pixels: Optional[int], num_shards: Optional[int], shard_size: Optional[int],
                checksums: bool, engine: str, ray_address: Optional[str], executor: str,
                resize_mode: str) -> None:
     if is_url(root):
@@ -287,7 +292,7 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
     if ray_address is not None and engine != "ray":
         fail("--ray-address goes with --engine ray")
     sharding = {"num_shards": num_shards, "checksums": checksums,
-                "shard_size": None if shard_size is None else parse_size(shard_size),
+                "shard_size": shard_size,
                 "engine": _ray_engine(ray_address) if engine == "ray" else None}
     _pack_mode(prefix, root, options, PackSettings(pass_through, pack_label, num_thread, executor,
                                                    resume, force, allow_outside_root,
@@ -379,9 +384,9 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
                              on_lists=on_lists, **sharding,
                              **{k: v for k, v in asdict(settings).items()})
     done: List[PackResult] = []
-    term = _SigtermSeen()
+    term = SigtermSeen()
     try:
-        with _sigterm_interrupts(term):
+        with sigterm_interrupts(term):
             for result in results:
                 bars[-1][1].close()
                 done.append(result)
@@ -432,7 +437,8 @@ def _lists_lines(found: PrefixLists) -> List[str]:
     lines = []
     names = [_rel(lst) for lst in found.lists]
     exact = found.prefix if is_url(found.prefix) else os.path.abspath(found.prefix)
-    if len(names) > 1 or (names and os.path.splitext(found.lists[0])[0] != exact):
+    if len(names) > 1 or (names and exact not in (found.lists[0],
+                                                  os.path.splitext(found.lists[0])[0])):
         lines.append(f"im2rec: packing {plural(len(names), 'list')} that "
                      f"{'starts' if len(names) == 1 else 'start'} with {found.prefix}: "
                      f"{', '.join(names)}")
@@ -448,42 +454,6 @@ def _lists_lines(found: PrefixLists) -> List[str]:
     for lst in found.empty:
         lines.append(f"warning: {_rel(lst)} holds no line: skipped (no .rec or .idx for it)")
     return lines
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a preempted node, a scheduler's time limit): stops a pack as Ctrl-C does."""
-
-
-#: im2rec's exit status after SIGTERM (128 + 15, what a shell reports for a process it killed)
-EXIT_TERMINATED = 143
-
-
-class _SigtermSeen:
-    """Whether :func:`_sigterm_interrupts`' handler ran: Ray turns any KeyboardInterrupt
-    raised while its driver waits (``ray.get``, ``ray.wait``) into a plain one, so the type
-    of the exception that arrives cannot tell SIGTERM from Ctrl-C."""
-
-    seen = False
-
-
-@contextmanager
-def _sigterm_interrupts(seen: Optional[_SigtermSeen] = None) -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` in the main thread while packing, so the pack stops
-    as on Ctrl-C (the progress kept for --resume) instead of vanishing mid-write; it sets
-    ``seen.seen`` first."""
-    def on_term(signum: int, frame: Any) -> None:
-        if seen is not None:
-            seen.seen = True
-        raise Terminated()
-    try:
-        previous = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (an embedding application): leave it alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _interrupted(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.cli.numbers import SEED, Number
 from recio.errors import plural
 from recio.image.dataset_stats import (
     DEFAULT_SAMPLE,
@@ -37,12 +38,12 @@ from recio.records.source import resolve_source
 
 @click.command("inspect")
 @click.argument("files", nargs=-1, required=True)
-@click.option("--show", type=click.IntRange(min=0), default=0, metavar="N",
+@click.option("--show", type=Number(int, 0, what="a whole number of records"), default=0, metavar="N",
               help="Print the headers of the first N records of each file.")
-@click.option("--sample", type=click.IntRange(min=0), default=DEFAULT_SAMPLE,
+@click.option("--sample", type=Number(int, 0, what="a whole number of records"), default=DEFAULT_SAMPLE,
               show_default=True,
               help="Image records per file whose width x height is read (0: all).")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed of the size sample.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               metavar="PICTURE",

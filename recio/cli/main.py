@@ -44,6 +44,18 @@ class LazyGroup(click.Group):
             return None
         return getattr(importlib.import_module(f"{__package__}.{module}"), attr)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click's, with each command's whole first sentence (wrapped, never cut short
+        with "...")."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def resolve_command(self, ctx: click.Context, args: List[str]):
         """As click's, plus "did you mean" for a mistyped subcommand."""
         name = args[0] if args else ""

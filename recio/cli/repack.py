@@ -15,6 +15,7 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.cli.numbers import SEED
 from recio.image.repack import repack
 
 
@@ -27,7 +28,7 @@ from recio.image.repack import repack
 @click.option("--shuffle", is_flag=True,
               help="Write the records in one global random order (DALI shuffles only inside "
                    "a small buffer).")
-@click.option("--seed", type=int, default=None,
+@click.option("--seed", type=SEED, default=None,
               help="Seed of the --shuffle order (the same seed gives the same file).")
 @click.option("--index", "idx_path", type=PathOrURL(exists=True, dir_okay=False), default=None,
               help="Index of REC (default: the .idx beside it; without one REC is scanned).")

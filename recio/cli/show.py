@@ -15,6 +15,7 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.cli.numbers import SEED, Number
 from recio.image.show import draw_grid
 from recio.image.undecodable import skipped_text
 
@@ -37,19 +38,21 @@ def _keys(text: Optional[str]) -> Optional[list]:
 @click.argument("rec", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Picture to write (.png, or .jpg).")
-@click.option("-n", "--count", type=click.IntRange(min=1), default=16, show_default=True,
+@click.option("-n", "--count", type=Number(int, 1, what="a whole number of images"), default=16, show_default=True,
               help="Number of images to draw.")
 @click.option("--keys", "keys_text", metavar="K1,K2,...", default=None,
               help="Draw exactly these records (their .idx keys).")
-@click.option("--label", type=float, default=None,
+@click.option("--label", type=Number(float, what="a label", note="(e.g. 3 or 0.5)",
+                                        metavar="LABEL"), default=None,
               help="Only records whose (first) label is this value.")
 @click.option("--random", "randomly", is_flag=True,
               help="Pick records at random instead of the first ones.")
-@click.option("--seed", type=int, default=None, help="Seed of --random (same seed, same grid).")
-@click.option("--cols", "columns", type=click.IntRange(min=1), default=None,
+@click.option("--seed", type=SEED, default=None, help="Seed of --random (same seed, same grid).")
+@click.option("--cols", "columns", type=Number(int, 1, what="a whole number of columns"), default=None,
               help="Tiles per row (default: a square grid).")
-@click.option("--size", "tile_size", type=click.IntRange(min=16, max=1024), default=128,
-              show_default=True, help="Tile size in pixels.")
+@click.option("--size", "tile_size", type=Number(int, 16, 1024, what="a tile size in pixels",
+                                                metavar="PIXELS"), default=128,
+              show_default=True, help="Tile size in pixels, 16-1024.")
 @index_option
 @force_option
 @json_option

@@ -15,15 +15,16 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
+from recio.cli.numbers import Number
 from recio.records.reshard import reshard
 from recio.records.split import DEFAULT_CHUNK_SIZE, FileSpan, SplitPlan, plan_split
 
 
 @click.command("split")
 @click.argument("files", nargs=-1, required=True)
-@click.option("-n", "--num-parts", type=click.IntRange(min=1), required=True,
+@click.option("-n", "--num-parts", type=Number(int, 1, what="a whole number of parts"), required=True,
               help="Number of parts (workers).")
-@click.option("--part", "part", type=click.IntRange(min=0), default=None,
+@click.option("--part", "part", type=Number(int, 0, what="a part number"), default=None,
               help="Show (or write) only part K, counted from 0.")
 @click.option("--balance", type=click.Choice(["bytes", "records"]), default="bytes",
               show_default=True,
@@ -41,7 +42,7 @@ from recio.records.split import DEFAULT_CHUNK_SIZE, FileSpan, SplitPlan, plan_sp
 @force_option
 @click.option("--no-count", is_flag=True,
               help="Do not count the records of each part (reads only the boundaries).")
-@click.option("--chunk-size", type=click.IntRange(min=8), default=DEFAULT_CHUNK_SIZE,
+@click.option("--chunk-size", type=Number(int, 8, what="a number of bytes", metavar="BYTES"), default=DEFAULT_CHUNK_SIZE,
               show_default=True, help="Largest read when looking for a part's first record.")
 @json_option
 @quiet_option

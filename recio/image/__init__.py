@@ -7,7 +7,7 @@
 * ``lists``     ``.lst`` image lists: parse, write; ``list_folder`` builds them from a folder.
 * ``packing``   ``pack_list``: a ``.lst`` into ``.rec`` + ``.idx``, resumable, in parallel
                 (``pack_worker``, ``pack_executors``, ``pack_output``, ``pack_prefix``).
-* ``imageiter`` ``ImageRecordIter``: batches of augmented images; ``RecordBatchIter``, the
+* ``imageiter`` ``ImageBatchIter``: batches of augmented images; ``RecordBatchIter``, the
                 engine under it and under ``recio.mx.io.ImageRecordIter`` (``batch_engine``:
                 the decode thread pool, ``DataBatch``; ``batch_augment``: ``Augmenter``, one
                 image into one batch slot).

@@ -1,4 +1,4 @@
-"""The augmentation of :class:`~recio.image.imageiter.ImageRecordIter`: one image record's bytes
+"""The augmentation of :class:`~recio.image.imageiter.ImageBatchIter`: one image record's bytes
 decoded and augmented straight into one slot of the batch array.
 
 Kept apart from the iterator because it is reused on its own: ``recio.torch.ImageAugment`` runs

@@ -2,7 +2,7 @@
 them; its other half, ``encode``, is ``recio.image.encoding``.
 
 Every reader of image records decodes through :func:`decode` (``unpack_img``, ``recio.mx``,
-``ImageRecordIter``, the torch datasets, ``recio show``, ``recio verify --images``) and im2rec
+``ImageBatchIter``, the torch datasets, ``recio show``, ``recio verify --images``) and im2rec
 through ``recio.image.transform``, which adds its crop and resize. So one set of rules holds
 everywhere:
 

@@ -48,6 +48,7 @@ from recio.image.lists import (
 from recio.image.stats import image_format
 from recio.records.atomic import atomic_open, check_outputs
 from recio.records.index_format import sibling_index_path
+from recio.records.output_folder import creating
 from recio.records.reader import RecordReader
 from recio.records.write_errors import is_write_only_error
 
@@ -153,7 +154,8 @@ def extract_images(rec_path: PathLike, out_dir: PathLike, *, lst_name: Optional[
         if os.path.exists(out_dir) and not os.path.isdir(out_dir):
             kind = storage.file_kind(os.stat(out_dir).st_mode) or "a file"
             raise NotADirectoryError(errno.ENOTDIR, f"is {kind}, not a folder", out_dir)
-        os.makedirs(out_dir, exist_ok=True)
+        with creating(out_dir):
+            os.makedirs(out_dir, exist_ok=True)
     lines: List[str] = []
     used: Set[str] = set()
     reported = 0
@@ -283,7 +285,8 @@ def _extract_one(record: bytes, result: ExtractResult, used: Set[str],
     if not storage.is_url(path):
         folder = os.path.dirname(path)
         if not os.path.isdir(folder):
-            os.makedirs(folder)
+            with creating(folder):
+                os.makedirs(folder)
             made.append(folder)
     with atomic_open(path, "wb") as f:
         f.write(memoryview(record)[body:])

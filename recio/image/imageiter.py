@@ -1,4 +1,4 @@
-"""``ImageRecordIter``: batches of decoded, augmented images from a ``.rec``, as MXNet's C++ one.
+"""``ImageBatchIter``: batches of decoded, augmented images from a ``.rec``, as MXNet's C++ one.
 
 Pipeline (all inside recio, no MXNet)::
 
@@ -60,7 +60,7 @@ def _close_all(box: List[Optional[ThreadedIter]], engine: BatchEngine) -> None:
 
 class RecordBatchIter:
     """Batches of decoded, augmented images from an image ``.rec``: the machinery under
-    :class:`ImageRecordIter` and ``recio.mx.io.ImageRecordIter``.
+    :class:`ImageBatchIter` and ``recio.mx.io.ImageRecordIter``.
 
     ``augmenter`` decodes one record's image into one slot of the batch: it has
     ``sample_shape`` and ``dtype`` (one sample's), ``params(rng, slots)`` (the random numbers of
@@ -131,7 +131,7 @@ class RecordBatchIter:
         engine, (sweep, offset) = self._engine, self._start_at
         self._resume, self._position, self._ended = None, offset, False
         self._box[0] = ThreadedIter(lambda: engine.batches(sweep, offset),
-                                    capacity=self.prefetch_buffer, name="recio-ImageRecordIter")
+                                    capacity=self.prefetch_buffer, name="recio-ImageBatchIter")
 
     @property
     def epoch(self) -> int:
@@ -226,7 +226,7 @@ class RecordBatchIter:
         self.close()
 
 
-class ImageRecordIter(RecordBatchIter):
+class ImageBatchIter(RecordBatchIter):
     """Batches of images and labels from an image ``.rec``, with MXNet's parameter names, as
     NumPy arrays.
 
@@ -242,10 +242,10 @@ class ImageRecordIter(RecordBatchIter):
     ``dtype="uint8"``; ``layout="NHWC"`` for channels-last), ``label`` float32
     ``(batch_size, label_width)`` and ``pad``. Iterate for one epoch; ``reset()`` starts the next::
 
-        it = ImageRecordIter(path_imgrec="train.rec", path_imgidx="train.idx",
-                             data_shape=(3, 224, 224), batch_size=64, shuffle=True,
-                             rand_crop=True, rand_mirror=True, mean_r=123.68, mean_g=116.28,
-                             mean_b=103.53, std_r=58.395, std_g=57.12, std_b=57.375)
+        it = ImageBatchIter(path_imgrec="train.rec", path_imgidx="train.idx",
+                            data_shape=(3, 224, 224), batch_size=64, shuffle=True,
+                            rand_crop=True, rand_mirror=True, mean_r=123.68, mean_g=116.28,
+                            mean_b=103.53, std_r=58.395, std_g=57.12, std_b=57.375)
         for epoch in range(10):
             for batch in it:
                 train_step(batch.data, batch.label)
@@ -354,4 +354,4 @@ def _load_mean_img(mean_img: Union[PathLike, np.ndarray],
     return arr
 
 
-__all__ = ["ImageRecordIter", "RecordBatchIter"]
+__all__ = ["ImageBatchIter", "RecordBatchIter"]

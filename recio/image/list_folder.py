@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from recio import storage
-from recio.errors import NothingFoundError, plural
+from recio.errors import ListFileError, NothingFoundError, plural
 from recio.image.lists import (
     ListItem,
     PathLike,
     classes_path,
     list_entry,
+    prefix_extension,
     write_classes_lines,
     write_list_lines,
 )
@@ -309,6 +310,24 @@ def _list_outputs(prefix: PathLike, chunks: int = 1, train_ratio: float = 1.0,
     return names + ([classes_path(storage.absolute(prefix))] if recursive else [])
 
 
+def _list_prefix(prefix: PathLike, chunks: int, train_ratio: float, test_ratio: float) -> str:
+    """The PREFIX the lists are named after (``prefix_extension``, the rule pack mode shares):
+    ``data/train.lst`` names the one list ``data/train.lst``; a PREFIX ending in ``.rec`` or
+    ``.idx``, or in ``.lst`` where several lists are cut, raises ``ListFileError``."""
+    given = os.fspath(prefix)
+    ext = prefix_extension(given)
+    stem = given[:len(given) - len(ext)]
+    names = [os.path.basename(name) for name, _ in
+             split_items([], stem, chunks, train_ratio, test_ratio)]
+    if not ext or (ext.lower() == ".lst" and len(names) == 1):
+        return stem
+    why = ("PREFIX names files without their extension" if ext.lower() != ".lst" else
+           f"PREFIX {os.path.basename(given)} names one list, but these options write "
+           f"{len(names)} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}), named "
+           "after PREFIX without .lst")
+    raise ListFileError(f"{why}: did you mean {stem}? Nothing was written", path=given)
+
+
 def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
                exts: Sequence[str] = DEFAULT_EXTS, chunks: int = 1, train_ratio: float = 1.0,
                test_ratio: float = 0.0, shuffle: bool = True, *, force: bool = False,
@@ -316,6 +335,11 @@ def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
     """im2rec ``--list``: write the ``.lst`` file(s) for ``root`` (and, when ``recursive``,
     ``PREFIX.classes.tsv``, the folder -> label map).
 
+    ``prefix`` names the files without their extension (``data/train`` writes
+    ``data/train.lst``); ``data/train.lst`` names that one list, and a PREFIX ending in
+    ``.rec`` or ``.idx`` (or in ``.lst`` with ``chunks`` or ratios) raises ``ListFileError``
+    ("did you mean data/train?"), the rule ``im2rec PREFIX ROOT`` packs by
+    (``recio.image.lists.prefix_extension``).
     Existing files of those names are refused (:class:`OutputExistsError`) unless ``force``.
     All files of one call appear together or not at all: they are written under temporary
     names and renamed when every one is complete. A walk that finds no image writes nothing
@@ -323,7 +347,7 @@ def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
     without ``recursive``, files with other extensions, an empty folder), so the corrected
     command is not refused because of an empty list.
     """
-    prefix = storage.absolute(prefix)
+    prefix = storage.absolute(_list_prefix(prefix, chunks, train_ratio, test_ratio))
     check_outputs(_list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
     scan = scan_images(root, recursive, exts, progress)
     if not scan.items:

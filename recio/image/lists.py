@@ -242,14 +242,27 @@ def write_list_lines(fout: BinaryIO, items: Sequence[Tuple[int, Sequence[float],
 
 #: suffix of the folder -> label map ``im2rec --list --recursive`` writes beside its lists
 _CLASSES_SUFFIX = ".classes.tsv"
+#: the files im2rec names after a PREFIX, which a PREFIX itself leaves out
+PREFIX_EXTENSIONS = (".lst", ".rec", ".idx")
+
+
+def prefix_extension(prefix: PathLike) -> str:
+    """The extension of one of im2rec's own files (:data:`PREFIX_EXTENSIONS`, any case) that
+    ``prefix`` ends with, or "". The one PREFIX rule of list and pack modes: a PREFIX names
+    files without their extension (``data/train`` -> ``data/train.lst``, ``.rec``, ``.idx``);
+    one ending in ``.lst`` names that one list (``data/train.lst``: PREFIX ``data/train``
+    writing or packing only that list); one ending in ``.rec`` or ``.idx`` is refused with
+    "did you mean data/train?"."""
+    stem, ext = os.path.splitext(os.fspath(prefix))
+    return ext if ext.lower() in PREFIX_EXTENSIONS and storage.basename(stem) else ""
 
 
 def classes_path(path: PathLike) -> str:
     """``PREFIX.classes.tsv`` for a prefix or any file named after it (``PREFIX.rec``,
     ``PREFIX.lst``, ``PREFIX_train.lst``'s prefix is ``PREFIX_train``)."""
     path = os.fspath(path)
-    stem, ext = os.path.splitext(path)
-    return (stem if ext.lower() in (".rec", ".idx", ".lst") else path) + _CLASSES_SUFFIX
+    ext = prefix_extension(path)
+    return path[:len(path) - len(ext)] + _CLASSES_SUFFIX
 
 
 def find_classes(rec_path: PathLike) -> Optional[str]:
@@ -310,4 +323,5 @@ def read_classes(path: PathLike) -> Dict[int, str]:
 
 __all__ = ["ListItem", "format_list_line", "parse_list_line", "read_list", "read_list_entries",
            "write_list", "native_list_path", "list_path_candidates", "foreign_list_path",
-           "list_entry", "classes_path", "find_classes", "write_classes", "read_classes"]
+           "list_entry", "PREFIX_EXTENSIONS", "prefix_extension", "classes_path", "find_classes",
+           "write_classes", "read_classes"]

@@ -8,7 +8,9 @@ complete. Resuming truncates both partial files to the last record the journal v
 continues with the next list item; the result is byte-identical to an uninterrupted run.
 
 Journal lines (tab-separated): a header ``#recio-pack-journal 1 <json settings>``, then
-``R pos key offset end`` for a written record or ``S pos line key path reason`` for a skip.
+``R pos key offset end alpha`` for a written record (``alpha`` 1 when the image's transparency
+was dropped) or ``S pos line key path reason cause`` for a skip, so a resumed pack's summary
+counts the whole pack (the first skip, transparency dropped), as an uninterrupted one's.
 
 Kept apart from the pipeline (``recio.image.packing``) because this is the on-disk contract
 that a resumed run, a pack in parts (``recio.image.shard_pack``) and the command line
@@ -26,6 +28,7 @@ from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
 from recio import storage
 from recio.errors import FileInUseError, RecordIOError
 from recio.image.pack_worker import PackJob
+from recio.image.resume_settings import check_same_settings
 from recio.image.transform import ImageOptions
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, PART_HEADER
@@ -44,6 +47,14 @@ def output_paths(lst_path: PathLike) -> Tuple[str, str, str]:
     """``(rec, idx, errors.tsv)`` paths for a list: the same name with another suffix."""
     stem = os.path.splitext(os.fspath(lst_path))[0]
     return stem + ".rec", sibling_index_path(stem + ".rec"), stem + ".errors.tsv"
+
+
+def beside_the_list(lst_path: PathLike) -> str:
+    """What to do when the folder of a list refuses its outputs (read-only, no permission):
+    a pack writes them beside the list, so pack a copy of the list from elsewhere."""
+    name = os.path.basename(os.fspath(lst_path))
+    return (f"a pack writes its outputs beside the list: copy {name} into a folder you can "
+            "write to and pack that copy (its paths are relative to ROOT: the same images)")
 
 
 def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
@@ -132,6 +143,9 @@ class JournalState:
         self.rec_end = 0
         self.journal_end = 0
         self.skips: Dict[str, int] = {}
+        self.alpha_dropped = 0
+        #: ``(line, reason)`` of the first skip
+        self.first_skip: Optional[Tuple[int, str]] = None
 
     @property
     def done(self) -> int:
@@ -159,12 +173,8 @@ def recover_journal(rec_partial: str, journal: str, settings: dict,
         if magic != JOURNAL_MAGIC or int(version) != JOURNAL_VERSION:
             raise RecordIOError(f"journal version {version} is not {JOURNAL_VERSION}; start "
                                 "over with --force (which deletes it)", path=journal)
-        changed = sorted(k for k in settings if saved.get(k) != settings[k])
-        if changed:
-            raise RecordIOError(f"the interrupted pack used different settings "
-                                f"({', '.join(changed)} changed); resume it with its own "
-                                "settings, or start over with --force (which deletes it)",
-                                path=journal)
+        kept = " and ".join(os.path.basename(p) for p in (rec_partial, journal))
+        check_same_settings(saved, settings, settings.get("lst", journal), kept)
         state.journal_end = len(first)
         last_offset = 0
         for raw in f:
@@ -175,16 +185,20 @@ def recover_journal(rec_partial: str, journal: str, settings: dict,
                 kind, pos = fields[0], int(fields[1])
                 if pos != state.next_pos:
                     break
-                if kind == b"R" and len(fields) == 5:
+                if kind == b"R" and len(fields) in (5, 6):
                     record_offset, end = int(fields[3]), int(fields[4])
                     if end > rec_size:
                         break  # its bytes never reached the disk
                     state.packed += 1
+                    state.alpha_dropped += int(fields[5]) if len(fields) == 6 else 0
                     state.rec_end, last_offset = end, record_offset
                 elif kind == b"S" and len(fields) >= 6:
                     state.skipped += 1
                     cause = fields[6].decode() if len(fields) > 6 else "not_an_image"
                     state.skips[cause] = state.skips.get(cause, 0) + 1
+                    if state.first_skip is None:
+                        state.first_skip = (int(fields[2]),
+                                            fields[5].decode("utf-8", "surrogateescape"))
                 else:
                     break
             except (ValueError, IndexError):
@@ -338,5 +352,6 @@ class PackOutput(ManagedWriter):
         os.unlink(self.journal)
 
 
-__all__ = ["output_paths", "partial_paths", "check_pack_paths", "has_partial", "PackOutput",
-           "JournalState", "recover_journal", "pack_settings", "journal_field", "resume_command"]
+__all__ = ["output_paths", "beside_the_list", "partial_paths", "check_pack_paths", "has_partial",
+           "PackOutput", "JournalState", "recover_journal", "pack_settings", "journal_field",
+           "resume_command"]

@@ -165,7 +165,7 @@ class PartResult:
         r = self.result
         return {"job": job_id, "number": self.number, "items": self.items, "shard": shard,
                 "files": files, "packed": r.packed, "skipped": r.skipped, "skips": r.skips,
-                "alpha_dropped": r.alpha_dropped,
+                "alpha_dropped": r.alpha_dropped, "first_skip": r.first_skip,
                 "error_rows": self.error_rows.decode("latin-1"),
                 "first_missing": self.first_missing, "started": self.started,
                 "seconds": self.seconds, "host": self.host, "pid": self.pid,
@@ -186,11 +186,17 @@ class PartResult:
                           entry.get("crc_crc32"), entry.get("min_key"), entry.get("max_key"))
         result = PackResult("", "", "", None, packed=int(doc["packed"]),
                             skipped=int(doc["skipped"]), skips=dict(doc["skips"]),
-                            alpha_dropped=int(doc["alpha_dropped"]))
+                            alpha_dropped=int(doc["alpha_dropped"]),
+                            first_skip=_first_skip(doc.get("first_skip")))
         return cls(int(doc["number"]), int(doc["items"]), shard, result,
                    str(doc["error_rows"]).encode("latin-1"), doc.get("first_missing"),
                    float(doc["started"]), float(doc["seconds"]), str(doc["host"]),
                    int(doc["pid"]), int(doc["attempt"]), str(doc.get("where", "")), kept=True)
+
+
+def _first_skip(saved: Any) -> Optional[Tuple[int, str]]:
+    """A done record's ``first_skip`` (``[line, reason]`` in JSON), as ``PackResult`` has it."""
+    return None if not saved else (int(saved[0]), str(saved[1]))
 
 
 class Engine(Protocol):

@@ -1,9 +1,10 @@
 """``im2rec PREFIX ROOT``: which ``.lst`` files a PREFIX names, and packing them one by one.
 
 A PREFIX names every list in its folder whose path starts with it (``data/train`` finds
-``data/train_0_train.lst``, ``data/train_0_val.lst``, ...). Lists holding no line are left out
-when others have lines; a PREFIX that names nothing gets a message naming the near ones
-("did you mean data/train?") and how to make a list.
+``data/train_0_train.lst``, ``data/train_0_val.lst``, ...); one ending in ``.lst`` names that
+one list, as in list mode (``recio.image.lists.prefix_extension``). Lists holding no line are
+left out when others have lines; a PREFIX that names nothing gets a message naming the near
+ones ("did you mean data/train?") and how to make a list.
 
 Apart from the pack of one list (``recio.image.packing``) because it is the command's rule for
 finding lists, which a pack in parts and a URL PREFIX (``recio.image.staging``) share.
@@ -19,6 +20,7 @@ from typing import Any, Callable, Iterator, List, Optional, Union
 from recio import storage
 from recio.errors import ListFileError, NothingFoundError
 from recio.image.list_folder import near_folders
+from recio.image.lists import prefix_extension
 from recio.image.packing import PackResult, ProgressCallback, pack_list
 from recio.image.transform import ImageOptions
 from recio.storage import StorageOptions
@@ -90,18 +92,20 @@ def prefix_lists(prefix: PathLike, root: PathLike, found: Optional[List[str]] = 
     data/train", and how to make a list) and ``NothingFoundError`` when every list is empty.
     """
     given = os.fspath(prefix)
+    ext = prefix_extension(given)
     if found is None:
         prefix = os.path.abspath(given)
         folder = prefix if os.path.isdir(prefix) else os.path.dirname(prefix)
         if not os.path.isdir(folder):
             raise ListFileError(f"no such folder for PREFIX {given}{_did_you_mean(given)}",
                                 path=os.path.dirname(given) or ".")
-        found = find_lists(prefix)
+        # a PREFIX ending in .lst names that one list (prefix_extension: the one rule)
+        found = [prefix] if ext == ".lst" and os.path.isfile(prefix) else find_lists(prefix)
     else:
         prefix = given
     make = f"im2rec {given} {os.fspath(root)} --list --recursive"
-    stem, ext = os.path.splitext(given)
-    if not found and ext in (".rec", ".idx", ".lst") and os.path.basename(stem):
+    if not found and ext:
+        stem = given[:len(given) - len(ext)]
         raise ListFileError(
             f"PREFIX names files without their extension: did you mean {stem}? (to make a "
             f"list: im2rec {stem} {os.fspath(root)} --list --recursive)", path=given)

@@ -31,6 +31,7 @@ from recio.image.pack_executors import AUTO_EXECUTOR, check_workers, encode_in_o
 from recio.image.pack_output import (
     JournalState,
     PackOutput,
+    beside_the_list,
     check_pack_paths,
     has_partial,
     journal_field,
@@ -177,7 +178,8 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     options = options or ImageOptions()
     check_workers(workers, executor)
     check_pack_paths(lst_path)  # no FIFO or device where the pack writes
-    with OutputLock(lock_path(os.path.splitext(lst_path)[0])):
+    with OutputLock(lock_path(os.path.splitext(lst_path)[0]), output=output_paths(lst_path)[0],
+                    remedy=beside_the_list(lst_path)):
         _check_interrupted(lst_path, resume, force)
         if not resume:
             check_outputs(output_paths(lst_path)[:2], [lst_path], force=force)
@@ -329,6 +331,7 @@ def resume_state(lst_path: str, settings: dict, resume: bool, result: PackResult
     result.resumed = state.done
     result.packed, result.skipped = state.packed, state.skipped
     result.skips = dict(state.skips)
+    result.alpha_dropped, result.first_skip = state.alpha_dropped, state.first_skip
     return state
 
 
@@ -359,7 +362,7 @@ class _InOrderSink:
                 except OSError as exc:  # a full disk, an I/O error: kept for --resume
                     raise write_failed(exc, self.out.rec_path, resumable=True) from exc
                 entries.append(f"R\t{pos}\t{item.index}\t{self.offset}\t"
-                               f"{self.offset + len(framed)}\n")
+                               f"{self.offset + len(framed)}\t{int(alpha)}\n")
                 self.offset += len(framed)
                 result.packed += 1
                 result.alpha_dropped += alpha
@@ -371,8 +374,8 @@ class _InOrderSink:
                                f"{cause}\n")
                 result.skipped += 1
                 result.skips[cause] = result.skips.get(cause, 0) + 1
-                if result.first_skip is None:
-                    result.first_skip = (line, reason)
+                if result.first_skip is None:  # as the journal keeps it, for a resume
+                    result.first_skip = (line, journal_field(reason))
                 if cause == "missing" and self.first_missing is None and item is not None:
                     self.first_missing = item_location(self.job, item.path)
         self.out.write(entries)

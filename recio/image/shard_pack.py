@@ -50,6 +50,7 @@ from recio import storage
 from recio.errors import InterruptedPackError
 from recio.image.pack_executors import check_workers
 from recio.image.pack_output import (
+    beside_the_list,
     check_pack_paths,
     has_partial,
     output_paths,
@@ -66,6 +67,7 @@ from recio.image.pack_parts import (
 )
 from recio.image.pack_progress import PackProgress, staging_folder
 from recio.image.pack_worker import Task
+from recio.image.resume_settings import check_same_settings
 from recio.image.packing import (
     MAX_MISSING,
     ListTally,
@@ -199,7 +201,8 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
                         idx_path if layout == "joined" else None, None)  # type: ignore[arg-type]
     store = PackProgress(staging_folder(stem), storage_options)
     check_pack_paths(lst_path)  # no FIFO or device where the pack writes (a URL passes)
-    with OutputLock(lock_path(stem), storage_options) as lock, \
+    with OutputLock(lock_path(stem), storage_options, output=result.rec_path,
+                    remedy=beside_the_list(lst_path)) as lock, \
             storage.local_copy(lst_path, storage_options) as local_lst:
         total = count_items(local_lst)
         settings = _settings(local_lst, root, options, pass_through, pack_label,
@@ -211,7 +214,8 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
         resumed = saved is not None and resume
         if resumed:
             assert saved is not None  # resumed: there was a job
-            _check_same(saved, settings, store)
+            check_same_settings(saved.get("settings") or {}, settings, lst_path,
+                                storage.basename(store.folder))
             per_part = int(saved["layout"]["per_part"])
             kept = _kept_parts(store, saved["job"], -(-total // per_part),
                                stem if layout == "shards" else None)
@@ -277,22 +281,6 @@ def _settings(local_lst: str, root: str, options: ImageOptions, pass_through: bo
             "pass_through": pass_through, "pack_label": pack_label,
             "allow_outside_root": allow_outside_root, "checksums": checksums,
             "layout": layout, "num_shards": num_shards, "shard_size": shard_size}
-
-
-def _check_same(saved: Dict[str, Any], settings: Dict[str, Any], store: PackProgress) -> None:
-    old = saved.get("settings") or {}
-    changed = []
-    for key, value in settings.items():
-        if key == "options" and isinstance(old.get(key), dict):
-            changed += [f"--{k.replace('_', '-')}" for k in value if old[key].get(k) != value[k]]
-        elif old.get(key) != value:
-            changed.append("the list" if key == "list" else
-                           "ROOT" if key == "root" else f"--{key.replace('_', '-')}")
-    if changed:
-        raise InterruptedPackError(
-            f"the interrupted pack here used other settings ({', '.join(changed)} differ); "
-            "resume it with its own settings, or start over with --force (which deletes it)",
-            path=store.folder)
 
 
 def _interrupted_error(store: PackProgress, saved: Dict[str, Any],

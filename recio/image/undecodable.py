@@ -6,7 +6,7 @@ An *undecodable record* is an image record whose image cannot be used: bytes no 
 guard). A damaged JPEG that libjpeg recovers (a truncated scan, stray bytes) is *not* one: it
 decodes as MXNet's decoder recovers it (``recio.image.codec``).
 
-Every reader of image records takes ``on_undecodable`` (``recio.ImageRecordIter``,
+Every reader of image records takes ``on_undecodable`` (``recio.ImageBatchIter``,
 ``recio.mx.io.ImageRecordIter``, ``recio.mx.image.ImageIter``, gluon's ``ImageRecordDataset``,
 ``recio.torch.RecordDataset`` and ``RecordIterableDataset``):
 

@@ -20,12 +20,13 @@
 """
 from __future__ import annotations
 
+import inspect
 import os
 import random
 from numbers import Number
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from recio.errors import ImageError
+from recio.errors import ImageError, unknown_names
 from recio.image.lists import list_path_candidates
 from recio.image.undecodable import SKIP, SkipCount, check_policy, skip_or_raise, undecodable
 from recio.mx import ndarray as nd
@@ -105,10 +106,12 @@ class ImageIter(DataIter):
             raise ValueError("ImageIter needs path_imgrec, path_imglist or imglist")
         if dtype not in ("int32", "float32", "int64", "float64"):
             raise ValueError(f"{dtype} label not supported (int32, float32, int64, float64)")
-        unknown = sorted(set(kwargs) - set(_AUGMENTER_ARGS))
+        unknown = set(kwargs) - set(_AUGMENTER_ARGS)
         if unknown:
-            raise ValueError(f"ImageIter: unknown parameter{'s' * (len(unknown) > 1)} "
-                             f"{', '.join(unknown)}; besides its own it takes CreateAugmenter's: "
+            own = [n for n in inspect.signature(ImageIter.__init__).parameters
+                   if n not in ("self", "kwargs")]
+            names = unknown_names("parameter", unknown, own + list(_AUGMENTER_ARGS))
+            raise ValueError(f"ImageIter: {names}; besides its own it takes CreateAugmenter's: "
                              f"{', '.join(_AUGMENTER_ARGS)}")
         if last_batch_handle not in ("pad", "discard", "roll_over"):
             raise ValueError(f"last_batch_handle must be 'pad', 'discard' or 'roll_over', got "

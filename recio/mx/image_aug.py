@@ -14,6 +14,7 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
+from recio.errors import suggests_keywords
 from recio.mx import ndarray as nd
 from recio.mx.image_ops import (
     center_crop,
@@ -257,6 +258,7 @@ _PCA_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009], [-0.5808, -0.0045, -0.8140],
                         [-0.5836, -0.6948, 0.4203]])
 
 
+@suggests_keywords
 def CreateAugmenter(data_shape: Sequence[int], resize: int = 0,  # noqa: N802 - MXNet's name
                     rand_crop: bool = False, rand_resize: bool = False,
                     rand_mirror: bool = False, mean: Any = None, std: Any = None,

@@ -273,11 +273,11 @@ def ImageRecordIter(*args: Any, **kwargs: Any) -> MXDataIter:  # noqa: N802 - MX
             y = batch.label[0].asnumpy()   # (32,)
         train.reset()
 
-    A parameter MXNet does not have raises ``ValueError`` naming it and listing the ones it
-    takes; values may be given as MXNet accepts them (``data_shape="(3,224,224)"``,
-    ``shuffle=1``). One parameter is recio's own: ``on_undecodable`` (``"skip"``, the default:
-    an image nothing decodes is left out, warned about and counted in ``num_skipped``;
-    ``"raise"``: ``ImageError``).
+    A parameter MXNet does not have raises ``ValueError`` naming it and the nearest one it
+    takes (``rand_crops``: "did you mean rand_crop?"); values may be given as MXNet accepts
+    them (``data_shape="(3,224,224)"``, ``shuffle=1``). One parameter is recio's own:
+    ``on_undecodable`` (``"skip"``, the default: an image nothing decodes is left out, warned
+    about and counted in ``num_skipped``; ``"raise"``: ``ImageError``).
     """
     return _make_iter("ImageRecordIter", args, kwargs)
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 
+from recio.errors import closest, unknown_names
 from recio.image.augment import OutputParams
 from recio.image.undecodable import ON_UNDECODABLE, SKIP
 
@@ -178,11 +179,13 @@ NO_EFFECT = ("ctx", "verbose", "shuffle_chunk_seed")
 def read_parameters(iterator: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
     """Every parameter's value (MXNet's default where not given), read from ``kwargs``; a name
     MXNet does not have, or a missing required one, raises ``ValueError`` naming it."""
-    unknown = sorted(set(kwargs) - set(PARAMETERS))
+    unknown = set(kwargs) - set(PARAMETERS)
     if unknown:
-        raise ValueError(f"{iterator}: unknown parameter{'s' * (len(unknown) > 1)} "
-                         f"{', '.join(unknown)}; MXNet 1.9.1's {iterator} takes: "
-                         f"{', '.join(sorted(PARAMETERS))}")
+        suggested = all(closest(name, PARAMETERS) for name in unknown)
+        raise ValueError(f"{iterator}: {unknown_names('parameter', unknown, PARAMETERS)}; "
+                         + (f"MXNet 1.9.1's {len(PARAMETERS)} parameters are in "
+                            "recio.mx.io_params.PARAMETERS" if suggested else
+                            f"MXNet 1.9.1's {iterator} takes: {', '.join(sorted(PARAMETERS))}"))
     values = {}
     for name, param in PARAMETERS.items():
         if name in kwargs:

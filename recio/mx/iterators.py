@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from recio.errors import suggests_keywords
 from recio.mx.ndarray import NDArray
 
 
@@ -139,6 +140,7 @@ def _named_arrays(data: Any, allow_empty: bool, default_name: str
     return sorted((name, _as_array(value)) for name, value in data.items())
 
 
+@suggests_keywords
 class NDArrayIter(DataIter):
     """Batches from arrays in memory, as MXNet's ``mx.io.NDArrayIter``.
 
@@ -284,6 +286,7 @@ class _OverBatches(DataIter):
         return self.current_batch.pad
 
 
+@suggests_keywords
 class ResizeIter(_OverBatches):
     """``size`` batches per epoch from ``data_iter``, restarting it when it runs out."""
 
@@ -316,6 +319,7 @@ class ResizeIter(_OverBatches):
         return True
 
 
+@suggests_keywords
 class PrefetchingIter(_OverBatches):
     """Reads the next batches of one or more iterators in background threads and joins them
     (``rename_data`` / ``rename_label``: one ``{old: new}`` dict per iterator)."""

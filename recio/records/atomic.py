@@ -20,7 +20,7 @@ import os
 import secrets
 import warnings
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import (
     Any,
     BinaryIO,
@@ -39,6 +39,7 @@ from typing import (
 from recio import portable, storage
 from recio.errors import FileInUseError, OutputExistsError
 from recio.records.closed import check_open, refuse_to_pickle
+from recio.records.output_folder import creating
 from recio.records.temp_files import (
     create_exclusive,
     fsync_folder,
@@ -205,7 +206,8 @@ class InPlaceFile(AtomicFile):
                 raise
         else:  # Windows: a file open or mapped elsewhere cannot be replaced (nor truncated)
             try:
-                fd = portable.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                with creating(self.path):
+                    fd = portable.open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             except OSError as exc:
                 if portable.in_use(exc):
                     raise FileInUseError(path=self.path) from None

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 import numpy as np
 
-from recio.errors import DuplicateKeyWarning
+from recio.errors import DuplicateKeyWarning, MissingKeyError
 from recio.records.index_cache import cache_enabled, load_cache, write_cache
 from recio.records.index_format import (KeyType, PathLike, key_text, parse_index_file,
                                         parse_index_range, sibling_record_path)
@@ -174,30 +174,46 @@ class Index:
         return self._dict
 
     def offset_of(self, key: Any) -> int:
-        """Byte offset of the record of ``key`` (NumPy integers work); ``KeyError`` if absent."""
+        """Byte offset of the record of ``key`` (NumPy integers work);
+        :class:`~recio.errors.MissingKeyError` (a ``KeyError``) if absent."""
         self._require_keys()
-        if self.base is not None or isinstance(self._keys, np.ndarray):
-            k = _as_int_key(key)
-            if self.base is not None:
-                i = k - self.base
-                if 0 <= i < len(self.offsets):
-                    return self.memoryviews()[0][i]
-                raise KeyError(key)
-            sorted_keys, sorted_offsets = self._lookup_arrays()
-            if not _INT64_MIN <= k <= _INT64_MAX:
-                raise KeyError(key)
-            j = int(np.searchsorted(sorted_keys, k))
-            if j < len(sorted_keys) and sorted_keys[j] == k:
-                return int(sorted_offsets[j])
-            raise KeyError(key)
         try:
+            if self.base is not None or isinstance(self._keys, np.ndarray):
+                k = _as_int_key(key)
+                if self.base is not None:
+                    i = k - self.base
+                    if 0 <= i < len(self.offsets):
+                        return self.memoryviews()[0][i]
+                    raise KeyError(key)
+                sorted_keys, sorted_offsets = self._lookup_arrays()
+                if not _INT64_MIN <= k <= _INT64_MAX:
+                    raise KeyError(key)
+                j = int(np.searchsorted(sorted_keys, k))
+                if j < len(sorted_keys) and sorted_keys[j] == k:
+                    return int(sorted_offsets[j])
+                raise KeyError(key)
             return self._mapping()[key]
-        except TypeError:  # unhashable: not a key
-            raise KeyError(key) from None
+        except (KeyError, TypeError):  # TypeError: unhashable, not a key
+            raise self.missing_key(key) from None
+
+    def missing_key(self, key: Any) -> MissingKeyError:
+        """The error for ``key``, which this index does not hold: its message (made only when
+        shown) says what keys the file has, with an example (``describe_keys``)."""
+        def message() -> str:
+            int_keys = self.base is not None or isinstance(self._keys, np.ndarray)
+            shown = repr(key) if isinstance(key, str) == int_keys else key_text(key)
+            return f"no record with key {shown} in {self._file()}: {describe_keys(self, key)}"
+        return MissingKeyError(key, message, self.path)
+
+    #: the ``.rec`` this index is of, when a reader says so (messages name it)
+    rec_path: Optional[str] = None
+
+    def _file(self) -> str:
+        return self.rec_path or (sibling_record_path(self.path) if self.path else "the index")
 
     def offsets_of(self, keys: Iterable[Any]) -> List[int]:
-        """Byte offsets of many keys at once (``KeyError`` for the first one absent); an
-        integer NumPy array of keys is looked up without a Python loop."""
+        """Byte offsets of many keys at once (:class:`~recio.errors.MissingKeyError` for the
+        first one absent); an integer NumPy array of keys is looked up without a Python loop."""
         if isinstance(keys, np.ndarray) and keys.ndim == 1 and keys.dtype.kind in "iu" and \
                 (keys.dtype.kind == "i" or not len(keys) or int(keys.max()) <= _INT64_MAX):
             wanted = keys.astype(np.int64)
@@ -206,7 +222,7 @@ class Index:
                 missing = (positions < 0) | (positions >= len(self))
                 if not missing.any():
                     return self.offsets[positions].tolist()
-                raise KeyError(keys[np.argmax(missing)].item())
+                raise self.missing_key(keys[np.argmax(missing)].item())
             if isinstance(self._keys, np.ndarray):
                 sorted_keys, sorted_offsets = self._lookup_arrays()
                 at = np.searchsorted(sorted_keys, wanted)
@@ -215,7 +231,7 @@ class Index:
                     np.ones(len(wanted), bool)
                 if not missing.any():
                     return sorted_offsets[at].tolist()
-                raise KeyError(keys[np.argmax(missing)].item())
+                raise self.missing_key(keys[np.argmax(missing)].item())
         offset_of = self.offset_of
         return [offset_of(k) for k in keys]
 
@@ -291,6 +307,32 @@ class Index:
                 "int64 keys" if isinstance(self._keys, np.ndarray) else
                 "list keys" if self._keys is not None else "no keys")
         return f"<Index {self.path!r}: {len(self)} lines, {keys}>"
+
+
+def describe_keys(index: Index, wanted: Any = None) -> str:
+    """What keys ``index`` holds, for the message of a key it lacks (``wanted``): record
+    numbers ``0..n-1``, ids (im2rec's keys: the ``.lst``'s index column, in no file order),
+    or text, with an example, and the lookup that was probably meant."""
+    n = len(index)
+    if n == 0:
+        return "it holds no record"
+    first = key_text(index.key_at(0))
+    text_wanted = isinstance(wanted, str)
+    if index.base is not None or isinstance(index._keys, np.ndarray):
+        meant = ""
+        if text_wanted and wanted.strip().lstrip("-").isdigit():
+            meant = f"; its keys are integers: did you mean {int(wanted)}?"
+        if index.base is not None:
+            return (f"its {n:,} keys are the record numbers {index.base:,} to "
+                    f"{index.base + n - 1:,}{meant}")
+        keys = index._keys
+        return (f"its {n:,} keys are ids from {int(keys.min()):,} to {int(keys.max()):,} (as "
+                f"im2rec writes them: each image's index in its .lst), not record numbers; the "
+                f"first record's is {first}, and .keys() lists them in file order{meant}")
+    kind = type(index.key_at(0)).__name__
+    meant = (f"; did you mean {key_text(wanted)!r}?" if not text_wanted and kind == "str"
+             and wanted is not None else "")
+    return f"its {n:,} keys are of type {kind} (key_type), e.g. {index.key_at(0)!r}{meant}"
 
 
 def _restore(state: dict) -> Index:

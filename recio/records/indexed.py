@@ -130,6 +130,7 @@ class IndexedRecordReader(Mapping):
                 shard_cache=shard_cache)
         self.idx_path = self.index.path
         self._rec_stamp = _rec_stamp(self.reader)  # a copy in another process checks it
+        self.index.rec_path = self.path  # what a missing key's message names
         self.key_type = key_type
         self._bind()
         warn_repeated_keys(self.index, BY_KEY, self.path)

@@ -32,8 +32,9 @@ import uuid
 from typing import Any, Dict, Optional, Union
 
 from recio import portable, storage
-from recio.errors import OutputBusyError
+from recio.errors import OutputBusyError, OutputFolderError
 from recio.records.atomic import atomic_open
+from recio.records.output_folder import creating
 from recio.records.write_errors import folder_write_failed, is_write_only_error
 from recio.storage import StorageOptions
 
@@ -83,11 +84,17 @@ def _command() -> str:
 
 class OutputLock:
     """The lock at ``path`` (:func:`lock_path`): ``with OutputLock(path):`` holds it or raises
-    :class:`~recio.errors.OutputBusyError` naming the live process that holds it."""
+    :class:`~recio.errors.OutputBusyError` naming the live process that holds it.
 
-    def __init__(self, path: PathLike, storage_options: StorageOptions = None) -> None:
+    A folder that refuses the lock file (read-only, no permission) raises
+    :class:`~recio.errors.OutputFolderError` naming ``output``, the user's file the lock guards
+    (default: the lock's own path), with ``remedy`` as its advice when given."""
+
+    def __init__(self, path: PathLike, storage_options: StorageOptions = None, *,
+                 output: Optional[PathLike] = None, remedy: Optional[str] = None) -> None:
         self.path = storage.absolute(path)
         self.storage_options = storage_options
+        self.output, self.remedy = output, remedy
         self.info: Dict[str, Any] = {}
         self.lost: Optional[Dict[str, Any]] = None
         self._fd: Optional[int] = None
@@ -125,10 +132,14 @@ class OutputLock:
         try:
             if storage.is_url(self.path):
                 self._take_lease()
-            elif not portable.has_file_locks() or not self._take_flock():
-                # Windows: no flock, and no deleting a file still open (see release)
-                self._take_exclusive()
-        except OSError as exc:  # a full or read-only disk: said of the outputs' folder
+            else:
+                with creating(self.output or self.path, self.remedy):
+                    if not portable.has_file_locks() or not self._take_flock():
+                        # Windows: no flock, and no deleting a file still open (see release)
+                        self._take_exclusive()
+        except OutputFolderError:
+            raise  # a read-only or forbidden folder, said in the user's terms already
+        except OSError as exc:  # a full disk: said of the outputs' folder
             if is_write_only_error(exc):
                 raise folder_write_failed(exc, self.path) from exc
             raise

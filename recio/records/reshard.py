@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Optional, Sequ
 from recio import portable, storage
 from recio.errors import IndexFileError, RecordIOError
 from recio.records.atomic import OutputSet, check_outputs
+from recio.records.output_folder import creating
 from recio.records.diagnose import open_checked_index
 from recio.records.index_format import format_index, sibling_index_path
 from recio.records.split import (
@@ -79,7 +80,9 @@ def reshard(source: Source, num_parts: int, out_prefix: PathLike,
                   files + [sibling_index_path(f) for f in files] + given, force=force)
     keys_of = _input_keys(files, idx_paths) if keys == "keep" else {}
     if not storage.is_url(os.fspath(out_prefix)):
-        os.makedirs(os.path.dirname(os.path.abspath(os.fspath(out_prefix))), exist_ok=True)
+        folder = os.path.dirname(os.path.abspath(os.fspath(out_prefix)))
+        with creating(folder):
+            os.makedirs(folder, exist_ok=True)
     plan = SplitPlan(files, parts[0].total_size, num_parts, balance)
     pending: List[OutputSet] = []
     numbered = [0]  # running number of the records written, the key of unindexed records

@@ -11,7 +11,8 @@ import secrets
 from typing import Optional, Union
 
 from recio import portable, storage
-from recio.errors import FileInUseError
+from recio.errors import FileInUseError, OutputFolderError
+from recio.records.output_folder import creating
 from recio.records.write_errors import is_write_only_error, write_failed
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -43,9 +44,12 @@ def create_exclusive(path: str) -> tuple:
     while True:
         temp = temp_name(path)
         try:
-            return portable.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), temp
+            with creating(path):  # a read-only or forbidden folder: said of the user's file
+                return portable.open_fd(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), temp
         except FileExistsError:
             continue
+        except OutputFolderError:
+            raise
         except OSError as exc:
             if is_write_only_error(exc):  # a full or read-only disk: name the user's file
                 raise write_failed(exc, path) from exc

@@ -8,7 +8,7 @@
                 DataLoader worker), so no record is read twice.
 * ``decoders``  what a record becomes (``decode=``): an image and its label by default, or any
                 callable ``bytes -> sample`` (sequence records, raw payloads).
-* ``augment``   ``ImageAugment``: ImageRecordIter's decode + augmentation as a transform.
+* ``augment``   ``ImageAugment``: ImageBatchIter's decode + augmentation as a transform.
 * ``batching``  whole batches decoded in one call and passed from the workers without a copy.
 * ``skipcount`` ``num_skipped`` of the datasets, one count over every DataLoader worker.
 * ``resume``    exact mid-epoch resume: ``RecordSampler`` and ``RecordIterableDataset`` have the

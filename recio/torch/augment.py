@@ -1,4 +1,4 @@
-"""``ImageAugment``: ImageRecordIter's decode + augmentation as a transform of ``recio.torch``'s
+"""``ImageAugment``: ImageBatchIter's decode + augmentation as a transform of ``recio.torch``'s
 datasets (with ``decode="raw"``), from the encoded image bytes straight to a CHW tensor.
 
 The augmentation itself is ``recio.image.batch_augment.Augmenter`` (MXNet's arithmetic); this
@@ -23,11 +23,11 @@ else:
 
 
 class ImageAugment:
-    """A transform for ``decode="raw"``: ImageRecordIter's decode + augmentation in one step.
+    """A transform for ``decode="raw"``: ImageBatchIter's decode + augmentation in one step.
 
     Decodes the image bytes, then resize / crop (random with ``rand_crop``, or ImageNet's random
     resized crop with ``random_resized_crop``) / mirror / ``(x - mean) / std * scale`` exactly as
-    ``recio.ImageRecordIter`` does, straight into a float32 CHW tensor (uint8 with
+    ``recio.ImageBatchIter`` does, straight into a float32 CHW tensor (uint8 with
     ``dtype="uint8"``, for normalising on the device). Random choices use torch's generator,
     which ``DataLoader`` seeds differently in each worker.
 

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, List, Optional
 
 import numpy as np
 
+from recio.errors import suggests_keywords
 from recio.mx import ndarray as nd
 from recio.mx.gluon.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 from recio.mx.ndarray import NDArray
@@ -26,6 +27,7 @@ def default_batchify_fn(data: List[Any]) -> Any:
     return nd.array(array, dtype=array.dtype)
 
 
+@suggests_keywords
 class DataLoader:
     """Batches from a dataset, as MXNet's ``gluon.data.DataLoader``: ``batch_size``,
     ``shuffle`` (``numpy.random``), ``sampler``/``batch_sampler``, ``last_batch`` (``'keep'``,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Sequence
 
+from recio.errors import suggests_keywords
 from recio.mx import recordio
 from recio.mx.ndarray import NDArray
 from recio.records.index_format import sibling_index_path
@@ -90,6 +91,7 @@ class _SampledDataset(Dataset):
         return self._dataset[self._indices[idx]]
 
 
+@suggests_keywords
 class ArrayDataset(Dataset):
     """Samples from several arrays of the same length: ``(a[i], b[i], ...)``."""
 
@@ -115,6 +117,7 @@ class ArrayDataset(Dataset):
         return self._length
 
 
+@suggests_keywords
 class RecordFileDataset(Dataset):
     """The raw records of a ``.rec`` by position, through the ``.idx`` beside it."""
 

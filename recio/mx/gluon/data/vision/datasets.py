@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from recio.errors import ImageError
+from recio.errors import ImageError, suggests_keywords
 from recio.image.undecodable import (RAISE, SKIP, SkipCount, check_policy, next_decodable,
                                      undecodable, warn_skipped)
 from recio.mx import image, recordio
@@ -12,6 +12,7 @@ from recio.mx.gluon.data.dataset import RecordFileDataset
 from recio.records.index_format import key_text
 
 
+@suggests_keywords
 class ImageRecordDataset(RecordFileDataset):
     """The images of a ``.rec`` (with its ``.idx`` beside it) and their labels:
     ``dataset[i]`` is ``(image, label)``, the image an ``(H, W, 3)`` uint8 RGB NDArray

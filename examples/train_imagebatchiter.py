@@ -1,6 +1,6 @@
-"""Feed an image .rec to a training loop with recio.ImageRecordIter (MXNet's parameters, no MXNet).
+"""Feed an image .rec to a training loop with recio.ImageBatchIter (MXNet's parameters, no MXNet).
 
-Run:  python examples/train_imagerecorditer.py [train.rec [train.idx]]
+Run:  python examples/train_imagebatchiter.py [train.rec [train.idx]]
 
 With your own .rec (packed by im2rec, labels = class ids 0..K-1), the number of classes is
 read from the data (one pass over the file with ``recio.image.dataset_stats``). Without
@@ -49,7 +49,7 @@ def main():
         rec, idx = make_tiny_dataset(os.path.join(os.path.dirname(__file__), "out", "iter"))
     classes = count_classes(rec)
     print(f"{rec}: {classes} classes")
-    it = recio.ImageRecordIter(
+    it = recio.ImageBatchIter(
         path_imgrec=rec, path_imgidx=idx, data_shape=(3, 32, 32), batch_size=32,
         shuffle=True, seed=0, rand_crop=True, rand_mirror=True,
         mean_r=123.68, mean_g=116.28, mean_b=103.53, std_r=58.395, std_g=57.12, std_b=57.375,
