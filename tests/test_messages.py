@@ -338,7 +338,7 @@ def test_a_missing_key_of_a_file_keyed_by_record_number(tmp_path):
     with recio.RecordWriter(rec) as writer:
         for i in range(5):
             writer.write(b"%d" % i)
-    with recio.IndexedRecordReader(rec) as reader:  # no .idx: keys 0..4, as MXNet's rec2idx
+    with recio.IndexedRecordReader(rec, scan=True) as reader:  # keys 0..4, as MXNet's rec2idx
         with pytest.raises(KeyError, match=rf"^no record with key 5 in {re.escape(rec)}: its 5 "
                                            r"keys are the record numbers 0 to 4$"):
             reader[5]
