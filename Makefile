@@ -12,7 +12,8 @@ ifeq ($(origin TORCH_PIN), undefined)
 TORCH_PIN := $(shell $(PYTHON) -c 'import sys; print("torch==2.13.0" if sys.version_info[:2] == (3, 11) else "")' 2>/dev/null)
 endif
 
-.PHONY: check-python install install-dev install-torch install-docs test docs demo bench clean
+.PHONY: check-python install install-dev install-torch install-docs check-install test docs \
+	site-check demo bench clean
 
 # Refuse, in one line, an interpreter pip may not install into (PEP 668 "externally managed",
 # e.g. Debian's /usr/bin/python3 outside a virtualenv, unless pip is configured to install there
@@ -52,6 +53,13 @@ else
 		echo "make test: no torch build is pinned for this Python (TORCH_PIN is empty): the torch tests will be reported as skipped"
 endif
 
+# After the installs: every requirement of recio and of the extras installed (torch's where a
+# build is pinned) is there at a version recio accepts and imports, and the commands run (a list,
+# a resized pack, verify). One script for make and for the CI workflow's Windows job, which has
+# no make (.ci/check_install.py; tests/test_platforms.py runs it and checks both call it).
+check-install:
+	$(PYTHON) .ci/check_install.py$(if $(strip $(TORCH_PIN)), --torch)
+
 # The documentation site (mkdocs.yml, docs/): MkDocs with the Material theme and mkdocstrings,
 # whose API pages are generated from the docstrings. The build reads only the checkout.
 # NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2, printed on every build, says nothing
@@ -90,7 +98,7 @@ PORTABLE_TESTS := $(addprefix tests/test_,records.py split.py writer_lifecycle.p
 
 # The type check: `$(PYTHON) -m mypy recio` (pyproject.toml's [tool.mypy]; the dev extra pins
 # mypy) checks the library as a user's type checker reads it (recio ships py.typed).
-test: install-dev install-torch install-docs
+test: install-dev install-torch install-docs check-install
 	@echo "== the type check (mypy)"
 	$(PYTHON) -m mypy recio
 	CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)' $(PYTHON) -m pytest -q -rs tests
