@@ -152,6 +152,14 @@ def _check_install(*args, pythonpath=None):
                           text=True, timeout=600, env=env, cwd=ROOT)
 
 
+def test_the_python_check_passes_here():
+    """``make check-python`` / the workflow's first step: this interpreter (a virtualenv's)
+    is accepted without a word."""
+    done = subprocess.run([sys.executable, str(ROOT / ".ci" / "check_python.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done
+
+
 def test_the_install_check_passes_here():
     """What ``make check-install`` and the Windows job run: every requirement of recio and its
     extras (the dev environment has them all) imports, and the commands list, pack and verify."""
