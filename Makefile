@@ -58,7 +58,7 @@ endif
 # a resized pack, verify). One script for make and for the CI workflow's Windows job, which has
 # no make (.ci/check_install.py; tests/test_platforms.py runs it and checks both call it).
 check-install:
-	$(PYTHON) .ci/check_install.py$(if $(strip $(TORCH_PIN)), --torch)
+	$(PYTHON) .ci/check_install.py$(if $(strip $(TORCH_PIN)), --torch)$(if $(strip $(DOCS_PYTHON)), --docs)
 
 # The documentation site (mkdocs.yml, docs/): MkDocs with the Material theme and mkdocstrings,
 # whose API pages are generated from the docstrings. The build reads only the checkout.
@@ -85,6 +85,18 @@ docs: install-docs
 	@[ -n "$(DOCS_PYTHON)" ] || { echo "make docs: $(NO_DOCS)" >&2; exit 1; }
 	$(MKDOCS) build
 
+# The site's search, in a real headless Chromium over the built site served on 127.0.0.1
+# (.ci/site_check.py): option names (--resize) and API names (DataLoader) find the guide that
+# explains them first, with no console error, and the pages load nothing from outside the site.
+# `make test` runs it after its strict build. CI=true: a missing browser or Playwright fails it
+# (the docs extra brings Playwright; Chromium: apt-get install chromium, or
+# python -m playwright install chromium; .ci/run installs Debian's).
+SITE_CHECK = CI=true $(PYTHON) .ci/site_check.py site
+site-check: install-docs
+	@[ -n "$(DOCS_PYTHON)" ] || { echo "make site-check: $(NO_DOCS)" >&2; exit 1; }
+	$(MKDOCS) build --strict
+	$(SITE_CHECK)
+
 # CI=true: a test may not skip, except for an optional dependency left out on purpose here
 # (RECIO_TEST_WITHOUT), and pytest -rs lists every skip with its reason.
 # The record, index, im2rec and reader tests again, as on a system without Linux's facilities:
@@ -104,7 +116,9 @@ test: install-dev install-torch install-docs check-install
 	CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)' $(PYTHON) -m pytest -q -rs tests
 	@if [ -n "$(DOCS_PYTHON)" ]; then \
 		echo "== the documentation site, strictly: a broken link, anchor or API reference fails"; \
-		$(MKDOCS) build --strict; fi
+		$(MKDOCS) build --strict && \
+		echo "== the site's search in headless Chromium (make site-check)" && \
+		$(SITE_CHECK); fi
 	@if [ -d /proc/self/fd ]; then \
 		echo "== the same without Linux's facilities (RECIO_TEST_REMOVE=all)"; \
 		CI=true RECIO_TEST_REMOVE=all $(PYTHON) -m pytest -q -rs $(PORTABLE_TESTS); fi

@@ -102,7 +102,7 @@ def test_windows_runs_the_makefiles_commands():
     extras = re.search(r"install -q -e '(\.\[[\w,]+\])'", makefile).group(1)
     assert f"pip install -q -e '{extras}'" in windows
     check = re.search(r"^check-install:\n\t\$\(PYTHON\) (\.ci/check_install\.py)"
-                      r"\$\(if \$\(strip \$\(TORCH_PIN\)\), (--torch)\)$", makefile, re.M)
+                      r"\$\(if \$\(strip \$\(TORCH_PIN\)\), (--torch)\)", makefile, re.M)
     assert check, "the Makefile's check-install recipe"
     assert re.search(rf"^python {re.escape(check.group(1))} "
                      r'\$\(\[ -n "\$TORCH_PIN" \] && echo --torch\)$', windows, re.M)
@@ -142,6 +142,9 @@ def test_the_workflow_runs_no_python_code_of_its_own():
         assert pathlib.Path(script).name in tests_text, f"no test runs {script}"
     makefile = _text(ROOT / "Makefile")
     assert re.search(r"^test: .*\bcheck-install\b", makefile, re.M), "make test runs check-install"
+    test_recipe = re.search(r"^test:.*?(?=^\S)", makefile, re.M | re.S).group(0)
+    assert "$(SITE_CHECK)" in test_recipe and re.search(
+        r"^SITE_CHECK = CI=true \$\(PYTHON\) \.ci/site_check\.py site$", makefile, re.M)
 
 
 def _check_install(*args, pythonpath=None):
