@@ -592,3 +592,28 @@ def test_a_missing_name_is_reported():
         resolve("recio.records.reader.NoSuchName")
     assert resolve("recio.image.codec.DEFAULT_MAX_PIXELS") == \
         __import__("recio.image.codec", fromlist=["_"]).DEFAULT_MAX_PIXELS
+
+
+# -- the Benchmarks page (benchmarks/README.md, the site's benchmarks.md) ----------------------
+
+BENCHMARKS = ROOT / "benchmarks" / "README.md"
+
+
+def test_the_benchmarks_page_cites_a_record_for_every_figure():
+    """Each row of its figure tables names the results file its figures come from, and that
+    file exists; the page narrates no development (no issue numbers, no dated sessions)."""
+    text = BENCHMARKS.read_text(encoding="utf-8")
+    assert (ROOT / "docs" / "benchmarks.md").read_text().strip() == '--8<-- "benchmarks/README.md"'
+    figures = text.split("## Current figures", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in figures.splitlines() if ln.startswith("| ") and not ln.startswith(
+        ("| what |", "| case |", "| --- |"))]
+    assert len(rows) >= 30, len(rows)
+    for row in rows:
+        if row.startswith("| crop") or row.startswith("| random resized crop"):
+            continue  # the DALI table: its paragraph names the record
+        cited = re.findall(r"`(benchmarks/results/[\w.-]+)`|^\| .* \| as above \|$", row)
+        assert cited, f"no record for: {row}"
+    named = set(re.findall(r"`(benchmarks/results/[\w.-]+)`", text))
+    assert named and all((ROOT / path).is_file() for path in named), named
+    assert not re.search(r"(?i)\bissue \d+|\bsession\b|\bbefore and after\b", text)
+    assert "Python ≤ 3.9" not in text and "numpy<1.24" in text
