@@ -108,12 +108,15 @@ PORTABLE_TESTS := $(addprefix tests/test_,records.py split.py writer_lifecycle.p
 	pack_resume.py damaged_files.py lists.py list_safety.py imageiter.py mx_compat.py \
 	shards.py inspect_verify.py minibatch.py portable.py portable_paths.py portable_text.py)
 
+# Both pytest passes: CI=true, and torch left out on purpose where no build is pinned
+TEST_ENV = CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)'
+
 # The type check: `$(PYTHON) -m mypy recio` (pyproject.toml's [tool.mypy]; the dev extra pins
 # mypy) checks the library as a user's type checker reads it (recio ships py.typed).
 test: install-dev install-torch install-docs check-install
 	@echo "== the type check (mypy)"
 	$(PYTHON) -m mypy recio
-	CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)' $(PYTHON) -m pytest -q -rs tests
+	$(TEST_ENV) $(PYTHON) -m pytest -q -rs tests
 	@if [ -n "$(DOCS_PYTHON)" ]; then \
 		echo "== the documentation site, strictly: a broken link, anchor or API reference fails"; \
 		$(MKDOCS) build --strict && \
@@ -121,7 +124,7 @@ test: install-dev install-torch install-docs check-install
 		$(SITE_CHECK); fi
 	@if [ -d /proc/self/fd ]; then \
 		echo "== the same without Linux's facilities (RECIO_TEST_REMOVE=all)"; \
-		CI=true RECIO_TEST_REMOVE=all $(PYTHON) -m pytest -q -rs $(PORTABLE_TESTS); fi
+		$(TEST_ENV) RECIO_TEST_REMOVE=all $(PYTHON) -m pytest -q -rs $(PORTABLE_TESTS); fi
 
 demo: install
 	PYTHON='$(PYTHON)' bash examples/demo.sh

@@ -147,6 +147,18 @@ def test_the_workflow_runs_no_python_code_of_its_own():
         r"^SITE_CHECK = CI=true \$\(PYTHON\) \.ci/site_check\.py site$", makefile, re.M)
 
 
+def test_every_pytest_pass_of_make_test_leaves_out_an_unpinned_torch():
+    """Both pytest passes (the suite, and the portable files without Linux's facilities) run
+    under CI=true with RECIO_TEST_WITHOUT=torch where no torch build is pinned (Python 3.9 and
+    3.13): the second pass once lacked it and failed there on every torch test."""
+    makefile = _text(ROOT / "Makefile")
+    env = re.search(r"^TEST_ENV = (.*)$", makefile, re.M)
+    assert env and env.group(1) == \
+        "CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)'", env
+    passes = [ln for ln in makefile.splitlines() if "-m pytest" in ln and "$(PYTHON)" in ln]
+    assert len(passes) == 2 and all("$(TEST_ENV) " in ln for ln in passes), passes
+
+
 def _check_install(*args, pythonpath=None):
     env = dict(os.environ)
     if pythonpath:
