@@ -12,7 +12,8 @@ ifeq ($(origin TORCH_PIN), undefined)
 TORCH_PIN := $(shell $(PYTHON) -c 'import sys; print("torch==2.13.0" if sys.version_info[:2] == (3, 11) else "")' 2>/dev/null)
 endif
 
-.PHONY: check-python install install-dev install-torch install-docs test docs demo bench clean
+.PHONY: check-python install install-dev install-torch install-docs check-install test docs \
+	site-check demo bench clean
 
 # Refuse, in one line, an interpreter pip may not install into (PEP 668 "externally managed",
 # e.g. Debian's /usr/bin/python3 outside a virtualenv, unless pip is configured to install there
@@ -50,6 +51,13 @@ else
 		echo "make test: no torch build is pinned for this Python (TORCH_PIN is empty): the torch tests will be reported as skipped"
 endif
 
+# After the installs: every requirement of recio and of the extras installed (torch's where a
+# build is pinned) is there at a version recio accepts and imports, and the commands run (a list,
+# a resized pack, verify). One script for make and for the CI workflow's Windows job, which has
+# no make (.ci/check_install.py; tests/test_platforms.py runs it and checks both call it).
+check-install:
+	$(PYTHON) .ci/check_install.py$(if $(strip $(TORCH_PIN)), --torch)$(if $(strip $(DOCS_PYTHON)), --docs)
+
 # The documentation site (mkdocs.yml, docs/): MkDocs with the Material theme and mkdocstrings,
 # whose API pages are generated from the docstrings. The build reads only the checkout.
 # NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2, printed on every build, says nothing
@@ -75,6 +83,18 @@ docs: install-docs
 	@[ -n "$(DOCS_PYTHON)" ] || { echo "make docs: $(NO_DOCS)" >&2; exit 1; }
 	$(MKDOCS) build
 
+# The site's search, in a real headless Chromium over the built site served on 127.0.0.1
+# (.ci/site_check.py): option names (--resize) and API names (DataLoader) find the guide that
+# explains them first, with no console error, and the pages load nothing from outside the site.
+# `make test` runs it after its strict build. CI=true: a missing browser or Playwright fails it
+# (the docs extra brings Playwright; Chromium: apt-get install chromium, or
+# python -m playwright install chromium; .ci/run installs Debian's).
+SITE_CHECK = CI=true $(PYTHON) .ci/site_check.py site
+site-check: install-docs
+	@[ -n "$(DOCS_PYTHON)" ] || { echo "make site-check: $(NO_DOCS)" >&2; exit 1; }
+	$(MKDOCS) build --strict
+	$(SITE_CHECK)
+
 # CI=true: a test may not skip, except for an optional dependency left out on purpose here
 # (RECIO_TEST_WITHOUT), and pytest -rs lists every skip with its reason.
 # The record, index, im2rec and reader tests again, as on a system without Linux's facilities:
@@ -86,18 +106,23 @@ PORTABLE_TESTS := $(addprefix tests/test_,records.py split.py writer_lifecycle.p
 	pack_resume.py damaged_files.py lists.py list_safety.py imageiter.py mx_compat.py \
 	shards.py inspect_verify.py minibatch.py portable.py portable_paths.py portable_text.py)
 
+# Both pytest passes: CI=true, and torch left out on purpose where no build is pinned
+TEST_ENV = CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)'
+
 # The type check: `$(PYTHON) -m mypy recio` (pyproject.toml's [tool.mypy]; the dev extra pins
 # mypy) checks the library as a user's type checker reads it (recio ships py.typed).
-test: install-dev install-torch install-docs
+test: install-dev install-torch install-docs check-install
 	@echo "== the type check (mypy)"
 	$(PYTHON) -m mypy recio
-	CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)' $(PYTHON) -m pytest -q -rs tests
+	$(TEST_ENV) $(PYTHON) -m pytest -q -rs tests
 	@if [ -n "$(DOCS_PYTHON)" ]; then \
 		echo "== the documentation site, strictly: a broken link, anchor or API reference fails"; \
-		$(MKDOCS) build --strict; fi
+		$(MKDOCS) build --strict && \
+		echo "== the site's search in headless Chromium (make site-check)" && \
+		$(SITE_CHECK); fi
 	@if [ -d /proc/self/fd ]; then \
 		echo "== the same without Linux's facilities (RECIO_TEST_REMOVE=all)"; \
-		CI=true RECIO_TEST_REMOVE=all $(PYTHON) -m pytest -q -rs $(PORTABLE_TESTS); fi
+		$(TEST_ENV) RECIO_TEST_REMOVE=all $(PYTHON) -m pytest -q -rs $(PORTABLE_TESTS); fi
 
 demo: install
 	PYTHON='$(PYTHON)' bash examples/demo.sh

@@ -7,6 +7,7 @@ with the Makefile's commands spelled out. The linux_only / posix_only markers of
 tests/conftest.py are checked here too: a test another platform cannot run is skipped there
 with its reason, which CI=true accepts.
 """
+import importlib.util
 import os
 import pathlib
 import re
@@ -100,8 +101,11 @@ def test_windows_runs_the_makefiles_commands():
     windows = _steps(windows=True)
     extras = re.search(r"install -q -e '(\.\[[\w,]+\])'", makefile).group(1)
     assert f"pip install -q -e '{extras}'" in windows
-    imports = re.search(r"-c '(import cv2[^']*)'", makefile).group(1)
-    assert f"python -c '{imports}'" in windows
+    check = re.search(r"^check-install:\n\t\$\(PYTHON\) (\.ci/check_install\.py)"
+                      r"\$\(if \$\(strip \$\(TORCH_PIN\)\), (--torch)\)", makefile, re.M)
+    assert check, "the Makefile's check-install recipe"
+    assert re.search(rf"^python {re.escape(check.group(1))} "
+                     r'\$\(\[ -n "\$TORCH_PIN" \] && echo --torch\)$', windows, re.M)
     torchdata = re.search(r"--no-deps '(torchdata==[\d.]+)'", makefile).group(1)
     assert f"--no-deps '{torchdata}'" in windows
     pytest_run = re.search(r"\$\(PYTHON\) (-m pytest .*)$", makefile, re.M).group(1)
@@ -110,6 +114,113 @@ def test_windows_runs_the_makefiles_commands():
     assert f"python {type_check}" in windows
     assert "CI=true" in windows and "RECIO_TEST_WITHOUT" in windows
     assert "python .ci/check_python.py" in windows
+
+
+# -- every Python line of the workflow runs here ----------------------------------------------
+
+CHECK_INSTALL = ROOT / ".ci" / "check_install.py"
+
+
+def _workflow_commands():
+    """Every command line of the workflow's run steps (continuations joined), all systems."""
+    text = "\n".join(s.get("run", "") for s in _workflow()["steps"])
+    return [ln.strip() for ln in text.replace("\\\n", " ").splitlines()
+            if ln.strip() and not ln.strip().startswith("#")]
+
+
+def test_the_workflow_runs_no_python_code_of_its_own():
+    """Python code written into the workflow (``python -c``) runs only on CI's machines, where
+    a moved name broke the Windows job unseen; the workflow runs scripts of the repository and
+    the Makefile's commands instead, and every script it runs is run by a test here."""
+    lines = _workflow_commands()
+    assert not [ln for ln in lines if re.search(r"\bpython3? -c\b", ln)]
+    scripts = set(re.findall(r"\bpython3? ((?:\.ci|tests|examples)/[\w/.-]+\.py)", "\n".join(lines)))
+    assert scripts == {".ci/check_python.py", ".ci/check_install.py"}, scripts
+    tests_text = "\n".join(_text(f) for f in (ROOT / "tests").glob("test_*.py"))
+    for script in scripts:
+        assert (ROOT / script).is_file(), script
+        assert pathlib.Path(script).name in tests_text, f"no test runs {script}"
+    makefile = _text(ROOT / "Makefile")
+    assert re.search(r"^test: .*\bcheck-install\b", makefile, re.M), "make test runs check-install"
+    test_recipe = re.search(r"^test:.*?(?=^\S)", makefile, re.M | re.S).group(0)
+    assert "$(SITE_CHECK)" in test_recipe and re.search(
+        r"^SITE_CHECK = CI=true \$\(PYTHON\) \.ci/site_check\.py site$", makefile, re.M)
+
+
+def test_every_pytest_pass_of_make_test_leaves_out_an_unpinned_torch():
+    """Both pytest passes (the suite, and the portable files without Linux's facilities) run
+    under CI=true with RECIO_TEST_WITHOUT=torch where no torch build is pinned (Python 3.9 and
+    3.13): the second pass once lacked it and failed there on every torch test."""
+    makefile = _text(ROOT / "Makefile")
+    env = re.search(r"^TEST_ENV = (.*)$", makefile, re.M)
+    assert env and env.group(1) == \
+        "CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)'", env
+    passes = [ln for ln in makefile.splitlines() if "-m pytest" in ln and "$(PYTHON)" in ln]
+    assert len(passes) == 2 and all("$(TEST_ENV) " in ln for ln in passes), passes
+
+
+def _check_install(*args, pythonpath=None):
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, str(CHECK_INSTALL), *args], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=ROOT)
+
+
+def test_the_python_check_passes_here():
+    """``make check-python`` / the workflow's first step: this interpreter (a virtualenv's)
+    is accepted without a word."""
+    done = subprocess.run([sys.executable, str(ROOT / ".ci" / "check_python.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done
+
+
+def test_the_install_check_passes_here():
+    """What ``make check-install`` and the Windows job run: every requirement of recio and its
+    extras (the dev environment has them all) imports, and the commands list, pack and verify."""
+    done = _check_install()
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"recio\[[\w,]*dev[\w,]*\]: \d+ requirements installed and importing; ran "
+                     r"recio --version, im2rec --version, a list, a pack", done.stdout), done.stdout
+
+
+@pytest.mark.needs("torch", "torchdata")
+def test_the_install_check_with_torch_passes_here():
+    done = _check_install("--torch", "--extras", "torch")
+    assert done.returncode == 0, done.stderr
+    assert "torch and torchdata" in done.stdout
+
+
+def test_the_install_check_names_a_broken_an_old_and_a_missing_dependency(tmp_path):
+    """A dependency that does not import (a package shadowing it that raises), one at a version
+    recio excludes (an older click's metadata found first), and an extra recio lacks: each
+    gets its line naming what to install, and the commands are not run."""
+    (tmp_path / "matplotlib").mkdir()
+    (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('broken on purpose')")
+    info = tmp_path / "click-7.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: click\nVersion: 7.1\n")
+    done = _check_install("--extras", "plot,nosuch", pythonpath=tmp_path)
+    assert done.returncode == 1 and not done.stdout, done.stdout
+    lines = done.stderr.splitlines()
+    assert any("`import matplotlib` fails: ImportError: broken on purpose (needed by "
+               "recio[plot]): pip install 'matplotlib>=" in ln for ln in lines), lines
+    assert "check_install: click 7.1 is installed, which click>=8.0 excludes (needed by recio): " \
+           "pip install 'click>=8.0'" in lines, lines
+    assert any("recio declares no extra 'nosuch'" in ln for ln in lines), lines
+    assert all(ln.startswith("check_install: ") for ln in lines), lines
+
+
+def test_the_install_check_finds_import_names_in_the_distributions_files():
+    from importlib import metadata
+
+    spec = importlib.util.spec_from_file_location("check_install", CHECK_INSTALL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.import_names(metadata.distribution("click")) == ["click"]
+    names = module.import_names(metadata.distribution("pytest"))
+    assert "pytest" in names and "_pytest" not in names
+    assert "PIL" in module.import_names(metadata.distribution("pillow"))
 
 
 def test_the_shard_cache_without_posix_locks_refuses_in_one_line(tmp_path, monkeypatch):

@@ -400,6 +400,68 @@ def test_shell_block_commands_exist_and_run(block, tmp_path, monkeypatch):
     run_shell(block)
 
 
+# -- the same blocks on another .rec, made as the docs show -----------------------------------
+
+#: class folder -> the photos made in it: (file name, width, height, Pillow mode)
+OTHER_PHOTOS = {f"class_{c}": [(f"p{c}{i}.{'png' if (c + i) % 3 == 0 else 'jpg'}",
+                                 40 + 17 * ((c * 3 + i) % 5), 32 + 13 * ((c + 2 * i) % 4),
+                                 ("RGB", "L", "RGBA", "RGB")[(c + i) % 4])
+                                for i in range(2 + c % 2)] for c in range(7)}
+
+
+@pytest.fixture(scope="module")
+def other_pack(tmp_path_factory) -> pathlib.Path:
+    """A folder holding train.rec + train.idx made as README.md and docs/im2rec.md show: the
+    photos of 7 class folders (JPEG and PNG; colour, grey and transparent; landscape and
+    portrait, none like the golden ones) listed by ``im2rec train images/ --list --recursive``
+    and packed by ``im2rec train images/ --resize 256 --quality 95 --num-thread 4``."""
+    from PIL import Image
+
+    folder = tmp_path_factory.mktemp("other_pack")
+    rng = np.random.default_rng(7)
+    for label, photos in OTHER_PHOTOS.items():
+        (folder / "images" / label).mkdir(parents=True)
+        for name, width, height, mode in photos:
+            ramp = np.linspace(0, 255, width * height * 4).reshape(height, width, 4)
+            pixels = (ramp + rng.integers(0, 40, ramp.shape)).clip(0, 255).astype(np.uint8)
+            image = Image.fromarray(pixels, "RGBA").convert(mode)
+            if name.endswith(".jpg") and mode == "RGBA":
+                image = image.convert("RGB")
+            image.save(folder / "images" / label / name)
+    for args in (["--list", "--recursive"], ["--resize", "256", "--quality", "95",
+                                              "--num-thread", "4"]):
+        done = subprocess.run(command("im2rec") + ["train", "images/"] + args, cwd=folder,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert (folder / "train.rec").is_file() and (folder / "train.idx").is_file()
+    return folder
+
+
+@pytest.mark.parametrize("block", [b for b in CODE_BLOCKS if b.lang in PYTHON_LANGS
+                                   and "images" in b.setups], ids=lambda b: f"{b.doc}:{b.line}")
+def test_image_blocks_run_on_any_rec_the_docs_make(block, other_pack, tmp_path, monkeypatch):
+    """Every block written for ``train.rec`` (setup=images, the golden 13 images of 4 classes)
+    runs as written on another one: 7 classes, other sizes and formats. A block that counts
+    on the golden file (``num_classes = 4``) fails here."""
+    monkeypatch.chdir(tmp_path)
+    problems = spec_problems(block)
+    assert not problems, problems
+    for module in block.needs:
+        need(module)
+    for name in block.setups:
+        if name == "images":
+            for ext in (".rec", ".idx"):
+                shutil.copyfile(other_pack / f"train{ext}", f"train{ext}")
+        else:
+            SETUPS[name]()
+    run_python(block.code, f"{block.doc}:{block.line}")
+
+
+def test_the_other_pack_has_seven_classes(other_pack):
+    labels = {recio.unpack(r)[0].label for r in recio.RecordReader(str(other_pack / "train.rec"))}
+    assert labels == {float(c) for c in range(7)}
+
+
 def _prose(text: str) -> str:
     """``text`` without its fenced blocks (those are run instead)."""
     return _FENCE.sub("", text)
@@ -538,3 +600,30 @@ def test_a_missing_name_is_reported():
         resolve("recio.records.reader.NoSuchName")
     assert resolve("recio.image.codec.DEFAULT_MAX_PIXELS") == \
         __import__("recio.image.codec", fromlist=["_"]).DEFAULT_MAX_PIXELS
+
+
+# -- the Benchmarks page (benchmarks/README.md, the site's benchmarks.md) ----------------------
+
+BENCHMARKS = ROOT / "benchmarks" / "README.md"
+
+
+def test_the_benchmarks_page_cites_a_record_for_every_figure():
+    """Each row of its figure tables names the results file its figures come from, and that
+    file exists; the page narrates no development (no issue numbers, no dated sessions)."""
+    text = BENCHMARKS.read_text(encoding="utf-8")
+    assert (ROOT / "docs" / "benchmarks.md").read_text().strip() == '--8<-- "benchmarks/README.md"'
+    figures = text.split("## Current figures", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in figures.splitlines() if ln.startswith("| ") and not ln.startswith(
+        ("| what |", "| case |", "| --- |"))]
+    assert len(rows) >= 30, len(rows)
+    for row in rows:
+        if row.startswith("| crop") or row.startswith("| random resized crop"):
+            continue  # the DALI table: its paragraph names the record
+        cited = re.findall(r"`(?:benchmarks/)?(results/[\w.-]+)`|^\| .* \| as above \|$", row)
+        assert cited, f"no record for: {row}"
+    named = set(re.findall(r"`(?:benchmarks/)?(results/[\w.-]+\.(?:md|txt))`", text))
+    assert len(named) >= 10, named
+    missing = sorted(p for p in named if not (ROOT / "benchmarks" / p).is_file())
+    assert not missing, missing
+    assert not re.search(r"(?i)\bissue \d+|\bsession\b|\bbefore and after\b", text)
+    assert "Python ≤ 3.9" not in text and "numpy<1.24" in text

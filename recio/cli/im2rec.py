@@ -154,6 +154,7 @@ pack in the way or one that is running; 130 interrupted (Ctrl-C); 143 terminated
 
 @click.command("im2rec", cls=_MXNetCompatCommand, help=HELP,
                context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="recio")  # the same line as `recio --version`
 @click.argument("prefix", type=click.Path())
 @click.argument("root", type=click.Path())
 @click.option("--list", "make_list", is_flag=True,

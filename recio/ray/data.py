@@ -120,8 +120,11 @@ class RecordDatasource(Datasource):
     def _task(self, pieces: List[Tuple[int, int, int]], limit: Optional[int]) -> ReadTask:
         files = [self.files[n] for n, _, _ in pieces]
         size = sum(int(f[2] * (e - s) / max(f[3], 1)) for f, (_, s, e) in zip(files, pieces))
+        # a list: Ray 2.51 (the last for Python 3.9) declares Optional[List[str]], newer ones
+        # Optional[Tuple[str, ...]] and turn a list into a tuple; Any type-checks with both
+        input_files: Any = list(dict.fromkeys(f[0] for f in files))
         metadata = BlockMetadata(num_rows=None, size_bytes=size, exec_stats=None,
-                                 input_files=tuple(dict.fromkeys(f[0] for f in files)))
+                                 input_files=input_files)
         ranges = [(f[0], f[1], f[2], s, e) for f, (_, s, e) in zip(files, pieces)]
         options = (self.decode, self.header, self.include_paths, self.storage_options)
         return ReadTask(lambda: _read_ranges(ranges, *options), metadata,
