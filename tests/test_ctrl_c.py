@@ -167,6 +167,18 @@ def _made(folder):
     return {n: (folder / n).read_bytes() for n in os.listdir(folder) if n.startswith("made.")}
 
 
+@pytest.mark.posix_only("sends itself SIGINT through a sitecustomize hook")
+def test_ctrl_c_in_clicks_own_code_says_interrupted_not_aborted(script, photos, tmp_path):
+    """A Ctrl-C while click parses the arguments, before the command runs: click would turn
+    its KeyboardInterrupt into "Aborted!" and exit status 1; the command says "Interrupted."
+    and exits 130 as at any other moment."""
+    env = hook_env(tmp_path, kill_at="click.core:Command.parse_args:1:INT")
+    proc = subprocess.run([*script("im2rec"), str(tmp_path / "job"), str(photos / "img"),
+                           "--list"], capture_output=True, text=True, timeout=120, env=env)
+    assert (proc.returncode, proc.stderr) == (130, "Interrupted.\n")
+    assert not os.path.exists(tmp_path / "job.lst")
+
+
 # -- a user's script ----------------------------------------------------------------------
 #: a training script's loop over one of recio's iterators (argv: which, the .rec, a file it
 #: creates once batches come): ImageRecordIter, recio.mx's, or recio.mx's PrefetchingIter
