@@ -36,9 +36,11 @@ from PIL import Image
 
 from support import assert_same_files, hook_env, run_signalled
 
-#: Ctrl-Cs per case: before the fix, 2 pack threads aborted on 5 to 12 of 30 (a rate of 1 in
-#: 6 or more); a fault that hit only 1 Ctrl-C in 10 would still show in 30 tries with a
-#: probability of 96%
+#: Ctrl-Cs per case. Before the fix, of 40 spread over a pack on 2 threads, 4 aborted (about
+#: 1 in 4 of those that came while images were packed) and 15 more ended with a traceback or
+#: killed by SIGINT (those while the command loaded its modules). A fault that hits 1 in 4 of
+#: the Ctrl-Cs during packing shows in the 10 or more that land there with a probability
+#: above 94% (one that hits 1 in 10 of all 30, 96%), and each kind of pack is tried.
 TRIES = 30
 #: the packs interrupted: (id, options); OpenCV decodes and resizes on 2 or 3 of the packer's
 #: threads (one part of a pack in shards at a time) or on 2 worker processes
