@@ -281,7 +281,7 @@ def test_ctrl_c_in_a_script_iterating_image_record_iter(packed, tmp_path, which)
     of a script that does not catch KeyboardInterrupt: the main thread gets it at once, one
     traceback (the script's own) is printed, nothing aborts. The image record iterators'
     decoding threads belong to a thread pool, which Python joins before it shuts down, so none
-    is inside OpenCV then (no failure in 30 tries of each before the fix: a guard). recio.mx's
+    is inside OpenCV then (no failure in 10 and 20 tries before the fix: a guard). recio.mx's
     PrefetchingIter decoded in daemon threads, waited for with Thread.join: 12 aborts in 16
     tries before it let Python wait for them."""
     rng = random.Random(f"ctrl-c-iter-{which}")
