@@ -138,6 +138,67 @@ def _finish(cmd, folder, clean, runs):
     assert_same_files(folder, clean, "job")
 
 
+@pytest.mark.posix_only("a pseudo-terminal, and SIGINT to a process group")
+def test_ctrl_c_with_the_progress_bar_on_a_terminal(script, photos, tmp_path):
+    """On a terminal the pack draws a tqdm bar (whose monitor thread runs beside the workers):
+    12 Ctrl-Cs spread over a pack on 2 threads end it as cleanly as without one."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import time
+
+    cmd = [*script("im2rec"), str(tmp_path / "job"), str(photos / "img"), "--resize", "256",
+           "--num-thread", "2", "--force"]
+    started = tmp_path / "started"
+    env = hook_env(tmp_path, started=started)
+    drawn = 0
+    for delay in _spread(random.Random("ctrl-c-tty"), 1.2, tries=12):
+        for name in os.listdir(tmp_path):
+            if name.startswith(("job", ".", "started")):
+                shutil.rmtree(tmp_path / name) if (tmp_path / name).is_dir() \
+                    else os.unlink(tmp_path / name)
+        shutil.copy(photos / "job.lst", tmp_path / "job.lst")
+        terminal, stderr = pty.openpty()
+        fcntl.ioctl(stderr, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                                start_new_session=True, preexec_fn=_as_in_a_terminal())
+        os.close(stderr)
+        shown, sent = b"", None
+        while True:
+            if sent is None and started.exists():
+                sent = time.monotonic() + delay
+            if sent and time.monotonic() >= sent and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+                sent = 0
+            try:
+                chunk = os.read(terminal, 65536) if _readable(terminal) else b""
+            except OSError:  # the terminal's other end is closed: the command ended
+                break
+            if not chunk and proc.poll() is not None:
+                break
+            shown += chunk
+        os.close(terminal)
+        proc.wait(60)
+        err = shown.decode(errors="replace")
+        proc.err = err
+        _assert_clean_end(proc, f"Ctrl-C {delay:.2f} s after the start: {proc.returncode}")
+        drawn += "img/s" in err
+    assert drawn, "the bar was never drawn"
+
+
+def _readable(fd):
+    import select
+
+    return bool(select.select([fd], [], [], 0.01)[0])
+
+
+def _as_in_a_terminal():
+    from conftest import as_in_a_terminal
+
+    return as_in_a_terminal
+
+
 @pytest.mark.posix_only("sends SIGINT to a process group, as a terminal's Ctrl-C does")
 def test_ctrl_c_while_making_a_list_exits_130_and_leaves_no_half_list(script, photos,
                                                                      tmp_path):
