@@ -360,7 +360,9 @@ def test_ctrl_c_in_a_script_iterating_a_dataloader_over_recio_torch(packed, tmp_
     """A DataLoader with 2 worker processes, forked or spawned, decoding with recio.torch's
     datasets: Ctrl-Cs at moments spread over 1.5 s once both workers have given a batch
     reach the workers and the script at once; the workers end quietly (PyTorch's worker loop
-    takes their KeyboardInterrupt), the script with its own one traceback, nothing aborts.
+    takes their KeyboardInterrupt: no traceback shows recio's code), the script with its own
+    traceback, nothing aborts. (PyTorch's own plumbing may print one more: the thread that
+    hands a worker's tensor to the main process finds it gone.)
     A guard, not a hunt: 4 tries forked and 2 spawned (a spawned worker imports torch again,
     2-4 s a try); no failure in 48 tries before the fix. (A Ctrl-C while a spawned worker
     still imports torch makes it print its own traceback: that is Python starting the worker,
@@ -373,4 +375,4 @@ def test_ctrl_c_in_a_script_iterating_a_dataloader_over_recio_torch(packed, tmp_
         proc = _script_interrupted(tmp_path, _DATALOADER_SCRIPT, [method, kind, str(packed)],
                                    delay)
         _assert_python_ends_on_ctrl_c(proc, f"Ctrl-C {delay:.2f} s after two batches")
-        assert proc.err.count("Traceback") == 1, proc.err
+        assert f"{os.sep}recio{os.sep}" not in proc.err, proc.err  # none of recio's frames
