@@ -1,5 +1,12 @@
-"""``python -m recio.im2rec``: the ``im2rec`` command (MXNet's tools/im2rec.py arguments)."""
-from recio.cli.im2rec import main
+"""``python -m recio.im2rec`` and the ``im2rec`` console script: the ``im2rec`` command (MXNet's
+tools/im2rec.py arguments)."""
+from recio.cli import run_command
+
+
+def main() -> None:
+    """Console-script entry point for ``im2rec``."""
+    run_command("recio.cli.im2rec")
+
 
 if __name__ == "__main__":
     main()

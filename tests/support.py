@@ -149,23 +149,35 @@ if os.environ.get("RECIO_TEST_SLOW") or os.environ.get("RECIO_TEST_KILL_AT"):
                 os.kill(os.getpid(), getattr(signal, "SIG" + _signal))
                 time.sleep(0.5)  # SIGTERM: the handler runs in the main thread meanwhile
         _wrap(_target, _maybe_die)
+if os.environ.get("RECIO_TEST_STARTED"):
+    import importlib
+
+    _import_module = importlib.import_module
+
+    def _import_marked(name, package=None):  # recio.cli.run_command loads the command
+        if name.startswith("recio.cli."):
+            open(os.environ["RECIO_TEST_STARTED"], "a").close()
+        return _import_module(name, package)
+    importlib.import_module = _import_marked
 '''
 
 
-def hook_env(folder, slow=None, kill_at=None, base=None, ready=None):
+def hook_env(folder, slow=None, kill_at=None, base=None, ready=None, started=None):
     """The environment of a command that ``slow``s each image read by that many seconds
     and/or kills itself at ``kill_at`` = ``"module:function:N:SIGNAL"`` (just before the N-th
     call of that function, e.g. ``"recio.storage:move:3:KILL"``), through a ``sitecustomize``
     written to ``folder/hook``. With ``slow``, the first image read creates the file
     ``ready`` (if given): the command is past its start-up, where a signal is the
-    interpreter's business, not recio's."""
+    interpreter's business, not recio's. ``started`` (a file) is created as the command's
+    entry point begins to load the command (``recio.cli.run_command``): from then on a Ctrl-C
+    is recio's to answer; before, the interpreter is still starting."""
     hook = folder / "hook"
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(HOOK)
     env = dict(os.environ if base is None else base)
     env["PYTHONPATH"] = os.pathsep.join([str(hook)] + [p for p in [env.get("PYTHONPATH")] if p])
     for name, value in (("RECIO_TEST_SLOW", slow), ("RECIO_TEST_KILL_AT", kill_at),
-                        ("RECIO_TEST_READY", ready)):
+                        ("RECIO_TEST_READY", ready), ("RECIO_TEST_STARTED", started)):
         if value is None:
             env.pop(name, None)
         else:
@@ -184,6 +196,47 @@ def assert_bucket_set(server, prefix_url, clean, out):
             (out / key[len(under) + 1:]).write_bytes(server.get(f"s3://{bucket}/{key}"))
     assert_same_files(out, clean, "job")
     assert sorted(os.listdir(out)) == sorted(os.listdir(clean))
+
+
+def run_signalled(cmd, env, sig, delay, after=None, cwd=None, group=False):
+    """Run ``cmd``; ``delay`` seconds after the file ``after`` appears (a ``ready`` or
+    ``started`` mark of ``hook_env``; None: from the start; ``delay`` None: let it end by itself,
+    e.g. its hook kills it) send it ``sig``, with its default action as in a terminal. With
+    ``group`` the command runs in a process group of its own and ``sig`` goes to the whole
+    group, worker processes too, as a terminal's Ctrl-C does. Returns the finished process:
+    its output in ``out`` and ``err``, whether ``sig`` was sent in ``signalled``, and in
+    ``took`` the seconds from ``after`` to its end."""
+    import subprocess
+    import time
+
+    from conftest import as_in_a_terminal
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=cwd, preexec_fn=as_in_a_terminal,
+                            start_new_session=group)
+    proc.signalled = False
+    try:
+        deadline = time.monotonic() + 120
+        while after is not None and not os.path.exists(after) and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.002)
+        began = time.monotonic()
+        if delay is not None:
+            try:
+                proc.wait(delay)
+            except subprocess.TimeoutExpired:
+                if group:
+                    os.killpg(proc.pid, sig)
+                else:
+                    proc.send_signal(sig)
+                proc.signalled = True
+        proc.out, proc.err = finish(proc)
+        proc.took = time.monotonic() - began
+    finally:
+        if group and proc.poll() is None:  # a failed wait leaves no worker of it running
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return proc
 
 
 def finish(proc, timeout=120):

@@ -16,7 +16,7 @@ import pytest
 
 import recio
 
-SCRIPTS = {"recio": "recio.cli.main:main", "im2rec": "recio.cli.im2rec:main"}
+SCRIPTS = {"recio": "recio.__main__:main", "im2rec": "recio.im2rec:main"}
 
 
 def installed_script(name: str) -> str:

@@ -95,12 +95,12 @@ def test_thread_pipeline_writes_in_list_order_with_bounded_lookahead(tmp_path, m
         real_init(self, *args, **kwargs)
         pipelines.append(self)
 
-    def slow(job, batch):
+    def slow(job, batch, stop=None):
         time.sleep(random.random() * 0.01)
         pipeline = pipelines[-1]
         with pipeline.state:
             ahead.append(batch[0][0] // pipeline.batch_size - pipeline.next_write)
-        return original(job, batch)
+        return original(job, batch, stop)
 
     monkeypatch.setattr(pack_executors._ThreadPipeline, "__init__", remember)
     monkeypatch.setattr(pack_executors, "encode_batch", slow)
@@ -121,12 +121,12 @@ def test_thread_pipeline_error_stops_the_pack_and_resume_finishes_it(tmp_path, m
     calls = []
     lock = threading.Lock()
 
-    def failing(job, batch):
+    def failing(job, batch, stop=None):
         with lock:
             calls.append(1)
             if len(calls) == 5:
                 raise RuntimeError("disk on fire")
-        return original(job, batch)
+        return original(job, batch, stop)
 
     monkeypatch.setattr(pack_executors, "encode_batch", failing)
     with pytest.raises(RuntimeError, match="disk on fire"):
@@ -136,6 +136,90 @@ def test_thread_pipeline_error_stops_the_pack_and_resume_finishes_it(tmp_path, m
     monkeypatch.setattr(pack_executors, "encode_batch", original)
     result = pack_list(lst, root, workers=3, batch_size=2, resume=True)
     assert result.packed == 40 and (tmp_path / "many.rec").read_bytes() == expected
+
+
+def _busy_transform(monkeypatch, seconds=0.01, stuck_at=None):
+    """Make each image's transform take ``seconds`` (the worker is "inside OpenCV" meanwhile),
+    ten times that on the first worker thread (the one the pack waited for first), and count
+    those in progress; ``stuck_at`` (an image name) blocks its read until the
+    returned event is set, as a file that never answers would, and then sends the main
+    thread a Ctrl-C. Returns (inside, stuck)."""
+    from recio.image import pack_worker
+
+    inside, lock, stuck = [0], threading.Lock(), threading.Event()
+    transform, read = pack_worker._transform, pack_worker._read_image_file
+
+    def busy(job, data, path):
+        with lock:
+            inside[0] += 1
+        try:
+            first = threading.current_thread().name == pack_executors.PACK_THREAD + "0"
+            time.sleep(seconds * (10 if first else 1))
+            return transform(job, data, path)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    def blocking(job, path):
+        if stuck_at is not None and os.path.basename(path) == stuck_at:
+            import _thread
+
+            _thread.interrupt_main()  # Ctrl-C, while this worker is stuck
+            stuck.wait(60)
+        return read(job, path)
+    monkeypatch.setattr(pack_worker, "_transform", busy)
+    monkeypatch.setattr(pack_worker, "_read_image_file", blocking)
+    return inside, stuck
+
+
+def _ctrl_c_after(monkeypatch, images):
+    """A Ctrl-C in the main thread (which waits for the workers) once ``images`` images have
+    been written."""
+    import _thread
+
+    written = []
+
+    def progress(done, total):
+        if done >= images and not written:
+            written.append(done)
+            _thread.interrupt_main()
+    return progress
+
+
+def test_a_ctrl_c_returns_only_once_the_worker_threads_have_left(tmp_path, monkeypatch):
+    """A pack on threads stopped by Ctrl-C raises KeyboardInterrupt only once its threads have
+    left, each after the image it was on: a program that ends on it never shuts Python down
+    with one inside OpenCV, which aborts ("terminate called without an active exception").
+    The pack waited with Thread.join, which a Ctrl-C arriving in it leaves believing the thread
+    has ended (Python 3.9 to 3.12). Resume then finishes the pack."""
+    root, lst = _list(tmp_path, 120)
+    inside, _ = _busy_transform(monkeypatch)
+    for attempt in range(5):  # the Ctrl-C reaches the main thread at a different moment each
+        with pytest.raises(KeyboardInterrupt):
+            pack_list(lst, root, workers=3, batch_size=2,
+                      progress=_ctrl_c_after(monkeypatch, 10 + 8 * attempt),
+                      resume=attempt > 0)
+        assert inside[0] == 0 and pack_executors.pack_threads_running() == 0, attempt
+    assert pack_list(lst, root, workers=3, resume=True).packed == 120
+
+
+def test_a_worker_stuck_reading_is_left_behind_counted(tmp_path, monkeypatch):
+    """A worker thread stuck reading a file does not keep Ctrl-C from stopping the pack: it
+    is waited for ``STOP_WAIT`` seconds, then left behind, counted by
+    ``pack_threads_running`` (the CLI then exits without Python's shutdown) until it ends."""
+    root, lst = _list(tmp_path, 60)
+    inside, stuck = _busy_transform(monkeypatch, stuck_at="30.jpg")
+    monkeypatch.setattr(pack_executors, "STOP_WAIT", 0.5)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        pack_list(lst, root, workers=2, batch_size=2)
+    assert time.monotonic() - started < 30
+    assert pack_executors.pack_threads_running() == 1 and inside[0] == 0
+    stuck.set()
+    deadline = time.monotonic() + 30
+    while pack_executors.pack_threads_running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pack_executors.pack_threads_running() == 0
 
 
 def _split_reference(data: bytes) -> list:

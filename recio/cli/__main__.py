@@ -1,5 +1,5 @@
 """``python -m recio.cli``: the same as ``python -m recio``."""
-from recio.cli.main import main
+from recio.cli import run_command
 
 if __name__ == "__main__":
-    main()
+    run_command("recio.cli.main")

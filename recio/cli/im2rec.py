@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, List, Optional, Sequence
@@ -28,7 +27,7 @@ from recio.cli.termination import EXIT_TERMINATED, SigtermSeen, Terminated, sigt
 from recio.errors import RecordIOError, plural
 from recio.image.codec import DEFAULT_MAX_PIXELS
 from recio.image.list_folder import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
-from recio.image.pack_executors import PACK_THREAD
+from recio.image.pack_executors import pack_threads_running
 from recio.image.pack_output import has_partial
 from recio.image.pack_prefix import PrefixLists
 from recio.image.pack_progress import PackProgress, staging_folder
@@ -419,13 +418,13 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
 
 
 def _exit_interrupted(code: int) -> None:
-    """Exit with ``code`` after a stopped pack has said what it kept. A pack's worker threads
-    are daemons, and one may still be inside native code (OpenCV's resize) when the pack stops;
-    Python's shutdown ends such a thread in a way C++ code cannot unwind, which aborts the
-    process ("terminate called without an active exception", status -6) instead of exiting with
-    ``code``. The outputs are closed by now, so then leave without that shutdown."""
-    if any(thread.name.startswith(PACK_THREAD) and thread.is_alive()
-           for thread in threading.enumerate()):
+    """Exit with ``code`` after a stopped pack has said what it kept. A stopped pack waits for
+    its worker threads to leave, but one stuck reading a file (or inside an image that takes
+    longer than that wait) stays; were it inside OpenCV, Python's shutdown would end it by
+    unwinding C++ frames, which aborts the process ("terminate called without an active
+    exception", status -6) instead of exiting with ``code``. The outputs are closed by now, so
+    then leave without that shutdown."""
+    if pack_threads_running():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

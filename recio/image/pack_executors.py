@@ -15,11 +15,12 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 import warnings
 from collections import deque
 from contextlib import contextmanager
 from multiprocessing.pool import Pool
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Protocol
+from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Protocol, Set
 
 from PIL import Image
 
@@ -48,8 +49,60 @@ class BatchSink(Protocol):
     def write(self, outcomes: List[Outcome]) -> None: ...
 
 
-#: the name prefix of a pack's worker threads (the CLI looks for them when a pack stops)
+#: the name prefix of a pack's threads (its worker threads and a pool's stopper)
 PACK_THREAD = "recio-pack-"
+#: how long a stopped pack waits for its worker threads to leave (each leaves after the image
+#: it is on; only one stuck reading a file, or inside an image that takes longer, stays)
+STOP_WAIT = 5.0
+
+#: this process's pack threads that have not ended (see pack_threads_running)
+_running: Set[threading.Thread] = set()
+_running_lock = threading.Lock()
+
+
+def pack_threads_running() -> int:
+    """How many of this process's pack threads have not ended: worker threads a stopped pack
+    left behind (stuck reading a file, or still inside OpenCV), or a pool's stopper.
+
+    A process must not go through Python's shutdown while one of them is inside OpenCV: the
+    interpreter ends such a daemon thread by unwinding its C++ frames, which aborts the
+    process ("terminate called without an active exception"). Counted by the threads
+    themselves: ``Thread.is_alive()`` cannot be trusted after a Ctrl-C. On Python 3.9 to 3.12
+    a KeyboardInterrupt raised while ``Thread.join`` waits makes it release the lock the
+    running thread holds and mark that thread stopped (the bpo-45274 handling in
+    ``Thread._wait_for_tstate_lock``): it runs on, but ``join`` returns at once and
+    ``is_alive()`` says False."""
+    with _running_lock:
+        return len(_running)
+
+
+def _start_thread(target: Any, name: str) -> threading.Event:
+    """Start ``target`` on a daemon pack thread, counted by :func:`pack_threads_running` until
+    it ends; returns an event set when it has ended (waiting on it, unlike ``join``, stays
+    right when a Ctrl-C interrupts the wait)."""
+    ended = threading.Event()
+
+    def run() -> None:
+        try:
+            target()
+        finally:
+            with _running_lock:
+                _running.discard(thread)
+            ended.set()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    with _running_lock:
+        _running.add(thread)
+    try:
+        thread.start()
+    except Exception:  # it could not start (no more threads): it will not count itself out
+        with _running_lock:
+            _running.discard(thread)
+        ended.set()
+        raise
+    # (a Ctrl-C during start() leaves it counted: it has most likely started, and a count
+    # too many only makes the CLI leave without Python's shutdown, which is always safe)
+    return ended
 
 
 def check_workers(workers: int, executor: str) -> None:
@@ -177,10 +230,7 @@ def _stop_pool(pool: Pool, others: set) -> None:
     which a worker process that died holding it never gives back (seen when every worker was
     killed mid-pack). After 5 s the pool's workers (this process's children but ``others``)
     are killed directly, and the stuck daemon thread is left to end with the process."""
-    stopper = threading.Thread(target=pool.terminate, name=f"{PACK_THREAD}stop", daemon=True)
-    stopper.start()
-    stopper.join(5.0)
-    if stopper.is_alive():
+    if not _start_thread(pool.terminate, f"{PACK_THREAD}stop").wait(STOP_WAIT):
         for worker in set(multiprocessing.active_children()) - others:
             worker.kill()
             worker.join(5.0)
@@ -212,8 +262,10 @@ class _ThreadPipeline:
     busy, and the thread holding the GIL is never one the OS has set aside for a third (a
     separate writer thread would be). A batch more than ``window`` batches ahead of the
     writing waits before it is encoded, which bounds memory. The threads are daemons: an
-    error or Ctrl-C stops them after their current batch, or leaves one stuck reading a file
-    behind.
+    error or Ctrl-C stops them after the image each is on, and the caller gets the error once
+    they have left (at most ``STOP_WAIT`` seconds: one stuck reading a file is left behind,
+    counted by :func:`pack_threads_running`), so a program that ends on it never goes through
+    Python's shutdown with one of them inside OpenCV.
     """
 
     def __init__(self, job: PackJob, tasks: Iterator[Task], workers: int, batch_size: int,
@@ -228,20 +280,28 @@ class _ThreadPipeline:
         self.finished: Dict[int, List[Outcome]] = {}
         self.writing = False
         self.failure: Optional[BaseException] = None
+        self.running = 0  # threads started that have not left _work
 
     def run(self) -> None:
-        threads = [threading.Thread(target=self._work, name=f"{PACK_THREAD}{i}", daemon=True)
-                   for i in range(self.workers)]
-        for thread in threads:
-            thread.start()
         try:
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.25)  # short waits: Ctrl-C reaches this thread
+            for i in range(self.workers):
+                with self.state:
+                    self.running += 1
+                try:
+                    _start_thread(self._work, f"{PACK_THREAD}{i}")
+                except Exception:
+                    self._left()
+                    raise
+            with self.state:
+                while self.running:
+                    self.state.wait(0.25)  # short waits: Ctrl-C reaches this thread (Windows)
         except BaseException as exc:
             self._fail(exc)
-            for thread in threads:  # let a batch being written finish before the abort
-                thread.join(2.0)
+            # each thread leaves after the image it is on (a batch being written is finished)
+            deadline = time.monotonic() + STOP_WAIT
+            with self.state:
+                while self.running and time.monotonic() < deadline:
+                    self.state.wait(max(0.0, deadline - time.monotonic()))
             raise
         if self.failure is not None:
             raise self.failure
@@ -252,7 +312,21 @@ class _ThreadPipeline:
                 self.failure = exc
             self.state.notify_all()
 
+    def _left(self) -> None:
+        with self.state:
+            self.running -= 1
+            self.state.notify_all()
+
+    def _stopping(self) -> bool:
+        return self.failure is not None
+
     def _work(self) -> None:
+        try:
+            self._take_and_encode()
+        finally:
+            self._left()
+
+    def _take_and_encode(self) -> None:
         try:
             while self.failure is None:
                 with self.take_lock:
@@ -264,8 +338,10 @@ class _ThreadPipeline:
                 with self.state:
                     while number - self.next_write >= self.window and self.failure is None:
                         self.state.wait()
-                outcomes = encode_batch(self.job, batch)
+                outcomes = encode_batch(self.job, batch, stop=self._stopping)
                 with self.state:
+                    if self.failure is not None:  # the batch may be cut short: never write it
+                        return
                     self.finished[number] = outcomes
                 self._write_ready()
         except BaseException as exc:  # handed to run(), which raises it in the caller
@@ -289,4 +365,5 @@ class _ThreadPipeline:
                     self.state.notify_all()
 
 
-__all__ = ["EXECUTORS", "AUTO_EXECUTOR", "BatchSink", "check_workers", "encode_in_order"]
+__all__ = ["EXECUTORS", "AUTO_EXECUTOR", "BatchSink", "check_workers", "encode_in_order",
+           "pack_threads_running"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from recio import portable, storage
 from recio.errors import ImageError
@@ -235,10 +235,18 @@ def _read_all(fd: int, size: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def encode_batch(job: PackJob, batch: List[Task]) -> List[Outcome]:
+def encode_batch(job: PackJob, batch: List[Task],
+                 stop: Optional[Callable[[], bool]] = None) -> List[Outcome]:
     """The outcomes of one batch of tasks, in order: what a worker runs (a module-level
-    function, so a process pool can send it by name)."""
-    return [_encode_one(job, task) for task in batch]
+    function, so a process pool can send it by name). ``stop`` is asked before each task;
+    once it says yes the rest of the batch is left out, so a worker thread of a pack that is
+    stopping (a Ctrl-C, another worker's error) leaves after the image it is on."""
+    outcomes: List[Outcome] = []
+    for task in batch:
+        if stop is not None and stop():
+            break
+        outcomes.append(_encode_one(job, task))
+    return outcomes
 
 
 __all__ = ["PackJob", "make_job", "Task", "Outcome", "encode_batch", "item_location"]

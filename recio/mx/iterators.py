@@ -322,7 +322,11 @@ class ResizeIter(_OverBatches):
 @suggests_keywords
 class PrefetchingIter(_OverBatches):
     """Reads the next batches of one or more iterators in background threads and joins them
-    (``rename_data`` / ``rename_label``: one ``{old: new}`` dict per iterator)."""
+    (``rename_data`` / ``rename_label``: one ``{old: new}`` dict per iterator).
+
+    The threads are not daemons (MXNet's are): a program that ends meanwhile, on a Ctrl-C say,
+    first lets each finish the batch it reads. A daemon thread still decoding in OpenCV when
+    Python shuts down aborts the process ("terminate called without an active exception")."""
 
     def __init__(self, iters: Union[DataIter, List[DataIter]],
                  rename_data: Optional[List[Dict[str, str]]] = None,
@@ -334,12 +338,13 @@ class PrefetchingIter(_OverBatches):
         self.rename_data, self.rename_label = rename_data, rename_label
         self.batch_size = self.provide_data[0][1][0]
         self.current_batch: Optional[DataBatch] = None
-        self._pending: List[threading.Thread] = []
+        self._fetched = threading.Event()
         self._results: List[Any] = []
         self._fetch()
 
     def _fetch(self) -> None:
         self._results = [None] * len(self.iters)
+        fetched, left, lock = threading.Event(), [len(self.iters)], threading.Lock()
 
         def run(i: int) -> None:
             try:
@@ -348,16 +353,27 @@ class PrefetchingIter(_OverBatches):
                 self._results[i] = ("end", None)
             except BaseException as exc:  # re-raised in the consumer
                 self._results[i] = ("error", exc)
+            finally:
+                with lock:
+                    left[0] -= 1
+                    if not left[0]:
+                        fetched.set()
 
-        self._pending = [threading.Thread(target=run, args=(i,), daemon=True,
-                                          name="recio-PrefetchingIter")
-                         for i in range(len(self.iters))]
-        for thread in self._pending:
-            thread.start()
+        self._fetched = fetched
+        for i in range(len(self.iters)):
+            try:
+                threading.Thread(target=run, args=(i,), name="recio-PrefetchingIter").start()
+            except BaseException:  # no thread for the others: their results never come
+                for j in range(i, len(self.iters)):
+                    self._results[j] = ("end", None)
+                fetched.set()
+                raise
 
     def _wait(self) -> List[Any]:
-        for thread in self._pending:
-            thread.join()
+        # an event, not Thread.join: a Ctrl-C that interrupts a join makes Python 3.9 to 3.12
+        # take the thread for ended, and then not wait for it before shutting down either
+        while not self._fetched.wait(0.25):  # short waits: Ctrl-C reaches this thread (Windows)
+            pass
         for kind, value in self._results:
             if kind == "error":
                 raise value
