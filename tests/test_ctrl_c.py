@@ -10,7 +10,7 @@ Ctrl-C there is Python's) to just past its end:
   status 130 saying "Interrupted" once (0 when the Ctrl-C came after the work was done), no
   traceback, no abort; the pack then finishes with ``--resume``, byte for byte the pack that
   was never interrupted. (SIGTERM, SIGKILL and interrupts at chosen points: test_pack_resume.)
-* a script iterating ``recio.ImageRecordIter`` or ``recio.mx.io.ImageRecordIter``, and one
+* a script iterating ``recio.ImageBatchIter`` or ``recio.mx.io.ImageRecordIter``, and one
   iterating a PyTorch ``DataLoader`` with 2 worker processes over the ``recio.torch``
   datasets: the KeyboardInterrupt reaches the script's main thread at once, and the script
   then ends as Python ends one that does not catch it (killed by SIGINT, which a shell reports
@@ -244,14 +244,14 @@ def test_ctrl_c_in_clicks_own_code_says_interrupted_not_aborted(script, photos, 
 
 # -- a user's script ----------------------------------------------------------------------
 #: a training script's loop over one of recio's iterators (argv: which, the .rec, a file it
-#: creates once batches come): ImageRecordIter, recio.mx's, or recio.mx's PrefetchingIter
+#: creates once batches come): ImageBatchIter, recio.mx's, or recio.mx's PrefetchingIter
 #: reading batches of recio.mx.image.ImageIter (which decodes in the thread that asks)
 _ITERATOR_SCRIPT = """
 import sys
 which, rec, ready = sys.argv[1:]
 if which == "recio":
     import recio
-    make = recio.ImageRecordIter
+    make = recio.ImageBatchIter
 else:
     import recio.mx
     make = recio.mx.io.ImageRecordIter
