@@ -330,7 +330,7 @@ def _readers():
 
 #: the readers that take a *source*, for which a folder is a folder of .rec files
 SOURCES = {"InputSplit", "InputSplit-records", "RecordDataset", "RecordIterableDataset",
-           "ImageRecordIter", "mx.io.ImageRecordIter", "MinibatchSource"}
+           "ImageBatchIter", "mx.io.ImageRecordIter", "MinibatchSource"}
 READERS = sorted(_readers())
 
 
