@@ -175,7 +175,7 @@ def test_the_wheel_holds_the_package_its_licence_and_metadata(dists):
         points = whl.read(f"{info}/entry_points.txt").decode()
     assert "License-Expression: Apache-2.0" in meta and "License-File: LICENSE" in meta
     assert "Project-URL: Changelog, " in meta and "Requires-Python: >=3.9" in meta
-    assert "recio = recio.cli.main:main" in points and "im2rec = recio.cli.im2rec:main" in points
+    assert "recio = recio.__main__:main" in points and "im2rec = recio.im2rec:main" in points
 
 
 @pytest.mark.release
