@@ -1,7 +1,8 @@
 """Optional dependencies: the one place that imports them and says what to install.
 
 The core needs click, Pillow, NumPy, tqdm and OpenCV (opencv-python-headless), imported as
-usual. The rest are extras, imported on first use: ``optional("fsspec")`` gives the module or
+usual, and simplejpeg, looked up here (``optional("simplejpeg")``) so that a platform without
+its wheel decodes with OpenCV alone. The rest are extras, imported on first use: ``optional("fsspec")`` gives the module or
 ``None`` (for features that do without it), and ``require("torch", feature="recio.torch")``
 gives the module or raises an ``ImportError`` telling the user which ``pip install`` brings
 it.

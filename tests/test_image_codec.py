@@ -206,6 +206,59 @@ def test_dct_scale_rule():
     assert dct_eighths(8, 8, 1) == 1 and dct_eighths(3, 3, 1) == 4  # 3/8 of a pixel: too few
 
 
+@settings(max_examples=60, deadline=None)
+@given(w=st.integers(1, 90), h=st.integers(1, 90), seed=st.integers(0, 2 ** 32 - 1),
+       grey=st.booleans(), quality=st.integers(1, 100), progressive=st.booleans(),
+       restart=st.sampled_from([0, 1, 7]),
+       sampling=st.sampled_from(["411", "420", "422", "440", "444"]))
+def test_full_size_jpegs_take_the_faster_road_to_opencvs_pixels(w, h, seed, grey, quality,
+                                                                progressive, restart, sampling):
+    """A full-size JPEG decodes through simplejpeg (less CPU, a reusable buffer) to exactly
+    cv2.imdecode's pixels, whatever the encoder's chroma sampling, progression, restart
+    interval, quality or size; the scratch buffer changes nothing but where they live."""
+    import cv2
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (h, w) if grey else (h, w, 3),
+                                                  dtype=np.uint8)
+    factors = {"411": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_411,
+               "420": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420,
+               "422": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422,
+               "440": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_440,
+               "444": cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444}
+    ok, buf = cv2.imencode(".jpg", pixels, [
+        cv2.IMWRITE_JPEG_QUALITY, quality, cv2.IMWRITE_JPEG_PROGRESSIVE, int(progressive),
+        cv2.IMWRITE_JPEG_RST_INTERVAL, restart,
+        cv2.IMWRITE_JPEG_SAMPLING_FACTOR, factors[sampling]])
+    assert ok
+    for color, flag in ((1, cv2.IMREAD_COLOR_RGB), (0, cv2.IMREAD_GRAYSCALE),
+                        (-1, cv2.IMREAD_UNCHANGED)):
+        want = cv2.imdecode(buf, flag | (cv2.IMREAD_IGNORE_ORIENTATION if color != -1 else 0))
+        if color == -1 and want.ndim == 3:
+            want = cv2.cvtColor(want, cv2.COLOR_BGR2RGB)
+        assert_exact(decode(buf.tobytes(), color), want, f"color {color}")
+        assert_exact(decode(buf.tobytes(), color, scratch=True).copy(), want, "scratch")
+
+
+def test_jpegs_simplejpeg_refuses_go_to_opencv(monkeypatch):
+    """Where simplejpeg says no (a damaged JPEG, a colour space it converts otherwise), the
+    pixels are OpenCV's; without simplejpeg (a platform with no wheel) every JPEG is."""
+    import recio.optional
+
+    cmyk = image_bytes("cmyk.jpg")
+    calls = []
+    import simplejpeg
+
+    real = simplejpeg.decode_jpeg
+    monkeypatch.setattr(simplejpeg, "decode_jpeg", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert_exact(decode(cmyk, 1), EXPECTED["imdecode|cmyk.jpg|1|1"])
+    assert calls == []  # CMYK: never handed to simplejpeg
+    assert_exact(decode(image_bytes("c420.jpg"), 1), EXPECTED["imdecode|c420.jpg|1|1"])
+    assert calls == [1]
+    monkeypatch.setitem(recio.optional._found, "simplejpeg", None)
+    assert_exact(decode(image_bytes("c420.jpg"), 1), EXPECTED["imdecode|c420.jpg|1|1"])
+    assert calls == [1]
+
+
 # -- decompression bombs ------------------------------------------------------------------------
 
 def _claiming(width, height):

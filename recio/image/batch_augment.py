@@ -108,10 +108,11 @@ class Augmenter:
         arr = self._decode(img_bytes)
         return arr[:, :, None] if arr.ndim == 2 else arr
 
-    def _decode(self, img_bytes: bytes, min_side: int = 0) -> np.ndarray:
-        """Decoded (HW or HWC) and resized, uncropped."""
+    def _decode(self, img_bytes: bytes, min_side: int = 0, scratch: bool = False) -> np.ndarray:
+        """Decoded (HW or HWC) and resized, uncropped (``scratch``: maybe in this thread's
+        decode buffer, which the thread's next decode overwrites)."""
         img = decode(img_bytes, self.color, min_side=max(self.resize, min_side, 0),
-                     max_pixels=self.max_pixels)
+                     max_pixels=self.max_pixels, scratch=scratch)
         if self.resize > 0:
             h, w = img.shape[:2]
             if min(w, h) != self.resize:
@@ -124,12 +125,12 @@ class Augmenter:
         """The augmented image as a uint8 HWC view: crop (random with ``rand_crop`` at
         fractions ``params[0:2]``, else centred; the random resized crop with
         ``random_resized_crop``), mirrored when ``params[2] < 0.5``."""
-        return self._view(img_bytes, params)
+        return self._view(img_bytes, params, scratch=False)
 
-    def _view(self, img_bytes: bytes, params: Sequence[float]) -> np.ndarray:
+    def _view(self, img_bytes: bytes, params: Sequence[float], scratch: bool) -> np.ndarray:
         if self.random_resized_crop:
             return self._mirror(self._resized_crop(img_bytes, params), params)
-        img = self._decode(img_bytes)
+        img = self._decode(img_bytes, scratch=scratch)
         h, w = img.shape[:2]
         cw, ch = self.width, self.height
         if w < cw or h < ch:  # too small: scale up (keeping the aspect) until the crop fits
@@ -155,7 +156,7 @@ class Augmenter:
         draws = _Draws(params[3:])
         size = None if self.resize > 0 else jpeg_size(img_bytes)
         if size is None:  # not a JPEG (or resized first): decode, then draw on its size
-            img, scale = self._decode(img_bytes), 1.0
+            img, scale = self._decode(img_bytes, scratch=True), 1.0
             width, height = img.shape[1], img.shape[0]
             box = self._box(width, height, draws)
         else:  # a JPEG: draw the box first, then decode no larger than the box needs
@@ -163,7 +164,7 @@ class Augmenter:
             box = self._box(width, height, draws)
             need = max(self.width / box[2], self.height / box[3])  # the box's scale factor
             min_side = math.ceil(need * min(width, height)) if need < 0.5 else 0
-            img = self._decode(img_bytes, min_side)
+            img = self._decode(img_bytes, min_side, scratch=True)
             scale = img.shape[1] / width
         x, y, bw, bh = box
         x0, y0 = int(x * scale), int(y * scale)
@@ -185,7 +186,9 @@ class Augmenter:
 
     def __call__(self, img_bytes: bytes, out: np.ndarray, params: Sequence[float]) -> None:
         """Decode + augment into ``out`` (one sample of the batch array, in its layout/dtype)."""
-        view = self._view(img_bytes, params)
+        # the view is copied into ``out`` before this thread decodes again: the decode may
+        # use the thread's scratch buffer
+        view = self._view(img_bytes, params, scratch=True)
         if self.layout == "NCHW":
             src = view.transpose(2, 0, 1)
             if self._staged and (self.mean is not None or self.k is not None):
