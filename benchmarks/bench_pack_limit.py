@@ -7,8 +7,7 @@ images, ~15% of them 1200-2400 px, ~3% PNG), ``--resize 256 --quality 95``, ever
 
 **The limit.** Each candidate pipeline reads a file and makes the same 256 px JPEG with three
 C calls and no Python work between them (decode -> resize -> encode), on every core, in threads
-and in processes; the limit is the fastest of all. Candidates (each where its libraries are
-installed; simplejpeg is a benchmark-only requirement):
+and in processes; the limit is the fastest of all. Candidates:
 
 - the issue's reference: simplejpeg DCT-scaled decode (libjpeg-turbo picks the smallest scale
   that still covers the target), ``cv2.resize(INTER_AREA)``, simplejpeg encode; the same with
@@ -188,16 +187,11 @@ class _Im2recCodec:
 
 def candidates() -> Dict[str, Callable[[str], bytes]]:
     """The pipelines whose libraries import here, the issue's reference first."""
-    found: Dict[str, Callable[[str], bytes]] = {}
-    try:
-        import simplejpeg  # noqa: F401 - a benchmark-only requirement
-    except ImportError:
-        print("  (simplejpeg not installed: pip install -r benchmarks/requirements.txt for the "
-              "issue's reference pipeline)")
-    else:
-        found["simplejpeg + cv2 INTER_AREA + simplejpeg"] = _SjCv2("INTER_AREA")
-        found["simplejpeg + cv2 INTER_LINEAR + simplejpeg"] = _SjCv2("INTER_LINEAR")
-        found["simplejpeg + cv2 INTER_CUBIC + simplejpeg"] = _SjCv2("INTER_CUBIC")
+    found: Dict[str, Callable[[str], bytes]] = {
+        "simplejpeg + cv2 INTER_AREA + simplejpeg": _SjCv2("INTER_AREA"),
+        "simplejpeg + cv2 INTER_LINEAR + simplejpeg": _SjCv2("INTER_LINEAR"),
+        "simplejpeg + cv2 INTER_CUBIC + simplejpeg": _SjCv2("INTER_CUBIC"),
+    }
     found["cv2 reduced decode + INTER_AREA + cv2"] = _cv2_reduced
     found["cv2 full decode + INTER_LINEAR + cv2 (MXNet)"] = _mxnet_calls
     found["Pillow draft + BICUBIC + Pillow"] = _pillow_only
