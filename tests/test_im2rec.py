@@ -172,18 +172,22 @@ def _smooth_jpeg(w=160, h=120, quality=95):
 
 
 def _record_decodes(monkeypatch):
-    """Spy on cv2.imdecode: the returned list collects each decode's (height, width)."""
-    import cv2
+    """Spy on the codec's two decoders (OpenCV's, and simplejpeg's for a full-size JPEG): the
+    returned list collects each decode's (height, width)."""
+    from recio.image import codec
 
     calls = []
-    decode = cv2.imdecode
 
-    def spy(buf, flags):
-        array = decode(buf, flags)
-        calls.append(array.shape[:2])
-        return array
+    def spy(decoder):
+        def recorded(*args, **kwargs):
+            array = decoder(*args, **kwargs)
+            if array is not None:
+                calls.append(array.shape[:2])
+            return array
+        return recorded
 
-    monkeypatch.setattr(cv2, "imdecode", spy)
+    monkeypatch.setattr(codec, "_imdecode", spy(codec._imdecode))
+    monkeypatch.setattr(codec, "_decode_simplejpeg", spy(codec._decode_simplejpeg))
     return calls
 
 
