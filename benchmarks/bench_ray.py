@@ -88,8 +88,8 @@ def driver_share(lst: str, root: str, shards: int, address: str) -> dict:
     code = f"""
 import json, sys, time
 import recio.ray
-from recio.image.shard_pack import ShardPackReport
-from recio.image.transform import ImageOptions
+from recio.image.packing.shards import ShardPackReport
+from recio.image.pixels.transform import ImageOptions
 report = ShardPackReport("ray")
 recio.ray.connect({address!r})
 connected = time.time()
@@ -123,11 +123,11 @@ def driver_rates(items: int = 1_000_000) -> None:
     combined index (``combined_lines``)."""
     import numpy as np
 
-    from recio.image.packing import PackResult
-    from recio.image.shard_pack import part_size, split_list
+    from recio.image.packing.pipeline import PackResult
+    from recio.image.packing.shards import part_size, split_list
     from recio.records.index_format import write_index
     from recio.records.manifest import Shard
-    from recio.records.shard_commit import combined_lines
+    from recio.records.shards.commit import combined_lines
 
     folder = tempfile.mkdtemp(prefix="bench-ray-driver-")
     try:

@@ -4,7 +4,7 @@ An *undecodable record* is an image record whose image cannot be used: bytes no 
 (text, an empty payload, a PNG cut short, a JPEG that holds its headers and no scan), a damaged
 ``IRHeader``, or an image declaring more than ``max_pixels`` pixels (the decompression-bomb
 guard). A damaged JPEG that libjpeg recovers (a truncated scan, stray bytes) is *not* one: it
-decodes as MXNet's decoder recovers it (``recio.image.codec``).
+decodes as MXNet's decoder recovers it (``recio.image.pixels.codec``).
 
 Every reader of image records takes ``on_undecodable`` (``recio.ImageBatchIter``,
 ``recio.mx.io.ImageRecordIter``, ``recio.mx.image.ImageIter``, gluon's ``ImageRecordDataset``,

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from recio.errors import closest, unknown_names
-from recio.image.augment import OutputParams
+from recio.image.batches.mxnet_augment import OutputParams
 from recio.image.undecodable import ON_UNDECODABLE, SKIP
 
 

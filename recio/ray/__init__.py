@@ -1,7 +1,7 @@
 """recio on Ray (``pip install 'recio[ray]'``): distributed packing and RecordIO in Ray Data.
 
 * :class:`RayEngine` runs ``im2rec --num-shards N --engine ray``: one Ray task per shard
-  (``recio.image.shard_pack``); :func:`pack_list` is the same from Python.
+  (``recio.image.packing.shards``); :func:`pack_list` is the same from Python.
 * :func:`read_records` / :class:`RecordDatasource` read ``.rec`` files, folders, globs and
   shard-set manifests into a ``ray.data.Dataset``, in parallel by byte ranges of the ``.idx``.
 * :class:`RecordDatasink` writes any Dataset with a payload (or image) column as a shard set:
@@ -21,9 +21,9 @@ from recio.optional import require
 
 require("ray", feature="recio.ray (the Ray engine and Ray Data)")
 
-from recio.image.packing import PackResult  # noqa: E402
-from recio.image.shard_pack import ShardPackReport, pack_shards  # noqa: E402
-from recio.image.transform import ImageOptions  # noqa: E402
+from recio.image.packing.pipeline import PackResult  # noqa: E402
+from recio.image.packing.shards import ShardPackReport, pack_shards  # noqa: E402
+from recio.image.pixels.transform import ImageOptions  # noqa: E402
 from recio.ray.engine import RayEngine, connect, messages_to_stderr  # noqa: E402
 
 if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
@@ -47,7 +47,7 @@ def pack_list(lst_path: Union[str, "os.PathLike[str]"], root: Union[str, "os.Pat
               **pack_options: Any) -> PackResult:
     """Pack ``lst_path`` into a shard set of ``num_shards`` shards on a Ray cluster
     (``address``; see :func:`connect`): what ``im2rec PREFIX ROOT --num-shards N --engine
-    ray`` does for one list. ``pack_options`` are ``recio.image.shard_pack.pack_shards``'s."""
+    ray`` does for one list. ``pack_options`` are ``recio.image.packing.shards.pack_shards``'s."""
     return pack_shards(lst_path, root, options, num_shards=num_shards,
                        engine=RayEngine(address), report=report, **pack_options)
 

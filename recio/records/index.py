@@ -510,7 +510,7 @@ def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[i
     the ``.rec`` was cut short or the index belongs to another file). ``cache``: ``None``
     follows ``RECIO_INDEX_CACHE`` and the size threshold, ``True``/``False`` force it on/off. A
     URL is read through fsspec (``storage_options``), or from ``shard_cache``'s local copy (a
-    ``recio.records.cache.ShardCache``), and has no sidecar cache.
+    ``recio.records.cache.shard_cache.ShardCache``), and has no sidecar cache.
     """
     path = os.fspath(idx_path)
     cacheable = key_type is int or key_type is None

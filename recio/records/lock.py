@@ -63,7 +63,7 @@ def lock_path(stem: PathLike) -> str:
 
 def pack_journal_path(stem: PathLike) -> str:
     """``data/train`` -> ``data/train.pack.journal``: the progress an im2rec pack keeps beside
-    its outputs until they are all in place (``recio.image.pack_output``), so a ``.rec``
+    its outputs until they are all in place (``recio.image.packing.output``), so a ``.rec``
     without its ``.idx`` next to one was left by an interrupted pack."""
     return os.fspath(stem) + ".pack.journal"
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
 from recio import storage
-from recio.records.cache import ShardCache
+from recio.records.cache.shard_cache import ShardCache
 from recio.records.manifest import is_manifest, load_manifest
 from recio.storage import StorageOptions
 

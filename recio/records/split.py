@@ -30,7 +30,7 @@ import numpy as np
 from recio import portable, storage
 from recio.errors import ConcurrentUseError, IndexFileError
 from recio.records import framing
-from recio.records.cache import READ_AHEAD, ShardCache
+from recio.records.cache.shard_cache import READ_AHEAD, ShardCache
 from recio.records.closed import check_open
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
@@ -104,7 +104,7 @@ def seek_record_head(fd: Any, file_size: int, pos: int,
 class SourceLayout:
     """The files of a source as one stream: paths, sizes and start offsets (empty files dropped).
 
-    ``shard_cache`` (a ``recio.records.cache.ShardCache``): the sizes of a manifest's URLs
+    ``shard_cache`` (a ``recio.records.cache.shard_cache.ShardCache``): the sizes of a manifest's URLs
     come from the manifest, and record heads are looked for in the cache's local copies
     (downloaded for it, where the cache's limit holds the whole source)."""
 
@@ -205,7 +205,7 @@ class InputSplit:
     ``set_epoch(e)`` picks one.
 
     URLs are streamed, or with ``cache_dir`` (or ``RECIO_CACHE_DIR``) read from local copies
-    of the whole files kept there, at most ``cache_limit`` bytes (``recio.records.cache``):
+    of the whole files kept there, at most ``cache_limit`` bytes (``recio.records.cache.shard_cache``):
     the next file is downloaded while one is read.
 
     ``close()`` (or leaving ``with``) ends the split: every later call raises

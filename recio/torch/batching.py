@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from recio import portable
-from recio.image.codec import decode
+from recio.image.pixels.codec import decode
 from recio.optional import require
 
 if TYPE_CHECKING:  # torch's own types for the checker; require() names what to install
@@ -277,7 +277,7 @@ def decode_on_device(images: List[Any], device: Any = "cuda", mode: str = "RGB"
     On a CUDA device the JPEGs are decoded together by nvJPEG, through
     ``torchvision.io.decode_jpeg(..., device=device)`` (``pip install torchvision``, the build
     matching your CUDA torch); other formats, and every image on the CPU, are decoded by
-    ``recio.image.codec.decode`` (MXNet's pixels) and moved to ``device``. ``mode``: ``"RGB"``
+    ``recio.image.pixels.codec.decode`` (MXNet's pixels) and moved to ``device``. ``mode``: ``"RGB"``
     or ``"L"`` (greyscale, ``1 x H x W``).
     """
     if mode not in ("RGB", "L"):

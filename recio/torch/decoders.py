@@ -4,7 +4,7 @@
 
 - ``"tensor"`` (the default), ``"numpy"``, ``"pil"``, ``"raw"``: image records (an ``IRHeader``
   then the encoded image, as im2rec packs them). The sample is ``(image, label)``: the image
-  decoded by ``recio.image.codec.decode`` (uint8 CHW tensor, uint8 HWC array, PIL image, or the
+  decoded by ``recio.image.pixels.codec.decode`` (uint8 CHW tensor, uint8 HWC array, PIL image, or the
   encoded bytes for ``ImageAugment``), then ``transform``; the label a float32 tensor (scalar,
   or the record's label vector), or ``target_transform``'s value.
 - a callable: any record. The sample is ``decode(payload)`` of the whole record payload, then
@@ -30,7 +30,7 @@ import numpy as np
 from PIL import Image
 
 from recio.errors import ImageError, RecordIOError
-from recio.image.codec import DEFAULT_MAX_PIXELS, decode as decode_image
+from recio.image.pixels.codec import DEFAULT_MAX_PIXELS, decode as decode_image
 from recio.image.header import unpack
 from recio.image.undecodable import undecodable
 from recio.optional import require
