@@ -188,3 +188,24 @@ def test_modules_and_classes_stay_small():
                         for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
                         and node.end_lineno - node.lineno + 1 > 300)
     assert too_long == []
+
+
+#: plain modules that are a public face of their own, as a package is: ``recio.errors``, and the
+#: modules of ``recio.mx`` that stand in for MXNet's packages (``mx.io``, ``mx.image``, ...), whose
+#: ``__all__`` is what ``from mxnet.io import *`` gives
+FACES = {"recio.errors", "recio.mx.io", "recio.mx.image", "recio.mx.recordio", "recio.mx.ndarray",
+         "recio.mx.context"}
+
+
+def test_only_packages_list_their_public_names():
+    """``__all__`` is a package's list of what users call; a module inside a package has none
+    (what only its module uses is underscored, what recio's modules share is not)."""
+    def names_all(node: ast.stmt) -> bool:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        return any(getattr(target, "id", None) == "__all__" for target in targets)
+
+    listed = [name for name, path in MODULES.items()
+              if path.name != "__init__.py" and name not in FACES
+              and any(names_all(node) for node in ast.parse(path.read_text()).body)]
+    assert listed == []

@@ -526,6 +526,3 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """Console-script entry point for ``im2rec``."""
     printable_output()
     im2rec_cmd.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="im2rec")
-
-
-__all__ = ["im2rec_cmd", "main"]

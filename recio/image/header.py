@@ -134,6 +134,3 @@ def unpack_img(record: Record, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]
     MXNet's pixels (:func:`decode_image`)."""
     header, payload = unpack(record)
     return header, decode_image(payload, iscolor)
-
-
-__all__ = ["IRHeader", "pack", "unpack", "unpack_header", "pack_img", "unpack_img", "decode_image"]

@@ -246,7 +246,6 @@ def split_items(items: Sequence[ListItem], prefix: str, chunks: int = 1,
     return out
 
 
-
 @dataclass
 class ListResult:
     """What ``im2rec --list`` wrote, and what it left out."""
@@ -385,7 +384,3 @@ def _train_shortfall(total: int, chunks: int, train_ratio: float,
     filled = (total + size - 1) // size if size else 0
     held = sum(len(items) for name, items in parts if name.endswith("_train.lst"))
     return max(0, filled * int(size * train_ratio) - held)
-
-
-__all__ = ["DEFAULT_EXTS", "normalize_exts", "scan_images", "ImageScan", "list_images",
-           "split_items", "ListResult", "make_lists", "near_folders"]

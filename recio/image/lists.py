@@ -239,7 +239,6 @@ def write_list_lines(fout: BinaryIO, items: Sequence[Tuple[int, Sequence[float],
     fout.write("".join(buf).encode(_ENCODING, _ERRORS))
 
 
-
 #: suffix of the folder -> label map ``im2rec --list --recursive`` writes beside its lists
 _CLASSES_SUFFIX = ".classes.tsv"
 #: the files im2rec names after a PREFIX, which a PREFIX itself leaves out
@@ -319,9 +318,3 @@ def read_classes(path: PathLike) -> Dict[int, str]:
                                     f"found {line[:80]!r}", path=os.fspath(path),
                                     line=number) from None
     return out
-
-
-__all__ = ["ListItem", "format_list_line", "parse_list_line", "read_list", "read_list_entries",
-           "write_list", "native_list_path", "list_path_candidates", "foreign_list_path",
-           "list_entry", "PREFIX_EXTENSIONS", "prefix_extension", "classes_path", "find_classes",
-           "write_classes", "read_classes"]

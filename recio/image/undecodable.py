@@ -123,7 +123,3 @@ class SkipCount:
     @property
     def value(self) -> int:
         return self._value
-
-
-__all__ = ["SKIP", "RAISE", "ON_UNDECODABLE", "MOST_PASSED_OVER", "check_policy", "undecodable",
-           "skipped_text", "warn_skipped", "skip_or_raise", "next_decodable", "SkipCount"]

@@ -198,7 +198,3 @@ def random_size_crop(src: Any, size: Tuple[int, int], area: Union[float, Tuple[f
             y0 = random.randint(0, h - new_h)
             return fixed_crop(src, x0, y0, new_w, new_h, size, interp), (x0, y0, new_w, new_h)
     return center_crop(src, size, interp)
-
-
-__all__ = ["imdecode", "imread", "imresize", "resize_short", "fixed_crop", "center_crop",
-           "random_crop", "random_size_crop", "scale_down", "color_normalize", "copyMakeBorder"]

@@ -221,6 +221,3 @@ def shuffle_buffer(v: Dict[str, Any]) -> int:
     if v["shuffle_chunk_size"] > 0:
         return max(1, v["shuffle_chunk_size"] * _RECORDS_PER_MB)
     return 1024
-
-
-__all__ = ["Param", "PARAMETERS", "MXNET_PRODUCER_AHEAD", "NO_EFFECT"]

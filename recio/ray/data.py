@@ -357,6 +357,3 @@ def _labels(batch: Dict[str, np.ndarray], i: int) -> List[float]:
     if "label" in batch:
         return [float(x) for x in np.atleast_1d(np.asarray(batch["label"][i], np.float32))]
     return []
-
-
-__all__ = ["read_records", "RecordDatasource", "RecordDatasink"]

@@ -183,6 +183,3 @@ def _ray_reason(exc: BaseException) -> BaseException:
     if "died" in text or "crash" in kind.lower() or "WorkerCrashed" in kind:
         return RuntimeError(f"its worker died ({kind}) on every attempt")
     return RuntimeError(f"{kind}: {text[:200]}")
-
-
-__all__ = ["RayEngine", "connect", "messages_to_stderr"]

@@ -67,7 +67,6 @@ def part_at(reader: Any, pos: int) -> Tuple[bool, int, int, int]:
     return magic == MAGIC, lrec >> 29, length, pos + HEADER_SIZE + length + pad_size(length)
 
 
-
 def _heads_at(reader: Any, offsets: np.ndarray) -> np.ndarray:
     """For each offset, whether a record head (the magic, then cflag 0 or 1) starts there in
     ``reader``'s file; False for offsets whose header would not fit in the file."""
@@ -371,5 +370,3 @@ def ends_mid_line(idx_path: "os.PathLike[str] | str") -> bool:
             return f.read(1) != b"\n"
     except OSError:
         return False
-
-__all__ = ["IndexFit"]

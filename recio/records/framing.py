@@ -287,8 +287,3 @@ def count_aligned_magic(buf: Any, start: int, end: int) -> int:
         total += int(np.count_nonzero(words == _MAGIC_U32))
         del words
     return total
-
-__all__ = ["MAGIC", "MAGIC_BYTES", "PART_HEADER", "HEADER_SIZE", "MAX_RECORD_LENGTH",
-           "LENGTH_MASK", "CFLAG_WHOLE", "CFLAG_FIRST", "CFLAG_MIDDLE", "CFLAG_LAST",
-           "CFLAG_NAMES", "encode_lrecord", "decode_cflag", "decode_length", "pad_size",
-           "split_payload", "encode_record", "count_aligned_magic"]

@@ -576,7 +576,3 @@ def read_index(idx_path: PathLike, key_type: Callable[[str], Any] = int,
     """
     index = open_index(idx_path, key_type, rec_size=rec_size)
     return index.key_list(), index.offsets.tolist()
-
-
-__all__ = ["Index", "IndexKeys", "IndexOffsets", "open_index", "read_index",
-           "read_index_range", "warn_repeated_keys", "BY_KEY", "EVERY_LINE"]

@@ -214,7 +214,3 @@ def write_cache(path: str, stat: os.stat_result, offsets: np.ndarray, base: Opti
     except (OSError, FileInUseError, NotRegularFileError):  # FileInUseError: another reader
         return False  # maps the old cache; NotRegularFileError: a folder or FIFO in the way
     return True
-
-
-__all__ = ["index_cache_path", "cache_enabled", "load_cache", "write_cache", "discard_cache",
-           "CachedIndex", "CACHE_SUFFIX", "CACHE_ENV", "CACHE_MIN_BYTES"]

@@ -247,6 +247,3 @@ def _rec_stamp(reader: RecordReader) -> Optional[tuple]:
     except (OSError, ValueError):
         return None
     return st.st_ino, st.st_size
-
-
-__all__ = ["IndexedRecordReader", "load_index", "build_index"]

@@ -327,6 +327,3 @@ def _read_json(path: str) -> Dict[str, Any]:
         return _read_fd(fd)
     finally:
         os.close(fd)
-
-
-__all__ = ["OutputLock", "RENEW_SECONDS", "LEASE_SECONDS"]

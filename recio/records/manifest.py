@@ -250,6 +250,3 @@ def checksum_mismatch(data: Any, expected: int, i: int, key: Any) -> Optional[st
     if zlib.crc32(data) == expected:
         return None
     return f"record {i} (key {key}) differs from its checksum {expected:08x}: its bytes are damaged"
-
-
-__all__ = ["Manifest", "Shard", "load_manifest", "record_checksums", "manifest_path"]

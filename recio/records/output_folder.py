@@ -64,6 +64,3 @@ def creating(output: PathLike, remedy: Optional[str] = None) -> Iterator[None]:
         if refused(exc):
             raise refusal(exc, output, remedy) from exc
         raise
-
-
-__all__ = ["REFUSALS", "refused", "refusal", "creating"]

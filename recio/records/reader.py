@@ -411,6 +411,3 @@ class RecordReader(_ByOffset):
                               storage_options=state.get("storage_options"),
                               shard_cache=state.get("shard_cache"))
         self._pos = state["pos"]
-
-
-__all__ = ["RecordReader"]

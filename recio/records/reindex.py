@@ -81,6 +81,3 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
     if not storage.is_url(idx_path):
         discard_cache(idx_path)  # the old index's cache no longer applies
     return RebuiltIndex(rec_path, idx_path, len(offsets), "position" if keys is None else "custom")
-
-
-__all__ = ["rebuild_index", "scan_record_offsets", "RebuiltIndex", "KeyFunction"]

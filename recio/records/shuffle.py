@@ -69,6 +69,3 @@ class ShuffleBuffer(Generic[T]):
         while self.drained < len(items):
             self.drained += 1
             yield items[self.drained - 1]
-
-
-__all__ = ["ShuffleBuffer"]

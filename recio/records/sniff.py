@@ -121,6 +121,3 @@ def not_a_record_file(path: Any, head: Optional[bytes] = None,
     if what is None:
         return None
     return NotRecordFileError(f"not a RecordIO file: this is {what}", path=os.fspath(path))
-
-
-__all__ = ["describe"]

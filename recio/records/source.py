@@ -114,6 +114,3 @@ def expand_source(source: Source, storage_options: StorageOptions = None,
                   shard_cache: Optional[ShardCache] = None) -> List[str]:
     """The paths of :func:`resolve_source`'s files, in order."""
     return [f.path for f in resolve_source(source, storage_options, shard_cache)]
-
-
-__all__ = ["SourceFile", "resolve_source", "expand_source", "is_remote_source", "Source"]

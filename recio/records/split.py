@@ -591,7 +591,3 @@ def split_boundaries(source: Source, num_parts: int, max_window: int = DEFAULT_C
     check_part(0, num_parts)
     return [layout.to_head(nominal_range(layout.total, k, num_parts)[0], max_window)
             for k in range(num_parts)] + [layout.total]
-
-
-__all__ = ["InputSplit", "SourceLayout", "FileSpan", "PartSummary", "SplitPlan", "plan_split",
-           "nominal_range", "seek_record_head", "split_boundaries", "record_heads", "iter_span"]

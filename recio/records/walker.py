@@ -470,7 +470,3 @@ def trusting_run(buf: Any, base: int, size: int, file_size: int, pos: int,
         if p >= stop_at:
             break
     return heads, ends, min(p, size)
-
-
-__all__ = ["RecordWalker", "RecordChecker", "checked_run", "trusting_run", "after_record", "next_window",
-           "unpack_header", "DamageHandler", "Span", "FIRST_WINDOW", "WINDOW_BYTES"]

@@ -471,8 +471,3 @@ class MinibatchSource:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-__all__ = ["MinibatchSource", "MinibatchData", "StreamDef", "StreamDefs", "StreamInformation",
-           "CTFDeserializer", "CBFDeserializer", "INFINITELY_REPEAT", "FULL_DATA_SWEEP",
-           "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS"]

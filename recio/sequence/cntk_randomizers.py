@@ -392,7 +392,3 @@ class NoRandomizer:
         epoch_end |= self.pos >= self.epoch_end
         sweep_end |= sweep != self.pos // size
         return out, sweep_end, epoch_end
-
-
-__all__ = ["MT19937_64", "ChunkTable", "BlockRandomizer", "NoRandomizer", "epoch_size",
-           "INFINITELY_REPEAT", "FULL_DATA_SWEEP"]

@@ -452,7 +452,3 @@ def sequence_sizes(corpus: Any, mb_column: Optional[int],
         sizes.append(size.astype(np.int64))
         chunk_len.append(len(size))
     return sizes, chunk_len
-
-
-__all__ = ["RecordCorpus", "MemoryCorpus", "ConcatCorpus", "open_corpus", "sequence_sizes",
-           "source_name", "DEFAULT_CHUNK_SAMPLES"]

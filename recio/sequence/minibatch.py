@@ -518,6 +518,3 @@ def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = No
     return MinibatchSource(reader, streams=streams, randomize=randomize,
                            randomization_window=randomization_window, seed=randomization_seed,
                            **kwargs)
-
-
-__all__ = ["MinibatchSource", "Minibatch", "cbf_minibatch_source", "SWEEP_FOREVER", "SWEEP_ONCE"]

@@ -499,7 +499,3 @@ def sequence_sample_counts(buf: Buffer) -> Dict[str, int]:
     if len(counts) != len(descriptors):
         raise _duplicate_name(descriptors)
     return counts
-
-
-__all__ = ["Sparse", "pack_sequence", "unpack_sequence", "sequence_sample_counts",
-           "stream_sample_counts"]

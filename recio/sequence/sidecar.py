@@ -210,6 +210,3 @@ def rebuild_sidecar(rec_path: PathLike, idx_path: Optional[PathLike] = None) -> 
     side = sidecar_path(rec_path)
     write_sidecar(side, names or [], rows, os.path.getsize(rec_path))
     return side
-
-
-__all__ = ["sidecar_path", "read_sidecar", "write_sidecar", "sample_counts", "rebuild_sidecar"]

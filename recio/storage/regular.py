@@ -123,7 +123,3 @@ def check_output(path: PathLike) -> str:
     beside it either."""
     check_regular(path, output=True)
     return local_path(path)
-
-
-__all__ = ["file_kind", "not_regular", "check_regular", "open_regular_fd", "open_regular",
-           "check_output"]

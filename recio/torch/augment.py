@@ -76,6 +76,3 @@ class ImageAugment:
         out = torch.empty(self.shape, dtype=self._torch_dtype)  # torch's allocator, reused
         self.augmenter(img_bytes, out.numpy(), self.draw(1)[0])
         return out
-
-
-__all__ = ["ImageAugment"]

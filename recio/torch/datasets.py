@@ -343,6 +343,3 @@ class RecordDataset(Dataset):
             sample += np.asarray(self._shard[::step], dtype=np.int64).tobytes()
         names = "\n".join(os.path.basename(f) for f in self._files)
         return f"{zlib.crc32(sample, zlib.crc32(f'{names}|{n}'.encode())):08x}"
-
-
-__all__ = ["RecordDataset"]

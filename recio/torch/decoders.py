@@ -173,6 +173,3 @@ def make_decoder(decode: Decode, mode: str, transform: Optional[Callable],
         return PayloadDecoder(decode, transform, target_transform)
     raise TypeError(f"decode must be a callable bytes -> sample or one of {IMAGE_DECODES}, "
                     f"got {type(decode).__name__} {decode!r}")
-
-
-__all__ = ["IMAGE_DECODES", "Decode", "ImageDecoder", "PayloadDecoder", "make_decoder"]

@@ -482,6 +482,3 @@ class RecordIterableDataset(IterableDataset):
         state = dict(self.__dict__)
         state["_live"], state["_planned"] = None, None  # per process
         return state
-
-
-__all__ = ["RecordIterableDataset"]

@@ -84,6 +84,3 @@ class MinibatchDataset(IterableDataset):
         """Continue from ``state_dict()`` output (taken in this or another process)."""
         self.source.restore_from_checkpoint(state["source"])
         self.minibatch_size = int(state.get("minibatch_size", self.minibatch_size))
-
-
-__all__ = ["MinibatchDataset", "to_tensors"]

@@ -499,6 +499,3 @@ def check_sampler_group(states: Sequence[Mapping[str, Any]]) -> None:
             f"got the states of ranks {_ranges(ranks)} of {replicas}, at different positions: "
             f"pass every rank's state (or one rank's when the ranks run in lockstep, as DDP "
             f"does)")
-
-
-__all__ = ["resume_state", "collect_states", "SAMPLER_FORMAT", "STREAM_FORMAT", "VERSION"]

@@ -59,6 +59,3 @@ class SkipCount:
             skip_or_raise(error, on_undecodable)
             self.add()
             return SKIPPED
-
-
-__all__ = ["SkipCount", "SKIPPED", "SLOTS"]

@@ -251,6 +251,3 @@ class _Draws:
 def _resize(img: np.ndarray, width: int, height: int) -> np.ndarray:
     """Bilinear resize (Pillow's) of a uint8 HW or HWC array."""
     return np.asarray(Image.fromarray(img).resize((width, height), Image.Resampling.BILINEAR))
-
-
-__all__ = ["Augmenter", "RRC_AREA", "RRC_RATIO"]

@@ -318,6 +318,3 @@ class _Counted:
 def describe_path(path: Any) -> str:
     """The file(s) of ``path_imgrec`` (one path or a list), for messages."""
     return path if isinstance(path, str) else ";".join(path)
-
-
-__all__ = ["DataBatch", "describe_path"]

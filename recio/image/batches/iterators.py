@@ -352,6 +352,3 @@ def _load_mean_img(mean_img: Union[PathLike, np.ndarray],
     if arr.shape != shape:
         raise ValueError(f"mean_img has shape {arr.shape}, expected data_shape {shape} (c, h, w)")
     return arr
-
-
-__all__ = ["ImageBatchIter", "RecordBatchIter"]

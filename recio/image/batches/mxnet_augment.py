@@ -538,7 +538,3 @@ class MXAugmenter:
         rng = np.random.default_rng([int(v) for v in params])
         img = self.augment.process(self.decode(img_bytes), rng)
         self.writer.write(img, out, *self.writer.draw(rng))
-
-
-__all__ = ["AugmentParams", "DefaultAugmenter", "OutputParams", "OutputWriter", "MXAugmenter",
-           "random_resized_crop_box", "uniform", "randint"]

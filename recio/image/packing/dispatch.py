@@ -80,6 +80,3 @@ def pack_prefix_to(prefix: PathLike, root: PathLike, options: Optional[ImageOpti
     for lst in found.lists:
         progress = progress_for(lst) if progress_for is not None else None
         yield pack_shards(lst, root, options, progress=progress, **in_parts, **pack_options)
-
-
-__all__ = ["pack_prefix_to"]

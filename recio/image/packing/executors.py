@@ -363,7 +363,3 @@ class _ThreadPipeline:
                     self.writing = False
                     self.next_write += 1
                     self.state.notify_all()
-
-
-__all__ = ["EXECUTORS", "AUTO_EXECUTOR", "BatchSink", "check_workers", "encode_in_order",
-           "pack_threads_running"]

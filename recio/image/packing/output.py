@@ -350,8 +350,3 @@ class PackOutput(ManagedWriter):
         except OSError as exc:  # a full disk while the .idx is written: a resume writes it
             raise write_failed(exc, self.rec_path, resumable=True) from exc
         os.unlink(self.journal)
-
-
-__all__ = ["output_paths", "beside_the_list", "partial_paths", "check_pack_paths", "has_partial",
-           "PackOutput", "JournalState", "recover_journal", "pack_settings", "journal_field",
-           "resume_command"]

@@ -382,7 +382,3 @@ def _upload_part(shard: Shard, job: PartJob) -> None:
     publish_staged([(path, target) for _, path, target in moves], job.storage_options)
     for role, _, target in moves:
         setattr(shard, role, target)
-
-
-__all__ = ["LocalEngine", "Engine", "ListPart", "PartJob", "PartResult", "PartFailedError",
-           "Fault", "InjectedFault"]

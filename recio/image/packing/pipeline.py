@@ -427,7 +427,3 @@ def nothing_found(result: PackResult, tried: int, first_missing: Optional[str], 
         message = (f"no image could be packed ({describe_skips(result.skips)}{first}); "
                    "nothing was written")
     return NothingFoundError(message, path=lst_path)
-
-
-__all__ = ["PackResult", "NothingFoundError", "SKIP_CAUSES", "MAX_MISSING", "EARLY_MISSING",
-           "describe_skips", "count_items", "pack_list"]

@@ -171,6 +171,3 @@ def _did_you_mean(prefix: str) -> str:
 
 #: what im2rec --list appends to PREFIX: _<chunk>, then _train/_val/_test
 _LIST_PART = re.compile(r"(_\d+)?(_train|_val|_test)?$")
-
-
-__all__ = ["find_lists", "prefix_lists", "PrefixLists", "pack_prefix"]

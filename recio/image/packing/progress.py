@@ -296,6 +296,3 @@ class PackProgress:
             except (OSError, ValueError):
                 return False
         return False
-
-
-__all__ = ["PackProgress", "staging_folder"]

@@ -115,6 +115,3 @@ def check_same_settings(old: Dict[str, Any], new: Dict[str, Any], lst_path: str,
                 f"--force (which deletes {kept})")
     raise InterruptedPackError(f"the interrupted pack used other settings: {'; '.join(changes)};"
                                f" {todo}", path=lst_path)
-
-
-__all__ = ["changed_settings", "check_same_settings"]

@@ -441,6 +441,3 @@ def _reshard(finished: Sequence[PartResult], stem: str, shard_size: int, checksu
             with RecordReader(shard.rec, storage_options=storage_options) as reader:
                 for key, record in zip(index.key_array().tolist(), reader):
                     writer.write(key, record)
-
-
-__all__ = ["pack_shards", "split_list", "part_size", "ShardPackReport", "PART_ITEMS"]

@@ -247,6 +247,3 @@ def encode_batch(job: PackJob, batch: List[Task],
             break
         outcomes.append(_encode_one(job, task))
     return outcomes
-
-
-__all__ = ["PackJob", "make_job", "Task", "Outcome", "encode_batch", "item_location"]

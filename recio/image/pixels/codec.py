@@ -360,8 +360,3 @@ def has_alpha(data: ImageBytes) -> bool:
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return head[12:16] == b"VP8L" or (head[12:16] == b"VP8X" and bool(head[20] & 0x10))
     return False
-
-
-__all__ = ["has_alpha", "DEFAULT_MAX_PIXELS", "COLOR_MODES", "POWER_OF_TWO_SCALES",
-           "ImageBytes", "decode", "decode_scaled", "decodes_as_stored", "check_pixels", "dct_eighths", "image_size",
-           "jpeg_size", "exif_orientation", "describe_error"]

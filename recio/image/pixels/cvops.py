@@ -310,9 +310,3 @@ def channel_offsets(img: np.ndarray, offsets: Sequence[float],
     tables = np.stack([np.clip(np.trunc(_LEVELS + _F32(offset)), 0, limit).astype(np.uint8)
                        for offset, limit in zip(offsets, limits)], axis=1)
     return lookup(img, tables)
-
-
-__all__ = ["INTER_NEAREST", "INTER_LINEAR", "INTER_CUBIC", "INTER_AREA", "INTER_LANCZOS4",
-           "INTERPOLATIONS", "resize", "warp_affine", "pad_constant", "convert_scale",
-           "add_weighted", "bgr_to_hls", "hls_to_bgr", "rgb_to_grey", "channel_offsets",
-           "saturate_uint8", "lookup"]

@@ -87,6 +87,3 @@ def _pillow_pixels(img: Image.Image) -> np.ndarray:
     if img.mode in ("P", "PA") and "transparency" in img.info or img.mode == "PA":
         return np.asarray(img.convert("RGBA"))
     return np.asarray(img.convert("RGB"))
-
-
-__all__ = ["ENCODINGS", "encode"]

@@ -203,7 +203,3 @@ def _antialiased_resize(array: np.ndarray, scaled: Tuple[float, float, float, fl
     elif out.shape[1] != size[0] or out.shape[0] != size[1]:
         out = np.ascontiguousarray(out[:size[1], :size[0]])
     return out
-
-
-__all__ = ["RESIZE_MODES", "ImageOptions", "target_size", "center_crop_box", "output_geometry",
-           "set_opencv_threads", "transform_image", "render_pixels"]

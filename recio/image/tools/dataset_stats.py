@@ -416,7 +416,3 @@ def weighted_percentiles(values: np.ndarray, weights: Optional[np.ndarray] = Non
         i = int(np.searchsorted(cumulative, q / 100 - 1e-12, side="left"))
         out[f"p{q:g}"] = float(ordered[min(i, len(ordered) - 1)])
     return out
-
-
-__all__ = ["dataset_stats", "DatasetStats", "LabelHistogram", "weighted_percentiles",
-           "PERCENTILES", "BINS", "MAX_CLASSES"]

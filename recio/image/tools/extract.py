@@ -307,6 +307,3 @@ def _unique_name(rid: int, ext: str, used: Set[str], folder: str = "") -> str:
         n += 1
     used.add(name)
     return name
-
-
-__all__ = ["extract_images", "ExtractResult"]

@@ -205,6 +205,3 @@ def _ids_or_none(rec_path: str, offsets: Union[Sequence[int], np.ndarray]
         return record_ids(rec_path, offsets)
     except RecordIOError:
         return None
-
-
-__all__ = ["index_by_id", "record_ids", "index_command"]

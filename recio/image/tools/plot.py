@@ -116,6 +116,3 @@ def _integer_locator() -> Any:
 def _whole_counts(ax: Any) -> None:
     """Ticks only at whole numbers on the count axis (records are counted, never 2.5)."""
     ax.yaxis.set_major_locator(_integer_locator())
-
-
-__all__ = ["plot_stats", "draw_stats"]

@@ -140,6 +140,3 @@ def _explained(read: Callable[[Any, int], bytes], reader: RecordReader, index: A
         return read(reader, offset)
     except RecordIOError as exc:
         raise explain_indexed_read(reader, index, offset, exc) from None
-
-
-__all__ = ["repack", "RepackResult", "record_kind"]

@@ -564,6 +564,3 @@ def _image_id(reader: RecordReader, offset: int) -> Optional[int]:
         return None
     flag, _, rid, _ = IR_STRUCT.unpack_from(head)
     return rid if IR_SIZE + 4 * flag <= length else None
-
-
-__all__ = ["repair", "RepairResult", "image_complete"]

@@ -188,6 +188,3 @@ def _save(grid: Image.Image, out_path: str) -> None:
     fmt = "JPEG" if out_path.lower().endswith((".jpg", ".jpeg")) else "PNG"
     with atomic_open(out_path, "wb") as f:
         grid.save(f, format=fmt)
-
-
-__all__ = ["draw_grid", "GridResult", "Skipped", "Tile", "CAPTION"]

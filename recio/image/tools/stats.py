@@ -594,7 +594,3 @@ def check_index_file(idx_path: str, heads: "array | List[int]", rec_size: int,
     else:
         chk.keys_are_positions = ints == list(range(len(ints))) and chk.ok and chk.in_file_order
     return chk
-
-
-__all__ = ["DamageRegion", "IndexCheck", "ImageStats", "FileStats", "scan_file",
-           "check_index_file", "image_format", "image_size"]

@@ -180,7 +180,6 @@ def verify_file(rec_path: PathLike, *, images: bool = False, idx_path: Optional[
     return report
 
 
-
 def check_images(path: PathLike, heads: Sequence[int], progress: Progress = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> List[DamageRegion]:
     """Decode the image of every record starting at the byte offsets ``heads`` with
@@ -242,6 +241,3 @@ def _decode_problem(image: bytes, max_pixels: int) -> Optional[str]:
     for line in messages:
         print(line, file=sys.stderr)  # noqa: T201 - another library's own warning, passed on
     return None
-
-
-__all__ = ["verify_file", "VerifyReport", "check_images"]

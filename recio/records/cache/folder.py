@@ -495,7 +495,3 @@ class Download:
         if self.fd >= 0:
             _remove(self.part)
             self.release()
-
-
-__all__ = ["CacheFolder", "Expected", "LocalCopy", "Download", "Held", "Stopped", "check_copy",
-           "copy_name", "running_download", "wait_for_download"]

@@ -101,6 +101,3 @@ class Prefetch:
                 while self.position == position and not self._stopped.is_set():
                     self._moved.wait(0.5)
         return False
-
-
-__all__ = ["Prefetch", "Fetch"]

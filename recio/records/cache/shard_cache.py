@@ -304,7 +304,3 @@ class ShardCache:
         raise ChecksumError(f"the object {problem} (downloaded {_TRIES} times): it changed "
                             f"since the manifest was written, or is damaged; check it with "
                             f"recio verify", path=url)
-
-
-__all__ = ["ShardCache", "CACHE_DIR_ENV", "CACHE_LIMIT_ENV", "READ_AHEAD", "PREFETCH_THREADS",
-           "RECHECK_SECONDS"]

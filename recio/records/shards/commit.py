@@ -145,6 +145,3 @@ def commit_staged(prefix: PathLike, staged: Sequence[Shard], made_by: Dict[str, 
             storage.remove(path, storage_options)
     drop_aside(aside)
     return manifest
-
-
-__all__ = ["combined_index"]

@@ -203,6 +203,3 @@ def _copy_range(span: FileSpan, dst: BinaryIO, progress: Progress) -> int:
             if progress is not None:
                 progress(len(data))
     return copied
-
-
-__all__ = ["reshard", "part_paths"]

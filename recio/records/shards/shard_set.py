@@ -329,6 +329,3 @@ class ShardReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-__all__ = ["ShardWriter", "ShardReader"]

@@ -148,6 +148,3 @@ def _deep_check(shard: Shard, index: Any,
                 if mismatch is not None:
                     problems.append(ShardProblem(shard.rec, mismatch, i, key, offset))
     return problems
-
-
-__all__ = ["verify_manifest", "ManifestReport", "ShardProblem"]

@@ -70,6 +70,3 @@ class DataLoader:
 
     def __len__(self) -> int:
         return len(self._batch_sampler)
-
-
-__all__ = ["DataLoader", "default_batchify_fn"]

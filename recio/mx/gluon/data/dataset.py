@@ -131,6 +131,3 @@ class RecordFileDataset(Dataset):
 
     def __len__(self) -> int:
         return len(self._record.keys)
-
-
-__all__ = ["Dataset", "SimpleDataset", "ArrayDataset", "RecordFileDataset"]

@@ -61,6 +61,3 @@ class ImageRecordDataset(RecordFileDataset):
         if self._transform is not None:
             return self._transform(decoded, header.label)
         return decoded, header.label
-
-
-__all__ = ["ImageRecordDataset"]
