@@ -167,9 +167,9 @@ def test_a_task_that_fails_once_is_retried_and_the_output_is_unchanged(ray_clust
     _, local = pack("local", corpus, "local", corpus / "img")
     assert local.exit_code == 0, local.output
     report = ShardPackReport("ray")
-    recio.ray.pack_list(corpus / "ray.lst", corpus / "img", ImageOptions(resize=24),
-                        num_shards=4, pack_label=True, checksums=True,
-                        fault=Fault.parse(fault), report=report)
+    recio.ray.pack_shards_on_ray(corpus / "ray.lst", corpus / "img", ImageOptions(resize=24),
+                                 num_shards=4, pack_label=True, checksums=True,
+                                 fault=Fault.parse(fault), report=report)
     attempts = {t["shard"]: t["attempt"] for t in report.timings()}
     failed = int(fault.split(":")[1])
     assert attempts == {k: 2 if k == failed else 1 for k in range(4)}

@@ -59,7 +59,7 @@ class RepackResult:
                 "seconds": round(self.seconds, 3)}
 
 
-def output_paths(out: PathLike) -> Tuple[str, str]:
+def output_pair(out: PathLike) -> Tuple[str, str]:
     """``(OUT.rec, OUT.idx)`` for a prefix ``OUT`` or a path ``OUT.rec``."""
     out = os.fspath(out)
     rec = out if out.endswith(".rec") else out + ".rec"
@@ -100,7 +100,7 @@ def repack(rec_path: PathLike, out: PathLike, *, images_only: bool = True,
     """
     start = time.monotonic()
     rec_path = os.fspath(rec_path)
-    out_rec, out_idx = output_paths(out)
+    out_rec, out_idx = output_pair(out)
     given_idx = None if idx_path is None else os.fspath(idx_path)
     inputs = [rec_path, given_idx or sibling_index_path(rec_path)]
     check_outputs([out_rec, out_idx], inputs, force=force)

@@ -44,7 +44,7 @@ from typing import Any, BinaryIO, Callable, Dict, List, Optional, Set, Tuple, Un
 from recio import portable, storage
 from recio.errors import ImageError, NotRegularFileError, RecordIOError
 from recio.image.header import IR_SIZE, IR_STRUCT, unpack_header
-from recio.image.tools.repack import output_paths
+from recio.image.tools.repack import output_pair
 from recio.image.tools.stats import DamageRegion, add_damage, image_format
 from recio.records.atomic import check_outputs
 from recio.records.diagnose import index_fit, part_at
@@ -136,7 +136,7 @@ def repair(rec_path: PathLike, prefix: PathLike, *, idx_path: Optional[PathLike]
     rec_path = os.fspath(rec_path)
     if keys not in KEY_MODES:
         raise ValueError(f"keys must be one of {KEY_MODES}, not {keys!r}")
-    out_rec, out_idx = output_paths(prefix)
+    out_rec, out_idx = output_pair(prefix)
     old_idx = os.fspath(idx_path) if idx_path is not None else sibling_index_path(rec_path)
     check_outputs([out_rec, out_idx], [rec_path, old_idx], force=force)
     if idx_path is not None and not storage.exists(old_idx):
