@@ -96,13 +96,13 @@ def inspect_cmd(files: Tuple[str, ...], show: int, sample: int, seed: int,
     for st in stats.files:
         for line in describe(st):
             click.echo(line)
-    for line in describe_dataset(stats):
+    for line in _describe_dataset(stats):
         click.echo(line)
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
 
 
-def describe_dataset(stats: DatasetStats) -> List[str]:
+def _describe_dataset(stats: DatasetStats) -> List[str]:
     """The dataset part of the report: label histograms, sizes, duplicates, suggestions."""
     title = "dataset" if len(stats.files) == 1 else (
         f"dataset ({len(stats.files)} files, {stats.records:,} records, {stats.bytes:,} bytes)")

@@ -107,7 +107,7 @@ def _listable(relpath: str, scan: ImageScan) -> bool:
     return True
 
 
-def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS,
+def _scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS,
                 progress: Optional[Callable[[int], None]] = None) -> ImageScan:
     """Walk ``root`` as im2rec does, and count what cannot be listed.
 
@@ -138,7 +138,7 @@ def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = D
     scan.mapping = [(list_entry(os.path.relpath(folder, root)), label)
                     for folder, label in folders.items()]
     if not recursive and not scan.items:
-        scan.in_subfolders = len(scan_images(root, True, exts).items)
+        scan.in_subfolders = len(_scan_images(root, True, exts).items)
     return scan
 
 
@@ -203,9 +203,9 @@ def _extensions(root: str) -> Tuple["Counter[str]", "Counter[str]"]:
 
 def list_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS
                 ) -> Tuple[List[ListItem], List[Tuple[str, int]]]:
-    """Walk ``root`` as im2rec does (see :func:`scan_images`); returns the items and the
+    """Walk ``root`` as im2rec does (see :func:`_scan_images`); returns the items and the
     ``(folder, label)`` mapping."""
-    scan = scan_images(root, recursive, exts)
+    scan = _scan_images(root, recursive, exts)
     return scan.items, scan.mapping
 
 
@@ -348,7 +348,7 @@ def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
     """
     prefix = storage.absolute(_list_prefix(prefix, chunks, train_ratio, test_ratio))
     check_outputs(_list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
-    scan = scan_images(root, recursive, exts, progress)
+    scan = _scan_images(root, recursive, exts, progress)
     if not scan.items:
         raise NothingFoundError(f"no image to list: {_nothing_listed(scan, root, recursive, exts)}"
                                 "; nothing was written", path=os.fspath(root))

@@ -173,7 +173,7 @@ PARAMETERS: Dict[str, Param] = {
 #: (``kMaxPrefetchBuffer``): where ``reset()`` decides whether the next epoch carries on
 MXNET_PRODUCER_AHEAD = 16
 #: parameters accepted with no effect here (MXNet's thread and device plumbing, its logging)
-NO_EFFECT = ("ctx", "verbose", "shuffle_chunk_seed")
+_NO_EFFECT = ("ctx", "verbose", "shuffle_chunk_seed")
 
 
 def read_parameters(iterator: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:

@@ -186,7 +186,7 @@ def samples(buffer: _Buffer, labels: Any, per_sample_labels: List[Any]) -> List[
     return [Sample(images[j], lab, batch, j) for j, lab in enumerate(per_sample_labels)]
 
 
-def collate_samples(batch: List[Sample], *, collate_fn_map: Optional[dict] = None) -> Any:
+def _collate_samples(batch: List[Sample], *, collate_fn_map: Optional[dict] = None) -> Any:
     """``default_collate`` for :class:`Sample`: the batch as decoded when the samples are all of
     one batch, in order; else what ``default_collate`` gives for tuples."""
     first = batch[0].batch
@@ -256,7 +256,7 @@ def _wire(labels: Any) -> Any:
     return labels
 
 
-_collate.default_collate_fn_map[Sample] = collate_samples
+_collate.default_collate_fn_map[Sample] = _collate_samples
 
 
 # -- encoded batches, for decoding on the GPU ---------------------------------------------------

@@ -1,7 +1,7 @@
 """MXNet's image augmentation for record iterators, step by step as MXNet 1.9.1 runs it.
 
-:class:`DefaultAugmenter` is MXNet's C++ ``DefaultImageAugmenter`` (``src/io/image_aug_default.cc``,
-what ``ImageRecordIter`` applies to each decoded image) and :class:`OutputWriter` the last step
+:class:`_DefaultAugmenter` is MXNet's C++ ``DefaultImageAugmenter`` (``src/io/image_aug_default.cc``,
+what ``ImageRecordIter`` applies to each decoded image) and :class:`_OutputWriter` the last step
 of its ``ImageRecordIOParser2`` (``ProcessImage``): channel order, mirror, mean/std/scale, dtype.
 :class:`MXAugmenter` chains decode -> augment -> write for a batch slot, which is what
 ``recio.mx.io.ImageRecordIter`` runs in its decode threads.
@@ -19,7 +19,7 @@ saturation in a random order, HSL offsets, PCA lighting noise, mirror, and the p
 ``Generator`` given per image (MXNet's ``std::mt19937`` streams are not reproduced).
 
 Working order is MXNet's: images are BGR (or grey, or BGRA) ``uint8`` ``(H, W, C)`` until
-:class:`OutputWriter` swaps them to RGB. Two of MXNet's quirks are kept because they change the
+:class:`_OutputWriter` swaps them to RGB. Two of MXNet's quirks are kept because they change the
 pixels: contrast and saturation take the grey level of the BGR image through OpenCV's *RGB*
 weights (blue weighted 0.299), and a 4-channel image is padded (``pad``, warps) with alpha 0
 (MXNet's fill is ``cv::Scalar(v, v, v)``).
@@ -242,7 +242,7 @@ def _round_half_away(value: Any) -> int:
 
 
 # -- the augmenter ------------------------------------------------------------------------------
-class DefaultAugmenter:
+class _DefaultAugmenter:
     """MXNet's ``DefaultImageAugmenter``: ``process(image, rng)`` turns a decoded BGR (or grey,
     or BGRA) ``uint8`` ``(H, W, C)`` image into the ``(height, width, C)`` image of
     ``data_shape``. Stateless and shared by the decode threads."""
@@ -416,7 +416,7 @@ class OutputParams:
             raise ValueError("std_r/std_g/std_b/std_a must not be 0: the data is divided by them")
 
 
-class OutputWriter:
+class _OutputWriter:
     """Writes an augmented BGR image into one ``(C, H, W)`` slot of the batch as MXNet's
     ``ProcessImage``: RGB(A) order, mirrored when drawn, and
 
@@ -488,7 +488,7 @@ class OutputWriter:
 
 
 class MXAugmenter:
-    """Decode -> :class:`DefaultAugmenter` -> :class:`OutputWriter` for one record, as MXNet's
+    """Decode -> :class:`_DefaultAugmenter` -> :class:`_OutputWriter` for one record, as MXNet's
     ``ImageRecordIOParser2`` does each image (what ``recio.mx.io.ImageRecordIter`` runs).
 
     Images decode as MXNet's iterator decodes them (``recio.image.pixels.codec.decode``: MXNet's
@@ -504,9 +504,9 @@ class MXAugmenter:
     def __init__(self, augment: AugmentParams, output: OutputParams,
                  seed_aug: Optional[int] = None,
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
-        self.augment = DefaultAugmenter(augment)
+        self.augment = _DefaultAugmenter(augment)
         self.channels = augment.data_shape[0]
-        self.writer = OutputWriter(output, self.channels)
+        self.writer = _OutputWriter(output, self.channels)
         self.seed_aug = seed_aug
         self.max_pixels = int(max_pixels)
         self.sample_shape = tuple(augment.data_shape)

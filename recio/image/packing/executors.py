@@ -36,7 +36,7 @@ from recio.image.pixels.transform import set_opencv_threads
 #: "auto" means threads:
 #: the same CPU time per image without pickling, and less memory (measurements in
 #: benchmarks/README.md).
-EXECUTORS = ("auto", "thread", "process")
+_EXECUTORS = ("auto", "thread", "process")
 AUTO_EXECUTOR = "thread"
 
 
@@ -106,9 +106,9 @@ def _start_thread(target: Any, name: str) -> threading.Event:
 
 
 def check_workers(workers: int, executor: str) -> None:
-    """ValueError unless ``executor`` is one of ``EXECUTORS`` and ``workers`` at least 1."""
-    if executor not in EXECUTORS:
-        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    """ValueError unless ``executor`` is one of ``_EXECUTORS`` and ``workers`` at least 1."""
+    if executor not in _EXECUTORS:
+        raise ValueError(f"executor must be one of {_EXECUTORS}, got {executor!r}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
 

@@ -52,8 +52,8 @@ from recio.storage import StorageOptions
 
 #: the staging folder of ``STEM``'s pack: ``DIR/.recio-pack-NAME``
 _STAGING_PREFIX = ".recio-pack-"
-PROGRESS_FORMAT = "recio-pack-progress"
-PROGRESS_VERSION = 1
+_PROGRESS_FORMAT = "recio-pack-progress"
+_PROGRESS_VERSION = 1
 _JOB_FILE = "job.json"
 _DONE = re.compile(r"part-(\d{5,})\.json\Z")
 #: an attempt's partial files (``pack_output.partial_paths`` of its stem) and the ``.rec`` a
@@ -130,8 +130,8 @@ class PackProgress:
     def job(self) -> Optional[Dict[str, Any]]:
         """``job.json``, or None when there is none (or it is unreadable)."""
         doc = self._read_json(_JOB_FILE)
-        if doc is None or doc.get("format") != PROGRESS_FORMAT \
-                or doc.get("version") != PROGRESS_VERSION or not isinstance(doc.get("job"), str):
+        if doc is None or doc.get("format") != _PROGRESS_FORMAT \
+                or doc.get("version") != _PROGRESS_VERSION or not isinstance(doc.get("job"), str):
             return None
         return doc
 
@@ -144,7 +144,7 @@ class PackProgress:
         self.discard()
         if not self.remote:
             os.makedirs(self.folder, exist_ok=True)
-        doc = {"format": PROGRESS_FORMAT, "version": PROGRESS_VERSION, "job": uuid.uuid4().hex,
+        doc = {"format": _PROGRESS_FORMAT, "version": _PROGRESS_VERSION, "job": uuid.uuid4().hex,
                "settings": settings, "layout": layout}
         try:
             self._write_json(_JOB_FILE, doc)

@@ -69,7 +69,7 @@ def _list_change(old: Dict[str, Any], new: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def changed_settings(old: Dict[str, Any], new: Dict[str, Any]
+def _changed_settings(old: Dict[str, Any], new: Dict[str, Any]
                      ) -> Tuple[List[str], List[str], bool]:
     """``(changes, resume_with, list_changed)``: one phrase per changed setting
     (``"--resize was 256, now 224"``), the options that give the old values, and whether the
@@ -105,7 +105,7 @@ def check_same_settings(old: Dict[str, Any], new: Dict[str, Any], lst_path: str,
     """Raise :class:`InterruptedPackError` (``path``: the list) when a resume's settings
     ``new`` differ from the interrupted pack's ``old``, naming each change and how to resume;
     ``kept`` names what the interrupted pack kept (deleted by ``--force``)."""
-    changes, resume_with, list_changed = changed_settings(old, new)
+    changes, resume_with, list_changed = _changed_settings(old, new)
     if not changes:
         return
     if list_changed:

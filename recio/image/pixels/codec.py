@@ -53,7 +53,7 @@ DEFAULT_MAX_PIXELS = 89_478_485
 COLOR_MODES = (-1, 0, 1)
 #: the DCT scales (in eighths) a reduced decode may use: OpenCV's IMREAD_REDUCED_* (1/8, 1/4,
 #: 1/2) and the full size
-POWER_OF_TWO_SCALES = (1, 2, 4, 8)
+_POWER_OF_TWO_SCALES = (1, 2, 4, 8)
 
 _JPEG_SOI = b"\xff\xd8\xff"
 #: what libjpeg's file reader appends when a file ends before its end-of-image marker
@@ -114,12 +114,12 @@ def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_si
     buf = _as_buffer(data)
     size = image_size(buf)
     if size is not None:
-        check_pixels(size[0], size[1], max_pixels, name)
+        _check_pixels(size[0], size[1], max_pixels, name)
     jpeg = bytes(buf[:3]) == _JPEG_SOI
     eighths = dct_eighths(size[0], size[1], min_side) if jpeg and size and color != -1 else 8
     array = srgb_grey(buf) if color == 0 and not jpeg else None  # MXNet's rule, not OpenCV 5's
     if array is not None and exif_transpose:
-        array = _orient(array, exif_orientation(buf))
+        array = _orient(array, _exif_orientation(buf))
     if array is None and jpeg and eighths == 8:
         array = _decode_simplejpeg(buf, color, bgr, exif_transpose, scratch)
         if array is not None:
@@ -129,10 +129,10 @@ def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_si
     if array is None:
         raise ImageError(_undecodable(buf), path=name)
     if size is None:  # a format whose header recio does not read: OpenCV's own limit held
-        check_pixels(array.shape[1], array.shape[0], max_pixels, name)
+        _check_pixels(array.shape[1], array.shape[0], max_pixels, name)
     if color == -1:
         if exif_transpose:  # OpenCV leaves IMREAD_UNCHANGED as stored
-            array = _orient(array, exif_orientation(buf))
+            array = _orient(array, _exif_orientation(buf))
         if not bgr and array.ndim == 3:
             swap = cv2.COLOR_BGR2RGB if array.shape[2] == 3 else cv2.COLOR_BGRA2RGBA
             array = cv2.cvtColor(array, swap, dst=array)  # in place: no second image in memory
@@ -140,7 +140,7 @@ def decode_scaled(data: ImageBytes, color: int = 1, *, bgr: bool = False, min_si
     if eighths == 8:
         return array, (width, height), 1.0
     own = size if size is not None else (width, height)
-    if exif_transpose and exif_orientation(buf) in (5, 6, 7, 8):
+    if exif_transpose and _exif_orientation(buf) in (5, 6, 7, 8):
         own = (own[1], own[0])  # OpenCV turned it by the EXIF orientation
     return array, own, eighths / 8
 
@@ -283,7 +283,7 @@ def jpeg_size(data: ImageBytes) -> Optional[Tuple[int, int]]:
     return _jpeg_frame_size(data) if bytes(data[:3]) == _JPEG_SOI else None
 
 
-def exif_orientation(data: ImageBytes) -> int:
+def _exif_orientation(data: ImageBytes) -> int:
     """The EXIF orientation (1-8) an image declares, 1 when it has none."""
     if bytes(data[:3]) == _JPEG_SOI and bytes(data[:_EXIF_SEARCH]).find(_EXIF_HEADER) == -1:
         return 1
@@ -306,7 +306,7 @@ def _orient(array: np.ndarray, orientation: int) -> np.ndarray:
     return np.ascontiguousarray(array)
 
 
-def check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS,
+def _check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS,
                  name: Optional[str] = None) -> None:
     """The decompression-bomb guard: ``ImageError`` for an empty size or one above
     ``max_pixels`` (checked from the header, before any pixel is allocated)."""
@@ -319,7 +319,7 @@ def check_pixels(width: int, height: int, max_pixels: int = DEFAULT_MAX_PIXELS,
 
 
 def dct_eighths(width: int, height: int, min_side: int) -> int:
-    """The DCT scale ``m`` (decode at ``m/8``, one of ``POWER_OF_TWO_SCALES``) for a ``width x
+    """The DCT scale ``m`` (decode at ``m/8``, one of ``_POWER_OF_TWO_SCALES``) for a ``width x
     height`` JPEG: the smallest whose image still covers the one scaled to shorter side
     ``min_side`` (``m/8 >= ceil(side * min_side / short) / side`` on both sides), 8 when none
     does or ``min_side`` is 0."""
@@ -328,7 +328,7 @@ def dct_eighths(width: int, height: int, min_side: int) -> int:
         return 8
     need_w = -(-width * min_side // short)
     need_h = -(-height * min_side // short)
-    for m in POWER_OF_TWO_SCALES[:-1]:
+    for m in _POWER_OF_TWO_SCALES[:-1]:
         if m * width >= 8 * need_w and m * height >= 8 * need_h:
             return m
     return 8
@@ -338,7 +338,7 @@ def dct_eighths(width: int, height: int, min_side: int) -> int:
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
 
-def describe_error(exc: BaseException) -> str:
+def _describe_error(exc: BaseException) -> str:
     """One line for a codec's exception, without the in-memory buffer's ``repr`` some of
     Pillow's messages carry (``<_io.BytesIO object at 0x...>``; the file is named by the
     caller)."""

@@ -33,10 +33,10 @@ from recio.image.pixels.encoding import ENCODINGS, encode
 #: tools/im2rec.py: its bytes) and "antialias" (DCT-scaled decode, area average and bicubic)
 RESIZE_MODES = ("mxnet", "antialias")
 #: the antialias mode's resize of the DCT-reduced image (remaining factor below 2)
-AA_INTERPOLATION = cv2.INTER_CUBIC
+_AA_INTERPOLATION = cv2.INTER_CUBIC
 #: from this remaining factor on (PNG and other non-JPEG sources) OpenCV's INTER_AREA first
 #: averages blocks of the integer part of the factor: a plain cubic would alias
-AA_AREA_FACTOR = 2.0
+_AA_AREA_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def center_crop_box(width: int, height: int) -> Tuple[int, int, int, int]:
     return margin, 0, margin + height, height
 
 
-def output_geometry(width: int, height: int, options: ImageOptions
+def _output_geometry(width: int, height: int, options: ImageOptions
                     ) -> Tuple[Tuple[int, int, int, int], Optional[Tuple[int, int]]]:
     """Source box to keep and final size (``None``: no resize) for a ``width x height`` image."""
     box = center_crop_box(width, height) if options.center_crop else (0, 0, width, height)
@@ -142,7 +142,7 @@ def render_pixels(data: bytes, options: ImageOptions, name: Optional[str] = None
         array = (array >> 8).astype(np.uint8)
     if options.encoding == ".jpg" and array.ndim == 3 and array.shape[2] == 4:
         array = array[:, :, :3]  # JPEG cannot hold alpha
-    box, size = output_geometry(width, height, options)
+    box, size = _output_geometry(width, height, options)
     if size is None:
         left, top, right, bottom = box
         if box != (0, 0, width, height):
@@ -161,7 +161,7 @@ def _render_as_mxnet(data: bytes, options: ImageOptions, name: Optional[str]) ->
     if options.encoding == ".jpg" and array.ndim == 3 and array.shape[2] == 4:
         array = array[:, :, :3]  # JPEG cannot hold alpha (dropped before the resize: the same)
     height, width = array.shape[:2]
-    box, size = output_geometry(width, height, options)
+    box, size = _output_geometry(width, height, options)
     left, top, right, bottom = box
     if box != (0, 0, width, height):
         array = array[top:bottom, left:right]
@@ -182,7 +182,7 @@ def _antialiased_resize(array: np.ndarray, scaled: Tuple[float, float, float, fl
     # (x + 0.5) / fx - 0.5 exactly: start at the box's corner (rounded; fractional only for a
     # centre crop of a reduced decode) and cut the output to ``size``.
     reduce = int(1 / max(fx, fy))
-    if reduce >= AA_AREA_FACTOR:
+    if reduce >= _AA_AREA_FACTOR:
         # a large reduction (PNG and other non-JPEG sources): average k x k blocks first,
         # OpenCV's fast integer INTER_AREA (a plain INTER_AREA by a fractional factor costs
         # about twice as much), then the fractional rest; block i's centre is source pixel
@@ -197,9 +197,9 @@ def _antialiased_resize(array: np.ndarray, scaled: Tuple[float, float, float, fl
     if not whole:
         array = array[top:min(array.shape[0], math.ceil(bottom) + 1),
                       left:min(array.shape[1], math.ceil(right) + 1)]
-    out = cv2.resize(array, None, fx=fx, fy=fy, interpolation=AA_INTERPOLATION)
+    out = cv2.resize(array, None, fx=fx, fy=fy, interpolation=_AA_INTERPOLATION)
     if out.shape[1] < size[0] or out.shape[0] < size[1]:  # rounding: fall back to dsize
-        out = cv2.resize(array, size, interpolation=AA_INTERPOLATION)
+        out = cv2.resize(array, size, interpolation=_AA_INTERPOLATION)
     elif out.shape[1] != size[0] or out.shape[0] != size[1]:
         out = np.ascontiguousarray(out[:size[1], :size[0]])
     return out

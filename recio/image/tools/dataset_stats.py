@@ -9,7 +9,7 @@ ids, 16 bytes a record, plus the label counts.
 
 - Labels: per position of the label vector (position 0 only for scalar labels). Integer labels
   (class ids) are counted exactly per value; when a position holds non-integer labels, or more
-  than ``MAX_CLASSES`` distinct values, its histogram has ``BINS`` equal-width bins instead.
+  than ``_MAX_CLASSES`` distinct values, its histogram has ``BINS`` equal-width bins instead.
   NaN and infinite labels are counted apart (``nonfinite``).
 - Sizes: width, height, short side and aspect ratio (width / height) percentiles from the image
   headers (JPEG SOF, PNG IHDR, ...; no decoding) of ``sample`` image records per file chosen at
@@ -42,7 +42,7 @@ Progress = Optional[Callable[[int], None]]
 
 PERCENTILES = (0, 1, 5, 25, 50, 75, 95, 99, 100)
 #: integer labels with at most this many distinct values get one count per value
-MAX_CLASSES = 1_000_000
+_MAX_CLASSES = 1_000_000
 #: bins of a histogram of non-integer labels
 BINS = 50
 #: records whose headers are gathered at once
@@ -174,7 +174,7 @@ class _Tally:
             if (values == np.floor(values)).all() and np.abs(values).max() < 2 ** 53:
                 uniq, counts = np.unique(values, return_counts=True)
                 counter.update(dict(zip(uniq.tolist(), counts.tolist())))
-                if len(counter) <= MAX_CLASSES:
+                if len(counter) <= _MAX_CLASSES:
                     return
                 values = _expand(counter)  # too many classes: bin everything from now on
             else:

@@ -95,7 +95,7 @@ def index_keeping_keys(rec_path: PathLike, idx_path: Optional[PathLike] = None, 
     by position (``rec2idx``) or each record's image id (im2rec), and the new index is keyed
     the same way (``RebuiltIndex.keys`` says which). Without an old index the keys are
     positions, as ``rec2idx`` writes them, unless the records carry image ids that are not
-    their positions (``auto_key_kind``: it asks). Keys of any other kind, or an old index that says
+    their positions (``_auto_key_kind``: it asks). Keys of any other kind, or an old index that says
     nothing (unreadable, or of another file) over records whose ids are not their positions,
     raise ``RecordIOError`` asking for ``--key id`` or ``--key position``: the keys are never
     renumbered silently. Damage in the ``.rec`` raises as in ``rebuild_index``.
@@ -105,7 +105,7 @@ def index_keeping_keys(rec_path: PathLike, idx_path: Optional[PathLike] = None, 
     chosen = {}
 
     def keys(path: str, offsets: np.ndarray) -> Union[Sequence[Any], np.ndarray]:
-        kind = auto_key_kind(path, offsets, old)
+        kind = _auto_key_kind(path, offsets, old)
         chosen["kind"] = kind
         return range(len(offsets)) if kind == "position" else _unique_record_ids(path, offsets)
 
@@ -122,7 +122,7 @@ def _old_index(rec_path: str, idx_path: Optional[PathLike]) -> Optional[str]:
     return old if storage.exists(old) else None
 
 
-def auto_key_kind(rec_path: str, offsets: np.ndarray, old: Optional[str]) -> str:
+def _auto_key_kind(rec_path: str, offsets: np.ndarray, old: Optional[str]) -> str:
     """``"position"`` or ``"id"``: the keys ``recio index --key auto`` gives the records at
     ``offsets``: those of the old index ``old`` (``_old_key_kind``); without one, positions
     (as ``rec2idx``) unless the records carry image ids that are not their positions, as
@@ -146,7 +146,7 @@ def index_command(rec_path: str, offsets: np.ndarray, idx_path: Optional[str] = 
     old = _old_index(rec_path, idx_path)
     option = ""
     try:
-        auto_key_kind(rec_path, offsets, old)
+        _auto_key_kind(rec_path, offsets, old)
     except RecordIOError:
         ids = _ids_or_none(rec_path, offsets)
         option = " --key id" if ids is not None and len(set(ids)) == len(ids) \

@@ -367,7 +367,7 @@ def _unconfirmed(reader: RecordReader, head: int, region: DamageRegion
     end = _record_end(reader, head)
     if end != region.start:
         return None
-    complete = image_verdict(reader.read_at(head))
+    complete = _image_verdict(reader.read_at(head))
     if complete is not None:  # an image record: its own end says whether it is whole
         return None if complete else DamageRegion(
             head, end, "a well-formed record whose end is followed by damage and whose image "
@@ -424,10 +424,10 @@ def image_complete(record: Any) -> bool:
     of a complete image: JPEG's EOI marker, PNG's IEND chunk, GIF's trailer, or exactly the
     file size a BMP or WebP header declares. False otherwise (not an image, a format without
     such an end, or an image cut short)."""
-    return bool(image_verdict(record))
+    return bool(_image_verdict(record))
 
 
-def image_verdict(record: Any) -> Optional[bool]:
+def _image_verdict(record: Any) -> Optional[bool]:
     """``image_complete`` for an image record of a format whose end can be checked (JPEG, PNG,
     GIF, BMP, WebP); None for any other record."""
     try:

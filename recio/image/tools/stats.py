@@ -42,9 +42,9 @@ _LE32 = struct.Struct("<I")
 _LEi32x2 = struct.Struct("<ii")
 
 #: payload lengths kept exactly for the median; beyond this a uniform reservoir sample is used
-MEDIAN_EXACT_LIMIT = 1 << 20
+_MEDIAN_EXACT_LIMIT = 1 << 20
 #: distinct labels counted exactly up to this many
-DISTINCT_LABEL_LIMIT = 1 << 20
+_DISTINCT_LABEL_LIMIT = 1 << 20
 _PROGRESS_EVERY = 64 << 20
 
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
@@ -55,7 +55,7 @@ class DamageRegion:
     """Bytes ``[start, end)`` of the file that do not form valid records, and why.
 
     Adjacent damaged places are one region; ``problems`` counts them and ``reason`` names the
-    first few (``REASONS_KEPT``).
+    first few (``_REASONS_KEPT``).
     """
 
     start: int
@@ -66,20 +66,20 @@ class DamageRegion:
 
 
 #: how many reasons a merged damage region spells out (the rest are counted)
-REASONS_KEPT = 3
+_REASONS_KEPT = 3
 
 
 def add_damage(damage: List[DamageRegion], start: int, end: int, error: RecordIOError) -> None:
     """Record the damaged bytes ``[start, end)`` (a reader's ``on_damage``) in ``damage``:
-    adjacent places make one region, which spells out its first ``REASONS_KEPT`` reasons."""
+    adjacent places make one region, which spells out its first ``_REASONS_KEPT`` reasons."""
     reason = error.message
     if damage and damage[-1].end == start:
         region = damage[-1]
         region.end = end
         region.problems += 1
-        if region.problems <= REASONS_KEPT:
+        if region.problems <= _REASONS_KEPT:
             region.reason += "; " + reason
-        elif region.problems == REASONS_KEPT + 1:
+        elif region.problems == _REASONS_KEPT + 1:
             region.reason += "; ..."
     else:
         damage.append(DamageRegion(start, end, reason))
@@ -388,7 +388,7 @@ def _scan(reader: Any, st: FileStats, heads: Optional[array], sample: int, show:
 class _LengthTally:
     """Record, part and payload-byte counts and the payload lengths' min/median/max.
 
-    Lengths are kept exactly up to ``MEDIAN_EXACT_LIMIT`` records, then as a uniform reservoir
+    Lengths are kept exactly up to ``_MEDIAN_EXACT_LIMIT`` records, then as a uniform reservoir
     sample of that size (memory stays bounded on files of billions of records).
     """
 
@@ -404,11 +404,11 @@ class _LengthTally:
         if nparts > 1:
             self.multipart += 1
         self.payload_bytes += length
-        if len(self.lengths) < MEDIAN_EXACT_LIMIT:
+        if len(self.lengths) < _MEDIAN_EXACT_LIMIT:
             self.lengths.append(length)
         else:
             j = self.rng.randrange(self.records)
-            if j < MEDIAN_EXACT_LIMIT:
+            if j < _MEDIAN_EXACT_LIMIT:
                 self.lengths[j] = length
 
     def finish(self, st: FileStats) -> None:
@@ -421,7 +421,7 @@ class _LengthTally:
             st.size_median = (ordered[mid] if len(ordered) % 2 else
                               (ordered[mid - 1] + ordered[mid]) / 2)
             st.size_min, st.size_max = ordered[0], ordered[-1]
-            st.size_median_exact = self.records <= MEDIAN_EXACT_LIMIT
+            st.size_median_exact = self.records <= _MEDIAN_EXACT_LIMIT
 
 
 class _ImageTally:
@@ -506,7 +506,7 @@ class _ImageTally:
             self.lab_min = label
         if self.lab_max is None or label > self.lab_max:
             self.lab_max = label
-        if len(self.labels) < DISTINCT_LABEL_LIMIT:
+        if len(self.labels) < _DISTINCT_LABEL_LIMIT:
             self.labels.add(label)
         elif label not in self.labels:
             img.distinct_labels_exact = False
