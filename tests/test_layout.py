@@ -153,9 +153,10 @@ def test_no_import_cycles():
 FUNCTION_LEVEL_ALLOWED: Dict[Tuple[str, str], str] = {
     ("recio.cli.im2rec", "recio.ray"): "importing recio.ray imports Ray (hundreds of MB, an "
                                        "extra): only im2rec --engine ray pays for it",
-    ("recio.cli", "recio.cli.common"): "recio.cli is all an entry point loads before it can "
-                                       "answer a Ctrl-C (run_command); the commands' modules "
-                                       "(click, NumPy, OpenCV) load after it",
+    ("recio.cli.entry", "recio.cli.common"): "recio.cli.entry is all an entry point loads "
+                                             "before it can answer a Ctrl-C (run_command); the "
+                                             "commands' modules (click, NumPy, OpenCV) load "
+                                             "after it",
 }
 
 
@@ -209,3 +210,17 @@ def test_only_packages_list_their_public_names():
               if path.name != "__init__.py" and name not in FACES
               and any(names_all(node) for node in ast.parse(path.read_text()).body)]
     assert listed == []
+
+
+#: packages whose ``__init__`` imports its modules when it is imported, as MXNet's do: ``import
+#: recio.mx as mx`` stands in for ``import mxnet as mx``, whose ``mx.io``, ``mx.nd`` and
+#: ``mx.gluon.data.vision`` a type checker must see as modules
+EAGER_FACES = {"recio.mx", "recio.mx.gluon", "recio.mx.gluon.data", "recio.mx.gluon.data.vision"}
+
+
+def test_every_package_loads_its_names_on_first_use():
+    """One ``__init__`` pattern: the package's names in ``_LAZY`` for ``recio._lazy``, the same
+    names imported under ``if TYPE_CHECKING:`` (tests/test_lazy.py), and no code of its own."""
+    eager = [name for name, path in MODULES.items() if path.name == "__init__.py"
+             and name not in EAGER_FACES and "_lazy_exports(__name__, _LAZY" not in path.read_text()]
+    assert eager == []
