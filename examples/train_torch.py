@@ -3,8 +3,9 @@
 Run:  python examples/train_torch.py [train.rec]
 
 Needs ``pip install 'recio[torch]'``. With your own .rec (packed by im2rec, labels = class ids
-0..K-1) the number of classes is read from the data (one pass with ``recio.image.tools.dataset_stats``).
-Without an argument it writes a tiny 2-class dataset into examples/out/torch/ first. Shown twice:
+0..K-1) the number of classes is read from the data (one pass with
+``recio.image.tools.dataset_stats``). Without an argument it writes a tiny 2-class dataset into
+examples/out/torch/ first. Shown twice:
 
 1. ``RecordDataset`` (map-style, uses the .idx): ``DataLoader(shuffle=True, num_workers=2)``;
    the dataset may be created in the main process — each worker reopens the file itself. With

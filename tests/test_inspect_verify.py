@@ -1,4 +1,5 @@
-"""recio.image.tools.stats: one-pass statistics, image sizes from headers, layouts, damage, indexes."""
+"""recio.image.tools.stats: one-pass statistics, image sizes from headers, layouts, damage,
+indexes."""
 import io
 import json
 import os

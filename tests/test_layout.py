@@ -222,5 +222,6 @@ def test_every_package_loads_its_names_on_first_use():
     """One ``__init__`` pattern: the package's names in ``_LAZY`` for ``recio._lazy``, the same
     names imported under ``if TYPE_CHECKING:`` (tests/test_lazy.py), and no code of its own."""
     eager = [name for name, path in MODULES.items() if path.name == "__init__.py"
-             and name not in EAGER_FACES and "_lazy_exports(__name__, _LAZY" not in path.read_text()]
+             and name not in EAGER_FACES
+             and "_lazy_exports(__name__, _LAZY" not in path.read_text()]
     assert eager == []

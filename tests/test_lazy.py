@@ -58,8 +58,8 @@ def type_checking_imports(tree: ast.Module) -> Dict[str, str]:
 
 
 def test_the_packages_with_lazy_names():
-    assert set(LAZY_MODULES) == {"recio", "recio.records", "recio.records.cache", "recio.records.shards",
-                                 "recio.image", "recio.image.pixels", "recio.image.packing",
+    assert set(LAZY_MODULES) == {"recio", "recio.records", "recio.records.cache",
+                                 "recio.records.shards", "recio.image", "recio.image.pixels", "recio.image.packing",
                                  "recio.image.batches", "recio.image.tools", "recio.sequence",
                                  "recio.storage", "recio.torch", "recio.ray", "recio.cli"}
 

@@ -99,8 +99,8 @@ def test_im2rec_writes_mxnets_rec_and_idx(tmp_path, name):
 
 
 def test_im2rec_library_writes_mxnets_bytes(tmp_path):
-    """recio.image.packing.pipeline.pack_list (what the command calls) with the options of each run, in
-    threads."""
+    """recio.image.packing.pipeline.pack_list (what the command calls) with the options of each run,
+    in threads."""
     from recio.image.packing.pipeline import pack_list
 
     for name, spec in MANIFEST["im2rec"].items():

@@ -59,7 +59,8 @@ _PARTS = [("recio.image.packing.worker:_read_image_file", 40),
           ("recio.storage:remove_tree", 1),
           ("recio.records.atomic:AtomicFile.publish", 4)]
 POINTS = {
-    "shards": _PARTS + [("recio.storage:move", 12), ("recio.records.shards.commit:combined_index", 1)],
+    "shards": _PARTS + [("recio.storage:move", 12),
+                        ("recio.records.shards.commit:combined_index", 1)],
     "sized": _PARTS + [("recio.records.shards.shard_set:ShardWriter.close", 1)],
     "threads": _PARTS + [("recio.storage:move", 6)],
     "plain": [("recio.image.packing.worker:_read_image_file", 40),

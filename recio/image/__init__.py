@@ -38,4 +38,5 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
-    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY)
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=(
+        "header", "pixels", "packing", "batches", "tools"))

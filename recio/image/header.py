@@ -116,8 +116,8 @@ def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
     :func:`recio.image.pixels.codec.decode`).
 
     Damaged data raises :class:`ImageError`, and so does an image declaring more than
-    ``recio.image.pixels.codec.DEFAULT_MAX_PIXELS`` pixels (the decompression-bomb guard), before its
-    pixels are allocated.
+    ``recio.image.pixels.codec.DEFAULT_MAX_PIXELS`` pixels (the decompression-bomb guard), before
+    its pixels are allocated.
     """
     return decode(data, iscolor, max_pixels=DEFAULT_MAX_PIXELS)
 

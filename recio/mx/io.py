@@ -8,8 +8,8 @@
   is the number of filler samples at the end of the last batch; ``index`` the records' image
   ids. ``provide_data`` / ``provide_label`` are lists of :class:`DataDesc`. Pixels, labels, pads
   and batch counts are MXNet's (tested against the real MXNet 1.9.1; see
-  ``recio.image.batches.mxnet_augment`` for the augmentations). With ``round_batch`` (the default) the last
-  batch is filled from the start of the next pass and the next epoch continues after those
+  ``recio.image.batches.mxnet_augment`` for the augmentations). With ``round_batch`` (the default)
+  the last batch is filled from the start of the next pass and the next epoch continues after those
   records, as MXNet does; ``round_batch=False`` pads with zeros.
 * :class:`NDArrayIter`, :class:`ResizeIter`, :class:`PrefetchingIter` and the :class:`DataIter`
   base class, as MXNet's Python ones.

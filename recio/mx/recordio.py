@@ -541,7 +541,8 @@ def unpack_img(s: bytes, iscolor: int = -1) -> tuple:
     alpha, uint16 for a 16-bit grey PNG). As OpenCV 4, flags 1 and 0 apply the EXIF orientation.
 
     Unlike ``cv2.imdecode``, which returns None, undecodable bytes (or an image declaring more
-    than ``recio.image.pixels.codec.DEFAULT_MAX_PIXELS`` pixels) raise :class:`~recio.errors.ImageError`.
+    than ``recio.image.pixels.codec.DEFAULT_MAX_PIXELS`` pixels) raise
+    :class:`~recio.errors.ImageError`.
     """
     if iscolor not in COLOR_MODES:
         raise ValueError(f"iscolor must be 1 (colour), 0 (greyscale) or -1 (unchanged), "

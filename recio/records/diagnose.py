@@ -268,7 +268,8 @@ def open_checked_index(rec_path: Any, idx_path: Any, key_type: Any = int,
     end of that file raise the error that names the culprit (``_diagnose_index``):
     ``TruncatedFileError`` when the ``.rec`` was cut short, ``IndexMismatchError`` when the
     index belongs to another file, ``NotRecordFileError`` when ``rec_path`` is no ``.rec``.
-    ``shard_cache`` (a ``recio.records.cache.shard_cache.ShardCache``) serves URLs from local copies."""
+    ``shard_cache`` (a ``recio.records.cache.shard_cache.ShardCache``) serves URLs from local
+    copies."""
     if rec_size is None:
         rec_size = (shard_cache.size(os.fspath(rec_path))
                     if shard_cache is not None and storage.is_url(rec_path)

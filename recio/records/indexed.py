@@ -45,10 +45,10 @@ def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
     (``recio.records.pair``), since positions would answer another record for a key. With
     ``warn_on_scan`` a missing ``.idx`` is reported (a ``UserWarning`` saying how to write it)
     before the scan starts, for callers whose users expect an index to exist. URLs are read
-    through ``shard_cache`` when one is given (``recio.records.cache.shard_cache.ShardCache``; an index a
-    manifest names needs no lookup). An index whose offsets run past the end of the ``.rec``
-    raises ``TruncatedFileError`` (the ``.rec`` was cut short) or ``IndexMismatchError`` (the
-    index belongs to another file).
+    through ``shard_cache`` when one is given (``recio.records.cache.shard_cache.ShardCache``; an
+    index a manifest names needs no lookup). An index whose offsets run past the end of the ``.rec``
+    raises ``TruncatedFileError`` (the ``.rec`` was cut short) or ``IndexMismatchError`` (the index
+    belongs to another file).
     """
     if idx_path is None:
         candidate = sibling_index_path(rec_path)

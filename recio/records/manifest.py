@@ -1,10 +1,10 @@
 """The manifest of a shard set: the file that says a set is finished, and what it holds.
 
 A shard set is a dataset in several ``.rec``/``.idx`` files, ``PREFIX-00000.rec``/``.idx``, ...,
-described by ``PREFIX.manifest.json``, written last (``recio.records.shards.shard_set`` writes and reads
-sets; ``shard_verify`` checks them; ``shard_commit`` publishes staged shards and the combined
-``.idx``). This module owns the names of a set's files, the manifest's format and its checks,
-and the per-record checksum sidecar, which all of them share.
+described by ``PREFIX.manifest.json``, written last (``recio.records.shards.shard_set`` writes and
+reads sets; ``shards.verify`` checks them; ``shards.commit`` publishes staged shards and the
+combined ``.idx``). This module owns the names of a set's files, the manifest's format and its
+checks, and the per-record checksum sidecar, which all of them share.
 
 The manifest (JSON, UTF-8; file names are relative to the manifest's folder)::
 

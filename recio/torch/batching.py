@@ -277,8 +277,8 @@ def decode_on_device(images: List[Any], device: Any = "cuda", mode: str = "RGB"
     On a CUDA device the JPEGs are decoded together by nvJPEG, through
     ``torchvision.io.decode_jpeg(..., device=device)`` (``pip install torchvision``, the build
     matching your CUDA torch); other formats, and every image on the CPU, are decoded by
-    ``recio.image.pixels.codec.decode`` (MXNet's pixels) and moved to ``device``. ``mode``: ``"RGB"``
-    or ``"L"`` (greyscale, ``1 x H x W``).
+    ``recio.image.pixels.codec.decode`` (MXNet's pixels) and moved to ``device``. ``mode``:
+    ``"RGB"`` or ``"L"`` (greyscale, ``1 x H x W``).
     """
     if mode not in ("RGB", "L"):
         raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")

@@ -63,12 +63,12 @@ class RecordDataset(Dataset):
     (e.g. ``range(1, n + 1)`` to leave out the header records of a face-recognition dataset).
     Paths may be URLs (``s3://...``, read through fsspec with ``storage_options``): each record
     is one ranged GET, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``), whole files are kept
-    in that local folder, at most ``cache_limit`` bytes (``recio.records.cache.shard_cache``), so a record
-    is read from local disk; a ``RecordSampler`` over the dataset downloads the files in the
-    order its records come first. ``ds[i]`` reads line i of the index: an index whose keys
-    repeat gives every line and a ``DuplicateKeyWarning`` naming the key (with ``keys``, a
-    repeated key reads its last line, as MXNet does). Safe in ``DataLoader(num_workers > 0)``:
-    files reopen in each process, which share the cache.
+    in that local folder, at most ``cache_limit`` bytes (``recio.records.cache.shard_cache``), so a
+    record is read from local disk; a ``RecordSampler`` over the dataset downloads the files in the
+    order its records come first. ``ds[i]`` reads line i of the index: an index whose keys repeat
+    gives every line and a ``DuplicateKeyWarning`` naming the key (with ``keys``, a repeated key
+    reads its last line, as MXNet does). Safe in ``DataLoader(num_workers > 0)``: files reopen in
+    each process, which share the cache.
 
     A record whose image nothing decodes (``on_undecodable="skip"``, the default) is left out
     of its batch (``__getitems__``, which ``DataLoader`` calls), and ``ds[i]`` of it, or a

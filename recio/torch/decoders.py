@@ -4,8 +4,8 @@
 
 - ``"tensor"`` (the default), ``"numpy"``, ``"pil"``, ``"raw"``: image records (an ``IRHeader``
   then the encoded image, as im2rec packs them). The sample is ``(image, label)``: the image
-  decoded by ``recio.image.pixels.codec.decode`` (uint8 CHW tensor, uint8 HWC array, PIL image, or the
-  encoded bytes for ``ImageAugment``), then ``transform``; the label a float32 tensor (scalar,
+  decoded by ``recio.image.pixels.codec.decode`` (uint8 CHW tensor, uint8 HWC array, PIL image, or
+  the encoded bytes for ``ImageAugment``), then ``transform``; the label a float32 tensor (scalar,
   or the record's label vector), or ``target_transform``'s value.
 - a callable: any record. The sample is ``decode(payload)`` of the whole record payload, then
   ``transform``; ``recio.sequence.unpack_sequence`` reads sequence records, ``bytes`` gives the

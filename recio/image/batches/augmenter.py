@@ -1,5 +1,5 @@
-"""The augmentation of :class:`~recio.image.batches.iterators.ImageBatchIter`: one image record's bytes
-decoded and augmented straight into one slot of the batch array.
+"""The augmentation of :class:`~recio.image.batches.iterators.ImageBatchIter`: one image record's
+bytes decoded and augmented straight into one slot of the batch array.
 
 Kept apart from the iterator because it is reused on its own: ``recio.torch.ImageAugment`` runs
 the same :class:`Augmenter` per sample, and custom loaders may too. Its random numbers are drawn
@@ -40,8 +40,8 @@ class Augmenter:
     of ``area`` (fraction of the image, uniform) and aspect ``ratio`` (width / height, uniform,
     sides swapped with probability 1/2: MXNet's rule, ``recio.image.batches.mxnet_augment``'s
     ``random_resized_crop_box``; ten draws, else the largest centred box within ``ratio``),
-    resized to ``data_shape`` bilinearly (``recio.image.pixels.cvops.resize``: OpenCV's pixels). A JPEG
-    whose box shrinks by 2 or more is decoded at 1/2, 1/4 or 1/8 scale in the DCT domain first.
+    resized to ``data_shape`` bilinearly (``recio.image.pixels.cvops.resize``: OpenCV's pixels). A
+    JPEG whose box shrinks by 2 or more is decoded at 1/2, 1/4 or 1/8 scale in the DCT domain first.
     """
 
     def __init__(self, data_shape: Sequence[int], resize: int = -1, rand_crop: bool = False,

@@ -1,5 +1,5 @@
-"""The engine under :class:`~recio.image.batches.iterators.RecordBatchIter`: records in epoch order, decoded
-by a thread pool straight into batch arrays.
+"""The engine under :class:`~recio.image.batches.iterators.RecordBatchIter`: records in epoch order,
+decoded by a thread pool straight into batch arrays.
 
 :class:`BatchEngine` holds what the producer thread needs (the reader or the stream, the pool,
 the recycled batch arrays) and no reference back to the iterator, so the iterator can be

@@ -26,8 +26,8 @@ records are skipped with a ``SkippedRecordWarning`` naming the record and counte
 (``recio.image.undecodable``).
 
 ``RecordBatchIter`` is that machinery with the augmentation and the epoch rule passed in:
-``recio.mx.io.ImageRecordIter`` runs it with ``recio.image.batches.mxnet_augment.MXAugmenter`` and MXNet's
-epochs (``carry_over``).
+``recio.mx.io.ImageRecordIter`` runs it with ``recio.image.batches.mxnet_augment.MXAugmenter`` and
+MXNet's epochs (``carry_over``).
 
 The parts have their own modules: ``recio.image.batches.augmenter`` (``Augmenter``, one image into
 one batch slot) and ``recio.image.batches.engine`` (the decode thread pool, ``DataBatch``).
@@ -66,9 +66,10 @@ class RecordBatchIter:
     ``sample_shape`` and ``dtype`` (one sample's), ``params(rng, slots)`` (the random numbers of
     the records going to ``slots``, drawn in stream order from the epoch's generator) and
     ``augmenter(image_bytes, slot_array, params_row)``;
-    :class:`~recio.image.batches.augmenter.Augmenter` and ``recio.image.batches.mxnet_augment.MXAugmenter`` are
-    two. Batches are :class:`~recio.image.batches.engine.DataBatch` objects whose ``data`` is
-    ``(batch_size,) + sample_shape`` and ``label`` float32 ``(batch_size, label_width)``.
+    :class:`~recio.image.batches.augmenter.Augmenter` and
+    ``recio.image.batches.mxnet_augment.MXAugmenter`` are two. Batches are
+    :class:`~recio.image.batches.engine.DataBatch` objects whose ``data`` is ``(batch_size,) +
+    sample_shape`` and ``label`` float32 ``(batch_size, label_width)``.
 
     ``labels`` (image id -> labels, e.g. from a ``.lst``) replaces the records' own labels;
     ``strict_labels`` raises :class:`~recio.errors.RecordIOError` for a record whose label count

@@ -1,22 +1,22 @@
 """MXNet's image augmentation for record iterators, step by step as MXNet 1.9.1 runs it.
 
-:class:`_DefaultAugmenter` is MXNet's C++ ``DefaultImageAugmenter`` (``src/io/image_aug_default.cc``,
-what ``ImageRecordIter`` applies to each decoded image) and :class:`_OutputWriter` the last step
-of its ``ImageRecordIOParser2`` (``ProcessImage``): channel order, mirror, mean/std/scale, dtype.
-:class:`MXAugmenter` chains decode -> augment -> write for a batch slot, which is what
-``recio.mx.io.ImageRecordIter`` runs in its decode threads.
+:class:`_DefaultAugmenter` is MXNet's C++ ``DefaultImageAugmenter``
+(``src/io/image_aug_default.cc``, what ``ImageRecordIter`` applies to each decoded image) and
+:class:`_OutputWriter` the last step of its ``ImageRecordIOParser2`` (``ProcessImage``): channel
+order, mirror, mean/std/scale, dtype. :class:`MXAugmenter` chains decode -> augment -> write for a
+batch slot, which is what ``recio.mx.io.ImageRecordIter`` runs in its decode threads.
 
 The deterministic steps give MXNet's bytes: the shorter-side ``resize``, the centre crop (and the
 upscale of an image smaller than the crop), ``pad``, a fixed ``rotate`` or ``max_img_size`` warp,
 ``mirror``, and the normalisation ``(x - mean) * (scale / std)`` in float32, all through
-:mod:`recio.image.pixels.cvops` (OpenCV's arithmetic). The random steps draw the same distributions as
-MXNet, in MXNet's order (each draw is noted below): random resized crop (area uniform in
-``[min_random_area, max_random_area]``, aspect uniform in ``[min_aspect_ratio,
-max_aspect_ratio]``, sides swapped with probability 1/2, ten attempts, else the centre crop),
-random crop size, rotation, shear, scale and aspect by an affine warp, brightness / contrast /
-saturation in a random order, HSL offsets, PCA lighting noise, mirror, and the parser's
-``max_random_contrast`` / ``max_random_illumination``. The random numbers come from a NumPy
-``Generator`` given per image (MXNet's ``std::mt19937`` streams are not reproduced).
+:mod:`recio.image.pixels.cvops` (OpenCV's arithmetic). The random steps draw the same distributions
+as MXNet, in MXNet's order (each draw is noted below): random resized crop (area uniform in
+``[min_random_area, max_random_area]``, aspect uniform in ``[min_aspect_ratio, max_aspect_ratio]``,
+sides swapped with probability 1/2, ten attempts, else the centre crop), random crop size, rotation,
+shear, scale and aspect by an affine warp, brightness / contrast / saturation in a random order, HSL
+offsets, PCA lighting noise, mirror, and the parser's ``max_random_contrast`` /
+``max_random_illumination``. The random numbers come from a NumPy ``Generator`` given per image
+(MXNet's ``std::mt19937`` streams are not reproduced).
 
 Working order is MXNet's: images are BGR (or grey, or BGRA) ``uint8`` ``(H, W, C)`` until
 :class:`_OutputWriter` swaps them to RGB. Two of MXNet's quirks are kept because they change the

@@ -5,8 +5,8 @@ Also everything that keeps worker processes well-behaved: Ctrl-C left to the par
 while workers start), a pool stopped in bounded time, a worker that died (out of memory, or a
 spawned one that cannot start) turned into an error instead of a hang.
 
-Apart from the pipeline (``recio.image.packing.pipeline``), which decides what to pack and writes it,
-because this is the concurrency, and apart from the per-item work
+Apart from the pipeline (``recio.image.packing.pipeline``), which decides what to pack and writes
+it, because this is the concurrency, and apart from the per-item work
 (``recio.image.packing.worker``), which is what the workers run.
 """
 from __future__ import annotations

@@ -6,8 +6,8 @@ one list, as in list mode (``recio.image.lists.prefix_extension``). Lists holdin
 left out when others have lines; a PREFIX that names nothing gets a message naming the near
 ones ("did you mean data/train?") and how to make a list.
 
-Apart from the pack of one list (``recio.image.packing.pipeline``) because it is the command's rule for
-finding lists, which a pack in parts and a URL PREFIX (``recio.image.packing.dispatch``) share.
+Apart from the pack of one list (``recio.image.packing.pipeline``) because it is the command's rule
+for finding lists, which a pack in parts and a URL PREFIX (``recio.image.packing.dispatch``) share.
 """
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 pack it behind its header.
 
 A failure of one item is never an error: it becomes an outcome with a cause (one of
-``recio.image.packing.pipeline.SKIP_CAUSES``) and a reason, which the pack counts and reports. Reading
-is careful: only a regular file under ROOT (after symlinks), opened without blocking, smaller
-than a record can hold; under a URL ROOT, one GET per object.
+``recio.image.packing.pipeline.SKIP_CAUSES``) and a reason, which the pack counts and reports.
+Reading is careful: only a regular file under ROOT (after symlinks), opened without blocking,
+smaller than a record can hold; under a URL ROOT, one GET per object.
 
 Apart from the pipeline (``recio.image.packing.pipeline``) and the executors that run it
 (``recio.image.packing.executors``) because this is the part that runs in a worker, thread or

@@ -13,8 +13,9 @@ im2rec (:func:`transform_image`) has two modes (``ImageOptions.resize_mode``):
   then OpenCV's area average and bicubic resize: no aliasing, faster on large photos
   (``benchmarks/README.md``); pixels differ from MXNet's.
 
-Apart from the codec (``recio.image.pixels.codec``, ``recio.image.pixels.encoding``), which every reader and
-writer shares, because this is only the packer's job: its options and its crop and resize rules.
+Apart from the codec (``recio.image.pixels.codec``, ``recio.image.pixels.encoding``), which every
+reader and writer shares, because this is only the packer's job: its options and its crop and resize
+rules.
 """
 from __future__ import annotations
 

@@ -91,7 +91,8 @@ class RepairResult:
     @property
     def padding_missing(self) -> int:
         """Bytes (1-3) of its last record's padding the input lacked with no other damage (the
-        new file has them; see ``recio.image.tools.verify.VerifyReport.padding_missing``), else 0."""
+        new file has them; see ``recio.image.tools.verify.VerifyReport.padding_missing``), else
+        0."""
         return pad_size(self.size) if self.records and not self.dropped_regions else 0
 
     @property

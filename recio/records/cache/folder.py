@@ -13,8 +13,8 @@ The folder, every name in it the cache's own::
                                    prefetched copy no reader has opened yet)
     <digest>-<name>.<size>.part    a download in progress, locked (flock) by its downloader
 
-``recio.records.cache.shard_cache`` holds the rules these files keep (its notes) and the ``ShardCache``
-that follows them.
+``recio.records.cache.shard_cache`` holds the rules these files keep (its notes) and the
+``ShardCache`` that follows them.
 """
 from __future__ import annotations
 

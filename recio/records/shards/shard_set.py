@@ -9,8 +9,8 @@ killed while the files are being renamed leaves shards without a manifest (not f
 ``ShardReader`` reads a finished set by position or by key.
 
 The manifest's format and the per-record checksum sidecars are ``recio.records.manifest``'s;
-checking a set against its manifest is ``shard_verify``'s; publishing shards written by
-parallel tasks and the combined ``.idx`` for DALI are ``shard_commit``'s.
+checking a set against its manifest is ``verify``'s; publishing shards written by
+parallel tasks and the combined ``.idx`` for DALI are ``commit``'s.
 Plain MXNet files without a manifest are unaffected by all of this.
 """
 from __future__ import annotations
@@ -212,8 +212,8 @@ class ShardReader:
     :class:`~recio.errors.ChecksumError` naming the shard, the record's key and byte offset.
     A set at URLs is read by ranged GETs, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``),
     from local copies of its whole shards kept in that folder, at most ``cache_limit`` bytes
-    (``recio.records.cache.shard_cache``): a shard is downloaded when first read, and iterating the set
-    downloads the next shard while one is read.
+    (``recio.records.cache.shard_cache``): a shard is downloaded when first read, and iterating the
+    set downloads the next shard while one is read.
     """
 
     def __init__(self, manifest: Union[PathLike, Manifest], *, verify: bool = False,
