@@ -41,3 +41,6 @@ def split_and_load(data: Any, ctx_list: Sequence[Context], batch_axis: int = 0,
         return [data.as_in_context(ctx_list[0])]
     parts = split_data(data, len(ctx_list), batch_axis, even_split)
     return [part.as_in_context(ctx) for part, ctx in zip(parts, ctx_list)]
+
+
+__all__ = ["split_data", "split_and_load"]

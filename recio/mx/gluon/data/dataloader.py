@@ -70,3 +70,6 @@ class DataLoader:
 
     def __len__(self) -> int:
         return len(self._batch_sampler)
+
+
+__all__ = ["DataLoader", "default_batchify_fn"]

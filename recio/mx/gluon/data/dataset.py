@@ -131,3 +131,6 @@ class RecordFileDataset(Dataset):
 
     def __len__(self) -> int:
         return len(self._record.keys)
+
+
+__all__ = ["Dataset", "SimpleDataset", "ArrayDataset", "RecordFileDataset"]

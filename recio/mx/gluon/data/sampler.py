@@ -74,3 +74,6 @@ class BatchSampler(Sampler):
         if self._last_batch == "discard":
             return len(self._sampler) // self._batch_size
         return (len(self._prev) + len(self._sampler)) // self._batch_size
+
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "BatchSampler"]

@@ -61,3 +61,6 @@ class ImageRecordDataset(RecordFileDataset):
         if self._transform is not None:
             return self._transform(decoded, header.label)
         return decoded, header.label
+
+
+__all__ = ["ImageRecordDataset"]
