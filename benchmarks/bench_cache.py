@@ -56,7 +56,7 @@ from bench_remote import start_server
 from peer_streaming import log_size
 
 import recio
-from recio.records.cache import ShardCache
+from recio.records.cache.shard_cache import ShardCache
 
 BUCKET = "bench-cache"
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -129,9 +129,9 @@ def psnr_against(prefix: str, reference: str) -> Tuple[float, float]:
 def stage_costs(paths: List[str], mode: str, sample: int = 300) -> Dict[str, float]:
     """CPU ms per image in one thread for each stage of ``mode`` ("mxnet" or "antialias"):
     reading the file, decode + crop + resize (``render_pixels``), decode alone, encode."""
-    from recio.image.codec import decode_scaled
-    from recio.image.encoding import encode
-    from recio.image.transform import ImageOptions, render_pixels
+    from recio.image.pixels.codec import decode_scaled
+    from recio.image.pixels.encoding import encode
+    from recio.image.pixels.transform import ImageOptions, render_pixels
 
     options = ImageOptions(resize=SIDE, quality=QUALITY, resize_mode=mode)
     chosen = paths[::max(1, len(paths) // sample)][:sample]
@@ -157,7 +157,7 @@ def stage_costs(paths: List[str], mode: str, sample: int = 300) -> Dict[str, flo
 def thread_speedup(paths: List[str], mode: str, sample: int = 200) -> float:
     """Wall-clock speed-up of 2 threads over 1 on the same images (2.0: OpenCV releases the
     GIL all the time; a loaded machine lowers it too)."""
-    from recio.image.transform import ImageOptions, transform_image
+    from recio.image.pixels.transform import ImageOptions, transform_image
 
     options = ImageOptions(resize=SIDE, quality=QUALITY, resize_mode=mode)
     datas = []
@@ -186,7 +186,7 @@ def resize_quality(paths: List[str], sample: int) -> Dict[str, Tuple[float, floa
     import numpy as np
     from PIL import Image
 
-    from recio.image.transform import ImageOptions, render_pixels, target_size
+    from recio.image.pixels.transform import ImageOptions, render_pixels, target_size
 
     scores: Dict[str, List[float]] = {}
     for path in paths[::max(1, len(paths) // sample)][:sample]:

@@ -131,7 +131,7 @@ def _cv2_reduced(path: str) -> bytes:
     import cv2
     import numpy as np
 
-    from recio.image.codec import dct_eighths, image_size
+    from recio.image.pixels.codec import dct_eighths, image_size
 
     data = _read(path)
     buf = np.frombuffer(data, np.uint8)
@@ -179,8 +179,7 @@ class _Im2recCodec:
         self.mode = mode
 
     def __call__(self, path: str) -> bytes:
-        from recio.image import transform
-
+        from recio.image.pixels import transform
         return transform.transform_image(_read(path), transform.ImageOptions(
             resize=SIDE, quality=QUALITY, resize_mode=self.mode))
 

@@ -112,9 +112,9 @@ def killed_and_resumed(root: str, lst: str, base: str, shards: int, clean: str) 
 def verify_rate(root: str, lst: str, base: str, shards: int) -> float:
     """MB/s of a resume's check of kept parts: a staging folder whose parts are all done
     (the pack stopped just before publishing), then its done records verified."""
-    from recio.image import shard_pack
-    from recio.image.pack_progress import PackProgress, staging_folder
-    from recio.image.transform import ImageOptions
+    from recio.image.packing import shards as shard_pack
+    from recio.image.packing.progress import PackProgress, staging_folder
+    from recio.image.pixels.transform import ImageOptions
 
     folder = _fresh(base, "verify", lst)
 

@@ -3,7 +3,7 @@
 Corpus: ``--n`` large photo-like PNGs (default 40) cut from the same skimage photographs as
 ``corpus.py``, long side 1200-2400 px, zlib level 6 (what most tools write), about 2 MB each.
 
-Decode: every PNG decoded by ``recio.image.codec.decode`` (the one decoder behind
+Decode: every PNG decoded by ``recio.image.pixels.codec.decode`` (the one decoder behind
 ``unpack_img``, ``recio.mx``, ``ImageBatchIter``, the torch datasets and im2rec) for the colour
 flags 1, 0 and -1, beside the bare ``cv2.imdecode`` of the same bytes (the ceiling: zlib
 itself) and, where it runs, the peer MXNet 1.9.1 (``mx.image.imdecode`` in ``--mxnet-python``,
@@ -101,7 +101,7 @@ def bench_decode(blobs: List[bytes], repeats: int, mxnet_python: Optional[str],
     import cv2
     import numpy as np
 
-    from recio.image.codec import decode
+    from recio.image.pixels.codec import decode
 
     mb = sum(len(b) for b in blobs) / 2**20
     print(f"\n== decode {len(blobs)} PNGs ({mb:.0f} MiB), one thread, median of {repeats}")

@@ -13,7 +13,7 @@ console script, in its own process):
 
 Targets: Ray's overhead over the local engine <= 15% (wall time, N = 2). Per task: seconds,
 images, CPU ms per image; the driver's share (list split, commit: renames, combined index,
-manifest) from the library call ``recio.ray.pack_list(..., report=...)``.
+manifest) from the library call ``recio.ray.pack_shards_on_ray(..., report=...)``.
 
 Usage: ``python benchmarks/bench_ray.py [--n 2000] [--shards 8] [--repeats 3] [--copies 1]``
 (``--copies 4``: each image listed 4 times, a job 4 times longer from the same corpus).
@@ -88,14 +88,15 @@ def driver_share(lst: str, root: str, shards: int, address: str) -> dict:
     code = f"""
 import json, sys, time
 import recio.ray
-from recio.image.shard_pack import ShardPackReport
-from recio.image.transform import ImageOptions
+from recio.image.packing.shards import ShardPackReport
+from recio.image.pixels.transform import ImageOptions
 report = ShardPackReport("ray")
 recio.ray.connect({address!r})
 connected = time.time()
 start = time.perf_counter()
-result = recio.ray.pack_list({lst!r}, {root!r}, ImageOptions(resize=256, quality=95),
-                             num_shards={shards}, address={address!r}, force=True, report=report)
+result = recio.ray.pack_shards_on_ray({lst!r}, {root!r}, ImageOptions(resize=256, quality=95),
+                                      num_shards={shards}, address={address!r}, force=True,
+                                      report=report)
 total = time.perf_counter() - start
 print(json.dumps({{"total": total, "tasks": report.timings(), "packed": result.packed,
                   "start": connected, "end": time.time()}}))
@@ -123,11 +124,11 @@ def driver_rates(items: int = 1_000_000) -> None:
     combined index (``combined_lines``)."""
     import numpy as np
 
-    from recio.image.packing import PackResult
-    from recio.image.shard_pack import part_size, split_list
+    from recio.image.packing.pipeline import PackResult
+    from recio.image.packing.shards import part_size, split_list
     from recio.records.index_format import write_index
     from recio.records.manifest import Shard
-    from recio.records.shard_commit import combined_lines
+    from recio.records.shards.commit import combined_lines
 
     folder = tempfile.mkdtemp(prefix="bench-ray-driver-")
     try:

@@ -4,7 +4,7 @@ Writes a file of image-like records (an image header and 20-200 KB of payload en
 JPEG) with its ``.idx`` under ``--dir``, then damages copies of it three ways: cut short
 (the commonest: a copy or download that stopped), a zeroed range in the middle, and one byte
 inserted in the middle (the records after it move off the 4-byte grid and are found in a
-second segment). For each it prints the median time of ``recio.image.repair.repair`` over
+second segment). For each it prints the median time of ``recio.image.tools.repair.repair`` over
 ``--repeats`` runs as MB/s of input and records/s, beside ``verify_file``'s scan of the same
 file (what a user runs first) and the target. The file is in the page cache (a second read).
 Run: ``python benchmarks/bench_repair.py [--mb 1000] [--repeats 3] [--dir /tmp] [--keep]``.
@@ -24,8 +24,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import recio  # noqa: E402
-from recio.image.repair import repair  # noqa: E402
-from recio.image.verify import verify_file  # noqa: E402
+from recio.image.tools.repair import repair  # noqa: E402
+from recio.image.tools.verify import verify_file  # noqa: E402
 
 #: repair should cost about what a full scan costs (it scans, then copies each record once)
 TARGET_MB_S = 300.0

@@ -29,7 +29,7 @@ from PIL import Image
 import recio
 from recio.records import framing
 from recio.records.split import InputSplit
-from recio.image.stats import scan_file
+from recio.image.tools.stats import scan_file
 
 
 def make_file(path: str, size: int, seed: int = 0) -> int:

@@ -3,7 +3,7 @@
 Run:  python examples/train_imagebatchiter.py [train.rec [train.idx]]
 
 With your own .rec (packed by im2rec, labels = class ids 0..K-1), the number of classes is
-read from the data (one pass over the file with ``recio.image.dataset_stats``). Without
+read from the data (one pass over the file with ``recio.image.tools.dataset_stats``). Without
 arguments it first writes a tiny 2-class dataset (bright vs dark squares) into
 examples/out/iter/. The "model" is a NumPy softmax regression on 4x4 average-pooled pixels, so
 the example needs nothing beyond recio; with a real framework, hand ``batch.data`` (float32 NCHW)
@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 import recio
-from recio.image.dataset_stats import dataset_stats
+from recio.image.tools.dataset_stats import dataset_stats
 
 
 def make_tiny_dataset(folder, n=200, seed=0):

@@ -3,8 +3,9 @@
 Run:  python examples/train_torch.py [train.rec]
 
 Needs ``pip install 'recio[torch]'``. With your own .rec (packed by im2rec, labels = class ids
-0..K-1) the number of classes is read from the data (one pass with ``recio.image.dataset_stats``).
-Without an argument it writes a tiny 2-class dataset into examples/out/torch/ first. Shown twice:
+0..K-1) the number of classes is read from the data (one pass with
+``recio.image.tools.dataset_stats``). Without an argument it writes a tiny 2-class dataset into
+examples/out/torch/ first. Shown twice:
 
 1. ``RecordDataset`` (map-style, uses the .idx): ``DataLoader(shuffle=True, num_workers=2)``;
    the dataset may be created in the main process — each worker reopens the file itself. With
@@ -25,7 +26,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import recio
-from recio.image.dataset_stats import dataset_stats
+from recio.image.tools.dataset_stats import dataset_stats
 from recio.torch import ImageAugment, RecordDataset, RecordIterableDataset
 
 MEAN = torch.tensor([123.68, 116.28, 103.53]).view(1, 3, 1, 1)

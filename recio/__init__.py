@@ -27,12 +27,12 @@ from recio.errors import RecordIOError
 
 if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
     from recio.image.header import IRHeader, pack, pack_img, unpack, unpack_img
-    from recio.image.imageiter import ImageBatchIter
+    from recio.image.batches.iterators import ImageBatchIter
     from recio.records.index import read_index
     from recio.records.indexed import IndexedRecordReader, build_index
     from recio.records.reader import RecordReader
     from recio.records.manifest import load_manifest
-    from recio.records.shards import ShardReader, ShardWriter
+    from recio.records.shards.shard_set import ShardReader, ShardWriter
     from recio.records.split import InputSplit
     from recio.records.writer import IndexedRecordWriter, RecordWriter
     from recio.sequence.minibatch import MinibatchSource
@@ -53,10 +53,10 @@ _LAZY = {
     "unpack": "recio.image.header",
     "pack_img": "recio.image.header",
     "unpack_img": "recio.image.header",
-    "ShardWriter": "recio.records.shards",
-    "ShardReader": "recio.records.shards",
+    "ShardWriter": "recio.records.shards.shard_set",
+    "ShardReader": "recio.records.shards.shard_set",
     "load_manifest": "recio.records.manifest",
-    "ImageBatchIter": "recio.image.imageiter",
+    "ImageBatchIter": "recio.image.batches.iterators",
     "MinibatchSource": "recio.sequence.minibatch",
 }
 

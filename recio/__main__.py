@@ -1,6 +1,6 @@
 """``python -m recio`` and the ``recio`` console script: the ``recio`` command, without
 depending on a console script on PATH."""
-from recio.cli import run_command
+from recio.cli.entry import run_command
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """``python -m recio.im2rec`` and the ``im2rec`` console script: the ``im2rec`` command (MXNet's
 tools/im2rec.py arguments)."""
-from recio.cli import run_command
+from recio.cli.entry import run_command
 
 
 def main() -> None:

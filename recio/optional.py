@@ -62,6 +62,3 @@ def require(name: str, feature: str) -> ModuleType:
     except ImportError as exc:
         raise ImportError(f"{feature} needs {name}: {install_hint(name)} "
                           f"(import failed: {exc})") from exc
-
-
-__all__ = ["optional", "install_hint", "TORCH_CPU_INDEX"]

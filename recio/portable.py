@@ -329,7 +329,6 @@ def in_use(exc: OSError) -> bool:
     return winerror in _IN_USE_WINERRORS if winerror is not None else is_windows()
 
 
-
 _STDERR_LOCK = threading.Lock()
 
 
@@ -353,7 +352,3 @@ def native_messages() -> Iterator[List[str]]:
             os.close(saved)
             caught.seek(0)
             lines += caught.read().decode("utf-8", "replace").splitlines()
-
-
-__all__ = ["system", "is_windows", "open_fd", "opens_without_blocking", "nonblocking_read_flags",
-           "read_at", "write_at", "has_proc_fd", "reserve", "advise", "process_alive", "in_use"]

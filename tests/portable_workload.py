@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import recio
-from recio.image.repair import repair
+from recio.image.tools.repair import repair
 from recio.records.framing import MAGIC_BYTES
 
 

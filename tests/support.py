@@ -135,7 +135,7 @@ if os.environ.get("RECIO_TEST_SLOW") or os.environ.get("RECIO_TEST_KILL_AT"):
             if _ready and not os.path.exists(_ready):  # the pack has begun: tell the test
                 open(_ready, "w").close()
             time.sleep(_delay)
-        _wrap("recio.image.pack_worker:_read_image_file", _slow)
+        _wrap("recio.image.packing.worker:_read_image_file", _slow)
     if os.environ.get("RECIO_TEST_KILL_AT"):
         _target, _count, _signal = os.environ["RECIO_TEST_KILL_AT"].rsplit(":", 2)
         _calls = [0]

@@ -1,4 +1,4 @@
-"""The local shard cache (``recio.records.cache``) against a real S3 API on 127.0.0.1.
+"""The local shard cache (``recio.records.cache.shard_cache``) against a real S3 API on 127.0.0.1.
 
 Readers of a bucket given ``cache_dir=`` download each shard once (one GET), check it against the
 manifest, and read later epochs from local disk. GETs are counted by the S3 server itself (its
@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recio
-from recio.records.cache import CACHE_DIR_ENV, CACHE_LIMIT_ENV, ShardCache
-from recio.records.cache_folder import copy_name
+from recio.records.cache.shard_cache import CACHE_DIR_ENV, CACHE_LIMIT_ENV, ShardCache
+from recio.records.cache.folder import copy_name
 from recio.records.indexed import IndexedRecordReader
 from recio.records.reader import RecordReader
 from recio.records.split import InputSplit
@@ -379,7 +379,7 @@ def test_a_killed_download_leaves_no_torn_copy(s3, tmp_path):
     data = np.random.default_rng(1).bytes(96 << 20)
     url = f"{bucket}/big.rec"
     server.put(url, data)
-    script = ("import sys\nfrom recio.records.cache import ShardCache\n"
+    script = ("import sys\nfrom recio.records.cache.shard_cache import ShardCache\n"
               "ShardCache(sys.argv[2]).open(sys.argv[1])\n")
     proc = subprocess.Popen([sys.executable, "-c", script, url, str(tmp_path)])
     try:
@@ -525,7 +525,7 @@ def test_lru_within_the_limit(tmp_path_factory, sizes, reads, limit):
 def test_every_reader_takes_a_cache(dataset, tmp_path, monkeypatch):
     """IndexedRecordReader, ShardReader, InputSplit and ImageBatchIter read the same records
     through the cache; a second round costs no GET of a shard."""
-    from recio.image.imageiter import ImageBatchIter
+    from recio.image.batches.iterators import ImageBatchIter
 
     folder = tmp_path / "cache"
 

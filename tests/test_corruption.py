@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 import recio
 from support import hang_guard
 from recio.records import framing
-
 MAGIC = framing.MAGIC_BYTES
 
 

@@ -1,4 +1,4 @@
-"""recio.image.cvops: MXNet's OpenCV operations, OpenCV's own calls but for the two that
+"""recio.image.pixels.cvops: MXNet's OpenCV operations, OpenCV's own calls but for the two that
 today's OpenCV does differently from MXNet's (the bicubic resize and the affine warp).
 
 The resize cases are compared with what ``mx.image.imresize`` of the real MXNet 1.9.1 (its
@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 
 import cv2
 
-from recio.image import cvops
-
+from recio.image.pixels import cvops
 DATA = pathlib.Path(__file__).parent / "data" / "mxnet_iter"
 RESIZE = json.loads((DATA / "expected.json").read_text())["resize"]
 

@@ -19,7 +19,7 @@ from PIL import Image
 
 import recio
 from recio.cli.main import recio as recio_group
-from recio.image.verify import verify_file
+from recio.image.tools.verify import verify_file
 from recio.records.index import open_index
 from recio.sequence.corpora import MemoryCorpus
 from recio.sequence.minibatch import Minibatch

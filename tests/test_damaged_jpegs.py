@@ -18,7 +18,7 @@ import pytest
 
 import recio
 import recio.mx as mx
-from recio.image.codec import decode
+from recio.image.pixels.codec import decode
 
 HERE = pathlib.Path(__file__).parent / "data" / "mxnet_damaged"
 MXNET = HERE / "mxnet"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 import recio
-from recio.image.dataset_stats import (
+from recio.image.tools.dataset_stats import (
     BINS,
     PERCENTILES,
     dataset_stats,
@@ -277,8 +277,7 @@ def test_plot_axes_show_whole_counts_and_a_single_value_as_itself(tmp_path, monk
     from click.testing import CliRunner
 
     from recio.cli.main import recio as recio_group
-    from recio.image import plot
-
+    from recio.image.tools import plot
     rec = str(tmp_path / "one.rec")
     with recio.IndexedRecordWriter(rec, rec[:-4] + ".idx") as w:
         for i in range(3):

@@ -19,7 +19,7 @@ from recio import mx
 from recio.records import framing
 from recio.sequence.corpora import RecordCorpus
 from recio.records.split import InputSplit
-from recio.image.stats import scan_file
+from recio.image.tools.stats import scan_file
 
 MAGIC = framing.MAGIC_BYTES
 

@@ -159,7 +159,7 @@ def test_dev_full():
 def test_the_pack_keeps_what_resume_continues(disk, corpus):
     """pack_list into a full disk: OutputWriteError with resumable=True; once there is room,
     resume=True finishes it with the bytes of an uninterrupted pack."""
-    from recio.image.packing import pack_list
+    from recio.image.packing.pipeline import pack_list
 
     shutil.copy(corpus / "job.lst", disk / "job.lst")
     fill(disk, 40960)

@@ -466,7 +466,7 @@ def read_by_every_key(rec, idx):
     recio.mx), every batch of ImageBatchIter, and verify's report."""
     import warnings
 
-    from recio.image.verify import verify_file
+    from recio.image.tools.verify import verify_file
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", recio.errors.DuplicateKeyWarning)

@@ -21,9 +21,9 @@ from PIL import Image
 import recio
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import ImageError
-from recio.image.pack_output import partial_paths
-from recio.image.packing import pack_list
-from recio.image.transform import (
+from recio.image.packing.output import partial_paths
+from recio.image.packing.pipeline import pack_list
+from recio.image.pixels.transform import (
     ImageOptions,
     center_crop_box,
     render_pixels,
@@ -174,8 +174,7 @@ def _smooth_jpeg(w=160, h=120, quality=95):
 def _record_decodes(monkeypatch):
     """Spy on the codec's two decoders (OpenCV's, and simplejpeg's for a full-size JPEG): the
     returned list collects each decode's (height, width)."""
-    from recio.image import codec
-
+    from recio.image.pixels import codec
     calls = []
 
     def spy(decoder):
@@ -416,10 +415,10 @@ def test_pass_through_stores_file_bytes(golden, tmp_path):
 
 @pytest.mark.parametrize("pack_label", [False, True])
 def test_inspect_reads_packed_headers_as_the_header_module_does(golden, tmp_path, pack_label):
-    """``recio.image.stats`` reads IRHeaders on the raw map, without building records: on what
+    """``recio.image.tools.stats`` reads IRHeaders on the raw map, without building records: on what
     im2rec packs it must agree with ``unpack_header``."""
     from recio.image.header import unpack_header
-    from recio.image.stats import scan_file
+    from recio.image.tools.stats import scan_file
 
     shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
     result = pack_list(tmp_path / "multi.lst", golden / "im2rec" / "images",
@@ -438,7 +437,7 @@ def test_inspect_reads_packed_headers_as_the_header_module_does(golden, tmp_path
 
 
 def test_scan_file_takes_idx_path(golden, tmp_path):
-    from recio.image.stats import scan_file
+    from recio.image.tools.stats import scan_file
 
     shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
     result = pack_list(tmp_path / "multi.lst", golden / "im2rec" / "images")
@@ -470,7 +469,7 @@ def test_a_malformed_list_line_is_skipped_with_its_line_and_the_pack_goes_on(tmp
 _BLOCKING_HOOK = """
 import os
 if os.environ.get("RECIO_TEST_BLOCK_ON"):
-    import recio.image.pack_worker as pack_worker
+    import recio.image.packing.worker as pack_worker
 
     def _blocking(job, relpath, _read=pack_worker._read_image_file):
         if relpath == os.environ["RECIO_TEST_BLOCK_ON"]:
@@ -617,7 +616,7 @@ def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp
     lst = make_corpus(tmp_path, n=30)
     cmd = [sys.executable, "-c", _im2rec_with(method), str(tmp_path / "job"),
            str(tmp_path / "img"), "--resize", "16", "--num-thread", "2", "--executor", "process"]
-    env = hook_env(tmp_path, kill_at="recio.image.pack_worker:_read_image_file:3:KILL")
+    env = hook_env(tmp_path, kill_at="recio.image.packing.worker:_read_image_file:3:KILL")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -674,7 +673,7 @@ _UNGUARDED_SCRIPT = """
 import multiprocessing, sys
 multiprocessing.set_start_method("spawn", force=True)
 from recio.errors import RecordIOError
-from recio.image.packing import pack_list
+from recio.image.packing.pipeline import pack_list
 try:
     pack_list(sys.argv[1], sys.argv[2], workers=2, executor="process")
 except RecordIOError as exc:

@@ -20,14 +20,14 @@ import recio
 import recio.mx as mx
 from conftest import need
 from recio.errors import ImageError, SkippedRecordWarning
-from recio.image import png_srgb
-from recio.image.batch_augment import Augmenter
-from recio.image.codec import dct_eighths, decode, decode_scaled
-from recio.image.encoding import encode
+from recio.image.pixels import png_srgb
+from recio.image.batches.augmenter import Augmenter
+from recio.image.pixels.codec import dct_eighths, decode, decode_scaled
+from recio.image.pixels.encoding import encode
 from recio.image.header import decode_image
-from recio.image.imageiter import ImageBatchIter
-from recio.image.transform import ImageOptions, render_pixels, transform_image
-from recio.image.verify import check_images
+from recio.image.batches.iterators import ImageBatchIter
+from recio.image.pixels.transform import ImageOptions, render_pixels, transform_image
+from recio.image.tools.verify import check_images
 
 DATA = pathlib.Path(__file__).parent / "data" / "mxnet_pixels"
 EXPECTED = dict(np.load(DATA / "expected.npz"))
@@ -453,7 +453,7 @@ def test_png_with_a_known_srgb_profile_greys_as_mxnet(name):
     """libpng takes HP/Microsoft's sRGB IEC61966-2.1 ICC profile (in countless PNGs) for sRGB,
     so MXNet's greyscale of such a PNG is computed in linear light (up to 35 levels off the
     plain weighted sum here); a profile libpng does not know (lcms_srgb.png) changes nothing.
-    OpenCV 5 ignores the profile, so recio keeps this one rule (recio.image.png_srgb). Arrays
+    OpenCV 5 ignores the profile, so recio keeps this one rule (recio.image.pixels.png_srgb). Arrays
     from the real MXNet 1.9.1 (tests/data/mxnet_png_icc/make.py)."""
     payload = (ICC / name).read_bytes()
     for color in (0, 1):
@@ -466,7 +466,7 @@ def test_png_with_a_known_srgb_profile_greys_as_mxnet(name):
 
 
 def test_opencv_5_greys_known_srgb_pngs_differently_so_recio_keeps_the_rule():
-    """Why recio.image.png_srgb exists: OpenCV 5's own greyscale of these PNGs is not MXNet's
+    """Why recio.image.pixels.png_srgb exists: OpenCV 5's own greyscale of these PNGs is not MXNet's
     (OpenCV 4's is: the rule is then the same either way)."""
     import cv2
 

@@ -11,8 +11,8 @@ from PIL import Image
 
 import recio
 from recio.errors import ClosedError, ImageError, RecordIOError, SkippedRecordWarning
-from recio.image.batch_augment import Augmenter
-from recio.image.imageiter import ImageBatchIter
+from recio.image.batches.augmenter import Augmenter
+from recio.image.batches.iterators import ImageBatchIter
 
 N = 24
 H, W = 12, 16

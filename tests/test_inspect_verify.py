@@ -1,4 +1,5 @@
-"""recio.image.stats: one-pass statistics, image sizes from headers, layouts, damage, indexes."""
+"""recio.image.tools.stats: one-pass statistics, image sizes from headers, layouts, damage,
+indexes."""
 import io
 import json
 import os
@@ -11,8 +12,8 @@ from PIL import Image, features
 import recio
 from conftest import skip_or_fail
 from recio.records import framing
-from recio.image.verify import check_images
-from recio.image.stats import check_index_file, image_format, image_size, scan_file
+from recio.image.tools.verify import check_images
+from recio.image.tools.stats import check_index_file, image_format, image_size, scan_file
 
 MAGIC = framing.MAGIC_BYTES
 

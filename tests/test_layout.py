@@ -5,8 +5,12 @@ Layers, bottom to top (a module may import its own layer and the ones below):
 0. ``recio.errors``, ``recio.optional``, ``recio.storage``, ``recio.portable``, ``recio._lazy``:
    exceptions, optional-dependency imports, where files live (local paths and URLs), where
    operating systems differ, lazy exports
-1. ``recio.records``: the container (framing, index, reader, writer, split, atomic files)
-2. ``recio.image``: image records (IRHeader, codec, lists, packing, ImageBatchIter)
+1. ``recio.records``: the container, on three floors: ``recio.records.cache`` (the shard cache,
+   which the core reads through), the core (framing, index, reader, writer, split, atomic
+   files), ``recio.records.shards`` (shard sets)
+2. ``recio.image``: image records, on four floors: ``recio.image.pixels`` (decode, encode,
+   transform), ``recio.image`` itself (IRHeader, lists), then ``recio.image.packing`` and
+   ``recio.image.batches`` side by side (neither imports the other), then ``recio.image.tools``
 3. ``recio.sequence``: sample-counted sequences, MinibatchSource, bucketing, CBF
 4. ``recio.mx``, ``recio.torch``, ``recio.ray``: integrations (they do not import each other)
 5. ``recio.cli``: the command line
@@ -22,7 +26,9 @@ ROOT = pathlib.Path(recio.__file__).parent
 LAYERS = [
     ("recio.errors", 0), ("recio.optional", 0), ("recio.storage", 0), ("recio.portable", 0),
     ("recio._lazy", 0),
-    ("recio.records", 1), ("recio.image", 2), ("recio.sequence", 3),
+    ("recio.records.cache", 1.0), ("recio.records", 1.1), ("recio.records.shards", 1.2),
+    ("recio.image.pixels", 2.0), ("recio.image", 2.1), ("recio.image.packing", 2.2),
+    ("recio.image.batches", 2.2), ("recio.image.tools", 2.3), ("recio.sequence", 3),
     ("recio.mx", 4), ("recio.torch", 4), ("recio.ray", 4), ("recio.cli", 5),
     ("recio.__main__", 6), ("recio.im2rec", 6), ("recio", 6),
 ]
@@ -35,12 +41,12 @@ def module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-def group_of(module: str) -> Tuple[str, int]:
+def group_of(module: str) -> Tuple[str, float]:
     """The layer group a module belongs to (the longest matching prefix) and its rank."""
-    for prefix, rank in LAYERS:
-        if module == prefix or module.startswith(prefix + "."):
-            return prefix, rank
-    raise AssertionError(f"{module} is in no layer: add it to LAYERS in {__file__}")
+    matches = [(prefix, rank) for prefix, rank in LAYERS
+               if module == prefix or module.startswith(prefix + ".")]
+    assert matches, f"{module} is in no layer: add it to LAYERS in {__file__}"
+    return max(matches, key=lambda match: len(match[0]))
 
 
 MODULES: Dict[str, pathlib.Path] = {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
@@ -94,9 +100,12 @@ def test_no_upward_or_sideways_imports():
     problems = []
     for module in MODULES:
         group, rank = group_of(module)
+        face = MODULES[module].name == "__init__.py"
         for target, line, _, _ in imports_of(module):
+            if face and target.startswith(module + "."):
+                continue  # a package's face names what its rooms define, whatever their floor
             tgroup, trank = group_of(target)
-            sideways = trank == rank and tgroup != group and rank not in (0, 6)
+            sideways = trank == rank and tgroup != group and int(rank) not in (0, 6)
             if trank > rank or sideways:
                 problems.append(f"{MODULES[module]}:{line}: {module} (layer {rank}) imports "
                                 f"{target} (layer {trank})")
@@ -144,9 +153,10 @@ def test_no_import_cycles():
 FUNCTION_LEVEL_ALLOWED: Dict[Tuple[str, str], str] = {
     ("recio.cli.im2rec", "recio.ray"): "importing recio.ray imports Ray (hundreds of MB, an "
                                        "extra): only im2rec --engine ray pays for it",
-    ("recio.cli", "recio.cli.common"): "recio.cli is all an entry point loads before it can "
-                                       "answer a Ctrl-C (run_command); the commands' modules "
-                                       "(click, NumPy, OpenCV) load after it",
+    ("recio.cli.entry", "recio.cli.common"): "recio.cli.entry is all an entry point loads "
+                                             "before it can answer a Ctrl-C (run_command); the "
+                                             "commands' modules (click, NumPy, OpenCV) load "
+                                             "after it",
 }
 
 
@@ -179,3 +189,41 @@ def test_modules_and_classes_stay_small():
                         for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
                         and node.end_lineno - node.lineno + 1 > 300)
     assert too_long == []
+
+
+#: plain modules that are a public face of their own, as a package is: ``recio.errors``, and the
+#: modules of ``recio.mx`` that stand in for MXNet's own (``mx.io``, ``mx.image``,
+#: ``mx.gluon.utils``, ...), whose ``__all__`` is what ``from mxnet.io import *`` gives
+FACES = {"recio.errors", "recio.mx.io", "recio.mx.image", "recio.mx.recordio", "recio.mx.ndarray",
+         "recio.mx.context", "recio.mx.gluon.utils", "recio.mx.gluon.data.dataset",
+         "recio.mx.gluon.data.dataloader", "recio.mx.gluon.data.sampler",
+         "recio.mx.gluon.data.vision.datasets"}
+
+
+def test_only_packages_list_their_public_names():
+    """``__all__`` is a package's list of what users call; a module inside a package has none
+    (what only its module uses is underscored, what recio's modules share is not)."""
+    def names_all(node: ast.stmt) -> bool:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        return any(getattr(target, "id", None) == "__all__" for target in targets)
+
+    listed = [name for name, path in MODULES.items()
+              if path.name != "__init__.py" and name not in FACES
+              and any(names_all(node) for node in ast.parse(path.read_text()).body)]
+    assert listed == []
+
+
+#: packages whose ``__init__`` imports its modules when it is imported, as MXNet's do: ``import
+#: recio.mx as mx`` stands in for ``import mxnet as mx``, whose ``mx.io``, ``mx.nd`` and
+#: ``mx.gluon.data.vision`` a type checker must see as modules
+EAGER_FACES = {"recio.mx", "recio.mx.gluon", "recio.mx.gluon.data", "recio.mx.gluon.data.vision"}
+
+
+def test_every_package_loads_its_names_on_first_use():
+    """One ``__init__`` pattern: the package's names in ``_LAZY`` for ``recio._lazy``, the same
+    names imported under ``if TYPE_CHECKING:`` (tests/test_lazy.py), and no code of its own."""
+    eager = [name for name, path in MODULES.items() if path.name == "__init__.py"
+             and name not in EAGER_FACES
+             and "_lazy_exports(__name__, _LAZY" not in path.read_text()]
+    assert eager == []

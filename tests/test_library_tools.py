@@ -15,16 +15,16 @@ from PIL import Image
 
 import recio
 from recio.errors import OutputExistsError, RecordIOError
-from recio.image.extract import extract_images
+from recio.image.tools.extract import extract_images
 from recio.image.header import IR_STRUCT
-from recio.image.id_index import index_by_id, record_ids
+from recio.image.tools.id_index import index_by_id, record_ids
 from recio.image.lists import read_list
-from recio.image.verify import verify_file
+from recio.image.tools.verify import verify_file
 from recio.records import framing
 from recio.records.index import read_index
 from recio.records.index_cache import index_cache_path
 from recio.records.reindex import rebuild_index, scan_record_offsets
-from recio.records.reshard import part_paths, reshard
+from recio.records.shards.reshard import part_paths, reshard
 from recio.records.split import InputSplit, plan_split
 from recio.sequence.bucket_summary import bucket_summary, length_bins
 from recio.sequence import bucketing as bk
@@ -386,8 +386,8 @@ def test_index_and_extract_commands_call_the_library(golden, tmp_path):
 
 # -- pack_prefix: what `im2rec PREFIX ROOT` does -------------------------------------------------
 def test_pack_prefix_packs_every_list_of_the_prefix_like_mxnet(golden, tmp_path):
-    from recio.image.pack_prefix import pack_prefix
-    from recio.image.transform import ImageOptions
+    from recio.image.packing.prefix import pack_prefix
+    from recio.image.pixels.transform import ImageOptions
 
     for name in ("chunks_0.lst", "chunks_1.lst"):
         shutil.copy(golden / "im2rec" / name, tmp_path / name)
@@ -410,7 +410,7 @@ def test_pack_prefix_packs_every_list_of_the_prefix_like_mxnet(golden, tmp_path)
 
 def test_pack_prefix_without_lists_says_how_to_make_them(tmp_path):
     from recio.errors import ListFileError
-    from recio.image.pack_prefix import pack_prefix
+    from recio.image.packing.prefix import pack_prefix
 
     with pytest.raises(ListFileError, match="--list --recursive"):
         list(pack_prefix(tmp_path / "train", tmp_path))
@@ -419,7 +419,7 @@ def test_pack_prefix_without_lists_says_how_to_make_them(tmp_path):
 
 
 def test_check_images_reports_a_damaged_irheader_instead_of_skipping_it(tmp_path):
-    from recio.image.verify import check_images
+    from recio.image.tools.verify import check_images
 
     good = recio.pack_img(recio.IRHeader(0, 1.0, 7, 0), np.zeros((4, 4, 3), np.uint8))
     bad_flag = IR_STRUCT.pack(1000, 0.0, 8, 0) + b"\xff\xd8"  # announces 1000 labels

@@ -598,7 +598,6 @@ def test_record_corpus_chunks_and_missing_sidecar(tmp_path):
 
 def test_records_holding_the_magic_and_closing_while_arrays_live(tmp_path):
     from recio.records import framing
-
     magic = np.frombuffer(framing.MAGIC_BYTES * 6, dtype=np.float32).reshape(3, 2)
     seqs = [{"x": magic}, {"x": np.zeros((2, 2), np.float32)}, {"x": magic[:1].copy()}]
     path = str(tmp_path / "m.rec")

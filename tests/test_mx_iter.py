@@ -26,7 +26,7 @@ import pytest
 import recio
 import recio.mx as mx
 from recio.errors import RecordIOError, SkippedRecordWarning
-from recio.image.augment import AugmentParams
+from recio.image.batches.mxnet_augment import AugmentParams
 from recio.mx.io_params import PARAMETERS
 
 DATA = pathlib.Path(__file__).parent / "data" / "mxnet_iter"
@@ -109,12 +109,11 @@ def test_batches_equal_mxnets(name):
 
 
 def test_opencv_5s_warp_is_not_mxnets_so_cvops_keeps_its_own(monkeypatch):
-    """Why recio.image.cvops.warp_affine is recio's own: cv2.warpAffine of OpenCV 5 does not
+    """Why recio.image.pixels.cvops.warp_affine is recio's own: cv2.warpAffine of OpenCV 5 does not
     give the rotations MXNet's OpenCV 3.4.2 gave (OpenCV 4's does)."""
     import cv2
 
-    from recio.image import cvops
-
+    from recio.image.pixels import cvops
     def opencv_warp(img, matrix, width, height, interpolation=1, fill=0):
         values = np.broadcast_to(np.asarray(fill), (img.shape[2],)).tolist()
         out = cv2.warpAffine(np.ascontiguousarray(img), np.asarray(matrix, np.float64),
@@ -518,7 +517,7 @@ def test_random_augmentations_have_mxnets_distributions(name):
 def test_random_resized_crop_box_follows_mxnets_rule():
     """Area fraction and aspect of the boxes drawn directly (no image): uniform as MXNet draws
     them, sides swapped half the time."""
-    from recio.image.augment import random_resized_crop_box
+    from recio.image.batches.mxnet_augment import random_resized_crop_box
     rng = np.random.default_rng(0)
     boxes = [random_resized_crop_box(300, 300, (0.08, 1.0), (3 / 4, 4 / 3), rng)
              for _ in range(4000)]

@@ -21,9 +21,9 @@ import cv2
 
 import recio
 from recio import mx
-from recio.image import codec, transform
-from recio.image.encoding import encode
-from recio.image.transform import ImageOptions
+from recio.image.pixels import codec, transform
+from recio.image.pixels.encoding import encode
+from recio.image.pixels.transform import ImageOptions
 
 DATA = pathlib.Path(__file__).parent / "data"
 HERE = DATA / "mxnet_bytes"
@@ -99,9 +99,9 @@ def test_im2rec_writes_mxnets_rec_and_idx(tmp_path, name):
 
 
 def test_im2rec_library_writes_mxnets_bytes(tmp_path):
-    """recio.image.packing.pack_list (what the command calls) with the options of each run, in
-    threads."""
-    from recio.image.packing import pack_list
+    """recio.image.packing.pipeline.pack_list (what the command calls) with the options of each run,
+    in threads."""
+    from recio.image.packing.pipeline import pack_list
 
     for name, spec in MANIFEST["im2rec"].items():
         args = spec["args"]

@@ -18,7 +18,7 @@ import pytest
 from conftest import GOLDEN, skip_or_fail
 
 from recio.errors import OutputFolderError
-from recio.image.pack_output import partial_paths
+from recio.image.packing.output import partial_paths
 from recio.records.writer import RecordWriter
 from support import hook_env, make_corpus
 
@@ -137,7 +137,7 @@ def test_resuming_an_interrupted_pack_whose_folder_became_read_only(script, corp
     try:
         shutil.copy(corpus / "job.lst", folder / "job.lst")
         cmd = _im2rec(script, folder / "job", corpus / "img")
-        killed = _run(cmd, env=hook_env(tmp_path, kill_at="recio.image.pack_output:"
+        killed = _run(cmd, env=hook_env(tmp_path, kill_at="recio.image.packing.output:"
                                                           "PackOutput.write:3:KILL"))
         assert killed.returncode == -9, killed.stderr
         assert all(os.path.exists(p) for p in partial_paths(folder / "job.lst"))

@@ -11,8 +11,8 @@ import pytest
 
 import recio
 from recio.errors import RecordIOError
-from recio.records import reshard as reshard_module
-from recio.records.reshard import reshard
+from recio.records.shards import reshard as reshard_module
+from recio.records.shards.reshard import reshard
 
 from conftest import GOLDEN
 

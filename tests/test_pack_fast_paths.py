@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from recio import portable
-from recio.image import pack_executors
-from recio.image.pack_output import partial_paths
-from recio.image.packing import pack_list
+from recio.image.packing import executors as pack_executors
+from recio.image.packing.output import partial_paths
+from recio.image.packing.pipeline import pack_list
 from recio.records.framing import MAGIC_BYTES, split_payload
 
 
@@ -144,8 +144,7 @@ def _busy_transform(monkeypatch, seconds=0.01, stuck_at=None):
     those in progress; ``stuck_at`` (an image name) blocks its read until the
     returned event is set, as a file that never answers would, and then sends the main
     thread a Ctrl-C. Returns (inside, stuck)."""
-    from recio.image import pack_worker
-
+    from recio.image.packing import worker as pack_worker
     inside, lock, stuck = [0], threading.Lock(), threading.Event()
     transform, read = pack_worker._transform, pack_worker._read_image_file
 

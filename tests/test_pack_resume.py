@@ -24,15 +24,15 @@ import pytest
 
 from recio import portable
 from recio.errors import InterruptedPackError, OutputBusyError
-from recio.image.pack_output import partial_paths
-from recio.image.packing import pack_list
-from recio.image.pack_parts import Fault
-from recio.image.shard_pack import pack_shards
-from recio.image.transform import ImageOptions
+from recio.image.packing.output import partial_paths
+from recio.image.packing.pipeline import pack_list
+from recio.image.packing.parts import Fault
+from recio.image.packing.shards import pack_shards
+from recio.image.pixels.transform import ImageOptions
 from recio.records import lock as lock_module
 from recio.records.lock import OutputLock
 from recio.records.manifest import load_manifest
-from recio.records.shard_verify import verify_manifest
+from recio.records.shards.verify import verify_manifest
 from support import (
     assert_bucket_set,
     assert_same_files,
@@ -51,20 +51,21 @@ PACKS = [("shards", ["--num-shards", "5", "--checksums"]),
          ("plain", ["--num-thread", "2"])]
 #: where a hook may kill each kind of pack: (function, N) kills just before one of its first
 #: N calls
-_PARTS = [("recio.image.pack_worker:_read_image_file", 40),
-          ("recio.image.pack_progress:PackProgress.write_done", 5),
-          ("recio.image.pack_progress:PackProgress.attempt", 5),
-          ("recio.image.shard_pack:_write_errors", 1),
-          ("recio.image.pack_progress:PackProgress.finish", 1),
+_PARTS = [("recio.image.packing.worker:_read_image_file", 40),
+          ("recio.image.packing.progress:PackProgress.write_done", 5),
+          ("recio.image.packing.progress:PackProgress.attempt", 5),
+          ("recio.image.packing.shards:_write_errors", 1),
+          ("recio.image.packing.progress:PackProgress.finish", 1),
           ("recio.storage:remove_tree", 1),
           ("recio.records.atomic:AtomicFile.publish", 4)]
 POINTS = {
-    "shards": _PARTS + [("recio.storage:move", 12), ("recio.records.shard_commit:combined_index", 1)],
-    "sized": _PARTS + [("recio.records.shards:ShardWriter.close", 1)],
+    "shards": _PARTS + [("recio.storage:move", 12),
+                        ("recio.records.shards.commit:combined_index", 1)],
+    "sized": _PARTS + [("recio.records.shards.shard_set:ShardWriter.close", 1)],
     "threads": _PARTS + [("recio.storage:move", 6)],
-    "plain": [("recio.image.pack_worker:_read_image_file", 40),
+    "plain": [("recio.image.packing.worker:_read_image_file", 40),
               ("recio.records.atomic:AtomicFile.publish", 3),
-              ("recio.image.pack_output:PackOutput.write", 10)],
+              ("recio.image.packing.output:PackOutput.write", 10)],
 }
 
 
@@ -211,7 +212,7 @@ def test_an_unsharded_pack_in_parts_resumes_to_pack_lists_bytes(script, corpus, 
         server.put(f"{bucket}/img/{name}", (corpus / "img" / name).read_bytes())
     clean = _clean(script, corpus, [])
     cmd = _cmd(script, corpus / "job", f"{bucket}/img", [])
-    for at in ("recio.image.shard_pack:_join:1:KILL",
+    for at in ("recio.image.packing.shards:_join:1:KILL",
                "recio.records.atomic:AtomicFile.publish:2:TERM"):
         proc = _run_killed(cmd + ["--resume"], hook_env(corpus, kill_at=at), None, None)
         assert proc.returncode in (-signal.SIGKILL, 143), proc.err
@@ -327,7 +328,7 @@ def test_a_new_pack_over_an_interrupted_one_is_refused_not_discarded(script, cor
     --resume or --force; --force starts over; nothing is lost unasked."""
     prefix, root = str(corpus / "job"), str(corpus / "img")
     plain = [*script("im2rec"), prefix, root, "--resize", "24"]
-    at = "recio.image.pack_worker:_read_image_file:20:INT"
+    at = "recio.image.packing.worker:_read_image_file:20:INT"
     proc = _run_killed(plain, hook_env(corpus, kill_at=at), None, None)
     assert proc.returncode == 130
     partial = [open(p, "rb").read() for p in partial_paths(corpus / "job.lst")]
@@ -401,7 +402,7 @@ def test_a_second_pack_of_the_same_prefix_is_refused_at_once_naming_the_first(
 @pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_a_killed_pack_never_leaves_its_lock_stuck(script, corpus):
     cmd = _cmd(script, corpus / "job", corpus / "img", ["--num-shards", "3"])
-    proc = _run_killed(cmd, hook_env(corpus, kill_at="recio.image.pack_worker:_read_image_file:"
+    proc = _run_killed(cmd, hook_env(corpus, kill_at="recio.image.packing.worker:_read_image_file:"
                                      "18:KILL"), None, None)
     assert proc.returncode == -signal.SIGKILL
     holder = json.loads((corpus / "job.pack.lock").read_text())

@@ -17,9 +17,9 @@ from PIL import Image
 
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import OutputExistsError
-from recio.image import pack_worker
-from recio.image.pack_output import partial_paths
-from recio.image.packing import NothingFoundError, pack_list
+from recio.image.packing import worker as pack_worker
+from recio.image.packing.output import partial_paths
+from recio.image.packing.pipeline import NothingFoundError, pack_list
 
 
 SENTINEL = b"SECRET-OUTSIDE-ROOT-0123456789"

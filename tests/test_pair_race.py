@@ -149,7 +149,6 @@ def test_a_pair_that_keeps_changing_raises_index_changed_error(tmp_path, monkeyp
     reader's steps, at each try), the reader gives up with IndexChangedError naming both
     files instead of reading a mixed pair."""
     from recio.records import pair
-
     stem = str(tmp_path / "a")
     generation = [1]
 

@@ -227,8 +227,7 @@ def test_the_shard_cache_without_posix_locks_refuses_in_one_line(tmp_path, monke
     """Windows has no fcntl: ShardCache (cache_dir=) says so and what to do instead, and
     tests/test_cache.py is posix_only."""
     from recio import portable
-    from recio.records import cache
-
+    from recio.records.cache import shard_cache as cache
     monkeypatch.setattr(portable, "has_file_locks", lambda: False)
     with pytest.raises(OSError, match="needs POSIX file locks") as info:
         cache.ShardCache(tmp_path / "cache")

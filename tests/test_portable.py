@@ -23,7 +23,7 @@ import recio
 from recio import portable
 from recio.cli.main import recio as recio_command
 from recio.errors import FileInUseError
-from recio.image.repair import repair
+from recio.image.tools.repair import repair
 from recio.records.atomic import AtomicFile, OutputSet
 
 from conftest import GOLDEN, SIMULATE
@@ -322,7 +322,7 @@ def test_writers_and_tools_hold_nothing_after_they_return(indexed, tmp_path):
     rec, idx = indexed
     recio.build_index(rec, tmp_path / "built.idx")
     repair(str(rec), str(tmp_path / "fixed"))
-    from recio.image.verify import verify_file
+    from recio.image.tools.verify import verify_file
 
     verify_file(rec, images=True, idx_path=idx)
     with recio.IndexedRecordReader(rec, idx) as reader:

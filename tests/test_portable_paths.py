@@ -25,7 +25,7 @@ from PIL import Image
 from conftest import need
 from recio import storage
 from recio.errors import ListFileError, ManifestError
-from recio.image.extract import _class_folder
+from recio.image.tools.extract import _class_folder
 from recio.image.list_folder import make_lists
 from recio.image.lists import (
     foreign_list_path,
@@ -35,10 +35,10 @@ from recio.image.lists import (
     read_list,
     read_list_entries,
 )
-from recio.image.pack_worker import _inside, _read_image_file, _Skip, make_job
-from recio.image.packing import count_items, pack_list
-from recio.image.shard_pack import pack_shards
-from recio.image.transform import ImageOptions
+from recio.image.packing.worker import _inside, _read_image_file, _Skip, make_job
+from recio.image.packing.pipeline import count_items, pack_list
+from recio.image.packing.shards import pack_shards
+from recio.image.pixels.transform import ImageOptions
 from recio.mx import recordio as mx_recordio
 from recio.records.index import open_index
 from recio.records.manifest import load_manifest

@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from recio.cli.im2rec import im2rec_cmd
-from recio.image.codec import decode
+from recio.image.pixels.codec import decode
 from recio.image.header import unpack
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
 from recio.records.manifest import load_manifest
-from recio.records.shard_verify import verify_manifest
+from recio.records.shards.verify import verify_manifest
 from support import make_corpus, records_of
 
 pytestmark = pytest.mark.needs("ray")
@@ -159,17 +159,17 @@ def test_without_shards_the_ray_engine_writes_the_local_rec_and_idx(ray_cluster,
 @pytest.mark.parametrize("fault", ["crash:1", "error:2"])
 def test_a_task_that_fails_once_is_retried_and_the_output_is_unchanged(ray_cluster, corpus,
                                                                       fault, monkeypatch):
-    from recio.image.pack_parts import Fault
-    from recio.image.shard_pack import ShardPackReport
-    from recio.image.transform import ImageOptions
+    from recio.image.packing.parts import Fault
+    from recio.image.packing.shards import ShardPackReport
+    from recio.image.pixels.transform import ImageOptions
     import recio.ray
 
     _, local = pack("local", corpus, "local", corpus / "img")
     assert local.exit_code == 0, local.output
     report = ShardPackReport("ray")
-    recio.ray.pack_list(corpus / "ray.lst", corpus / "img", ImageOptions(resize=24),
-                        num_shards=4, pack_label=True, checksums=True,
-                        fault=Fault.parse(fault), report=report)
+    recio.ray.pack_shards_on_ray(corpus / "ray.lst", corpus / "img", ImageOptions(resize=24),
+                                 num_shards=4, pack_label=True, checksums=True,
+                                 fault=Fault.parse(fault), report=report)
     attempts = {t["shard"]: t["attempt"] for t in report.timings()}
     failed = int(fault.split(":")[1])
     assert attempts == {k: 2 if k == failed else 1 for k in range(4)}
@@ -223,9 +223,9 @@ def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing
     its shard for the bucket; after the retries the job fails naming a shard, and nothing
     appears under the final names (the bucket's staging prefix keeps the job for a
     resume)."""
-    from recio.image.pack_parts import PartFailedError
-    from recio.image.shard_pack import pack_shards
-    from recio.image.transform import ImageOptions
+    from recio.image.packing.parts import PartFailedError
+    from recio.image.packing.shards import pack_shards
+    from recio.image.pixels.transform import ImageOptions
     from recio.ray import RayEngine
 
     server, bucket = s3

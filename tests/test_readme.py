@@ -511,7 +511,7 @@ def resolve(name: str) -> object:
 def test_every_recio_name_in_the_text_exists_under_that_name():
     text = all_text()
     names = dotted_names(text)
-    assert "recio.image.codec.DEFAULT_MAX_PIXELS" in names
+    assert "recio.image.pixels.codec.DEFAULT_MAX_PIXELS" in names
     if any(n.startswith("recio.torch") for n in names):
         need("torch")
     problems = []
@@ -598,8 +598,8 @@ def test_an_option_the_command_lacks_is_reported():
 def test_a_missing_name_is_reported():
     with pytest.raises(AttributeError):
         resolve("recio.records.reader.NoSuchName")
-    assert resolve("recio.image.codec.DEFAULT_MAX_PIXELS") == \
-        __import__("recio.image.codec", fromlist=["_"]).DEFAULT_MAX_PIXELS
+    assert resolve("recio.image.pixels.codec.DEFAULT_MAX_PIXELS") == \
+        __import__("recio.image.pixels.codec", fromlist=["_"]).DEFAULT_MAX_PIXELS
 
 
 # -- the Benchmarks page (benchmarks/README.md, the site's benchmarks.md) ----------------------

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 import recio
 from recio.errors import ClosedError
 from recio.records import framing
-
 MAGIC = framing.MAGIC_BYTES
 
 

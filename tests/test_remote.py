@@ -22,9 +22,9 @@ from recio import storage
 from recio.records.indexed import IndexedRecordReader
 from recio.records.reader import RecordReader
 from recio.records.manifest import load_manifest
-from recio.records.shard_commit import combined_index
-from recio.records.shard_verify import verify_manifest
-from recio.records.shards import ShardWriter
+from recio.records.shards.commit import combined_index
+from recio.records.shards.verify import verify_manifest
+from recio.records.shards.shard_set import ShardWriter
 from recio.records.split import InputSplit
 
 RECORD_FILES = sorted(GOLDEN.rglob("*.rec"))
@@ -200,7 +200,7 @@ def test_a_torch_dataloader_with_two_workers_reads_the_bucket(golden_bucket):
 
 
 def test_image_record_iter_reads_the_bucket(golden_bucket):
-    from recio.image.imageiter import ImageBatchIter
+    from recio.image.batches.iterators import ImageBatchIter
 
     rec = GOLDEN / "im2rec" / "all.rec"
 

@@ -12,7 +12,7 @@ from PIL import Image
 import recio
 from recio import mx
 from recio.errors import OutputExistsError, RecordIOError
-from recio.image.repack import record_kind, repack
+from recio.image.tools.repack import record_kind, repack
 
 
 def _face_set(folder, images_per_id=(4, 2, 3), with_junk=False):

@@ -21,8 +21,8 @@ from PIL import Image
 
 import recio
 from recio.cli.main import recio as recio_group
-from recio.image.repair import image_complete, repair
-from recio.image.verify import verify_file
+from recio.image.tools.repair import image_complete, repair
+from recio.image.tools.verify import verify_file
 from recio.records.framing import MAGIC_BYTES
 
 FAST = settings(max_examples=150, deadline=None,

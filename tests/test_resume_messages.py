@@ -65,12 +65,12 @@ def _counts(proc):
     return doc
 
 
-PLAIN = ["recio.image.pack_output:PackOutput.write:2:KILL",
-         "recio.image.pack_output:PackOutput.write:9:INT",
-         "recio.image.pack_worker:_read_image_file:50:TERM"]
-PARTS = ["recio.image.pack_progress:PackProgress.write_done:2:KILL",
-         "recio.image.pack_progress:PackProgress.write_done:3:INT",
-         "recio.image.pack_worker:_read_image_file:45:TERM"]
+PLAIN = ["recio.image.packing.output:PackOutput.write:2:KILL",
+         "recio.image.packing.output:PackOutput.write:9:INT",
+         "recio.image.packing.worker:_read_image_file:50:TERM"]
+PARTS = ["recio.image.packing.progress:PackProgress.write_done:2:KILL",
+         "recio.image.packing.progress:PackProgress.write_done:3:INT",
+         "recio.image.packing.worker:_read_image_file:45:TERM"]
 
 
 @pytest.mark.posix_only("stops the pack with SIGKILL, SIGINT or SIGTERM")

@@ -1,4 +1,4 @@
-"""Shard sets packed by list range (recio.image.shard_pack) on the local engine, and the .idx
+"""Shard sets packed by list range (recio.image.packing.shards) on the local engine, and the .idx
 byte ranges parallel readers take (read_index_range). Ray's engine: tests/test_ray.py."""
 import json
 import os
@@ -13,16 +13,16 @@ from hypothesis import strategies as st
 
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import InterruptedPackError, OutputExistsError
-from recio.image.packing import NothingFoundError, pack_list
-from recio.image.packing import PackResult
-from recio.image.pack_parts import Fault, PartFailedError
-from recio.image.shard_pack import ShardPackReport, pack_shards, part_size, split_list
-from recio.image.transform import ImageOptions
+from recio.image.packing.pipeline import NothingFoundError, pack_list
+from recio.image.packing.pipeline import PackResult
+from recio.image.packing.parts import Fault, PartFailedError
+from recio.image.packing.shards import ShardPackReport, pack_shards, part_size, split_list
+from recio.image.pixels.transform import ImageOptions
 from recio.records.index import open_index, read_index_range
 from recio.records.index_format import write_index
 from recio.records.reader import RecordReader
 from recio.records.manifest import load_manifest, record_checksums
-from recio.records.shard_verify import verify_manifest
+from recio.records.shards.verify import verify_manifest
 from support import assert_same_files, make_corpus, records_of
 
 
@@ -204,7 +204,7 @@ class _TwoParts:
         return 3
 
     def run(self, parts, job, progress):
-        from recio.image.pack_parts import LocalEngine
+        from recio.image.packing.parts import LocalEngine
 
         return LocalEngine().run(parts, job, progress)
 

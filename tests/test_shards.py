@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import recio
 from recio.errors import ChecksumError, ManifestError, OutputExistsError
 from recio.records.manifest import load_manifest
-from recio.records.shard_commit import combined_index
-from recio.records.shard_verify import verify_manifest
-from recio.records.shards import ShardReader, ShardWriter
+from recio.records.shards.commit import combined_index
+from recio.records.shards.verify import verify_manifest
+from recio.records.shards.shard_set import ShardReader, ShardWriter
 from conftest import need
 from tests.test_records import golden_payloads
 

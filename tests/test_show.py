@@ -10,7 +10,7 @@ from PIL import Image
 import recio
 from recio.errors import OutputExistsError, RecordIOError
 from recio.image.lists import write_classes
-from recio.image.show import CAPTION, draw_grid
+from recio.image.tools.show import CAPTION, draw_grid
 
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import need
 
 import recio
-from recio.image.dataset_stats import dataset_stats
+from recio.image.tools.dataset_stats import dataset_stats
 from recio.records.source import SourceFile, expand_source, resolve_source
 from recio.records.split import InputSplit
 from recio.sequence import SequenceWriter

@@ -11,8 +11,6 @@ from hypothesis import strategies as st
 
 from recio.records import ThreadedIter
 from recio.records import threaded
-
-
 def _alive(it):
     t = it.thread
     return t is not None and t.is_alive()

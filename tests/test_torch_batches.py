@@ -226,8 +226,8 @@ def test_random_resized_crop_boxes(tmp_path):
     """The box: area 8-100 % of the image, aspect 3/4-4/3 (its sides read back from a gradient
     image), positions all over; a large JPEG decoded at a reduced DCT scale gives the same
     crops; the draws come in stream order, so a seed gives the same pixels."""
-    from recio.image.augment import random_resized_crop_box
-    from recio.image.batch_augment import Augmenter
+    from recio.image.batches.mxnet_augment import random_resized_crop_box
+    from recio.image.batches.augmenter import Augmenter
 
     h, w = 600, 800
     y, x = np.mgrid[0:h, 0:w]
@@ -289,7 +289,7 @@ def test_random_resized_crop_in_image_record_iter_and_image_augment(data):
 
 
 def test_draws_serve_uniform_integers():
-    from recio.image.batch_augment import _Draws
+    from recio.image.batches.augmenter import _Draws
 
     u = np.random.default_rng(1).random(60000)
     d = _Draws(u)
@@ -317,7 +317,7 @@ def test_encoded_batches_decode_on_the_cpu_as_the_codec_does(data, tmp_path):
         images = decode_on_device(encoded, "cpu")
         grey = decode_on_device([bytes(e.numpy()) for e in encoded], "cpu", mode="L")
         for img, g, e in zip(images, grey, encoded):
-            want = recio.image.codec.decode(bytes(e.numpy()), 1)
+            want = recio.image.pixels.codec.decode(bytes(e.numpy()), 1)
             np.testing.assert_array_equal(img.numpy(), want.transpose(2, 0, 1))
             assert g.shape == (1, H, W) and g.dtype == torch.uint8
         assert labels.tolist() == sorted(labels.tolist()) and len(labels) == 3
@@ -339,7 +339,7 @@ def test_encoded_batches_decode_on_a_cuda_device(data):
     images = decode_on_device(encoded, "cuda")
     assert all(img.device.type == "cuda" and img.dtype == torch.uint8 for img in images)
     for img, e in zip(images, encoded):
-        want = recio.image.codec.decode(e, 1).transpose(2, 0, 1).astype(int)
+        want = recio.image.pixels.codec.decode(e, 1).transpose(2, 0, 1).astype(int)
         assert np.abs(img.cpu().numpy().astype(int) - want).max() <= 2
 
 

@@ -222,7 +222,7 @@ def _reason(key):
     """What the decoder says of a bad record's image."""
     header, img = recio.unpack(recio.IndexedRecordReader(REC, IDX)[key])
     try:
-        recio.image.codec.decode(img)
+        recio.image.pixels.codec.decode(img)
     except ImageError as exc:
         return exc.message
     raise AssertionError(f"key {key} decodes")

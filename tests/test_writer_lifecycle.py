@@ -24,8 +24,8 @@ from hypothesis import given, settings, strategies as st
 import recio
 from recio.records import framing
 from recio.sequence.cbf import CBFReader, CBFWriter
-from recio.image.pack_output import partial_paths
-from recio.image.packing import pack_list
+from recio.image.packing.output import partial_paths
+from recio.image.packing.pipeline import pack_list
 from recio.sequence import SequenceWriter, sample_counts, unpack_sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -463,7 +463,6 @@ def test_a_buffer_changed_after_write_returns_is_written_as_it_was(tmp_path_fact
 
 def test_records_held_by_reference_go_out_in_bounded_batches_and_on_flush(tmp_path, monkeypatch):
     from recio.records import writer
-
     monkeypatch.setattr(writer, "_BATCH_PIECES", 7)  # as if IOV_MAX were 8
     monkeypatch.setattr(writer, "_BATCH_BYTES", 1 << 40)
     calls = []
@@ -652,7 +651,7 @@ def test_pack_commit_order_and_fsync(tmp_path, monkeypatch):
 PACK_CHILD = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, {repo!r})
-    from recio.image.packing import pack_list
+    from recio.image.packing.pipeline import pack_list
     lst, root, ending = sys.argv[1:4]
 
     def progress(done, total):

@@ -17,7 +17,7 @@ from recio.cli.common import (
 from recio.cli.numbers import Number
 from recio.sequence.bucket_summary import bucket_summary
 
-BAR_WIDTH = 40
+_BAR_WIDTH = 40
 
 
 @click.command("buckets")
@@ -71,9 +71,9 @@ def _print_summary(s: Dict[str, Any]) -> None:
     biggest = max(b["count"] for b in s["histogram"]) or 1
     width = len(str(s["max_length"]))
     for b in s["histogram"]:
-        bar_len = math.ceil(BAR_WIDTH * b["count"] / biggest) if b["count"] else 0
+        bar_len = math.ceil(_BAR_WIDTH * b["count"] / biggest) if b["count"] else 0
         span = str(b["low"]) if b["low"] == b["high"] else f"{b['low']}-{b['high']}"
-        click.echo(f"  {span:>{2 * width + 1}} | {'#' * bar_len:<{BAR_WIDTH}} {b['count']:,}")
+        click.echo(f"  {span:>{2 * width + 1}} | {'#' * bar_len:<{_BAR_WIDTH}} {b['count']:,}")
     click.echo("")
     click.echo(f"Optimal boundaries for Q={s['num_buckets']} (upper edges, inclusive): "
                f"{_edges(s['boundaries'])}")

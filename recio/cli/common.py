@@ -75,7 +75,7 @@ def os_error_line(exc: OSError) -> str:
     what to do: free space, then run the same command again, or with ``--resume`` when the
     output written so far was kept for it (``OutputWriteError.resumable``: im2rec)."""
     filename = getattr(exc, "filename", None)
-    name = f"{user_file_name(os.fspath(filename))}: " if filename else ""
+    name = f"{_user_file_name(os.fspath(filename))}: " if filename else ""
     if isinstance(exc, OutputWriteError):
         text = f"{exc}"
     else:
@@ -90,7 +90,7 @@ def os_error_line(exc: OSError) -> str:
     return f"{text}; {advice}, {again}"
 
 
-def user_file_name(path: str) -> str:
+def _user_file_name(path: str) -> str:
     """``path``, or the output it stands for when it is a writer's temporary name."""
     return output_of_temp(path) or path
 
@@ -218,19 +218,19 @@ def file_progress(path: str, desc: str, quiet: bool = False):
 def echo_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON on stdout: always valid JSON (NaN and infinities, which
     JSON cannot hold, become null)."""
-    click.echo(json.dumps(json_safe(obj), indent=2, sort_keys=False, default=_json_default,
+    click.echo(json.dumps(_json_safe(obj), indent=2, sort_keys=False, default=_json_default,
                           allow_nan=False))
 
 
-def json_safe(obj: Any) -> Any:
+def _json_safe(obj: Any) -> Any:
     """``obj`` with every NaN or infinite float (which JSON cannot hold) replaced by None,
     through dicts, lists and tuples."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
+        return {k: _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
+        return [_json_safe(v) for v in obj]
     return obj
 
 
@@ -242,7 +242,7 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.floating):
         return float(obj) if np.isfinite(obj) else None
     if isinstance(obj, np.ndarray):
-        return json_safe(obj.tolist())
+        return _json_safe(obj.tolist())
     raise TypeError(f"cannot serialise {type(obj).__name__}")
 
 

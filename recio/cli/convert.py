@@ -163,6 +163,3 @@ def convert_cmd(source: str, destination: str, chunk_size: Optional[int],
                   f"--defines-mb-size stream left out")
     click.echo(f"{summary['source']} -> {summary['destination']}: "
                f"{summary['sequences']} sequences, {extra}, {summary['bytes_written']} bytes")
-
-
-__all__ = ["convert_cmd"]

@@ -13,7 +13,7 @@ from recio.cli.common import (
     json_option,
     quiet_option,
 )
-from recio.image.extract import extract_images
+from recio.image.tools.extract import extract_images
 
 
 @click.command("extract")

@@ -25,15 +25,15 @@ from recio.cli.common import (
 from recio.cli.numbers import FRACTION, Number, Size
 from recio.cli.termination import EXIT_TERMINATED, SigtermSeen, Terminated, sigterm_interrupts
 from recio.errors import RecordIOError, plural
-from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.image.pixels.codec import DEFAULT_MAX_PIXELS
 from recio.image.list_folder import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
-from recio.image.pack_executors import pack_threads_running
-from recio.image.pack_output import has_partial
-from recio.image.pack_prefix import PrefixLists
-from recio.image.pack_progress import PackProgress, staging_folder
-from recio.image.packing import PackResult, describe_skips
-from recio.image.staging import pack_prefix_to
-from recio.image.transform import RESIZE_MODES, ImageOptions
+from recio.image.packing.executors import pack_threads_running
+from recio.image.packing.output import has_partial
+from recio.image.packing.prefix import PrefixLists
+from recio.image.packing.progress import PackProgress, staging_folder
+from recio.image.packing.pipeline import PackResult, describe_skips
+from recio.image.packing.dispatch import pack_prefix_to
+from recio.image.pixels.transform import RESIZE_MODES, ImageOptions
 from recio.storage import is_url
 
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -526,6 +526,3 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     """Console-script entry point for ``im2rec``."""
     printable_output()
     im2rec_cmd.main(args=list(sys.argv[1:] if argv is None else argv), prog_name="im2rec")
-
-
-__all__ = ["im2rec_cmd", "main"]

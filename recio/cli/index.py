@@ -14,10 +14,10 @@ from recio.cli.common import (
     handle_errors,
     json_option,
 )
-from recio.image.id_index import index_by_id, index_keeping_keys
+from recio.image.tools.id_index import index_by_id, index_keeping_keys
 from recio.records.reindex import RebuiltIndex, rebuild_index
 from recio.records.manifest import is_manifest
-from recio.records.shard_commit import combined_index
+from recio.records.shards.commit import combined_index
 
 
 @click.command("index")

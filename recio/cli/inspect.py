@@ -20,16 +20,16 @@ from recio.cli.common import (
 )
 from recio.cli.numbers import SEED, Number
 from recio.errors import plural
-from recio.image.dataset_stats import (
+from recio.image.tools.dataset_stats import (
     DEFAULT_SAMPLE,
     PERCENTILES,
     DatasetStats,
     LabelHistogram,
     dataset_stats,
 )
-from recio.image.pack_output import resume_command
-from recio.image.plot import plot_stats
-from recio.image.stats import FileStats, ImageStats
+from recio.image.packing.output import resume_command
+from recio.image.tools.plot import plot_stats
+from recio.image.tools.stats import FileStats, ImageStats
 from recio.records.atomic import check_outputs
 from recio.records.index_format import sibling_index_path
 from recio.records.lock import pack_journal_path
@@ -96,13 +96,13 @@ def inspect_cmd(files: Tuple[str, ...], show: int, sample: int, seed: int,
     for st in stats.files:
         for line in describe(st):
             click.echo(line)
-    for line in describe_dataset(stats):
+    for line in _describe_dataset(stats):
         click.echo(line)
     if plot_path is not None:
         click.echo(f"plot: {plot_path}")
 
 
-def describe_dataset(stats: DatasetStats) -> List[str]:
+def _describe_dataset(stats: DatasetStats) -> List[str]:
     """The dataset part of the report: label histograms, sizes, duplicates, suggestions."""
     title = "dataset" if len(stats.files) == 1 else (
         f"dataset ({len(stats.files)} files, {stats.records:,} records, {stats.bytes:,} bytes)")

@@ -26,7 +26,7 @@ SUBCOMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class _LazyGroup(click.Group):
     """Imports a subcommand's module only when that subcommand is used or listed."""
 
     def list_commands(self, ctx: click.Context) -> List[str]:
@@ -66,7 +66,7 @@ class LazyGroup(click.Group):
         return super().resolve_command(ctx, args)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
              epilog=EXIT_STATUS_HELP)
 @click.version_option(package_name="recio")
 def recio() -> None:

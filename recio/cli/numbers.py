@@ -101,6 +101,3 @@ class Size(click.ParamType):
 #: the options several commands share
 SEED = Number(int, what="a whole number", note="(the random seed)", metavar="SEED")
 FRACTION = Number(float, 0, 1, what="a fraction", note="(e.g. 0.8)", metavar="FRACTION")
-
-
-__all__ = ["Number", "Size", "SEED", "FRACTION"]

@@ -16,7 +16,7 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.cli.numbers import SEED
-from recio.image.repack import repack
+from recio.image.tools.repack import repack
 
 
 @click.command("repack")

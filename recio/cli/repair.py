@@ -14,7 +14,7 @@ from recio.cli.common import (
     json_option,
     quiet_option,
 )
-from recio.image.repair import KEY_MODES, RepairResult, repair
+from recio.image.tools.repair import KEY_MODES, RepairResult, repair
 
 #: dropped regions listed one per line; the rest are counted
 _LISTED = 20
@@ -42,7 +42,7 @@ def repair_cmd(rec: str, prefix: Optional[str], idx_path: Optional[str], key: st
     For a .rec that was cut short (a copy or download that stopped), or damaged anywhere
     inside: the records are copied byte for byte, in file order, each with its key, and every
     byte range that is left out is listed with the reason. A record right before damage is
-    kept only when its end is confirmed (see `recio.image.repair`). REC is only read; the
+    kept only when its end is confirmed (see `recio.image.tools.repair`). REC is only read; the
     outputs appear complete or not at all.
 
     Exit status: 0 written (also when nothing was damaged: a plain copy); 2 nothing intact to

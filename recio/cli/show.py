@@ -16,7 +16,7 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.cli.numbers import SEED, Number
-from recio.image.show import draw_grid
+from recio.image.tools.show import draw_grid
 from recio.image.undecodable import skipped_text
 
 

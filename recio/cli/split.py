@@ -16,7 +16,7 @@ from recio.cli.common import (
     quiet_option,
 )
 from recio.cli.numbers import Number
-from recio.records.reshard import reshard
+from recio.records.shards.reshard import reshard
 from recio.records.split import DEFAULT_CHUNK_SIZE, FileSpan, SplitPlan, plan_split
 
 

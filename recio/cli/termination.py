@@ -46,6 +46,3 @@ def sigterm_interrupts(seen: Optional[SigtermSeen] = None) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-__all__ = ["EXIT_TERMINATED", "Terminated", "SigtermSeen", "sigterm_interrupts"]

@@ -17,10 +17,10 @@ from recio.cli.common import (
     progress,
     quiet_option,
 )
-from recio.image.verify import VerifyReport, verify_file
+from recio.image.tools.verify import VerifyReport, verify_file
 from recio.records.index_format import sibling_index_path
 from recio.records.manifest import is_manifest
-from recio.records.shard_verify import ManifestReport, verify_manifest
+from recio.records.shards.verify import ManifestReport, verify_manifest
 from recio.records.source import expand_source
 
 

@@ -1,26 +1,42 @@
 """Image datasets in records, as MXNet's im2rec and ImageRecordIter made them.
 
-* ``header``    the ``IRHeader`` (flag, label, id, id2) in front of every image record.
-* ``codec``     the one image decoder, OpenCV's (with the pixel limit); ``encoding``, the one
-                encoder; ``png_srgb``, the one decode rule where OpenCV 5 is not MXNet.
-* ``transform`` im2rec's ``ImageOptions``: decode, crop, resize, encode one image.
-* ``lists``     ``.lst`` image lists: parse, write; ``list_folder`` builds them from a folder.
-* ``packing``   ``pack_list``: a ``.lst`` into ``.rec`` + ``.idx``, resumable, in parallel
-                (``pack_worker``, ``pack_executors``, ``pack_output``, ``pack_prefix``).
-* ``imageiter`` ``ImageBatchIter``: batches of augmented images; ``RecordBatchIter``, the
-                engine under it and under ``recio.mx.io.ImageRecordIter`` (``batch_engine``:
-                the decode thread pool, ``DataBatch``; ``batch_augment``: ``Augmenter``, one
-                image into one batch slot).
-* ``augment``   MXNet's ``DefaultImageAugmenter`` and normalisation, step by step.
-* ``cvops``     the OpenCV operations MXNet's augmentation calls (two of them as OpenCV 3.4.2
-                computed them, in NumPy).
-* ``stats``     what ``recio inspect`` reports: record and image statistics, damage, index check.
-* ``undecodable`` the one policy of every image reader for records nothing decodes: skipped,
-                named and counted, or raised (``on_undecodable``).
-* ``verify``    what ``recio verify`` checks: framing, the ``.idx`` and (optionally) every image.
-* ``extract``   images and a ``.lst`` back out of a ``.rec`` (``recio extract``).
-* ``id_index``  an ``.idx`` keyed by each record's image id (``recio index --key id``).
-"""
-from recio.image.header import IRHeader, pack, pack_img, unpack, unpack_img
+The rooms, by job, from the ground floor up (each imports only the ones before it; ``packing``
+and ``batches`` do not import each other):
 
-__all__ = ["IRHeader", "pack", "unpack", "pack_img", "unpack_img"]
+* ``pixels``    one image's bytes: the decoder (``codec``), the encoder (``encoding``), im2rec's
+                ``ImageOptions`` (``transform``), MXNet's OpenCV operations (``cvops``).
+* here          what every image record and list shares:
+
+  * ``header``      the ``IRHeader`` (flag, label, id, id2) in front of every image record.
+  * ``lists``       ``.lst`` image lists: parse, write; ``list_folder`` builds them from a folder.
+  * ``undecodable`` the one policy of every image reader for records nothing decodes: skipped,
+                    named and counted, or raised (``on_undecodable``).
+
+* ``packing``   a ``.lst`` into ``.rec`` + ``.idx`` (im2rec's pack step): resumable, in
+                parallel, in parts, on Ray (``pack_list``, ``pack_shards``).
+* ``batches``   training batches: ``ImageBatchIter``, its engine and augmenters, and MXNet's
+                augmentation under ``recio.mx.io.ImageRecordIter``.
+* ``tools``     what the commands do to a ``.rec`` of images: ``inspect`` (``stats``),
+                ``verify``, ``repair``, ``repack``, ``extract``, ``show``, ``index --key id``.
+"""
+import typing as _typing
+
+from recio._lazy import lazy_exports as _lazy_exports
+
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+    from recio.image.header import IRHeader, pack, pack_img, unpack, unpack_img
+
+#: exported name -> the module that defines it, imported on first use
+_LAZY = {
+    "IRHeader": "recio.image.header",
+    "pack": "recio.image.header",
+    "unpack": "recio.image.header",
+    "pack_img": "recio.image.header",
+    "unpack_img": "recio.image.header",
+}
+
+__all__ = list(_LAZY)
+
+if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=(
+        "header", "pixels", "packing", "batches", "tools"))

@@ -21,8 +21,8 @@ from typing import Any, Tuple, Union
 import numpy as np
 
 from recio.errors import ImageError
-from recio.image.codec import DEFAULT_MAX_PIXELS, decode
-from recio.image.encoding import encode
+from recio.image.pixels.codec import DEFAULT_MAX_PIXELS, decode
+from recio.image.pixels.encoding import encode
 
 _IR_FORMAT = "<IfQQ"
 IR_STRUCT = struct.Struct(_IR_FORMAT)
@@ -113,11 +113,11 @@ def unpack(record: Record) -> Tuple[IRHeader, bytes]:
 def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
     """Decode image bytes to a uint8 **RGB** array with MXNet's (OpenCV's) pixels: ``iscolor``
     1 = ``(H, W, 3)`` RGB, 0 = ``(H, W)`` greyscale, -1 = as stored (see
-    :func:`recio.image.codec.decode`).
+    :func:`recio.image.pixels.codec.decode`).
 
     Damaged data raises :class:`ImageError`, and so does an image declaring more than
-    ``recio.image.codec.DEFAULT_MAX_PIXELS`` pixels (the decompression-bomb guard), before its
-    pixels are allocated.
+    ``recio.image.pixels.codec.DEFAULT_MAX_PIXELS`` pixels (the decompression-bomb guard), before
+    its pixels are allocated.
     """
     return decode(data, iscolor, max_pixels=DEFAULT_MAX_PIXELS)
 
@@ -125,7 +125,7 @@ def decode_image(data: Record, iscolor: int = -1) -> np.ndarray:
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode an **RGB** array (``.jpg`` at JPEG ``quality``, ``.png`` at compression level
     ``quality`` clamped to 0-9) and pack it with ``header``: the bytes MXNet's ``pack_img``
-    writes for the same pixels in BGR order (see ``recio.image.encoding.encode``)."""
+    writes for the same pixels in BGR order (see ``recio.image.pixels.encoding.encode``)."""
     return pack(header, encode(img, img_fmt, quality))
 
 
@@ -134,6 +134,3 @@ def unpack_img(record: Record, iscolor: int = -1) -> Tuple[IRHeader, np.ndarray]
     MXNet's pixels (:func:`decode_image`)."""
     header, payload = unpack(record)
     return header, decode_image(payload, iscolor)
-
-
-__all__ = ["IRHeader", "pack", "unpack", "unpack_header", "pack_img", "unpack_img", "decode_image"]

@@ -107,7 +107,7 @@ def _listable(relpath: str, scan: ImageScan) -> bool:
     return True
 
 
-def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS,
+def _scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS,
                 progress: Optional[Callable[[int], None]] = None) -> ImageScan:
     """Walk ``root`` as im2rec does, and count what cannot be listed.
 
@@ -138,7 +138,7 @@ def scan_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = D
     scan.mapping = [(list_entry(os.path.relpath(folder, root)), label)
                     for folder, label in folders.items()]
     if not recursive and not scan.items:
-        scan.in_subfolders = len(scan_images(root, True, exts).items)
+        scan.in_subfolders = len(_scan_images(root, True, exts).items)
     return scan
 
 
@@ -203,9 +203,9 @@ def _extensions(root: str) -> Tuple["Counter[str]", "Counter[str]"]:
 
 def list_images(root: PathLike, recursive: bool = False, exts: Sequence[str] = DEFAULT_EXTS
                 ) -> Tuple[List[ListItem], List[Tuple[str, int]]]:
-    """Walk ``root`` as im2rec does (see :func:`scan_images`); returns the items and the
+    """Walk ``root`` as im2rec does (see :func:`_scan_images`); returns the items and the
     ``(folder, label)`` mapping."""
-    scan = scan_images(root, recursive, exts)
+    scan = _scan_images(root, recursive, exts)
     return scan.items, scan.mapping
 
 
@@ -244,7 +244,6 @@ def split_items(items: Sequence[ListItem], prefix: str, chunks: int = 1,
             out.append((name + "_val.lst", chunk[sep_test + sep:]))
         out.append((name + "_train.lst", chunk[sep_test:sep_test + sep]))
     return out
-
 
 
 @dataclass
@@ -349,7 +348,7 @@ def make_lists(prefix: PathLike, root: PathLike, recursive: bool = False,
     """
     prefix = storage.absolute(_list_prefix(prefix, chunks, train_ratio, test_ratio))
     check_outputs(_list_outputs(prefix, chunks, train_ratio, test_ratio, recursive), force=force)
-    scan = scan_images(root, recursive, exts, progress)
+    scan = _scan_images(root, recursive, exts, progress)
     if not scan.items:
         raise NothingFoundError(f"no image to list: {_nothing_listed(scan, root, recursive, exts)}"
                                 "; nothing was written", path=os.fspath(root))
@@ -385,7 +384,3 @@ def _train_shortfall(total: int, chunks: int, train_ratio: float,
     filled = (total + size - 1) // size if size else 0
     held = sum(len(items) for name, items in parts if name.endswith("_train.lst"))
     return max(0, filled * int(size * train_ratio) - held)
-
-
-__all__ = ["DEFAULT_EXTS", "normalize_exts", "scan_images", "ImageScan", "list_images",
-           "split_items", "ListResult", "make_lists", "near_folders"]

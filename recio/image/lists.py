@@ -47,7 +47,7 @@ from recio.storage import open_regular
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: the record id is a uint64 in the image header, so the index column must fit in one
-MAX_INDEX = 2 ** 64 - 1
+_MAX_INDEX = 2 ** 64 - 1
 
 # paths are written and read back byte for byte even when they are not valid UTF-8
 _ENCODING, _ERRORS = "utf-8", "surrogateescape"
@@ -91,7 +91,7 @@ def parse_list_line(line: str, path: Optional[PathLike] = None,
     except ValueError:
         raise ListFileError(f"the index (first field) must be an integer, not {fields[0][:40]!r}",
                             **where) from None
-    if not 0 <= index <= MAX_INDEX:
+    if not 0 <= index <= _MAX_INDEX:
         raise ListFileError(f"the index {index} is outside 0..2**64-1 (it becomes the uint64 "
                             "record id)", **where)
     try:
@@ -239,22 +239,21 @@ def write_list_lines(fout: BinaryIO, items: Sequence[Tuple[int, Sequence[float],
     fout.write("".join(buf).encode(_ENCODING, _ERRORS))
 
 
-
 #: suffix of the folder -> label map ``im2rec --list --recursive`` writes beside its lists
 _CLASSES_SUFFIX = ".classes.tsv"
 #: the files im2rec names after a PREFIX, which a PREFIX itself leaves out
-PREFIX_EXTENSIONS = (".lst", ".rec", ".idx")
+_PREFIX_EXTENSIONS = (".lst", ".rec", ".idx")
 
 
 def prefix_extension(prefix: PathLike) -> str:
-    """The extension of one of im2rec's own files (:data:`PREFIX_EXTENSIONS`, any case) that
+    """The extension of one of im2rec's own files (:data:`_PREFIX_EXTENSIONS`, any case) that
     ``prefix`` ends with, or "". The one PREFIX rule of list and pack modes: a PREFIX names
     files without their extension (``data/train`` -> ``data/train.lst``, ``.rec``, ``.idx``);
     one ending in ``.lst`` names that one list (``data/train.lst``: PREFIX ``data/train``
     writing or packing only that list); one ending in ``.rec`` or ``.idx`` is refused with
     "did you mean data/train?"."""
     stem, ext = os.path.splitext(os.fspath(prefix))
-    return ext if ext.lower() in PREFIX_EXTENSIONS and storage.basename(stem) else ""
+    return ext if ext.lower() in _PREFIX_EXTENSIONS and storage.basename(stem) else ""
 
 
 def classes_path(path: PathLike) -> str:
@@ -319,9 +318,3 @@ def read_classes(path: PathLike) -> Dict[int, str]:
                                     f"found {line[:80]!r}", path=os.fspath(path),
                                     line=number) from None
     return out
-
-
-__all__ = ["ListItem", "format_list_line", "parse_list_line", "read_list", "read_list_entries",
-           "write_list", "native_list_path", "list_path_candidates", "foreign_list_path",
-           "list_entry", "PREFIX_EXTENSIONS", "prefix_extension", "classes_path", "find_classes",
-           "write_classes", "read_classes"]

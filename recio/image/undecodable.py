@@ -4,7 +4,7 @@ An *undecodable record* is an image record whose image cannot be used: bytes no 
 (text, an empty payload, a PNG cut short, a JPEG that holds its headers and no scan), a damaged
 ``IRHeader``, or an image declaring more than ``max_pixels`` pixels (the decompression-bomb
 guard). A damaged JPEG that libjpeg recovers (a truncated scan, stray bytes) is *not* one: it
-decodes as MXNet's decoder recovers it (``recio.image.codec``).
+decodes as MXNet's decoder recovers it (``recio.image.pixels.codec``).
 
 Every reader of image records takes ``on_undecodable`` (``recio.ImageBatchIter``,
 ``recio.mx.io.ImageRecordIter``, ``recio.mx.image.ImageIter``, gluon's ``ImageRecordDataset``,
@@ -21,7 +21,7 @@ A reader that must hand back *something* for the record asked for (``RecordDatas
 ``ImageRecordDataset[i]``, a batch of ``RecordDataset.__getitems__`` whose every image is
 undecodable) gives the next decodable record in index order in its place
 (:func:`next_decodable`), and the warning says which (``; skipped, key 8 in its place``); when
-the next :data:`MOST_PASSED_OVER` records do not decode either, the file holds something else
+the next :data:`_MOST_PASSED_OVER` records do not decode either, the file holds something else
 and it raises.
 
 MXNet itself differs, which is why this is recio's rule and not a copy of MXNet's: its C++
@@ -45,7 +45,7 @@ RAISE = "raise"
 ON_UNDECODABLE = (SKIP, RAISE)
 #: how many undecodable records in a row :func:`next_decodable` passes over, looking for one
 #: to stand in, before it calls the file one of other records
-MOST_PASSED_OVER = 100
+_MOST_PASSED_OVER = 100
 
 T = TypeVar("T")
 
@@ -94,15 +94,15 @@ def next_decodable(error: ImageError, start: int, count: int,
     around, ``count`` records) that ``read`` reads without :class:`ImageError`: what stands in
     for the undecodable record ``error`` names, which a reader must return something for. The
     undecodable records passed over are not warned about here (each is, when it is asked for
-    itself). Past :data:`MOST_PASSED_OVER` of them in a row this is no longer one bad image
+    itself). Past :data:`_MOST_PASSED_OVER` of them in a row this is no longer one bad image
     but a file of something else (or of nothing decodable): ``error`` is raised, saying so."""
-    for step in range(1, min(count, MOST_PASSED_OVER + 1)):
+    for step in range(1, min(count, _MOST_PASSED_OVER + 1)):
         position = (start + step) % count
         try:
             return position, read(position)
         except ImageError:
             continue
-    what = (f"nor do the {MOST_PASSED_OVER} records after it" if count > MOST_PASSED_OVER + 1
+    what = (f"nor do the {_MOST_PASSED_OVER} records after it" if count > _MOST_PASSED_OVER + 1
             else f"none of the {count} records decodes")
     raise ImageError(f"{error.message}; {what}, so nothing can stand in for it (records of "
                      f"another kind? decode= reads them)", error.path, error.offset)
@@ -123,7 +123,3 @@ class SkipCount:
     @property
     def value(self) -> int:
         return self._value
-
-
-__all__ = ["SKIP", "RAISE", "ON_UNDECODABLE", "MOST_PASSED_OVER", "check_policy", "undecodable",
-           "skipped_text", "warn_skipped", "skip_or_raise", "next_decodable", "SkipCount"]

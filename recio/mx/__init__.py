@@ -12,8 +12,8 @@
 
 Arrays are BGR where MXNet's are (``recordio.unpack_img``, as ``cv2.imdecode``), RGB where
 MXNet's are (``image.imdecode``, the iterators), and the pixels are MXNet's exactly (see
-``recio.image.codec`` and ``recio.image.augment``). Everything runs on the CPU with NumPy:
-there are no networks, symbols, autograd or GPU arrays.
+``recio.image.pixels.codec`` and ``recio.image.batches.mxnet_augment``). Everything runs on the CPU
+with NumPy: there are no networks, symbols, autograd or GPU arrays.
 """
 from recio.mx import context, gluon, image, io, ndarray, recordio
 from recio.mx import ndarray as nd

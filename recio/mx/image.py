@@ -5,9 +5,9 @@
   (RGB, or BGR with ``to_rgb=0``), ``flag=0`` to OpenCV's greyscale ``(H, W, 1)``, as an
   :class:`~recio.mx.ndarray.NDArray` (``mx.image.imdecode(img).asnumpy()``, as InsightFace's
   arcface_torch calls it, runs unchanged).
-* ``imresize`` (OpenCV 3.4.2's bytes, as MXNet's; see ``recio.image.cvops``), ``resize_short``,
-  ``fixed_crop``, ``center_crop``, ``random_crop``, ``random_size_crop``, ``scale_down``,
-  ``color_normalize``, ``copyMakeBorder`` (constant border).
+* ``imresize`` (OpenCV 3.4.2's bytes, as MXNet's; see ``recio.image.pixels.cvops``),
+  ``resize_short``, ``fixed_crop``, ``center_crop``, ``random_crop``, ``random_size_crop``,
+  ``scale_down``, ``color_normalize``, ``copyMakeBorder`` (constant border).
 * The augmenters of ``mx.image`` (``ResizeAug``, ``CenterCropAug``, ``RandomSizedCropAug``,
   ``ColorJitterAug``, ``LightingAug``, ... and ``CreateAugmenter``), with MXNet's arithmetic and
   MXNet's random draws: they use Python's ``random`` and ``numpy.random`` in the same order as

@@ -303,10 +303,3 @@ def CreateAugmenter(data_shape: Sequence[int], resize: int = 0,  # noqa: N802 - 
     if mean is not None or std is not None:
         auglist.append(ColorNormalizeAug(mean, std))
     return auglist
-
-
-__all__ = ["Augmenter", "SequentialAug", "ResizeAug", "ForceResizeAug", "RandomCropAug",
-           "RandomSizedCropAug", "CenterCropAug", "RandomOrderAug", "BrightnessJitterAug",
-           "ContrastJitterAug", "SaturationJitterAug", "HueJitterAug", "ColorJitterAug",
-           "LightingAug", "ColorNormalizeAug", "RandomGrayAug", "HorizontalFlipAug", "CastAug",
-           "CreateAugmenter"]

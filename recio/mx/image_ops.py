@@ -16,8 +16,8 @@ from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from recio.image import cvops
-from recio.image.codec import DEFAULT_MAX_PIXELS, decode
+from recio.image.pixels import cvops
+from recio.image.pixels.codec import DEFAULT_MAX_PIXELS, decode
 from recio.mx.ndarray import NDArray
 
 ImageSource = Union[bytes, bytearray, memoryview, np.ndarray, NDArray]
@@ -29,7 +29,7 @@ def imdecode(buf: ImageSource, flag: int = 1, to_rgb: int = 1,
     :class:`NDArray`, RGB unless ``to_rgb=0`` (BGR), with MXNet's pixels.
 
     ``out``: an array of the right shape to decode into (returned). Undecodable bytes, or an
-    image declaring more than ``recio.image.codec.DEFAULT_MAX_PIXELS`` pixels, raise
+    image declaring more than ``recio.image.pixels.codec.DEFAULT_MAX_PIXELS`` pixels, raise
     :class:`~recio.errors.ImageError` (MXNet raises ``MXNetError``).
     """
     if isinstance(buf, NDArray):
@@ -198,7 +198,3 @@ def random_size_crop(src: Any, size: Tuple[int, int], area: Union[float, Tuple[f
             y0 = random.randint(0, h - new_h)
             return fixed_crop(src, x0, y0, new_w, new_h, size, interp), (x0, y0, new_w, new_h)
     return center_crop(src, size, interp)
-
-
-__all__ = ["imdecode", "imread", "imresize", "resize_short", "fixed_crop", "center_crop",
-           "random_crop", "random_size_crop", "scale_down", "color_normalize", "copyMakeBorder"]

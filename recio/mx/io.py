@@ -8,8 +8,8 @@
   is the number of filler samples at the end of the last batch; ``index`` the records' image
   ids. ``provide_data`` / ``provide_label`` are lists of :class:`DataDesc`. Pixels, labels, pads
   and batch counts are MXNet's (tested against the real MXNet 1.9.1; see
-  ``recio.image.augment`` for the augmentations). With ``round_batch`` (the default) the last
-  batch is filled from the start of the next pass and the next epoch continues after those
+  ``recio.image.batches.mxnet_augment`` for the augmentations). With ``round_batch`` (the default)
+  the last batch is filled from the start of the next pass and the next epoch continues after those
   records, as MXNet does; ``round_batch=False`` pads with zeros.
 * :class:`NDArrayIter`, :class:`ResizeIter`, :class:`PrefetchingIter` and the :class:`DataIter`
   base class, as MXNet's Python ones.
@@ -31,8 +31,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 
 from recio.errors import RecordIOError
-from recio.image.augment import AugmentParams, MXAugmenter
-from recio.image.imageiter import RecordBatchIter
+from recio.image.batches.mxnet_augment import AugmentParams, MXAugmenter
+from recio.image.batches.iterators import RecordBatchIter
 from recio.image.lists import read_list
 from recio.mx import ndarray as nd
 from recio.mx.io_params import MXNET_PRODUCER_AHEAD, output_params, read_parameters, shuffle_buffer

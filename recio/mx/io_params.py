@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import numpy as np
 
 from recio.errors import closest, unknown_names
-from recio.image.augment import OutputParams
+from recio.image.batches.mxnet_augment import OutputParams
 from recio.image.undecodable import ON_UNDECODABLE, SKIP
 
 
@@ -173,7 +173,7 @@ PARAMETERS: Dict[str, Param] = {
 #: (``kMaxPrefetchBuffer``): where ``reset()`` decides whether the next epoch carries on
 MXNET_PRODUCER_AHEAD = 16
 #: parameters accepted with no effect here (MXNet's thread and device plumbing, its logging)
-NO_EFFECT = ("ctx", "verbose", "shuffle_chunk_seed")
+_NO_EFFECT = ("ctx", "verbose", "shuffle_chunk_seed")
 
 
 def read_parameters(iterator: str, kwargs: Dict[str, Any]) -> Dict[str, Any]:
@@ -221,6 +221,3 @@ def shuffle_buffer(v: Dict[str, Any]) -> int:
     if v["shuffle_chunk_size"] > 0:
         return max(1, v["shuffle_chunk_size"] * _RECORDS_PER_MB)
     return 1024
-
-
-__all__ = ["Param", "PARAMETERS", "MXNET_PRODUCER_AHEAD", "NO_EFFECT"]

@@ -430,6 +430,3 @@ class PrefetchingIter(_OverBatches):
             assert self.current_batch is not None  # iter_next() set it
             return self.current_batch
         raise StopIteration
-
-
-__all__ = ["DataDesc", "DataBatch", "DataIter", "NDArrayIter", "ResizeIter", "PrefetchingIter"]

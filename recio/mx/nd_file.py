@@ -104,6 +104,3 @@ class _Reader:
         count = int(np.prod(shape))
         values = np.frombuffer(self.take(count * dtype.itemsize), dtype).reshape(shape)
         return values.astype(dtype.newbyteorder("="))
-
-
-__all__ = ["write_arrays", "read_arrays"]

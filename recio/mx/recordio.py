@@ -18,8 +18,8 @@ import numpy as np
 
 from recio import portable
 from recio.errors import OutputWriteError, RecordIOError
-from recio.image.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode
-from recio.image.encoding import encode
+from recio.image.pixels.codec import COLOR_MODES, DEFAULT_MAX_PIXELS, decode
+from recio.image.pixels.encoding import encode
 from recio.image.header import IRHeader, pack, unpack as unpack_record
 from recio.records.closed import check_open
 from recio.records.diagnose import explain_indexed_read, open_checked_index
@@ -531,7 +531,7 @@ def unpack(s: bytes) -> tuple:
 def pack_img(header: IRHeader, img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg") -> bytes:
     """Encode a **BGR** array (as OpenCV/MXNet use) and pack it with ``header``: ``.jpg`` at JPEG
     ``quality``, ``.png`` at compression level ``quality`` clamped to 0-9: the bytes MXNet's
-    ``pack_img`` writes (see ``recio.image.encoding.encode``)."""
+    ``pack_img`` writes (see ``recio.image.pixels.encoding.encode``)."""
     return pack(header, encode(img, img_fmt, quality, bgr=True))
 
 
@@ -541,7 +541,8 @@ def unpack_img(s: bytes, iscolor: int = -1) -> tuple:
     alpha, uint16 for a 16-bit grey PNG). As OpenCV 4, flags 1 and 0 apply the EXIF orientation.
 
     Unlike ``cv2.imdecode``, which returns None, undecodable bytes (or an image declaring more
-    than ``recio.image.codec.DEFAULT_MAX_PIXELS`` pixels) raise :class:`~recio.errors.ImageError`.
+    than ``recio.image.pixels.codec.DEFAULT_MAX_PIXELS`` pixels) raise
+    :class:`~recio.errors.ImageError`.
     """
     if iscolor not in COLOR_MODES:
         raise ValueError(f"iscolor must be 1 (colour), 0 (greyscale) or -1 (unchanged), "

@@ -40,10 +40,10 @@ import numpy as np
 
 from recio import storage
 from recio.errors import IndexFileError
-from recio.image.codec import decode
-from recio.image.encoding import encode
+from recio.image.pixels.codec import decode
+from recio.image.pixels.encoding import encode
 from recio.image.header import IRHeader, pack, unpack
-from recio.image.pack_parts import describe_shard
+from recio.image.packing.parts import describe_shard
 from recio.optional import require
 from recio.ray.engine import connect
 from recio.records.atomic import check_outputs, publish_staged
@@ -51,7 +51,7 @@ from recio.records.index import open_index, read_index_range
 from recio.records.index_format import sibling_index_path, write_index
 from recio.records.reader import RecordReader
 from recio.records.manifest import Shard, file_crc32, manifest_path
-from recio.records.shard_commit import commit_staged, set_outputs
+from recio.records.shards.commit import commit_staged, set_outputs
 from recio.records.source import resolve_source
 from recio.records.writer import IndexedRecordWriter
 from recio.storage import StorageOptions
@@ -357,6 +357,3 @@ def _labels(batch: Dict[str, np.ndarray], i: int) -> List[float]:
     if "label" in batch:
         return [float(x) for x in np.atleast_1d(np.asarray(batch["label"][i], np.float32))]
     return []
-
-
-__all__ = ["read_records", "RecordDatasource", "RecordDatasink"]

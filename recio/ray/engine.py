@@ -1,6 +1,6 @@
 """``im2rec --engine ray``: the parts of a pack packed as Ray tasks.
 
-Each part (one shard's range of the list, ``recio.image.pack_parts``) is one Ray task running
+Each part (one shard's range of the list, ``recio.image.packing.parts``) is one Ray task running
 ``pack_part``, the same function the local engine runs. A task that dies (its worker process
 killed, its node lost) or fails with an ``OSError`` (an I/O or network error) is run again, up to
 ``max_retries`` times, elsewhere if its node is gone; every attempt writes files of its own
@@ -28,8 +28,8 @@ import threading
 from typing import Any, Dict, Iterator, Optional
 
 from recio.errors import StorageError
-from recio.image.packing import NothingFoundError, ProgressCallback
-from recio.image.pack_parts import ListPart, PartJob, PartResult, pack_part, part_failed
+from recio.image.packing.pipeline import NothingFoundError, ProgressCallback
+from recio.image.packing.parts import ListPart, PartJob, PartResult, pack_part, part_failed
 from recio.optional import require
 
 #: ``ray.init`` arguments for a local instance started by recio: no dashboard, quiet logs
@@ -183,6 +183,3 @@ def _ray_reason(exc: BaseException) -> BaseException:
     if "died" in text or "crash" in kind.lower() or "WorkerCrashed" in kind:
         return RuntimeError(f"its worker died ({kind}) on every attempt")
     return RuntimeError(f"{kind}: {text[:200]}")
-
-
-__all__ = ["RayEngine", "connect", "messages_to_stderr"]

@@ -14,18 +14,19 @@ Reading from the bottom up:
 * ``indexed``  ``IndexedRecordReader``, ``build_index`` and the load-the-index-or-scan decision.
 * ``reindex``  rebuild an ``.idx`` by scanning the ``.rec`` (MXNet's ``rec2idx``).
 * ``split``    ``InputSplit``: record boundaries for N partitions of one or more files.
-* ``cache``    ``ShardCache``: checked local copies of remote objects, bounded, shared by
-               the processes of a node (readers' ``cache_dir=``).
-* ``cache_folder``    a cache folder's files, locks and eviction; ``cache_prefetch`` its
-                     background downloads ahead of a reader.
-* ``manifest`` a shard set's manifest (written last), its files' names, the checksums.
-* ``shards``   ``ShardWriter`` and ``ShardReader``: writing and reading shard sets.
-* ``shard_verify``  checking a set against its manifest (``recio verify``).
-* ``shard_commit``  publishing staged shards as a set; the combined ``.idx`` for DALI.
-* ``reshard``  write the parts of a split as files of their own (``recio split --write``).
 * ``threaded`` ``ThreadedIter``: a bounded background prefetch for any iterator.
 * ``closed``   what a closed reader, writer, split or dataset is: every use raises
                ``ClosedError`` naming its file.
+* ``manifest`` a shard set's manifest (written last), its files' names, the checksums: the
+               format a reader opens a set by.
+
+Two rooms of their own sit beside the core, one floor each:
+
+* ``cache``    (below the core, which reads through it) ``ShardCache``: checked local copies of
+               remote objects, bounded, shared by the processes of a node (readers'
+               ``cache_dir=``), with its folder and background downloads.
+* ``shards``   (above the core) shard sets: ``ShardWriter`` and ``ShardReader``, checking a set
+               against its manifest, publishing staged shards, writing a split's parts as files.
 """
 from __future__ import annotations
 
@@ -34,15 +35,15 @@ import typing as _typing
 from recio._lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
-    from recio.records.cache import ShardCache
+    from recio.records.cache.shard_cache import ShardCache
     from recio.records.index import Index, open_index, read_index
     from recio.records.index_format import sibling_index_path, write_index
     from recio.records.indexed import IndexedRecordReader, build_index
     from recio.records.reader import RecordReader
     from recio.records.manifest import load_manifest
-    from recio.records.shard_commit import combined_index
-    from recio.records.shard_verify import verify_manifest
-    from recio.records.shards import ShardReader, ShardWriter
+    from recio.records.shards.commit import combined_index
+    from recio.records.shards.verify import verify_manifest
+    from recio.records.shards.shard_set import ShardReader, ShardWriter
     from recio.records.split import InputSplit
     from recio.records.threaded import ThreadedIter
     from recio.records.writer import IndexedRecordWriter, RecordWriter
@@ -62,12 +63,12 @@ _LAZY = {
     "sibling_index_path": "recio.records.index_format",
     "InputSplit": "recio.records.split",
     "ThreadedIter": "recio.records.threaded",
-    "ShardWriter": "recio.records.shards",
-    "ShardReader": "recio.records.shards",
+    "ShardWriter": "recio.records.shards.shard_set",
+    "ShardReader": "recio.records.shards.shard_set",
     "load_manifest": "recio.records.manifest",
-    "verify_manifest": "recio.records.shard_verify",
-    "combined_index": "recio.records.shard_commit",
-    "ShardCache": "recio.records.cache",
+    "verify_manifest": "recio.records.shards.verify",
+    "combined_index": "recio.records.shards.commit",
+    "ShardCache": "recio.records.cache.shard_cache",
 }
 
 __all__ = list(_LAZY)

@@ -572,7 +572,3 @@ def atomic_open(path: PathLike, mode: str = "wb", *, fsync: bool = False,
             raise write_failed(cast(OSError, exc), target.path) from exc
         raise
     target.commit()
-
-
-__all__ = ["AtomicFile", "InPlaceFile", "OutputSet", "ManagedWriter", "atomic_open",
-           "check_outputs", "remove_orphaned_temps"]

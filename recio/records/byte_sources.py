@@ -10,12 +10,12 @@ record walker then checks whole windows with NumPy and slices records out of it)
 ``fd`` is a descriptor to copy large records from with ``pread`` (no page faults on a map),
 else None.
 
-* :class:`MemorySource`: an in-memory file (``io.BytesIO``).
-* :class:`MapSource`: a local file, memory-mapped; :class:`PreadSource` the same where the
+* :class:`_MemorySource`: an in-memory file (``io.BytesIO``).
+* :class:`_MapSource`: a local file, memory-mapped; :class:`_PreadSource` the same where the
   platform has ``pread`` (large records are copied with it).
-* :class:`RemoteSource`: an object at a URL (``recio.storage.RemoteFile``): streamed while reads
+* :class:`_RemoteSource`: an object at a URL (``recio.storage.RemoteFile``): streamed while reads
   are sequential, one ranged GET per record given its extent from an index, batches coalesced.
-* :class:`StreamSource`: any other seekable binary file (read by ``seek`` and ``read``).
+* :class:`_StreamSource`: any other seekable binary file (read by ``seek`` and ``read``).
 
 :func:`open_source` picks the source for what a caller passed, once.
 """
@@ -89,7 +89,7 @@ class ByteSource:
         self.file = None
 
 
-class MemorySource(ByteSource):
+class _MemorySource(ByteSource):
     """An in-memory file: its bytes are the buffer."""
 
     def __init__(self, data: bytes, path: Optional[str], file: Any = None,
@@ -105,7 +105,7 @@ class MemorySource(ByteSource):
         super().close()
 
 
-class MapSource(MemorySource):
+class _MapSource(_MemorySource):
     """A local file, memory-mapped read-only: a reader opened before ``fork()`` keeps working
     in the children, and no file pointer is shared."""
 
@@ -123,7 +123,7 @@ class MapSource(MemorySource):
         super().close()
 
 
-class PreadSource(MapSource):
+class _PreadSource(_MapSource):
     """A local file, memory-mapped, whose large records are copied with ``pread`` from ``fd``
     (``recio.portable.read_at``): the record walker reads them so, checking the copy while it
     is in the CPU cache, and small records and windows from the map."""
@@ -138,7 +138,7 @@ class PreadSource(MapSource):
         super().close()
 
 
-class StreamSource(ByteSource):
+class _StreamSource(ByteSource):
     """A seekable binary file without a descriptor to map: read by ``seek`` and ``read``."""
 
     def __init__(self, file: Any, path: Optional[str], owns_file: bool) -> None:
@@ -149,7 +149,7 @@ class StreamSource(ByteSource):
         return self.file.read(end - start)
 
 
-class RemoteSource(ByteSource):
+class _RemoteSource(ByteSource):
     """An object at a URL, read by ranged GETs (``recio.storage.RemoteFile``, which owns how
     bytes cross the network), with the reader's prefetch policy: a sequential walk reads
     windows of the stream (one GET streams the object, up to ``limit``); given the file's index
@@ -219,19 +219,19 @@ def open_source(source: PathOrFile, storage_options: StorageOptions = None,
 def _source_of(file: Any, path: Optional[str], owns: bool) -> ByteSource:
     """The source that reads ``file`` best: its map, its stream, or its ranged GETs."""
     if isinstance(file, RemoteFile):
-        return RemoteSource(file, path, owns)
+        return _RemoteSource(file, path, owns)
     if isinstance(file, io.BytesIO):
-        return MemorySource(file.getvalue(), path, file, owns)
+        return _MemorySource(file.getvalue(), path, file, owns)
     try:
         fileno = file.fileno()
         size = os.fstat(fileno).st_size
     except (AttributeError, OSError, io.UnsupportedOperation):
         fileno = None
     if fileno is not None:  # without pread, large records are copied from the map
-        kind = PreadSource if portable.has_pread() else MapSource
+        kind = _PreadSource if portable.has_pread() else _MapSource
         return kind(file, path, owns, fileno, size)
     if not (hasattr(file, "seek") and file.seekable()):
         if owns:
             file.close()
         raise TypeError(f"{path or file!r}: RecordReader needs a path or a seekable binary file")
-    return StreamSource(file, path, owns)
+    return _StreamSource(file, path, owns)

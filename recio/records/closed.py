@@ -67,6 +67,3 @@ def refuse_to_pickle(writer: Any) -> NoReturn:
     raise TypeError(f"a {type(writer).__name__} cannot be pickled: it is writing {path} in "
                     "this process; pickle what it writes instead, and open the writer where "
                     "it is used")
-
-
-__all__ = ["Closed", "is_closed", "check_open", "refuse_to_pickle"]

@@ -67,7 +67,6 @@ def part_at(reader: Any, pos: int) -> Tuple[bool, int, int, int]:
     return magic == MAGIC, lrec >> 29, length, pos + HEADER_SIZE + length + pad_size(length)
 
 
-
 def _heads_at(reader: Any, offsets: np.ndarray) -> np.ndarray:
     """For each offset, whether a record head (the magic, then cflag 0 or 1) starts there in
     ``reader``'s file; False for offsets whose header would not fit in the file."""
@@ -269,7 +268,8 @@ def open_checked_index(rec_path: Any, idx_path: Any, key_type: Any = int,
     end of that file raise the error that names the culprit (``_diagnose_index``):
     ``TruncatedFileError`` when the ``.rec`` was cut short, ``IndexMismatchError`` when the
     index belongs to another file, ``NotRecordFileError`` when ``rec_path`` is no ``.rec``.
-    ``shard_cache`` (a ``recio.records.cache.ShardCache``) serves URLs from local copies."""
+    ``shard_cache`` (a ``recio.records.cache.shard_cache.ShardCache``) serves URLs from local
+    copies."""
     if rec_size is None:
         rec_size = (shard_cache.size(os.fspath(rec_path))
                     if shard_cache is not None and storage.is_url(rec_path)
@@ -371,5 +371,3 @@ def ends_mid_line(idx_path: "os.PathLike[str] | str") -> bool:
             return f.read(1) != b"\n"
     except OSError:
         return False
-
-__all__ = ["IndexFit"]

@@ -61,7 +61,7 @@ WHOLE_HEADERS = tuple(PART_HEADER.pack(MAGIC, n) for n in range(SMALL_PAYLOAD))
 MAGIC_LAST_BYTE = MAGIC_BYTES[-1:]
 
 
-def encode_lrecord(cflag: int, length: int) -> int:
+def _encode_lrecord(cflag: int, length: int) -> int:
     """Pack a continuation flag and a length into the 32-bit ``lrecord`` word."""
     return (cflag << 29) | length
 
@@ -71,7 +71,7 @@ def decode_cflag(lrecord: int) -> int:
     return (lrecord >> 29) & 7
 
 
-def decode_length(lrecord: int) -> int:
+def _decode_length(lrecord: int) -> int:
     """The payload length (low 29 bits) of an ``lrecord`` word."""
     return lrecord & LENGTH_MASK
 
@@ -165,7 +165,7 @@ _MAGIC_U32 = np.uint32(MAGIC)
 _SMALL_SEARCH = 2048
 #: the NumPy pass looks at this many bytes at a time (bounds its temporary arrays)
 _SEARCH_BLOCK = 1 << 22
-CFLAG_NAMES = {0: "a whole record", 1: "a first part", 2: "a middle part", 3: "a last part"}
+_CFLAG_NAMES = {0: "a whole record", 1: "a first part", 2: "a middle part", 3: "a last part"}
 
 
 # -- the framing checks: one rule, raised with one set of messages --------------------------------
@@ -187,12 +187,12 @@ def check_part_header(magic: int, lrecord: int, offset: int, size: int, record_o
     if offset == record_offset:
         if cflag > CFLAG_FIRST:
             raise RecordIOError(
-                f"record starts with cflag {cflag} ({CFLAG_NAMES.get(cflag, 'invalid')}); a "
+                f"record starts with cflag {cflag} ({_CFLAG_NAMES.get(cflag, 'invalid')}); a "
                 f"record must start with cflag 0 or 1", path, offset)
     elif cflag != CFLAG_MIDDLE and cflag != CFLAG_LAST:
         raise RecordIOError(
             f"multi-part record started at byte {record_offset} expects a middle or last part "
-            f"(cflag 2 or 3) here, found cflag {cflag} ({CFLAG_NAMES.get(cflag, 'invalid')})",
+            f"(cflag 2 or 3) here, found cflag {cflag} ({_CFLAG_NAMES.get(cflag, 'invalid')})",
             path, offset)
     if offset + HEADER_SIZE + length > size:
         raise RecordIOError(
@@ -287,8 +287,3 @@ def count_aligned_magic(buf: Any, start: int, end: int) -> int:
         total += int(np.count_nonzero(words == _MAGIC_U32))
         del words
     return total
-
-__all__ = ["MAGIC", "MAGIC_BYTES", "PART_HEADER", "HEADER_SIZE", "MAX_RECORD_LENGTH",
-           "LENGTH_MASK", "CFLAG_WHOLE", "CFLAG_FIRST", "CFLAG_MIDDLE", "CFLAG_LAST",
-           "CFLAG_NAMES", "encode_lrecord", "decode_cflag", "decode_length", "pad_size",
-           "split_payload", "encode_record", "count_aligned_magic"]

@@ -198,11 +198,11 @@ class Index:
 
     def missing_key(self, key: Any) -> MissingKeyError:
         """The error for ``key``, which this index does not hold: its message (made only when
-        shown) says what keys the file has, with an example (``describe_keys``)."""
+        shown) says what keys the file has, with an example (``_describe_keys``)."""
         def message() -> str:
             int_keys = self.base is not None or isinstance(self._keys, np.ndarray)
             shown = repr(key) if isinstance(key, str) == int_keys else key_text(key)
-            return f"no record with key {shown} in {self._file()}: {describe_keys(self, key)}"
+            return f"no record with key {shown} in {self._file()}: {_describe_keys(self, key)}"
         return MissingKeyError(key, message, self.path)
 
     #: the ``.rec`` this index is of, when a reader says so (messages name it)
@@ -309,7 +309,7 @@ class Index:
         return f"<Index {self.path!r}: {len(self)} lines, {keys}>"
 
 
-def describe_keys(index: Index, wanted: Any = None) -> str:
+def _describe_keys(index: Index, wanted: Any = None) -> str:
     """What keys ``index`` holds, for the message of a key it lacks (``wanted``): record
     numbers ``0..n-1``, ids (im2rec's keys: the ``.lst``'s index column, in no file order),
     or text, with an example, and the lookup that was probably meant."""
@@ -510,7 +510,7 @@ def open_index(idx_path: PathLike, key_type: KeyType = int, rec_size: Optional[i
     the ``.rec`` was cut short or the index belongs to another file). ``cache``: ``None``
     follows ``RECIO_INDEX_CACHE`` and the size threshold, ``True``/``False`` force it on/off. A
     URL is read through fsspec (``storage_options``), or from ``shard_cache``'s local copy (a
-    ``recio.records.cache.ShardCache``), and has no sidecar cache.
+    ``recio.records.cache.shard_cache.ShardCache``), and has no sidecar cache.
     """
     path = os.fspath(idx_path)
     cacheable = key_type is int or key_type is None
@@ -576,7 +576,3 @@ def read_index(idx_path: PathLike, key_type: Callable[[str], Any] = int,
     """
     index = open_index(idx_path, key_type, rec_size=rec_size)
     return index.key_list(), index.offsets.tolist()
-
-
-__all__ = ["Index", "IndexKeys", "IndexOffsets", "open_index", "read_index",
-           "read_index_range", "warn_repeated_keys", "BY_KEY", "EVERY_LINE"]

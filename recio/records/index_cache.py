@@ -29,7 +29,7 @@ from recio.storage import open_regular
 #: suffix of the sidecar cache: ``train.idx`` -> ``train.idx.recio-cache``
 CACHE_SUFFIX = ".recio-cache"
 #: environment variable: ``0``/``off`` disables the cache, ``1``/``on`` caches any size
-CACHE_ENV = "RECIO_INDEX_CACHE"
+_CACHE_ENV = "RECIO_INDEX_CACHE"
 #: by default only an ``.idx`` at least this large gets a cache (about 60,000 lines)
 CACHE_MIN_BYTES = 1 << 20
 
@@ -73,7 +73,7 @@ def cache_enabled(cache: Optional[bool], idx_size: int) -> bool:
     """Whether to read and write the cache: the parameter, else the environment, else size."""
     if cache is not None:
         return bool(cache)
-    setting = os.environ.get(CACHE_ENV, "").strip().lower()
+    setting = os.environ.get(_CACHE_ENV, "").strip().lower()
     if setting in ("0", "off", "false", "no"):
         return False
     if setting in ("1", "on", "true", "yes", "always"):
@@ -214,7 +214,3 @@ def write_cache(path: str, stat: os.stat_result, offsets: np.ndarray, base: Opti
     except (OSError, FileInUseError, NotRegularFileError):  # FileInUseError: another reader
         return False  # maps the old cache; NotRegularFileError: a folder or FIFO in the way
     return True
-
-
-__all__ = ["index_cache_path", "cache_enabled", "load_cache", "write_cache", "discard_cache",
-           "CachedIndex", "CACHE_SUFFIX", "CACHE_ENV", "CACHE_MIN_BYTES"]

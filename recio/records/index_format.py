@@ -59,7 +59,6 @@ def key_text(key: Any) -> str:
     return repr(text)
 
 
-
 # -- one line: the rule ------------------------------------------------------------------------
 def _parse_line(raw: bytes, number: int, key_type: Callable[[str], Any],
                 rec_size: Optional[int], path: str) -> Optional[Tuple[Any, int]]:
@@ -587,8 +586,3 @@ def _format_lines(keys: np.ndarray, offsets: np.ndarray) -> bytes:
         if negative.any():
             out[(last - digits)[negative]] = 45
     return out.tobytes()
-
-
-__all__ = ["sibling_index_path", "key_text", "check_key", "parse_index_file", "parse_index_range",
-           "edge_records", "format_index", "iter_index_lines", "write_index", "OFFSET_LIMIT",
-           "PathLike", "KeyType", "Parsed"]

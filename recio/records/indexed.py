@@ -11,7 +11,7 @@ import numpy as np
 
 from recio import storage
 from recio.errors import IndexChangedError, RecordIOError
-from recio.records.cache import ShardCache
+from recio.records.cache.shard_cache import ShardCache
 from recio.records.closed import Closed, check_open, is_closed
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import BY_KEY, Index, IndexOffsets, warn_repeated_keys
@@ -45,10 +45,10 @@ def index_for(rec_path: PathLike, idx_path: Optional[PathLike] = None,
     (``recio.records.pair``), since positions would answer another record for a key. With
     ``warn_on_scan`` a missing ``.idx`` is reported (a ``UserWarning`` saying how to write it)
     before the scan starts, for callers whose users expect an index to exist. URLs are read
-    through ``shard_cache`` when one is given (``recio.records.cache.ShardCache``; an index a
-    manifest names needs no lookup). An index whose offsets run past the end of the ``.rec``
-    raises ``TruncatedFileError`` (the ``.rec`` was cut short) or ``IndexMismatchError`` (the
-    index belongs to another file).
+    through ``shard_cache`` when one is given (``recio.records.cache.shard_cache.ShardCache``; an
+    index a manifest names needs no lookup). An index whose offsets run past the end of the ``.rec``
+    raises ``TruncatedFileError`` (the ``.rec`` was cut short) or ``IndexMismatchError`` (the index
+    belongs to another file).
     """
     if idx_path is None:
         candidate = sibling_index_path(rec_path)
@@ -95,7 +95,7 @@ class IndexedRecordReader(Mapping):
     there is one, so forked workers share it; ``cache`` is passed to ``recio.records.index.open_index``.
     A URL is read by ranged GETs, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``), from a
     local copy of the whole ``.rec`` and ``.idx`` kept in that folder (at most
-    ``cache_limit`` bytes; see ``recio.records.cache``).
+    ``cache_limit`` bytes; see ``recio.records.cache.shard_cache``).
     """
 
     def __init__(self, rec_path: Union[str, "os.PathLike[str]"],
@@ -247,6 +247,3 @@ def _rec_stamp(reader: RecordReader) -> Optional[tuple]:
     except (OSError, ValueError):
         return None
     return st.st_ino, st.st_size
-
-
-__all__ = ["IndexedRecordReader", "load_index", "build_index"]

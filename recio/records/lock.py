@@ -13,7 +13,7 @@ command) instead of racing it for the same files. Nothing has to clean up after 
   a lock left by a process that is gone (same host) is taken over.
 * **A URL** (an object store has no locks): a lease, an object naming its holder and renewed
   every :data:`RENEW_SECONDS` by a thread. It is taken over once not renewed for
-  :data:`LEASE_SECONDS`, or at once when its holder is a process of this host that is gone.
+  :data:`_LEASE_SECONDS`, or at once when its holder is a process of this host that is gone.
   Taking it writes it, then reads it back :data:`SETTLE_SECONDS` later: of two packs starting
   together only the one whose write came last keeps it. ``check()`` says whether it was lost
   (renewals failed that long and another pack took it), so the holder commits nothing then.
@@ -43,7 +43,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 #: the lock of the outputs named by ``STEM``: ``STEM.pack.lock``
 _LOCK_SUFFIX = ".pack.lock"
 #: a lease in a bucket not renewed for this long is taken over
-LEASE_SECONDS = 60.0
+_LEASE_SECONDS = 60.0
 #: ... and is renewed this often
 RENEW_SECONDS = 10.0
 #: how long a new lease waits before reading itself back
@@ -63,7 +63,7 @@ def lock_path(stem: PathLike) -> str:
 
 def pack_journal_path(stem: PathLike) -> str:
     """``data/train`` -> ``data/train.pack.journal``: the progress an im2rec pack keeps beside
-    its outputs until they are all in place (``recio.image.pack_output``), so a ``.rec``
+    its outputs until they are all in place (``recio.image.packing.output``), so a ``.rec``
     without its ``.idx`` next to one was left by an interrupted pack."""
     return os.fspath(stem) + ".pack.journal"
 
@@ -121,7 +121,7 @@ class OutputLock:
                                    path=self.path)
         what = ("wait for it to end or stop it, then run again" if not storage.is_url(self.path)
                 else f"wait for it to end or stop it; a lease it stops renewing expires after "
-                     f"{LEASE_SECONDS:.0f} s")
+                     f"{_LEASE_SECONDS:.0f} s")
         return OutputBusyError(f"another pack is writing these outputs ({who}); {what}",
                                path=self.path)
 
@@ -176,7 +176,7 @@ class OutputLock:
 
     def check(self) -> None:
         """Raise :class:`OutputBusyError` when another pack took this lock over (a lease whose
-        renewals failed for :data:`LEASE_SECONDS`); call before publishing anything."""
+        renewals failed for :data:`_LEASE_SECONDS`); call before publishing anything."""
         if self.lost is not None:
             raise self._busy(self.lost, took_over=True)
 
@@ -294,7 +294,7 @@ class OutputLock:
                 not portable.process_alive(holder.get("pid")):
             return True
         renewed = holder.get("renewed")
-        return not isinstance(renewed, (int, float)) or time.time() - renewed > LEASE_SECONDS
+        return not isinstance(renewed, (int, float)) or time.time() - renewed > _LEASE_SECONDS
 
     def _renew(self) -> None:
         while not self._stop.wait(RENEW_SECONDS):
@@ -327,6 +327,3 @@ def _read_json(path: str) -> Dict[str, Any]:
         return _read_fd(fd)
     finally:
         os.close(fd)
-
-
-__all__ = ["OutputLock", "RENEW_SECONDS", "LEASE_SECONDS"]

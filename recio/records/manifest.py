@@ -1,10 +1,10 @@
 """The manifest of a shard set: the file that says a set is finished, and what it holds.
 
 A shard set is a dataset in several ``.rec``/``.idx`` files, ``PREFIX-00000.rec``/``.idx``, ...,
-described by ``PREFIX.manifest.json``, written last (``recio.records.shards`` writes and reads
-sets; ``shard_verify`` checks them; ``shard_commit`` publishes staged shards and the combined
-``.idx``). This module owns the names of a set's files, the manifest's format and its checks,
-and the per-record checksum sidecar, which all of them share.
+described by ``PREFIX.manifest.json``, written last (``recio.records.shards.shard_set`` writes and
+reads sets; ``shards.verify`` checks them; ``shards.commit`` publishes staged shards and the
+combined ``.idx``). This module owns the names of a set's files, the manifest's format and its
+checks, and the per-record checksum sidecar, which all of them share.
 
 The manifest (JSON, UTF-8; file names are relative to the manifest's folder)::
 
@@ -39,13 +39,13 @@ from recio.errors import ManifestError
 from recio.storage import PathLike, StorageOptions
 
 _MANIFEST_SUFFIX = ".manifest.json"
-MANIFEST_FORMAT = "recio.shards"
-MANIFEST_VERSION = 1
+_MANIFEST_FORMAT = "recio.shards"
+_MANIFEST_VERSION = 1
 CHECKSUM = "crc32"
 #: the per-record checksum sidecar of a shard: ``train-00000.rec`` -> ``train-00000.crc32``
 RECORD_CHECKSUM_SUFFIX = ".crc32"
 #: digits of the shard number in a shard's name (``PREFIX-00000``); more shards use more digits
-SHARD_DIGITS = 5
+_SHARD_DIGITS = 5
 #: files are checksummed and compared in blocks of this size
 _BLOCK = 8 << 20
 #: the per-record sidecar's values: little-endian uint32
@@ -54,7 +54,7 @@ LE_U32 = np.dtype("<u4")
 
 def shard_stem(prefix: PathLike, number: int) -> str:
     """``out/train`` and 3 -> ``out/train-00003`` (the shard's ``.rec``/``.idx`` without suffix)."""
-    return f"{os.fspath(prefix)}-{number:0{SHARD_DIGITS}d}"
+    return f"{os.fspath(prefix)}-{number:0{_SHARD_DIGITS}d}"
 
 
 def manifest_path(prefix: PathLike) -> str:
@@ -87,7 +87,7 @@ def existing_shard_files(prefix: PathLike, storage_options: StorageOptions = Non
     prefix = storage.absolute(prefix)
     folder, base = storage.dirname(prefix), storage.basename(prefix)
     pattern = re.compile(re.escape(base) + r"-\d{%d,}(\.rec|\.idx|%s)\Z"
-                         % (SHARD_DIGITS, re.escape(RECORD_CHECKSUM_SUFFIX)))
+                         % (_SHARD_DIGITS, re.escape(RECORD_CHECKSUM_SUFFIX)))
     if storage.is_url(prefix) and not storage.isdir(folder, storage_options):
         return []
     return sorted(p for p in storage.listdir(folder, storage_options)
@@ -156,7 +156,7 @@ class Manifest:
 
     def to_dict(self) -> Dict[str, Any]:
         folder = storage.dirname(storage.absolute(self.path))
-        return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "checksum": CHECKSUM,
+        return {"format": _MANIFEST_FORMAT, "version": _MANIFEST_VERSION, "checksum": CHECKSUM,
                 "record_checksums": self.record_checksums, "records": self.records,
                 "bytes": self.nbytes, "shards": [s.to_dict(folder) for s in self.shards],
                 "made_by": self.made_by}
@@ -180,12 +180,12 @@ def load_manifest(path: PathLike, storage_options: StorageOptions = None) -> Man
         raise ManifestError(f"is not UTF-8 text ({exc.reason})", path=path) from None
     except json.JSONDecodeError as exc:
         raise ManifestError(f"is not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
-    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != _MANIFEST_FORMAT:
         raise ManifestError(f"is not a recio shard manifest (no \"format\": "
-                            f"\"{MANIFEST_FORMAT}\")", path=path)
-    if doc.get("version") != MANIFEST_VERSION:
+                            f"\"{_MANIFEST_FORMAT}\")", path=path)
+    if doc.get("version") != _MANIFEST_VERSION:
         raise ManifestError(f"has version {doc.get('version')!r}; this recio reads version "
-                            f"{MANIFEST_VERSION} (upgrade recio)", path=path)
+                            f"{_MANIFEST_VERSION} (upgrade recio)", path=path)
     if doc.get("checksum") != CHECKSUM:
         raise ManifestError(f"uses checksum {doc.get('checksum')!r}; this recio knows "
                             f"{CHECKSUM!r}", path=path)
@@ -250,6 +250,3 @@ def checksum_mismatch(data: Any, expected: int, i: int, key: Any) -> Optional[st
     if zlib.crc32(data) == expected:
         return None
     return f"record {i} (key {key}) differs from its checksum {expected:08x}: its bytes are damaged"
-
-
-__all__ = ["Manifest", "Shard", "load_manifest", "record_checksums", "manifest_path"]

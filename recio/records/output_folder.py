@@ -23,14 +23,14 @@ from recio.errors import OutputFolderError, RecordIOError
 PathLike = Union[str, "os.PathLike[str]"]
 
 #: how a folder refuses a new file: a read-only file system, or no permission to write in it
-REFUSALS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_REFUSALS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def refused(exc: BaseException) -> bool:
-    """True for an ``OSError`` by which a folder refused a new file (:data:`REFUSALS`); not
+    """True for an ``OSError`` by which a folder refused a new file (:data:`_REFUSALS`); not
     Windows refusing a file that a program holds open (``portable.in_use``: its own error)."""
     return (isinstance(exc, OSError) and not isinstance(exc, RecordIOError)
-            and exc.errno in REFUSALS and not portable.in_use(exc))
+            and exc.errno in _REFUSALS and not portable.in_use(exc))
 
 
 def refusal(exc: OSError, output: PathLike, remedy: Optional[str] = None) -> OutputFolderError:
@@ -64,6 +64,3 @@ def creating(output: PathLike, remedy: Optional[str] = None) -> Iterator[None]:
         if refused(exc):
             raise refusal(exc, output, remedy) from exc
         raise
-
-
-__all__ = ["REFUSALS", "refused", "refusal", "creating"]

@@ -143,6 +143,3 @@ def _hold(idx: str) -> Optional[tuple]:
         os.close(fd)
         return -1, None
     return fd, portable.file_stamp(st)
-
-
-__all__ = ["open_pair", "missing_index_error"]

@@ -137,8 +137,8 @@ class RecordReader(_ByOffset):
     10,000) and calling ``on_damage(start, end, error)`` for each region passed over.
     ``trust_lengths=True`` is the fast mode: it does not look inside record data for swallowed
     records (as MXNet reads); header checks stay.
-    ``shard_cache`` (a ``recio.records.cache.ShardCache``): a URL is read from the cache's
-    checked local copy of the whole object (mapped like a local file; errors still name the
+    ``shard_cache`` (a ``recio.records.cache.shard_cache.ShardCache``): a URL is read from the
+    cache's checked local copy of the whole object (mapped like a local file; errors still name the
     URL), downloaded first when the cache has none.
 
     ``source`` is the ``recio.records.byte_sources.ByteSource`` read; a remote object's
@@ -411,6 +411,3 @@ class RecordReader(_ByOffset):
                               storage_options=state.get("storage_options"),
                               shard_cache=state.get("shard_cache"))
         self._pos = state["pos"]
-
-
-__all__ = ["RecordReader"]

@@ -3,8 +3,9 @@
 The records are found by hopping over record headers (``record_heads``: nothing is decoded,
 damage raises ``RecordIOError`` with the byte offset before anything is written). The keys are
 the positions ``0..n-1``, as ``rec2idx`` writes them, or whatever a ``keys`` function makes of
-the records (``recio.image.id_index`` keys them by image id). The ``.idx`` is written atomically
-and replaces an existing one; the parsed-index cache beside an old ``.idx`` is removed with it.
+the records (``recio.image.tools.id_index`` keys them by image id). The ``.idx`` is written
+atomically and replaces an existing one; the parsed-index cache beside an old ``.idx`` is removed
+with it.
 """
 from __future__ import annotations
 
@@ -81,6 +82,3 @@ def rebuild_index(rec_path: PathLike, idx_path: Optional[PathLike] = None, *,
     if not storage.is_url(idx_path):
         discard_cache(idx_path)  # the old index's cache no longer applies
     return RebuiltIndex(rec_path, idx_path, len(offsets), "position" if keys is None else "custom")
-
-
-__all__ = ["rebuild_index", "scan_record_offsets", "RebuiltIndex", "KeyFunction"]

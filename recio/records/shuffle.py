@@ -10,8 +10,8 @@ The buffer's position is the items it holds, whether it is draining (then only t
 yet given out), and the generator's state. A reader that saves those (``RecordIterableDataset``
 saves each held record as its byte offset, and the generator's ``bit_generator.state``) builds
 the buffer again from them and goes on with exactly the order an uninterrupted run gives.
-``ImageBatchIter`` (``recio.image.imageiter``) and ``recio.torch.RecordIterableDataset`` both
-shuffle with this one buffer.
+``ImageBatchIter`` (``recio.image.batches.iterators``) and ``recio.torch.RecordIterableDataset``
+both shuffle with this one buffer.
 """
 from __future__ import annotations
 
@@ -69,6 +69,3 @@ class ShuffleBuffer(Generic[T]):
         while self.drained < len(items):
             self.drained += 1
             yield items[self.drained - 1]
-
-
-__all__ = ["ShuffleBuffer"]

@@ -20,7 +20,7 @@ from recio.errors import NotRecordFileError
 from recio.records.framing import MAGIC_BYTES
 from recio.records.index_format import sibling_record_path
 
-#: the first two bytes of an image payload -> format name (``recio.image.stats`` reads more)
+#: the first two bytes of an image payload -> format name (``recio.image.tools.stats`` reads more)
 IMAGE_SIGNATURES = {b"\xff\xd8": "jpeg", b"\x89P": "png", b"GI": "gif", b"BM": "bmp",
                     b"RI": "webp", b"II": "tiff", b"MM": "tiff"}
 #: bytes read from the start of a file to tell what it is
@@ -35,7 +35,7 @@ _LST_LINE = re.compile(r"\s*\d+\t[^\t]*\t.*")
 
 def image_signature(head: bytes) -> Optional[str]:
     """The image format whose signature ``head`` starts with, else None (a first guess:
-    ``recio.image.stats.image_format`` checks more of the header)."""
+    ``recio.image.tools.stats.image_format`` checks more of the header)."""
     fmt = IMAGE_SIGNATURES.get(bytes(head[:2]))
     if fmt == "webp" and bytes(head[8:12]) != b"WEBP":
         return None
@@ -121,6 +121,3 @@ def not_a_record_file(path: Any, head: Optional[bytes] = None,
     if what is None:
         return None
     return NotRecordFileError(f"not a RecordIO file: this is {what}", path=os.fspath(path))
-
-
-__all__ = ["describe"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
 from recio import storage
-from recio.records.cache import ShardCache
+from recio.records.cache.shard_cache import ShardCache
 from recio.records.manifest import is_manifest, load_manifest
 from recio.storage import StorageOptions
 
@@ -114,6 +114,3 @@ def expand_source(source: Source, storage_options: StorageOptions = None,
                   shard_cache: Optional[ShardCache] = None) -> List[str]:
     """The paths of :func:`resolve_source`'s files, in order."""
     return [f.path for f in resolve_source(source, storage_options, shard_cache)]
-
-
-__all__ = ["SourceFile", "resolve_source", "expand_source", "is_remote_source", "Source"]

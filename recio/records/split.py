@@ -30,7 +30,7 @@ import numpy as np
 from recio import portable, storage
 from recio.errors import ConcurrentUseError, IndexFileError
 from recio.records import framing
-from recio.records.cache import READ_AHEAD, ShardCache
+from recio.records.cache.shard_cache import READ_AHEAD, ShardCache
 from recio.records.closed import check_open
 from recio.records.indexed import index_for
 from recio.records.reader import RecordReader
@@ -104,8 +104,8 @@ def seek_record_head(fd: Any, file_size: int, pos: int,
 class SourceLayout:
     """The files of a source as one stream: paths, sizes and start offsets (empty files dropped).
 
-    ``shard_cache`` (a ``recio.records.cache.ShardCache``): the sizes of a manifest's URLs
-    come from the manifest, and record heads are looked for in the cache's local copies
+    ``shard_cache`` (a ``recio.records.cache.shard_cache.ShardCache``): the sizes of a manifest's
+    URLs come from the manifest, and record heads are looked for in the cache's local copies
     (downloaded for it, where the cache's limit holds the whole source)."""
 
     def __init__(self, source: Source, storage_options: StorageOptions = None,
@@ -205,8 +205,8 @@ class InputSplit:
     ``set_epoch(e)`` picks one.
 
     URLs are streamed, or with ``cache_dir`` (or ``RECIO_CACHE_DIR``) read from local copies
-    of the whole files kept there, at most ``cache_limit`` bytes (``recio.records.cache``):
-    the next file is downloaded while one is read.
+    of the whole files kept there, at most ``cache_limit`` bytes
+    (``recio.records.cache.shard_cache``): the next file is downloaded while one is read.
 
     ``close()`` (or leaving ``with``) ends the split: every later call raises
     :class:`~recio.errors.ClosedError` naming its files, and so does pickling it. ``read()`` is
@@ -591,7 +591,3 @@ def split_boundaries(source: Source, num_parts: int, max_window: int = DEFAULT_C
     check_part(0, num_parts)
     return [layout.to_head(nominal_range(layout.total, k, num_parts)[0], max_window)
             for k in range(num_parts)] + [layout.total]
-
-
-__all__ = ["InputSplit", "SourceLayout", "FileSpan", "PartSummary", "SplitPlan", "plan_split",
-           "nominal_range", "seek_record_head", "split_boundaries", "record_heads", "iter_span"]

@@ -79,6 +79,3 @@ def unlink_quietly(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-__all__: list = []  # helpers of recio.records.atomic and the CLI's messages

@@ -190,6 +190,3 @@ class ThreadedIter(Generic[T]):
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
-
-
-__all__ = ["ThreadedIter"]

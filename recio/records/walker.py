@@ -48,9 +48,9 @@ DamageHandler = Callable[[int, int, RecordIOError], None]
 unpack_header = PART_HEADER.unpack_from
 _HEADER_UNPACK = PART_HEADER.unpack
 #: lrecord words below this have cflag 0 (a whole record)
-FIRST_CONTINUATION_LREC = 1 << 29
+_FIRST_CONTINUATION_LREC = 1 << 29
 #: a sequential window covers at most this many bytes (it starts smaller and grows)
-WINDOW_BYTES = 1 << 20
+_WINDOW_BYTES = 1 << 20
 #: a sequential read checks this much ahead at first, growing while reads stay sequential
 FIRST_WINDOW = 1 << 10
 #: a remote reader walks at least this much of its stream at a time (``stream_walk``)
@@ -71,11 +71,11 @@ def next_window(window: int, start: int, stop: int) -> int:
     it, back to the smallest after damage or a multi-part record (so a file full of damage
     costs in proportion to its size, not to the number of damaged places times a window)."""
     if stop - start >= window >> 1:
-        return min(window * 4, WINDOW_BYTES)
+        return min(window * 4, _WINDOW_BYTES)
     return FIRST_WINDOW
 
 
-class RecordChecker:
+class _RecordChecker:
     """Checks the records of ``source`` one at a time: the slow, fully general path (any
     record, multi-part ones too, and damage), and the fast path for one whole record.
     ``trust_lengths``: data is not searched for swallowed records (header checks stay).
@@ -230,7 +230,7 @@ class RecordChecker:
         magic, lrec = header
         end = offset + 8 + lrec
         # framing.check_part_header for a whole record, copied for speed (see trusting_run)
-        if magic != MAGIC or lrec >= FIRST_CONTINUATION_LREC or end > self.size:
+        if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > self.size:
             return -1
         return end
 
@@ -288,20 +288,20 @@ class RecordChecker:
         # page fault, several times a small read
         header = _HEADER_UNPACK(portable.read_at(self.fd, HEADER_SIZE, pos))
         magic, lrec = header
-        if magic != MAGIC or not _LARGE_RECORD <= lrec < FIRST_CONTINUATION_LREC:
+        if magic != MAGIC or not _LARGE_RECORD <= lrec < _FIRST_CONTINUATION_LREC:
             return None
         return self.read_whole(pos, header)
 
 
-class RecordWalker(RecordChecker):
-    """Walks runs of whole records of ``source``, checked (``checked_run``, the default) or
-    trusted (``trusting_run``, ``trust_lengths``), handing what a run cannot take to the
-    one-record paths of ``RecordChecker``."""
+class RecordWalker(_RecordChecker):
+    """Walks runs of whole records of ``source``, checked (``_checked_run``, the default) or
+    trusted (``_trusting_run``, ``trust_lengths``), handing what a run cannot take to the
+    one-record paths of ``_RecordChecker``."""
 
     def walk(self, pos: int, max_bytes: int, copying: bool = False,
              window: Optional[Tuple[Any, int]] = None) -> Run:
         """``(heads, ends, next)`` of the consecutive whole records from ``pos`` that lie in the
-        next ``max_bytes``, checked (``checked_run``; ``trusting_run`` for ``trust_lengths``);
+        next ``max_bytes``, checked (``_checked_run``; ``_trusting_run`` for ``trust_lengths``);
         empty when the slow path must look at ``pos`` itself. ``copying``: the caller copies
         the records out, so the run also stops before a large one (``large_at`` reads those).
         ``window``: ``(buffer, its file offset)`` to walk instead of the map (a stream's block;
@@ -316,8 +316,8 @@ class RecordWalker(RecordChecker):
         if buf is None or pos & 3 or pos > size - HEADER_SIZE:
             return [], [], pos
         if self.trust_lengths and window is None:
-            return trusting_run(buf, 0, size, size, pos, max_bytes)
-        run = checked_run(buf, base, size, pos, max_bytes, copying and window is None)
+            return _trusting_run(buf, 0, size, size, pos, max_bytes)
+        run = _checked_run(buf, base, size, pos, max_bytes, copying and window is None)
         if run is not None:
             return run
         if window is not None:  # a record larger than the window: the caller's business
@@ -345,7 +345,7 @@ class RecordWalker(RecordChecker):
         # hop from header to header, then one count of the aligned magic words: exactly one per
         # head means no record's data holds one (no swallowed record), the check checked_run
         # makes; otherwise checked_run finds where the run must stop
-        heads, ends, nxt = trusting_run(view, pos, pos + len(view), self.size, pos,
+        heads, ends, nxt = _trusting_run(view, pos, pos + len(view), self.size, pos,
                                         _STREAM_WINDOW)
         if heads and not self.trust_lengths and \
                 count_aligned_magic(view, 0, nxt - pos) != len(heads):
@@ -357,7 +357,7 @@ class RecordWalker(RecordChecker):
         (``RecordReader.read_batch``). Damage after some records ends the batch early."""
         out: List[bytes] = []
         buf = self.buf
-        window = WINDOW_BYTES
+        window = _WINDOW_BYTES
         remote = self.remote
         while len(out) < n and pos < self.size:
             if remote:  # whole runs of records from the stream's blocks
@@ -396,7 +396,7 @@ class RecordWalker(RecordChecker):
 
 
 # -- the two strategies for a run of whole records ---------------------------------------------
-def checked_run(buf: Any, base: int, size: int, pos: int, max_bytes: int,
+def _checked_run(buf: Any, base: int, size: int, pos: int, max_bytes: int,
                 stop_large: bool) -> Optional[Run]:
     """The checked run from ``pos`` (4-aligned, a header's room before ``size``) in ``buf``,
     whose first byte is file offset ``base`` and whose end is ``size``: ``(heads, ends, next)``,
@@ -419,7 +419,7 @@ def checked_run(buf: Any, base: int, size: int, pos: int, max_bytes: int,
         del words
         return [], [], pos
     # a head whose lrecord word lies past the end still marks where the record before ends
-    lrec = np.full(len(hits), FIRST_CONTINUATION_LREC, dtype=np.int64)
+    lrec = np.full(len(hits), _FIRST_CONTINUATION_LREC, dtype=np.int64)
     readable = hits + 1 < nall
     lrec[readable] = words[hits[readable] + 1]
     del words
@@ -427,7 +427,7 @@ def checked_run(buf: Any, base: int, size: int, pos: int, max_bytes: int,
     ends = heads + HEADER_SIZE + lrec  # only meaningful where cflag == 0 (lrec < 2**29)
     padded = (ends + 3) & ~3
     window_end = pos + 4 * nwin
-    stop = (lrec >= FIRST_CONTINUATION_LREC) | (padded > window_end)
+    stop = (lrec >= _FIRST_CONTINUATION_LREC) | (padded > window_end)
     if stop_large:  # large records are copied and checked one by one
         stop |= lrec >= _LARGE_RECORD  # (RecordWalker.read_whole)
     stop[:-1] |= padded[:-1] > heads[1:]  # the next head lies inside this record
@@ -438,13 +438,13 @@ def checked_run(buf: Any, base: int, size: int, pos: int, max_bytes: int,
     first_gap = int(np.argmax(gap)) + 1 if gap.any() else len(hits)
     k = min(first_stop, first_gap)
     if k == 0:  # a record larger than the window, or the slow path's business
-        if len(hits) > 1 or lrec[0] >= FIRST_CONTINUATION_LREC:
+        if len(hits) > 1 or lrec[0] >= _FIRST_CONTINUATION_LREC:
             return [], [], pos
         return None
     return heads[:k].tolist(), ends[:k].tolist(), min(size, int(padded[k - 1]))
 
 
-def trusting_run(buf: Any, base: int, size: int, file_size: int, pos: int,
+def _trusting_run(buf: Any, base: int, size: int, file_size: int, pos: int,
                  max_bytes: int) -> Run:
     """The run for ``trust_lengths``: hop from header to header, not looking at data. ``buf``
     holds file offsets ``[base, size)``; where ``size`` is before ``file_size`` (a window) a
@@ -459,7 +459,7 @@ def trusting_run(buf: Any, base: int, size: int, file_size: int, pos: int,
         end = p + 8 + lrec
         # framing.check_part_header for a whole record, copied for speed: magic, cflag 0,
         # length inside the file (anything else goes to the slow path, which raises)
-        if magic != MAGIC or lrec >= FIRST_CONTINUATION_LREC or end > size:
+        if magic != MAGIC or lrec >= _FIRST_CONTINUATION_LREC or end > size:
             break
         after = end + (-lrec & 3)
         if cut and after > size:
@@ -470,7 +470,3 @@ def trusting_run(buf: Any, base: int, size: int, file_size: int, pos: int,
         if p >= stop_at:
             break
     return heads, ends, min(p, size)
-
-
-__all__ = ["RecordWalker", "RecordChecker", "checked_run", "trusting_run", "after_record", "next_window",
-           "unpack_header", "DamageHandler", "Span", "FIRST_WINDOW", "WINDOW_BYTES"]

@@ -59,6 +59,3 @@ def is_write_only_error(exc: BaseException) -> bool:
     still the output's."""
     return isinstance(exc, OSError) and not isinstance(exc, OutputWriteError) and \
         exc.errno in _WRITE_ONLY_ERRNOS
-
-
-__all__ = ["write_failed", "folder_write_failed", "is_write_only_error"]

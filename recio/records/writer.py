@@ -451,6 +451,3 @@ class IndexedRecordWriter(ManagedWriter):
     def abort(self) -> None:
         """Stop without producing either file."""
         super().abort()
-
-
-__all__ = ["RecordWriter", "IndexedRecordWriter"]

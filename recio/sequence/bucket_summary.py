@@ -74,6 +74,3 @@ def bucket_summary(rec_path: PathLike, num_buckets: int = 3, batch_size: int = 3
         "histogram": length_bins(lengths),
         "table": rows[:max_buckets],
     }
-
-
-__all__ = ["bucket_summary", "length_bins"]

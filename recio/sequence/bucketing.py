@@ -35,9 +35,6 @@ from recio.errors import SequenceError
 from recio.records.split import check_part
 from recio.sequence.sidecar import sample_counts
 
-__all__ = ["length_histogram", "bucket_boundaries", "equal_width_boundaries",
-           "quantile_boundaries", "assign_buckets", "padded_cost", "padding_waste",
-           "bucketing_report", "BucketBatchSampler"]
 
 Boundaries = Optional[Sequence[int]]
 

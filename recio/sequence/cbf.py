@@ -420,6 +420,3 @@ class CBFWriter(ManagedWriter):
     def discard(self) -> None:
         """Abandon the file: nothing appears under ``path`` (same as ``abort()``)."""
         self.abort()
-
-
-__all__ = ["CBFReader", "CBFWriter", "encode_dense", "encode_sparse"]

@@ -203,6 +203,3 @@ def _check_sparse(path: str, info: ChunkInfo, stream: StreamInfo,
                      f"are negative)", info.offset + int(index_start[s] + 4 * nnz[s]),
                      info.index)
     return cum
-
-
-__all__ = ["decode_chunk"]

@@ -250,6 +250,3 @@ def _parse_chunk_table(path: str, header: bytes, header_offset: int, pos: int,
         check_count_bytes(path, i, start, seqs[i], end - start)
         chunks.append(ChunkInfo(i, start, end - start, seqs[i], int(table["samples"][i])))
     return chunks
-
-
-__all__ = ["StreamInfo", "ChunkInfo", "CBF_MAGIC", "read_header", "DENSE", "SPARSE"]

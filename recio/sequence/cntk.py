@@ -47,7 +47,7 @@ from recio.sequence.records import Sparse
 
 #: CNTK's default window: 4 GB of 32 MB chunks
 DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = 128
-POSITION_KEY = "minibatchSourcePosition"
+_POSITION_KEY = "minibatchSourcePosition"
 
 
 class StreamDef(dict):
@@ -427,7 +427,7 @@ class MinibatchSource:
     # -- checkpoints --------------------------------------------------------------------------
     def get_checkpoint_state(self) -> Dict[str, int]:
         """CNTK's checkpoint: the position after the last returned minibatch."""
-        return {POSITION_KEY: int(self._state)}
+        return {_POSITION_KEY: int(self._state)}
 
     @property
     def current_position(self) -> Dict[str, int]:
@@ -438,10 +438,10 @@ class MinibatchSource:
         """Continue from a ``get_checkpoint_state()`` of a source over the same data and
         settings (of this worker: positions are per worker, as in CNTK)."""
         try:
-            position = int(checkpoint[POSITION_KEY])
+            position = int(checkpoint[_POSITION_KEY])
         except (KeyError, TypeError, ValueError):
             raise ValueError(f"not a MinibatchSource checkpoint (no integer "
-                             f"{POSITION_KEY!r}): {checkpoint!r}") from None
+                             f"{_POSITION_KEY!r}): {checkpoint!r}") from None
         if position < 0:
             raise ValueError(f"checkpoint position {position} is negative")
         if position != self._state:
@@ -471,8 +471,3 @@ class MinibatchSource:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-__all__ = ["MinibatchSource", "MinibatchData", "StreamDef", "StreamDefs", "StreamInformation",
-           "CTFDeserializer", "CBFDeserializer", "INFINITELY_REPEAT", "FULL_DATA_SWEEP",
-           "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS"]

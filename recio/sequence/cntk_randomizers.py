@@ -12,17 +12,17 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-SIZE_MAX = 2**64 - 1
+_SIZE_MAX = 2**64 - 1
 # CNTK's names and values, so that code ported from cntk.io keeps them. recio's own
 # MinibatchSource has no max_samples: its ``epoch_size`` says how long an epoch is, and its two
 # values for "an epoch is one sweep" have names of their own (recio.sequence.SWEEP_FOREVER,
 # SWEEP_ONCE).
 #: ``max_samples``/``max_sweeps``: no limit (CNTK's value, SIZE_MAX)
-INFINITELY_REPEAT = SIZE_MAX
+INFINITELY_REPEAT = _SIZE_MAX
 #: ``max_samples``: exactly one sweep (CNTK's value, SIZE_MAX - 1)
-FULL_DATA_SWEEP = SIZE_MAX - 1
+FULL_DATA_SWEEP = _SIZE_MAX - 1
 #: CNTK's epoch size for INFINITELY_REPEAT
-NO_LIMIT = SIZE_MAX // 2
+NO_LIMIT = _SIZE_MAX // 2
 
 
 # --------------------------------------------------------------------------- CNTK's RNG
@@ -36,10 +36,10 @@ class MT19937_64:
     _UPPER, _LOWER = np.uint64(0xFFFFFFFF80000000), np.uint64(0x7FFFFFFF)
 
     def __init__(self, seed: int = 5489) -> None:
-        state = [int(seed) & SIZE_MAX]
+        state = [int(seed) & _SIZE_MAX]
         for i in range(1, self._N):
             prev = state[-1]
-            state.append((6364136223846793005 * (prev ^ (prev >> 62)) + i) & SIZE_MAX)
+            state.append((6364136223846793005 * (prev ^ (prev >> 62)) + i) & _SIZE_MAX)
         self._mt = np.array(state, dtype=np.uint64)
         self._out: List[int] = []
         self._next = self._N
@@ -317,7 +317,7 @@ class BlockRandomizer:
         taken_global = taken_local = 0
         while True:
             at_boundary = sweep_end
-            ends, epoch, g, l, got = self._walk(SIZE_MAX - taken_global,
+            ends, epoch, g, l, got = self._walk(_SIZE_MAX - taken_global,
                                                 local_budget - taken_local, not at_boundary)
             sweep_end |= ends
             epoch_end |= epoch
@@ -392,7 +392,3 @@ class NoRandomizer:
         epoch_end |= self.pos >= self.epoch_end
         sweep_end |= sweep != self.pos // size
         return out, sweep_end, epoch_end
-
-
-__all__ = ["MT19937_64", "ChunkTable", "BlockRandomizer", "NoRandomizer", "epoch_size",
-           "INFINITELY_REPEAT", "FULL_DATA_SWEEP"]

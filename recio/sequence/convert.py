@@ -368,6 +368,3 @@ def _family(path: str) -> List[str]:
 
 def _check_convert_outputs(source: str, destination: str, force: bool) -> None:
     check_outputs(_family(destination), _family(source), force=force)
-
-
-__all__ = ["cbf_to_rec", "rec_to_cbf", "ctf_to_cbf", "ctf_to_rec", "convert"]

@@ -54,7 +54,7 @@ from recio.sequence.sidecar import read_sidecar, sidecar_path
 #: default target of samples per chunk for ``RecordCorpus``
 DEFAULT_CHUNK_SAMPLES = 4096
 #: the streams of a plain image record read as a sequence
-IMAGE_STREAMS = ("label", "image")
+_IMAGE_STREAMS = ("label", "image")
 
 
 class RecordCorpus:
@@ -102,7 +102,7 @@ class RecordCorpus:
             self.stream_names, self.counts = self._count_samples()
         else:
             self.kind = "image"
-            self.stream_names = list(IMAGE_STREAMS)
+            self.stream_names = list(_IMAGE_STREAMS)
             self.counts = np.ones((len(self.offsets), 2), dtype=np.uint32)
         self._side = side
         if self.kind == "sequence" and len(self.offsets):
@@ -452,7 +452,3 @@ def sequence_sizes(corpus: Any, mb_column: Optional[int],
         sizes.append(size.astype(np.int64))
         chunk_len.append(len(size))
     return sizes, chunk_len
-
-
-__all__ = ["RecordCorpus", "MemoryCorpus", "ConcatCorpus", "open_corpus", "sequence_sizes",
-           "source_name", "DEFAULT_CHUNK_SAMPLES"]

@@ -413,6 +413,3 @@ class _ChunkParser:
         k = self.first + j
         return self.exact.sequence(self.data[a:a + self.size[j]], self.start + a,
                                    int(reader.lines[k]), int(reader.sizes[k]))
-
-
-__all__ = ["CTFReader", "DEFAULT_CHUNK_SIZE"]

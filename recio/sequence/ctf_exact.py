@@ -324,6 +324,3 @@ def _cast(values: List[float], dtype: np.dtype) -> np.ndarray:
     """Python doubles to ``dtype`` (C's double -> float rounding; overflow gives infinity)."""
     with np.errstate(over="ignore"):
         return np.asarray(values, dtype=np.float64).astype(dtype)
-
-
-__all__ = ["ExactParser", "SequenceDict"]

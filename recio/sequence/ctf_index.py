@@ -298,6 +298,3 @@ def chunk_bounds(offsets: np.ndarray, sizes: np.ndarray, limit: int) -> np.ndarr
             last_end = int(ends[j])
     firsts.append(n)
     return np.asarray(firsts, np.int64)
-
-
-__all__ = ["Scanner", "chunk_bounds"]

@@ -254,6 +254,3 @@ def _convert(batch: _Batch, sparse: bool, dim: int, bad: np.ndarray) -> Numbers:
         with np.errstate(invalid="ignore", over="ignore"):  # 0 * inf is NaN in CNTK too
             coefficient[has_exp] *= _POW10[exponent + 400]
     return Numbers(batch.counts, coefficient, index, bad)
-
-
-__all__ = ["UINT64_MASK", "Numbers", "parse_numbers", "pow10", "byte_words", "decimal_runs"]

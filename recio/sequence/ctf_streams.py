@@ -159,6 +159,3 @@ def check_streams(streams: Optional[Sequence[Any]], path: str) -> List[CTFStream
         raise ValueError(f"only one stream may define the minibatch size, but {len(main)} do: "
                          f"{', '.join(main)}")
     return out
-
-
-__all__ = ["CTFStream", "read_header"]

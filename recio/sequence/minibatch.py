@@ -58,8 +58,8 @@ SWEEP_FOREVER = sys.maxsize
 #: ``max_sweeps`` sweeps when that is given)
 SWEEP_ONCE = sys.maxsize - 2
 
-STATE_FORMAT = "recio.MinibatchSource"
-STATE_VERSION = 1
+_STATE_FORMAT = "recio.MinibatchSource"
+_STATE_VERSION = 1
 
 
 class Minibatch:
@@ -432,7 +432,7 @@ class MinibatchSource:
         """A small JSON-serialisable dict: the global position on the nominal time axis."""
         within = self._plan_for(self._sweep).samples_before(self._offset) \
             if self._offset < self.num_sequences else self.num_samples
-        return {"format": STATE_FORMAT, "version": STATE_VERSION, "sweep": self._sweep,
+        return {"format": _STATE_FORMAT, "version": _STATE_VERSION, "sweep": self._sweep,
                 "offset": self._offset,
                 "sample_position": self._sweep * self.num_samples + within,
                 "corpus": self._fingerprint()}
@@ -443,8 +443,8 @@ class MinibatchSource:
     def restore_from_checkpoint(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state`` (from ``get_checkpoint_state``, any worker count): no replay."""
         check_open(self._closed, "MinibatchSource", self.where)
-        if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
-            raise ValueError(f"not a {STATE_FORMAT} v{STATE_VERSION} checkpoint: "
+        if state.get("format") != _STATE_FORMAT or state.get("version") != _STATE_VERSION:
+            raise ValueError(f"not a {_STATE_FORMAT} v{_STATE_VERSION} checkpoint: "
                              f"format={state.get('format')!r}, version={state.get('version')!r}")
         expected = self._fingerprint()
         if dict(state.get("corpus", {})) != expected:
@@ -518,6 +518,3 @@ def cbf_minibatch_source(path: Union[str, "os.PathLike[str]"], streams: Any = No
     return MinibatchSource(reader, streams=streams, randomize=randomize,
                            randomization_window=randomization_window, seed=randomization_seed,
                            **kwargs)
-
-
-__all__ = ["MinibatchSource", "Minibatch", "cbf_minibatch_source", "SWEEP_FOREVER", "SWEEP_ONCE"]

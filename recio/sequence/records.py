@@ -44,16 +44,16 @@ Buffer = Union[bytes, bytearray, memoryview]
 PathLike = Union[str, "os.PathLike[str]"]
 
 SEQUENCE_MAGIC = b"RSEQ"
-SEQUENCE_VERSION = 1
+_SEQUENCE_VERSION = 1
 #: magic, version, number of streams
-SEQUENCE_HEADER = struct.Struct("<4sHH")
+_SEQUENCE_HEADER = struct.Struct("<4sHH")
 #: kind, dtype code, flags, name length, dim, samples, nnz
-STREAM_DESCRIPTOR = struct.Struct("<BBBBIIQ")
+_STREAM_DESCRIPTOR = struct.Struct("<BBBBIIQ")
 
 #: stream kind codes in the stream table (``recio.sequence.cbf_format.DENSE``/``SPARSE`` are
 #: CBF's storage names, a different thing)
 KIND_DENSE, KIND_SPARSE = 0, 1
-FLAG_1D = 1
+_FLAG_1D = 1
 MAX_STREAMS = 0xFFFF
 MAX_SAMPLES = 0xFFFFFFFF
 
@@ -72,7 +72,7 @@ _UINDICES = np.dtype("<u4")
 MAX_DENSE_BYTES = 1 << 31
 
 
-def dense_size_problem(samples: int, dim: int, itemsize: int) -> Optional[str]:
+def _dense_size_problem(samples: int, dim: int, itemsize: int) -> Optional[str]:
     """Why a ``samples x dim`` dense array of ``itemsize``-byte values is refused, or None
     (the one rule for densifying sparse data, in sequences and CBF alike)."""
     need = int(samples) * int(dim) * int(itemsize)
@@ -195,9 +195,9 @@ class Sparse(NamedTuple):
 
     def to_dense(self) -> np.ndarray:
         """The ``N x dim`` dense array (duplicate indices add up); refused with
-        ``SequenceError`` past ``MAX_DENSE_BYTES`` (see ``dense_size_problem``)."""
+        ``SequenceError`` past ``MAX_DENSE_BYTES`` (see ``_dense_size_problem``)."""
         self.validate()
-        problem = dense_size_problem(self.num_samples, self.dim, self.values.dtype.itemsize)
+        problem = _dense_size_problem(self.num_samples, self.dim, self.values.dtype.itemsize)
         if problem is not None:
             raise SequenceError(problem)
         out = np.zeros((self.num_samples, self.dim), dtype=self.values.dtype)
@@ -248,7 +248,7 @@ def sequence_layouts(buf: Buffer) -> Dict[str, Layout]:
     """``{stream: layout}`` of a packed sequence, from its stream table only (no sections
     decoded); ``SequenceError`` for a damaged table."""
     descriptors, _ = _parse_descriptors(buf)
-    out = {name: (kind == KIND_SPARSE, dtype, int(dim), bool(flags & FLAG_1D))
+    out = {name: (kind == KIND_SPARSE, dtype, int(dim), bool(flags & _FLAG_1D))
            for name, kind, dtype, flags, dim, _, _ in descriptors}
     if len(out) != len(descriptors):
         raise _duplicate_name(descriptors)
@@ -288,7 +288,7 @@ def pack_sequence(streams: Dict[str, Stream]) -> bytes:
         raise SequenceError(f"{len(streams)} streams; a sequence record holds at most "
                             f"{MAX_STREAMS}")
     encoded = [_stream_table_entry(name, data) for name, data in streams.items()]
-    parts: List[Buffer] = [SEQUENCE_HEADER.pack(SEQUENCE_MAGIC, SEQUENCE_VERSION, len(streams))]
+    parts: List[Buffer] = [_SEQUENCE_HEADER.pack(SEQUENCE_MAGIC, _SEQUENCE_VERSION, len(streams))]
     parts.extend(descriptor for descriptor, _ in encoded)
     size = sum(len(p) for p in parts)
     parts.append(b"\0" * pad8(size))
@@ -337,13 +337,13 @@ def _stream_table_entry(name: str, data: Stream) -> Tuple[bytes, List[np.ndarray
             raise SequenceError(f"dense stream {name!r} has shape {arr.shape}; give an "
                                 f"N x dim (or 1-D N) array")
         code = _dtype_code(arr.dtype, name)
-        flags = FLAG_1D if arr.ndim == 1 else 0
+        flags = _FLAG_1D if arr.ndim == 1 else 0
         dim = 1 if arr.ndim == 1 else arr.shape[1]
         n, nnz, kind = arr.shape[0], 0, KIND_DENSE
         arrays = [np.ascontiguousarray(arr, dtype=DTYPES[code])]
     if n > MAX_SAMPLES or dim > MAX_SAMPLES:
         raise SequenceError(f"stream {name!r}: {n} samples of dim {dim}; each must be < 2**32")
-    descriptor = STREAM_DESCRIPTOR.pack(kind, code, flags, len(bname), dim, n, nnz) + bname
+    descriptor = _STREAM_DESCRIPTOR.pack(kind, code, flags, len(bname), dim, n, nnz) + bname
     return descriptor, arrays
 
 
@@ -373,37 +373,37 @@ def _parse_descriptors(buf: Buffer):
     are unique, see :func:`_duplicate_name`). Does not look at the sections.
     """
     size = len(buf)
-    if size < SEQUENCE_HEADER.size:
+    if size < _SEQUENCE_HEADER.size:
         raise SequenceError(f"sequence record of {size} bytes is shorter than its "
-                            f"{SEQUENCE_HEADER.size}-byte header")
-    magic, version, nstreams = SEQUENCE_HEADER.unpack_from(buf, 0)
+                            f"{_SEQUENCE_HEADER.size}-byte header")
+    magic, version, nstreams = _SEQUENCE_HEADER.unpack_from(buf, 0)
     if magic != SEQUENCE_MAGIC:
         raise SequenceError(f"not a sequence record: starts with {bytes(magic)!r}, expected "
                             f"{SEQUENCE_MAGIC!r} (was it written with "
                             f"recio.sequence.pack_sequence?)")
-    if version != SEQUENCE_VERSION:
+    if version != _SEQUENCE_VERSION:
         raise SequenceError(f"sequence record version {version}; this recio reads version "
-                            f"{SEQUENCE_VERSION} (upgrade recio)")
-    pos = SEQUENCE_HEADER.size
+                            f"{_SEQUENCE_VERSION} (upgrade recio)")
+    pos = _SEQUENCE_HEADER.size
     if nstreams == 0:
         raise SequenceError("sequence record declares 0 streams; a sequence has at least one")
-    least = pos + nstreams * (STREAM_DESCRIPTOR.size + 1)
+    least = pos + nstreams * (_STREAM_DESCRIPTOR.size + 1)
     if least > size:
         raise SequenceError(f"sequence record truncated in its stream table: {nstreams} streams "
                             f"need at least {least} bytes, the record has {size}")
     out = []
-    unpack_descriptor = STREAM_DESCRIPTOR.unpack_from
+    unpack_descriptor = _STREAM_DESCRIPTOR.unpack_from
     for _ in range(nstreams):
         at = pos
-        if pos + STREAM_DESCRIPTOR.size > size:
+        if pos + _STREAM_DESCRIPTOR.size > size:
             raise SequenceError(f"sequence record truncated in its stream table at byte {pos}")
         kind, code, flags, namelen, dim, n, nnz = unpack_descriptor(buf, pos)
-        pos += STREAM_DESCRIPTOR.size
+        pos += _STREAM_DESCRIPTOR.size
         if pos + namelen > size:
             raise SequenceError(f"sequence record truncated in a stream name at byte {pos}")
         name = _stream_name(bytes(buf[pos:pos + namelen]), at)
         pos += namelen
-        if kind > KIND_SPARSE or code >= len(DTYPES) or flags & ~FLAG_1D:
+        if kind > KIND_SPARSE or code >= len(DTYPES) or flags & ~_FLAG_1D:
             raise SequenceError(f"stream {name!r} at byte {at}: unknown kind {kind}, dtype code "
                                 f"{code} or flags {flags:#x} (record written by a newer recio?)")
         if flags and (kind != KIND_DENSE or dim != 1):
@@ -460,7 +460,7 @@ def unpack_sequence(buf: Buffer) -> Dict[str, Stream]:
                 raise SequenceError(f"sequence record truncated: stream {name!r} needs {nbytes} "
                                     f"bytes of values at byte {pos}, record has {size}")
             arr = frombuffer(buf, dtype, count, pos)
-            out[name] = arr if flags & FLAG_1D else arr.reshape(n, dim)
+            out[name] = arr if flags & _FLAG_1D else arr.reshape(n, dim)
             pos += nbytes + (-nbytes & 7)
             continue
         arrays = []
@@ -499,7 +499,3 @@ def sequence_sample_counts(buf: Buffer) -> Dict[str, int]:
     if len(counts) != len(descriptors):
         raise _duplicate_name(descriptors)
     return counts
-
-
-__all__ = ["Sparse", "pack_sequence", "unpack_sequence", "sequence_sample_counts",
-           "stream_sample_counts"]

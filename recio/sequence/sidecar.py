@@ -32,9 +32,9 @@ from recio.sequence.records import MAX_SAMPLES, MAX_STREAMS, PathLike, pad8, seq
 from recio.storage import open_regular
 
 SIDECAR_MAGIC = b"RECIOLEN"
-SIDECAR_VERSION = 1
+_SIDECAR_VERSION = 1
 #: magic, version, number of streams, number of records, size of the .rec
-SIDECAR_HEADER = struct.Struct("<8sIIQQ")
+_SIDECAR_HEADER = struct.Struct("<8sIIQQ")
 _NAME_LEN = struct.Struct("<H")
 
 def sidecar_path(rec_path: PathLike) -> str:
@@ -50,7 +50,7 @@ def sidecar_bytes(stream_names: Sequence[str], counts: np.ndarray, rec_size: int
                             f"{counts.shape}")
     if counts.size and (counts.min() < 0 or counts.max() > MAX_SAMPLES):
         raise SequenceError("sample counts must fit in uint32")
-    head = [SIDECAR_HEADER.pack(SIDECAR_MAGIC, SIDECAR_VERSION, len(stream_names),
+    head = [_SIDECAR_HEADER.pack(SIDECAR_MAGIC, _SIDECAR_VERSION, len(stream_names),
                                 counts.shape[0], rec_size)]
     for name in stream_names:
         b = name.encode("utf-8")
@@ -96,11 +96,11 @@ def _sidecar_header(data: bytes, path: str, rec_size: Optional[int],
                     num_records: Optional[int]) -> Tuple[int, int]:
     """``(streams, records)`` from a sidecar's fixed header, checked against the ``.rec`` and
     its index (a stale sidecar must not plan minibatches) and against the file's length."""
-    if len(data) < SIDECAR_HEADER.size:
+    if len(data) < _SIDECAR_HEADER.size:
         raise SequenceError(f"sidecar of {len(data)} bytes is shorter than its header",
                             path=path, offset=0)
-    magic, version, nstreams, nrecs, size = SIDECAR_HEADER.unpack_from(data, 0)
-    if magic != SIDECAR_MAGIC or version != SIDECAR_VERSION:
+    magic, version, nstreams, nrecs, size = _SIDECAR_HEADER.unpack_from(data, 0)
+    if magic != SIDECAR_MAGIC or version != _SIDECAR_VERSION:
         raise SequenceError(f"not a recio sample-count sidecar (magic {magic!r}, version "
                             f"{version}); rebuild it with recio.sequence.rebuild_sidecar",
                             path=path, offset=0)
@@ -116,7 +116,7 @@ def _sidecar_header(data: bytes, path: str, rec_size: Optional[int],
         raise SequenceError(f"sidecar declares {nstreams} streams for {nrecs} records; a "
                             f"sequence has 1..{MAX_STREAMS} streams", path=path, offset=12)
     # every name takes at least 3 bytes: a count this large cannot be in the file
-    if SIDECAR_HEADER.size + 3 * nstreams > len(data):
+    if _SIDECAR_HEADER.size + 3 * nstreams > len(data):
         raise SequenceError(f"sidecar declares {nstreams} stream names but has only "
                             f"{len(data)} bytes", path=path, offset=12)
     return nstreams, nrecs
@@ -125,7 +125,7 @@ def _sidecar_header(data: bytes, path: str, rec_size: Optional[int],
 def _sidecar_names(data: bytes, nstreams: int, path: str) -> Tuple[List[str], int]:
     """The sidecar's ``nstreams`` stream names and the (8-aligned) byte where its counts start;
     each name is 1..255 bytes of UTF-8 and none repeats."""
-    pos = SIDECAR_HEADER.size
+    pos = _SIDECAR_HEADER.size
     names: List[str] = []
     seen = set()
     for _ in range(nstreams):
@@ -210,6 +210,3 @@ def rebuild_sidecar(rec_path: PathLike, idx_path: Optional[PathLike] = None) -> 
     side = sidecar_path(rec_path)
     write_sidecar(side, names or [], rows, os.path.getsize(rec_path))
     return side
-
-
-__all__ = ["sidecar_path", "read_sidecar", "write_sidecar", "sample_counts", "rebuild_sidecar"]

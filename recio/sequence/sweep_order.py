@@ -130,6 +130,3 @@ def make_sweep_plan(sweep: int, sizes: np.ndarray, seq_chunk: np.ndarray,
     start[chunk_perm] = np.concatenate([[0], np.cumsum(chunk_samples[chunk_perm])[:-1]])
     keys = start[seq_chunk] + rng.random(n) * window
     return SweepPlan(sweep, sizes, keys)
-
-
-__all__ = ["SweepPlan", "make_sweep_plan"]

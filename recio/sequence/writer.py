@@ -125,6 +125,3 @@ def write_sequences(rec_path: PathLike, sequences: Iterable[Dict[str, Stream]],
             w.write(seq)
             n += 1
     return n
-
-
-__all__ = ["SequenceWriter", "write_sequences"]

@@ -28,50 +28,98 @@ The package, by job: ``paths`` (what a path or URL is, no I/O), ``regular`` (the
 a local path recio opens is a regular file: FIFOs, devices, sockets and directories refused
 without blocking), ``objects`` (the file system
 behind a URL, its errors, whole-object operations), ``remote_file`` (``RemoteFile``: ranged and
-streaming reads), ``copies`` (local copies and ``open_input``). The names below are its API:
-``__all__`` for users, the rest for recio's own modules (which call ``storage.absolute``...).
+streaming reads), ``copies`` (local copies and ``open_input``). Its exports are its API, for users
+and for recio's own modules (which call ``storage.absolute``...), each loaded on first use.
 """
 from __future__ import annotations
 
-from recio.storage.copies import download, local_copies, local_copy, open_input
-from recio.storage.objects import (
-    exists,
-    filesystem,
-    glob,
-    info,
-    isdir,
-    isfile,
-    listdir,
-    missing,
-    move,
-    read_bytes,
-    remove,
-    remove_tree,
-    size,
-    upload,
-)
-from recio.storage.paths import (
-    PathLike,
-    StorageOptions,
-    absolute,
-    basename,
-    dirname,
-    is_url,
-    is_windows_absolute,
-    join,
-    local_path,
-    parse_size,
-    url_scheme,
-)
-from recio.storage.regular import (
-    check_output,
-    check_regular,
-    file_kind,
-    open_regular,
-    open_regular_fd,
-)
-from recio.storage.remote_file import STREAM_BLOCK, RemoteFile, coalesce
+import typing as _typing
 
-__all__ = ["RemoteFile", "is_url", "url_scheme", "filesystem", "info", "size", "exists", "isfile",
-           "isdir", "listdir", "glob", "read_bytes", "remove", "move", "upload", "download",
-           "parse_size", "STREAM_BLOCK"]
+from recio._lazy import lazy_exports as _lazy_exports
+
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+    from recio.storage.copies import download, local_copies, local_copy, open_input
+    from recio.storage.objects import (
+        exists,
+        filesystem,
+        glob,
+        info,
+        isdir,
+        isfile,
+        listdir,
+        missing,
+        move,
+        read_bytes,
+        remove,
+        remove_tree,
+        size,
+        upload,
+    )
+    from recio.storage.paths import (
+        absolute,
+        basename,
+        dirname,
+        is_url,
+        is_windows_absolute,
+        join,
+        local_path,
+        parse_size,
+        PathLike,
+        StorageOptions,
+        url_scheme,
+    )
+    from recio.storage.regular import (
+        check_output,
+        check_regular,
+        file_kind,
+        open_regular,
+        open_regular_fd,
+    )
+    from recio.storage.remote_file import STREAM_BLOCK, coalesce, RemoteFile
+
+#: exported name -> the module that defines it, imported on first use
+_LAZY = {
+    "RemoteFile": "recio.storage.remote_file",
+    "is_url": "recio.storage.paths",
+    "url_scheme": "recio.storage.paths",
+    "filesystem": "recio.storage.objects",
+    "info": "recio.storage.objects",
+    "size": "recio.storage.objects",
+    "exists": "recio.storage.objects",
+    "isfile": "recio.storage.objects",
+    "isdir": "recio.storage.objects",
+    "listdir": "recio.storage.objects",
+    "glob": "recio.storage.objects",
+    "read_bytes": "recio.storage.objects",
+    "remove": "recio.storage.objects",
+    "move": "recio.storage.objects",
+    "upload": "recio.storage.objects",
+    "download": "recio.storage.copies",
+    "parse_size": "recio.storage.paths",
+    "STREAM_BLOCK": "recio.storage.remote_file",
+    "local_copies": "recio.storage.copies",
+    "local_copy": "recio.storage.copies",
+    "open_input": "recio.storage.copies",
+    "missing": "recio.storage.objects",
+    "remove_tree": "recio.storage.objects",
+    "PathLike": "recio.storage.paths",
+    "StorageOptions": "recio.storage.paths",
+    "absolute": "recio.storage.paths",
+    "basename": "recio.storage.paths",
+    "dirname": "recio.storage.paths",
+    "is_windows_absolute": "recio.storage.paths",
+    "join": "recio.storage.paths",
+    "local_path": "recio.storage.paths",
+    "check_output": "recio.storage.regular",
+    "check_regular": "recio.storage.regular",
+    "file_kind": "recio.storage.regular",
+    "open_regular": "recio.storage.regular",
+    "open_regular_fd": "recio.storage.regular",
+    "coalesce": "recio.storage.remote_file",
+}
+
+__all__ = list(_LAZY)
+
+if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=(
+        "copies", "objects", "paths", "regular", "remote_file"))

@@ -34,10 +34,10 @@ def filesystem(url: str, storage_options: StorageOptions = None) -> Tuple[Any, s
                           f"pip install 'recio[remote]' (s3fs), or gcsfs for gs:// "
                           f"({exc})") from exc
     except ValueError as exc:
-        raise StorageError(f"cannot open this URL: {one_line(exc)}", url) from exc
+        raise StorageError(f"cannot open this URL: {_one_line(exc)}", url) from exc
 
 
-def one_line(exc: BaseException, limit: int = 300) -> str:
+def _one_line(exc: BaseException, limit: int = 300) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
@@ -60,11 +60,11 @@ def translated(url: str, action: str = "reading", offset: Optional[int] = None) 
         raise missing(url) from exc
     except PermissionError as exc:
         raise PermissionError(errno.EACCES, f"access denied while {action} "
-                                            f"({one_line(exc, 200)})", url) from exc
+                                            f"({_one_line(exc, 200)})", url) from exc
     except IsADirectoryError as exc:
         raise IsADirectoryError(errno.EISDIR, "is a folder, not an object", url) from exc
     except Exception as exc:  # network, server and protocol errors of any backend
-        raise StorageError(f"{action} failed: {type(exc).__name__}: {one_line(exc)}; check "
+        raise StorageError(f"{action} failed: {type(exc).__name__}: {_one_line(exc)}; check "
                            f"the URL, the endpoint and the credentials, then retry",
                            url, offset) from exc
 

@@ -50,7 +50,7 @@ def file_kind(mode: int) -> Optional[str]:
 _WHAT = {"a FIFO": "a FIFO (named pipe)"}
 
 
-def not_regular(path: PathLike, kind: str, output: bool = False) -> NotRegularFileError:
+def _not_regular(path: PathLike, kind: str, output: bool = False) -> NotRegularFileError:
     """The refusal of ``path``, which is ``kind`` (``file_kind``), given as an input or (with
     ``output``) as an output."""
     what = _WHAT.get(kind, kind)
@@ -76,7 +76,7 @@ def check_regular(path: PathLike, output: bool = False) -> None:
             return
     kind = file_kind(st.st_mode)
     if kind is not None:
-        raise not_regular(path, kind, output)
+        raise _not_regular(path, kind, output)
 
 
 def open_regular_fd(path: PathLike) -> int:
@@ -94,7 +94,7 @@ def open_regular_fd(path: PathLike) -> int:
     try:
         kind = file_kind(os.fstat(fd).st_mode)
         if kind is not None:
-            raise not_regular(path, kind)
+            raise _not_regular(path, kind)
         if opens_without_blocking():  # a regular file: reads as usual from here on
             os.set_blocking(fd, True)
     except BaseException:
@@ -123,7 +123,3 @@ def check_output(path: PathLike) -> str:
     beside it either."""
     check_regular(path, output=True)
     return local_path(path)
-
-
-__all__ = ["file_kind", "not_regular", "check_regular", "open_regular_fd", "open_regular",
-           "check_output"]

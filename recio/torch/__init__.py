@@ -20,14 +20,32 @@
 The names below are imported on first use (``recio._lazy``): ``import recio.torch.minibatch``
 does not load the datasets, and ``resume_state`` works without torch.
 """
-from recio._lazy import lazy_exports
+import typing as _typing
 
-__all__ = ["RecordDataset", "RecordSampler", "RecordIterableDataset", "ImageAugment",
-           "resume_state", "collate_encoded", "decode_on_device"]
+from recio._lazy import lazy_exports as _lazy_exports
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "RecordDataset": ".datasets", "RecordSampler": ".sampler",
-    "RecordIterableDataset": ".iterable", "ImageAugment": ".augment",
-    "resume_state": ".resume", "collate_encoded": ".batching", "decode_on_device": ".batching",
-}, submodules=("datasets", "sampler", "iterable", "decoders", "augment", "batching", "skipcount",
-               "resume", "minibatch"))
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+    from recio.torch.augment import ImageAugment
+    from recio.torch.batching import collate_encoded, decode_on_device
+    from recio.torch.datasets import RecordDataset
+    from recio.torch.iterable import RecordIterableDataset
+    from recio.torch.resume import resume_state
+    from recio.torch.sampler import RecordSampler
+
+#: exported name -> the module that defines it, imported on first use
+_LAZY = {
+    "RecordDataset": "recio.torch.datasets",
+    "RecordSampler": "recio.torch.sampler",
+    "RecordIterableDataset": "recio.torch.iterable",
+    "ImageAugment": "recio.torch.augment",
+    "resume_state": "recio.torch.resume",
+    "collate_encoded": "recio.torch.batching",
+    "decode_on_device": "recio.torch.batching",
+}
+
+__all__ = list(_LAZY)
+
+if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not there is an error
+    __getattr__, __dir__ = _lazy_exports(__name__, _LAZY, submodules=(
+        "datasets", "sampler", "iterable", "decoders", "augment", "batching", "skipcount", "resume",
+        "minibatch"))

@@ -1,7 +1,7 @@
 """``ImageAugment``: ImageBatchIter's decode + augmentation as a transform of ``recio.torch``'s
 datasets (with ``decode="raw"``), from the encoded image bytes straight to a CHW tensor.
 
-The augmentation itself is ``recio.image.batch_augment.Augmenter`` (MXNet's arithmetic); this
+The augmentation itself is ``recio.image.batches.augmenter.Augmenter`` (MXNet's arithmetic); this
 module draws its random numbers from torch's generator, which ``DataLoader`` seeds differently
 in each worker, and gives the batch path (``recio.torch.batching``) the shape, dtype and random
 numbers of a whole batch.
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 import numpy as np
 
-from recio.image.codec import DEFAULT_MAX_PIXELS
-from recio.image.batch_augment import RRC_AREA, RRC_RATIO, Augmenter
+from recio.image.pixels.codec import DEFAULT_MAX_PIXELS
+from recio.image.batches.augmenter import RRC_AREA, RRC_RATIO, Augmenter
 from recio.optional import require
 
 if TYPE_CHECKING:  # torch's own types for the checker; require() names what to install
@@ -40,7 +40,7 @@ class ImageAugment:
 
     ``random_resized_crop``: a box of ``area`` (fraction of the image, default 0.08-1) and
     aspect ``ratio`` (width / height, default 3/4-4/3) resized to ``data_shape``
-    (``recio.image.batch_augment.Augmenter`` says how the box is drawn and decoded).
+    (``recio.image.batches.augmenter.Augmenter`` says how the box is drawn and decoded).
     """
 
     def __init__(self, data_shape: Sequence[int], resize: int = -1, rand_crop: bool = False,
@@ -76,6 +76,3 @@ class ImageAugment:
         out = torch.empty(self.shape, dtype=self._torch_dtype)  # torch's allocator, reused
         self.augmenter(img_bytes, out.numpy(), self.draw(1)[0])
         return out
-
-
-__all__ = ["ImageAugment"]

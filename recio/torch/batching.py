@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from recio import portable
-from recio.image.codec import decode
+from recio.image.pixels.codec import decode
 from recio.optional import require
 
 if TYPE_CHECKING:  # torch's own types for the checker; require() names what to install
@@ -186,7 +186,7 @@ def samples(buffer: _Buffer, labels: Any, per_sample_labels: List[Any]) -> List[
     return [Sample(images[j], lab, batch, j) for j, lab in enumerate(per_sample_labels)]
 
 
-def collate_samples(batch: List[Sample], *, collate_fn_map: Optional[dict] = None) -> Any:
+def _collate_samples(batch: List[Sample], *, collate_fn_map: Optional[dict] = None) -> Any:
     """``default_collate`` for :class:`Sample`: the batch as decoded when the samples are all of
     one batch, in order; else what ``default_collate`` gives for tuples."""
     first = batch[0].batch
@@ -256,7 +256,7 @@ def _wire(labels: Any) -> Any:
     return labels
 
 
-_collate.default_collate_fn_map[Sample] = collate_samples
+_collate.default_collate_fn_map[Sample] = _collate_samples
 
 
 # -- encoded batches, for decoding on the GPU ---------------------------------------------------
@@ -277,8 +277,8 @@ def decode_on_device(images: List[Any], device: Any = "cuda", mode: str = "RGB"
     On a CUDA device the JPEGs are decoded together by nvJPEG, through
     ``torchvision.io.decode_jpeg(..., device=device)`` (``pip install torchvision``, the build
     matching your CUDA torch); other formats, and every image on the CPU, are decoded by
-    ``recio.image.codec.decode`` (MXNet's pixels) and moved to ``device``. ``mode``: ``"RGB"``
-    or ``"L"`` (greyscale, ``1 x H x W``).
+    ``recio.image.pixels.codec.decode`` (MXNet's pixels) and moved to ``device``. ``mode``:
+    ``"RGB"`` or ``"L"`` (greyscale, ``1 x H x W``).
     """
     if mode not in ("RGB", "L"):
         raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")

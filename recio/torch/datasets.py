@@ -21,11 +21,11 @@ import numpy as np
 
 from recio import storage
 from recio.errors import ImageError, RecordIOError
-from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.image.pixels.codec import DEFAULT_MAX_PIXELS
 from recio.image.undecodable import RAISE, SKIP, check_policy, next_decodable, warn_skipped
 from recio.optional import require
-from recio.records.cache import PREFETCH_THREADS, RECHECK_SECONDS, ShardCache
-from recio.records.cache_prefetch import Prefetch
+from recio.records.cache.shard_cache import PREFETCH_THREADS, RECHECK_SECONDS, ShardCache
+from recio.records.cache.prefetch import Prefetch
 from recio.records.closed import check_open
 from recio.records.diagnose import explain_indexed_read, open_checked_index
 from recio.records.index import BY_KEY, EVERY_LINE, warn_repeated_keys
@@ -63,12 +63,12 @@ class RecordDataset(Dataset):
     (e.g. ``range(1, n + 1)`` to leave out the header records of a face-recognition dataset).
     Paths may be URLs (``s3://...``, read through fsspec with ``storage_options``): each record
     is one ranged GET, or, with ``cache_dir`` (or ``RECIO_CACHE_DIR``), whole files are kept
-    in that local folder, at most ``cache_limit`` bytes (``recio.records.cache``), so a record
-    is read from local disk; a ``RecordSampler`` over the dataset downloads the files in the
-    order its records come first. ``ds[i]`` reads line i of the index: an index whose keys
-    repeat gives every line and a ``DuplicateKeyWarning`` naming the key (with ``keys``, a
-    repeated key reads its last line, as MXNet does). Safe in ``DataLoader(num_workers > 0)``:
-    files reopen in each process, which share the cache.
+    in that local folder, at most ``cache_limit`` bytes (``recio.records.cache.shard_cache``), so a
+    record is read from local disk; a ``RecordSampler`` over the dataset downloads the files in the
+    order its records come first. ``ds[i]`` reads line i of the index: an index whose keys repeat
+    gives every line and a ``DuplicateKeyWarning`` naming the key (with ``keys``, a repeated key
+    reads its last line, as MXNet does). Safe in ``DataLoader(num_workers > 0)``: files reopen in
+    each process, which share the cache.
 
     A record whose image nothing decodes (``on_undecodable="skip"``, the default) is left out
     of its batch (``__getitems__``, which ``DataLoader`` calls), and ``ds[i]`` of it, or a
@@ -309,7 +309,7 @@ class RecordDataset(Dataset):
         ``ds[i]`` indices, in the order they will be read), each file in the order its first
         record comes, in the background, as far as the cache's limit allows; a prefetch this
         dataset started before is stopped. ``RecordSampler`` calls it at the start of each
-        pass. Returns the running ``recio.records.cache_prefetch.Prefetch`` (None without a
+        pass. Returns the running ``recio.records.cache.prefetch.Prefetch`` (None without a
         cache)."""
         check_open(self._closed, "RecordDataset", self.rec_path)
         if self._cache is None or not any(storage.is_url(f) for f in self._files):
@@ -343,6 +343,3 @@ class RecordDataset(Dataset):
             sample += np.asarray(self._shard[::step], dtype=np.int64).tobytes()
         names = "\n".join(os.path.basename(f) for f in self._files)
         return f"{zlib.crc32(sample, zlib.crc32(f'{names}|{n}'.encode())):08x}"
-
-
-__all__ = ["RecordDataset"]

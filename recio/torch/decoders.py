@@ -4,8 +4,8 @@
 
 - ``"tensor"`` (the default), ``"numpy"``, ``"pil"``, ``"raw"``: image records (an ``IRHeader``
   then the encoded image, as im2rec packs them). The sample is ``(image, label)``: the image
-  decoded by ``recio.image.codec.decode`` (uint8 CHW tensor, uint8 HWC array, PIL image, or the
-  encoded bytes for ``ImageAugment``), then ``transform``; the label a float32 tensor (scalar,
+  decoded by ``recio.image.pixels.codec.decode`` (uint8 CHW tensor, uint8 HWC array, PIL image, or
+  the encoded bytes for ``ImageAugment``), then ``transform``; the label a float32 tensor (scalar,
   or the record's label vector), or ``target_transform``'s value.
 - a callable: any record. The sample is ``decode(payload)`` of the whole record payload, then
   ``transform``; ``recio.sequence.unpack_sequence`` reads sequence records, ``bytes`` gives the
@@ -30,7 +30,7 @@ import numpy as np
 from PIL import Image
 
 from recio.errors import ImageError, RecordIOError
-from recio.image.codec import DEFAULT_MAX_PIXELS, decode as decode_image
+from recio.image.pixels.codec import DEFAULT_MAX_PIXELS, decode as decode_image
 from recio.image.header import unpack
 from recio.image.undecodable import undecodable
 from recio.optional import require
@@ -43,7 +43,7 @@ else:
     torch = require("torch", feature="recio.torch")
 
 #: the names of the built-in image decoders
-IMAGE_DECODES = ("tensor", "numpy", "pil", "raw")
+_IMAGE_DECODES = ("tensor", "numpy", "pil", "raw")
 #: what ``decode=`` takes: a name of ``IMAGE_DECODES`` or a callable ``bytes -> sample``
 Decode = Union[str, Callable[[bytes], Any]]
 
@@ -55,8 +55,8 @@ class ImageDecoder:
     def __init__(self, decode: str, mode: str, transform: Optional[Callable],
                  target_transform: Optional[Callable],
                  max_pixels: int = DEFAULT_MAX_PIXELS) -> None:
-        if decode not in IMAGE_DECODES:
-            raise ValueError(f"decode must be one of {IMAGE_DECODES} or a callable bytes -> "
+        if decode not in _IMAGE_DECODES:
+            raise ValueError(f"decode must be one of {_IMAGE_DECODES} or a callable bytes -> "
                              f"sample, got {decode!r}")
         if mode not in ("RGB", "L"):
             raise ValueError(f"mode must be 'RGB' or 'L', got {mode!r}")
@@ -171,8 +171,5 @@ def make_decoder(decode: Decode, mode: str, transform: Optional[Callable],
         return ImageDecoder(decode, mode, transform, target_transform, max_pixels)
     if callable(decode):
         return PayloadDecoder(decode, transform, target_transform)
-    raise TypeError(f"decode must be a callable bytes -> sample or one of {IMAGE_DECODES}, "
+    raise TypeError(f"decode must be a callable bytes -> sample or one of {_IMAGE_DECODES}, "
                     f"got {type(decode).__name__} {decode!r}")
-
-
-__all__ = ["IMAGE_DECODES", "Decode", "ImageDecoder", "PayloadDecoder", "make_decoder"]

@@ -18,10 +18,10 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping,
 
 import numpy as np
 
-from recio.image.codec import DEFAULT_MAX_PIXELS
+from recio.image.pixels.codec import DEFAULT_MAX_PIXELS
 from recio.image.undecodable import SKIP, check_policy
 from recio.optional import require
-from recio.records.cache import READ_AHEAD, ShardCache
+from recio.records.cache.shard_cache import READ_AHEAD, ShardCache
 from recio.records.reader import RecordReader
 from recio.records.shuffle import ShuffleBuffer
 from recio.records.split import InputSplit, SourceLayout, load_record_offsets
@@ -198,7 +198,7 @@ class RecordIterableDataset(IterableDataset):
     manifest; URLs too, streamed through fsspec with ``storage_options``, or with ``cache_dir``
     (or ``RECIO_CACHE_DIR``) read from local copies of the whole files kept in that folder, at
     most ``cache_limit`` bytes, each reader downloading its next files while it reads one:
-    see ``recio.records.cache``). The files are found when the dataset is made.
+    see ``recio.records.cache.shard_cache``). The files are found when the dataset is made.
     ``shuffle_buffer > 0`` shuffles within a bounded buffer, seeded by ``(seed, epoch, part)``;
     call ``set_epoch`` each epoch. ``balance="records"`` splits by record count from the
     ``.idx`` files so that ranks get equal shares (needed by DDP, which expects the same number
@@ -482,6 +482,3 @@ class RecordIterableDataset(IterableDataset):
         state = dict(self.__dict__)
         state["_live"], state["_planned"] = None, None  # per process
         return state
-
-
-__all__ = ["RecordIterableDataset"]

@@ -28,7 +28,7 @@ else:
     get_worker_info = torch.utils.data.get_worker_info
 
 
-def to_tensors(mb: Minibatch) -> Dict[str, torch.Tensor]:
+def _to_tensors(mb: Minibatch) -> Dict[str, torch.Tensor]:
     """Default transform: per stream a padded ``B x T x ...`` tensor and a ``name_mask`` (B x T)."""
     out: Dict[str, torch.Tensor] = {}
     for name in mb.streams:
@@ -46,7 +46,7 @@ class MinibatchDataset(IterableDataset):
     """
 
     def __init__(self, source: MinibatchSource, minibatch_size: int,
-                 transform: Optional[Callable[[Minibatch], Any]] = to_tensors,
+                 transform: Optional[Callable[[Minibatch], Any]] = _to_tensors,
                  stop_at_epoch_end: bool = True, with_state: bool = False) -> None:
         super().__init__()
         if minibatch_size < 1:
@@ -84,6 +84,3 @@ class MinibatchDataset(IterableDataset):
         """Continue from ``state_dict()`` output (taken in this or another process)."""
         self.source.restore_from_checkpoint(state["source"])
         self.minibatch_size = int(state.get("minibatch_size", self.minibatch_size))
-
-
-__all__ = ["MinibatchDataset", "to_tensors"]

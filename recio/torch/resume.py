@@ -49,7 +49,7 @@ Interval = List[int]  # [begin, end): global byte offsets
 
 # -- finding recio states in whatever was saved ----------------------------------------------------
 
-def collect_states(saved: Any) -> List[Dict[str, Any]]:
+def _collect_states(saved: Any) -> List[Dict[str, Any]]:
     """Every recio sampler / dataset state inside ``saved``: a state itself, a
     ``StatefulDataLoader.state_dict()`` (0 or N workers), a checkpoint dict holding one, or a
     list of any of these (e.g. one per rank). A loader state taken with
@@ -80,9 +80,9 @@ def collect_states(saved: Any) -> List[Dict[str, Any]]:
 
 
 def states_of(saved: Any, fmt: str, what: str) -> List[Dict[str, Any]]:
-    """The states of format ``fmt`` in ``saved`` (see ``collect_states``); ValueError when there
+    """The states of format ``fmt`` in ``saved`` (see ``_collect_states``); ValueError when there
     is none, or when ``saved`` holds states of the other kind only."""
-    found = collect_states(saved)
+    found = _collect_states(saved)
     mine = [s for s in found if s["format"] == fmt]
     if not mine:
         other = {s["format"] for s in found} - {fmt}
@@ -97,7 +97,7 @@ def states_of(saved: Any, fmt: str, what: str) -> List[Dict[str, Any]]:
         if not isinstance(version, int) or version > VERSION:
             raise ValueError(f"a {what} state of version {version!r}: this recio reads "
                              f"versions up to {VERSION} (upgrade recio)")
-        check_fields(s, what)
+        _check_fields(s, what)
     return mine
 
 
@@ -132,7 +132,7 @@ def _ints(state: Mapping[str, Any], key: str, what: str) -> List[int]:
     return [int(v) for v in values]
 
 
-def check_fields(state: Mapping[str, Any], what: str) -> None:
+def _check_fields(state: Mapping[str, Any], what: str) -> None:
     """ValueError naming the first field of ``state`` that is missing, of the wrong type or out
     of range (a state damaged or edited by hand would otherwise repeat or drop records)."""
     if state["format"] == SAMPLER_FORMAT:
@@ -456,7 +456,7 @@ def resume_state(saved: Any) -> Dict[str, Any]:
     (ints, lists, strings), so it can be saved on its own. Raises ``ValueError`` for states that
     do not fit together (another epoch, seed, data; a missing rank; overlapping work).
     """
-    found = collect_states(saved)
+    found = _collect_states(saved)
     if not found:
         raise ValueError("resume_state: no recio sampler or dataset state in the object given "
                          "(pass StatefulDataLoader.state_dict(), RecordSampler.state_dict() or "
@@ -469,11 +469,11 @@ def resume_state(saved: Any) -> Dict[str, Any]:
     what = fmt[len("recio."):]
     states = states_of(found, fmt, what)
     if fmt == SAMPLER_FORMAT:
-        return merged_sampler_state(states)
+        return _merged_sampler_state(states)
     return merge_stream(states)
 
 
-def merged_sampler_state(states: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+def _merged_sampler_state(states: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     """The states of one save (one base) as one base: rank 0 of 1, nothing handed out yet."""
     check_sampler_group(states)
     s0 = states[0]
@@ -499,6 +499,3 @@ def check_sampler_group(states: Sequence[Mapping[str, Any]]) -> None:
             f"got the states of ranks {_ranges(ranks)} of {replicas}, at different positions: "
             f"pass every rank's state (or one rank's when the ranks run in lockstep, as DDP "
             f"does)")
-
-
-__all__ = ["resume_state", "collect_states", "SAMPLER_FORMAT", "STREAM_FORMAT", "VERSION"]

@@ -216,6 +216,3 @@ class RecordSampler(Sampler):
             run = _Run(epoch, cursor, skip)
         self.epoch = epoch
         self._pending = run
-
-
-__all__ = ["RecordSampler"]

@@ -25,7 +25,7 @@ else:
 
 #: slots of a count: the main process's, then one for each DataLoader worker (a worker whose id
 #: is past the last one shares a slot: 8 KiB of shared memory covers any real loader)
-SLOTS = 1024
+_SLOTS = 1024
 #: the threads of one process (a thread pool calling ``ds[i]``) add one at a time
 _LOCK = threading.Lock()
 #: what :meth:`SkipCount.decoded` gives for a skipped record (a sample may be None)
@@ -37,11 +37,11 @@ class SkipCount:
     pickles (by value with plain ``pickle``, as shared memory into DataLoader workers)."""
 
     def __init__(self) -> None:
-        self.cells = torch.zeros(SLOTS, dtype=torch.int64).share_memory_()
+        self.cells = torch.zeros(_SLOTS, dtype=torch.int64).share_memory_()
 
     def add(self, n: int = 1) -> None:
         info = get_worker_info()
-        slot = 0 if info is None else 1 + info.id % (SLOTS - 1)
+        slot = 0 if info is None else 1 + info.id % (_SLOTS - 1)
         with _LOCK:
             self.cells[slot] += n
 
@@ -59,6 +59,3 @@ class SkipCount:
             skip_or_raise(error, on_undecodable)
             self.add()
             return SKIPPED
-
-
-__all__ = ["SkipCount", "SKIPPED", "SLOTS"]

@@ -3,7 +3,7 @@ sequence entry points.
 
 Each input is split into an ``.idx`` and a ``.rec`` (its first byte says how much goes to the
 ``.idx``), and every reader runs over them: ``RecordReader`` (raise and skip modes),
-``IndexedRecordReader``, ``verify_file``, ``recio.image.repair.repair``, ``unpack_sequence``,
+``IndexedRecordReader``, ``verify_file``, ``recio.image.tools.repair.repair``, ``unpack_sequence``,
 ``sequence_sample_counts`` and ``MinibatchSource``. Only ``recio.RecordIOError`` and its
 subclasses may escape; anything else stops the run with the input that caused it. Starts from
 a few valid files (image and sequence records) written into the corpus folder. Run from the
@@ -19,8 +19,8 @@ import atheris
 
 with atheris.instrument_imports(include=["recio"]):
     import recio
-    from recio.image.repair import repair
-    from recio.image.verify import verify_file
+    from recio.image.tools.repair import repair
+    from recio.image.tools.verify import verify_file
     from recio.sequence import sequence_sample_counts, unpack_sequence
     from recio.sequence.minibatch import MinibatchSource
 
