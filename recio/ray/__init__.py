@@ -1,7 +1,8 @@
 """recio on Ray (``pip install 'recio[ray]'``): distributed packing and RecordIO in Ray Data.
 
 * :class:`RayEngine` runs ``im2rec --num-shards N --engine ray``: one Ray task per shard
-  (``recio.image.shard_pack``); :func:`pack_list` is the same from Python.
+  (``recio.image.shard_pack``); :func:`pack_list` is the same from Python, with the same
+  ``PackSettings`` as every other engine.
 * :func:`read_records` / :class:`RecordDatasource` read ``.rec`` files, folders, globs and
   shard-set manifests into a ``ray.data.Dataset``, in parallel by byte ranges of the ``.idx``.
 * :class:`RecordDatasink` writes any Dataset with a payload (or image) column as a shard set:
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import os
 import typing as _typing
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from recio._lazy import lazy_exports as _lazy_exports
 from recio.optional import require
@@ -22,8 +23,9 @@ from recio.optional import require
 require("ray", feature="recio.ray (the Ray engine and Ray Data)")
 
 from recio.image.packing import PackResult  # noqa: E402
+from recio.image.pack_parts import Fault  # noqa: E402
+from recio.image.pack_settings import PackSettings  # noqa: E402
 from recio.image.shard_pack import ShardPackReport, pack_shards  # noqa: E402
-from recio.image.transform import ImageOptions  # noqa: E402
 from recio.ray.engine import RayEngine, connect, messages_to_stderr  # noqa: E402
 
 if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
@@ -42,14 +44,16 @@ if not _typing.TYPE_CHECKING:  # a checker reads the imports above: a name not t
 
 
 def pack_list(lst_path: Union[str, "os.PathLike[str]"], root: Union[str, "os.PathLike[str]"],
-              options: Optional[ImageOptions] = None, *, num_shards: int,
-              address: Optional[str] = None, report: Optional[ShardPackReport] = None,
-              **pack_options: Any) -> PackResult:
-    """Pack ``lst_path`` into a shard set of ``num_shards`` shards on a Ray cluster
-    (``address``; see :func:`connect`): what ``im2rec PREFIX ROOT --num-shards N --engine
-    ray`` does for one list. ``pack_options`` are ``recio.image.shard_pack.pack_shards``'s."""
-    return pack_shards(lst_path, root, options, num_shards=num_shards,
-                       engine=RayEngine(address), report=report, **pack_options)
+              settings: PackSettings, *, address: Optional[str] = None,
+              report: Optional[ShardPackReport] = None, fault: Optional[Fault] = None
+              ) -> PackResult:
+    """Pack ``lst_path`` on a Ray cluster (``address``; see :func:`connect`) as ``settings``
+    say: with ``num_shards``, one Ray task per shard, what ``im2rec PREFIX ROOT --num-shards
+    N --engine ray`` does for one list (``shard_size``, or neither: parts cut as
+    ``recio.image.shard_pack.pack_shards`` does). ``report`` collects each part's timing;
+    ``fault`` injects a failure into one part, to test retries."""
+    return pack_shards(lst_path, root, settings, engine=RayEngine(address), report=report,
+                       fault=fault)
 
 
 __all__ = ["RayEngine", "connect", "messages_to_stderr", "pack_list", *_LAZY]
