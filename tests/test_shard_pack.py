@@ -221,9 +221,8 @@ def test_a_pack_without_shards_joined_from_parts_is_pack_lists_output(tmp_path):
     options = ImageOptions(resize=20)
     whole = pack_list(tmp_path / "whole.lst", tmp_path / "img",
                       PackSettings(options, pack_label=True))
-    joined = pack_shards(lst, tmp_path / "img",
-                         PackSettings(options, num_shards=None,
-                                      pack_label=True), engine=_TwoParts())
+    joined = pack_shards(lst, tmp_path / "img", PackSettings(options, pack_label=True),
+                         engine=_TwoParts())
     assert (joined.rec_path, joined.idx_path) == (str(tmp_path / "job.rec"),
                                                   str(tmp_path / "job.idx"))
     for suffix in (".rec", ".idx", ".errors.tsv"):
@@ -233,8 +232,7 @@ def test_a_pack_without_shards_joined_from_parts_is_pack_lists_output(tmp_path):
                                                              whole.bytes)
     assert not [n for n in os.listdir(tmp_path) if n.startswith((".recio-", "job-", "job.man"))]
     with pytest.raises(OutputExistsError):
-        pack_shards(lst, tmp_path / "img", PackSettings(options, num_shards=None),
-                    engine=_TwoParts())
+        pack_shards(lst, tmp_path / "img", PackSettings(options), engine=_TwoParts())
 
 
 def test_engine_ray_without_ray_installed_says_what_to_install(tmp_path):

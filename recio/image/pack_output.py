@@ -43,6 +43,7 @@ from recio.records.write_errors import is_write_only_error, write_failed
 from recio.records.writer import RecordWriter
 
 PathLike = Union[str, "os.PathLike[str]"]
+#: ``progress(done, total)``: items of the list done so far
 ProgressCallback = Callable[[int, int], None]
 
 JOURNAL_MAGIC = "#recio-pack-journal"

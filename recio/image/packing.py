@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from recio import portable
 from recio.errors import InterruptedPackError, ListFileError, NothingFoundError, OutputWriteError
@@ -29,6 +29,7 @@ from recio.image.pack_output import (
     InOrderWriter,
     JournalState,
     PackOutput,
+    ProgressCallback,
     journal_header,
     recover_journal,
 )
@@ -42,7 +43,6 @@ from recio.records.lock import OutputLock
 from recio.records.write_errors import is_write_only_error, write_failed
 
 PathLike = Union[str, "os.PathLike[str]"]
-ProgressCallback = Callable[[int, int], None]
 
 
 @dataclass

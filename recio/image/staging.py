@@ -2,12 +2,12 @@
 
 ``pack_prefix_to`` packs each list im2rec finds for PREFIX (``pack_prefix.prefix_lists``) with
 one ``PackSettings``. A local PREFIX and ROOT without shards or an engine is a plain pack:
-``pack_list`` writes ``PREFIX.rec`` beside the list, resumable from its journal. Every other pack is a pack in parts
-(``recio.image.shard_pack.pack_shards``): a shard set by ``num_shards`` (one shard per part)
-or by ``shard_size``, or one ``.rec``/``.idx`` joined from the parts (a URL PREFIX or ROOT,
-an engine), each part packed by one task on ``engine`` (this process by default, or
-``recio.ray.RayEngine``) into a staging folder beside the outputs (in the bucket for a URL),
-where a resume finds it. Either way nothing under the final names looks complete before the
+``pack_list`` writes ``PREFIX.rec`` beside the list, resumable from its journal. Every other
+pack is a pack in parts (``recio.image.shard_pack.pack_shards``): a shard set by
+``num_shards`` (one shard per part) or by ``shard_size``, or one ``.rec``/``.idx`` joined from
+the parts (a URL PREFIX or ROOT, an engine), each part packed by one task on ``engine`` (this
+process by default, or ``recio.ray.RayEngine``) into a staging folder beside the outputs (in
+the bucket for a URL), where a resume finds it. Either way nothing under the final names looks complete before the
 end: an object store shows an object only once its upload completed, and a shard set without
 its manifest is unfinished.
 
