@@ -113,7 +113,9 @@ def verify_rate(root: str, lst: str, base: str, shards: int) -> float:
     """MB/s of a resume's check of kept parts: a staging folder whose parts are all done
     (the pack stopped just before publishing), then its done records verified."""
     from recio.image.packing import shards as shard_pack
-    from recio.image.packing.progress import PackProgress, staging_folder
+    from recio.image.packing.paths import staging_folder
+    from recio.image.packing.progress import PackProgress
+    from recio.image.packing.settings import PackSettings
     from recio.image.pixels.transform import ImageOptions
 
     folder = _fresh(base, "verify", lst)
@@ -123,7 +125,8 @@ def verify_rate(root: str, lst: str, base: str, shards: int) -> float:
     original, shard_pack._write_errors = shard_pack._write_errors, stop
     try:
         shard_pack.pack_shards(os.path.join(folder, "job.lst"), root,
-                               ImageOptions(resize=256), num_shards=shards, workers=2)
+                               PackSettings(ImageOptions(resize=256), num_shards=shards,
+                                            workers=2))
     except KeyboardInterrupt:
         pass
     finally:

@@ -88,15 +88,15 @@ def driver_share(lst: str, root: str, shards: int, address: str) -> dict:
     code = f"""
 import json, sys, time
 import recio.ray
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.shards import ShardPackReport
 from recio.image.pixels.transform import ImageOptions
 report = ShardPackReport("ray")
 recio.ray.connect({address!r})
 connected = time.time()
 start = time.perf_counter()
-result = recio.ray.pack_shards_on_ray({lst!r}, {root!r}, ImageOptions(resize=256, quality=95),
-                                      num_shards={shards}, address={address!r}, force=True,
-                                      report=report)
+settings = PackSettings(ImageOptions(resize=256, quality=95), num_shards={shards}, force=True)
+result = recio.ray.pack_shards_on_ray({lst!r}, {root!r}, settings, address={address!r}, report=report)
 total = time.perf_counter() - start
 print(json.dumps({{"total": total, "tasks": report.timings(), "packed": result.packed,
                   "start": connected, "end": time.time()}}))

@@ -232,6 +232,24 @@ class InterruptedPackError(OutputExistsError):
     ``--force``); it is never discarded unasked."""
 
 
+class PackSettingsError(RecordIOError):
+    """Pack settings that are out of range or do not go together (``num_shards`` with
+    ``shard_size``, ``checksums`` without either, ``workers`` below 1...), refused when the
+    settings are made, before anything is read or written. :meth:`for_command` says it with
+    the command's options (``--num-shards``) instead of the keyword arguments."""
+
+    def __init__(self, message: str, command: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.command = command
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.command))
+
+    def for_command(self) -> str:
+        """The message as ``im2rec`` prints it: the options to type."""
+        return self.command or self.message
+
+
 class NotRegularFileError(RecordIOError):
     """A path given where a file is read or written that is something else: a directory, a FIFO
     (named pipe), a socket, a character device (``/dev/zero``, ``/dev/null``) or a block
@@ -368,5 +386,6 @@ __all__ = ["RecordIOError", "IndexFileError", "IndexMismatchError", "MissingInde
            "TruncatedFileError", "NotRecordFileError", "NotRegularFileError", "ClosedError",
            "ConcurrentUseError", "OutputExistsError", "OutputBusyError", "FileInUseError",
            "OutputFolderError", "MissingKeyError", "InterruptedPackError", "NothingFoundError",
+           "PackSettingsError",
            "ManifestError", "ChecksumError", "StorageError", "CBFError", "SequenceError",
            "CTFError", "DuplicateKeyWarning", "SkippedRecordWarning"]

@@ -23,6 +23,7 @@ import pytest
 
 import recio
 from recio.errors import OutputWriteError
+from recio.image.packing.settings import PackSettings
 from recio.mx import recordio as mx_recordio
 
 from conftest import skip_or_fail
@@ -168,7 +169,7 @@ def test_the_pack_keeps_what_resume_continues(disk, corpus):
     assert info.value.resumable and info.value.path == str(disk / "job.rec")
     assert left(disk, "job.lst") == ["job.pack.journal", "job.rec.partial"]
     (disk / FILLER).unlink()
-    pack_list(disk / "job.lst", corpus / "img", resume=True)
+    pack_list(disk / "job.lst", corpus / "img", PackSettings(resume=True))
     for suffix in (".rec", ".idx"):
         assert (disk / f"job{suffix}").read_bytes() == (corpus / f"job{suffix}").read_bytes()
 

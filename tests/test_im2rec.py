@@ -21,7 +21,8 @@ from PIL import Image
 import recio
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import ImageError
-from recio.image.packing.output import partial_paths
+from recio.image.packing.paths import PackPaths
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.pipeline import pack_list
 from recio.image.pixels.transform import (
     ImageOptions,
@@ -90,8 +91,8 @@ def test_the_fast_mode_packs_the_same_in_processes_and_threads(start_method, gol
         folder = tmp_path / executor
         folder.mkdir()
         shutil.copy(golden / "im2rec" / "all.lst", folder)
-        pack_list(folder / "all.lst", golden / "im2rec" / "images", options, workers=2,
-                  executor=executor)
+        pack_list(folder / "all.lst", golden / "im2rec" / "images",
+                  PackSettings(options, workers=2, executor=executor))
         packed[executor] = (folder / "all.rec").read_bytes()
     assert packed["process"] == packed["thread"]
 
@@ -397,7 +398,7 @@ def test_a_clean_rerun_removes_a_stale_errors_file(tmp_path):
     pack_list(lst, root)
     assert os.path.exists(tmp_path / "data.errors.tsv")
     lst.write_text("0\t0\tok/g0.jpg\n")
-    result = pack_list(lst, root, force=True)
+    result = pack_list(lst, root, PackSettings(force=True))
     assert result.errors_path is None and not os.path.exists(tmp_path / "data.errors.tsv")
 
 
@@ -422,7 +423,7 @@ def test_inspect_reads_packed_headers_as_the_header_module_does(golden, tmp_path
 
     shutil.copy(golden / "im2rec" / "multi.lst", tmp_path)
     result = pack_list(tmp_path / "multi.lst", golden / "im2rec" / "images",
-                       pack_label=pack_label)
+                       PackSettings(pack_label=pack_label))
     st, _ = scan_file(result.rec_path, show=100)
     reader = recio.RecordReader(result.rec_path)
     assert len(st.shown) == st.records == st.images.records == result.packed
@@ -532,7 +533,7 @@ def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, 
     cmd = [*script("im2rec"), prefix, str(root), "--resize", "16", "--quality", "90", *workers]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=as_in_a_terminal, env=env)
-    rec_partial, journal = partial_paths(lst)
+    rec_partial, journal = PackPaths.of(lst).partial
     try:
         _wait_for_journal(journal, 24, proc)  # batches of 4 or 8: 0..23 done, blocked on 25.jpg
         proc.send_signal(sig)
@@ -568,7 +569,7 @@ def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, 
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     shutil.copy(lst, fresh / "job.lst")
-    pack_list(fresh / "job.lst", root, ImageOptions(resize=16, quality=90))
+    pack_list(fresh / "job.lst", root, PackSettings(ImageOptions(resize=16, quality=90)))
     assert (fresh / "job.rec").read_bytes() == open(prefix + ".rec", "rb").read()
     assert (fresh / "job.idx").read_bytes() == open(prefix + ".idx", "rb").read()
 
@@ -622,10 +623,10 @@ def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{lst}: a worker process was killed by signal {int(signal.SIGKILL)} (out of " \
         "memory?) before its images were packed" in proc.stderr
-    assert "--resume" in proc.stderr and os.path.exists(partial_paths(lst)[0])
+    assert "--resume" in proc.stderr and os.path.exists(PackPaths.of(lst).partial[0])
     done = subprocess.run(cmd + ["--resume"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "packed 29 images" in done.stdout and not os.path.exists(partial_paths(lst)[0])
+    assert "packed 29 images" in done.stdout and not os.path.exists(PackPaths.of(lst).partial[0])
 
 
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="a terminal's Ctrl-C to a process group "
@@ -673,9 +674,10 @@ _UNGUARDED_SCRIPT = """
 import multiprocessing, sys
 multiprocessing.set_start_method("spawn", force=True)
 from recio.errors import RecordIOError
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.pipeline import pack_list
 try:
-    pack_list(sys.argv[1], sys.argv[2], workers=2, executor="process")
+    pack_list(sys.argv[1], sys.argv[2], PackSettings(workers=2, executor="process"))
 except RecordIOError as exc:
     sys.exit(str(exc))
 """
@@ -695,7 +697,7 @@ def test_a_script_without_a_main_guard_gets_an_error_not_a_hang(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert "job.lst: a worker process exited with status 1" in last, proc.stderr
     assert 'inside if __name__ == "__main__"' in last and "resume" in last, last
-    assert not (tmp_path / "job.rec").exists() and os.path.exists(partial_paths(lst)[0])
+    assert not (tmp_path / "job.rec").exists() and os.path.exists(PackPaths.of(lst).partial[0])
 
 
 def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path):
@@ -708,14 +710,14 @@ def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        pack_list(lst, root, ImageOptions(resize=20), progress=stop)
+        pack_list(lst, root, PackSettings(ImageOptions(resize=20)), progress=stop)
     other = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "all"), str(root), "--resize", "30",
                                             "--resume"])
     assert other.exit_code == 2, other.output
     assert f"{lst}: the interrupted pack used other settings: --resize was 20, now 30; resume " \
            "it as it was started (--resize 20), or start over with --force (which deletes " \
            "all.rec.partial and all.pack.journal)" in other.output
-    again = pack_list(lst, root, ImageOptions(resize=20), resume=True)
+    again = pack_list(lst, root, PackSettings(ImageOptions(resize=20), resume=True))
     assert again.resumed == 4 and again.packed == 13
     finished = CliRunner().invoke(im2rec_cmd, [str(tmp_path / "all"), str(root), "--resize",
                                                "20", "--resume"])
@@ -795,7 +797,7 @@ def test_sigterm_is_reported_as_sigterm_when_a_library_turns_it_into_a_plain_ctr
     lst = tmp_path / "p.lst"
     lst.write_text("0\t0.000000\ta.jpg\n")
 
-    def fake_pack(prefix, root, options, progress_for, on_lists, **kwargs):
+    def fake_pack(prefix, root, settings, progress_for, on_lists, **kwargs):
         progress_for(str(lst))
         try:  # as Ray's check_signals does with the handler's exception
             os.kill(os.getpid(), signal.SIGTERM)

@@ -19,6 +19,7 @@ from recio.image.tools.extract import extract_images
 from recio.image.header import IR_STRUCT
 from recio.image.tools.id_index import index_by_id, record_ids
 from recio.image.lists import read_list
+from recio.image.packing.settings import PackSettings
 from recio.image.tools.verify import verify_file
 from recio.records import framing
 from recio.records.index import read_index
@@ -393,7 +394,7 @@ def test_pack_prefix_packs_every_list_of_the_prefix_like_mxnet(golden, tmp_path)
         shutil.copy(golden / "im2rec" / name, tmp_path / name)
     seen = []
     results = list(pack_prefix(tmp_path / "chunks", golden / "im2rec" / "images",
-                               ImageOptions(resize=0), pass_through=True,
+                               PackSettings(ImageOptions(resize=0), pass_through=True),
                                progress_for=lambda lst: seen.append(os.path.basename(lst))))
     assert [os.path.basename(r.lst_path) for r in results] == ["chunks_0.lst", "chunks_1.lst"]
     assert seen == ["chunks_0.lst", "chunks_1.lst"]

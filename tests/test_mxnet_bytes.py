@@ -23,6 +23,7 @@ import recio
 from recio import mx
 from recio.image.pixels import codec, transform
 from recio.image.pixels.encoding import encode
+from recio.image.packing.settings import PackSettings
 from recio.image.pixels.transform import ImageOptions
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -113,7 +114,7 @@ def test_im2rec_library_writes_mxnets_bytes(tmp_path):
                                encoding=value.get("--encoding", ".jpg"))
         lst = tmp_path / f"{name}.lst"
         shutil.copy(HERE / "im2rec" / spec["list"], lst)
-        pack_list(lst, DATA, options, workers=2)
+        pack_list(lst, DATA, PackSettings(options, workers=2))
         assert lst.with_suffix(".rec").read_bytes() == (
             HERE / "im2rec" / name).with_suffix(".rec").read_bytes(), name
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import GOLDEN, skip_or_fail
 
 from recio.errors import OutputFolderError
-from recio.image.packing.output import partial_paths
+from recio.image.packing.paths import PackPaths
 from recio.records.writer import RecordWriter
 from support import hook_env, make_corpus
 
@@ -140,7 +140,7 @@ def test_resuming_an_interrupted_pack_whose_folder_became_read_only(script, corp
         killed = _run(cmd, env=hook_env(tmp_path, kill_at="recio.image.packing.output:"
                                                           "PackOutput.write:3:KILL"))
         assert killed.returncode == -9, killed.stderr
-        assert all(os.path.exists(p) for p in partial_paths(folder / "job.lst"))
+        assert all(os.path.exists(p) for p in PackPaths.of(folder / "job.lst").partial)
         subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
         proc = _run(cmd + ["--resume"])
         _refused(proc, folder / "job.rec", folder, "copy job.lst into a folder")

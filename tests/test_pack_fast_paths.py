@@ -19,7 +19,8 @@ from PIL import Image
 
 from recio import portable
 from recio.image.packing import executors as pack_executors
-from recio.image.packing.output import partial_paths
+from recio.image.packing.paths import PackPaths
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.pipeline import pack_list
 from recio.records.framing import MAGIC_BYTES, split_payload
 
@@ -61,13 +62,14 @@ def test_root_check_on_the_opened_file_and_without_proc(tree, monkeypatch, proc_
     lst = tmp / "x.lst"
     lst.write_text("0\t0\ta/0.jpg\n1\t0\ta/inner.jpg\n2\t0\ta/out.jpg\n3\t0\taway/secret.jpg\n"
                    "4\t0\ta/../a/1.jpg\n5\t0\ta/2.jpg\n")
-    result = pack_list(lst, root, pass_through=True)
+    result = pack_list(lst, root, PackSettings(pass_through=True))
     assert result.packed == 4 and result.skips == {"outside_root": 2}
     errors = (tmp / "x.errors.tsv").read_text()
     assert "a/out.jpg" in errors and "away/secret.jpg" in errors
     assert _jpeg(99) not in (tmp / "x.rec").read_bytes()
-    assert pack_list(lst, root, pass_through=True, allow_outside_root=True,
-                     force=True).packed == 6
+    assert pack_list(lst, root,
+                     PackSettings(pass_through=True, allow_outside_root=True,
+                                  force=True)).packed == 6
 
 
 def _list(tmp, n):
@@ -84,7 +86,7 @@ def test_thread_pipeline_writes_in_list_order_with_bounded_lookahead(tmp_path, m
     """Workers finishing in random order still give the bytes of a one-worker pack, and no
     batch gets more than ``window`` batches ahead of the writing."""
     root, lst = _list(tmp_path, 60)
-    pack_list(lst, root, workers=1)
+    pack_list(lst, root, PackSettings(workers=1))
     expected = (tmp_path / "many.rec").read_bytes(), (tmp_path / "many.idx").read_bytes()
     original = pack_executors.encode_batch
     ahead = []
@@ -104,7 +106,7 @@ def test_thread_pipeline_writes_in_list_order_with_bounded_lookahead(tmp_path, m
 
     monkeypatch.setattr(pack_executors._ThreadPipeline, "__init__", remember)
     monkeypatch.setattr(pack_executors, "encode_batch", slow)
-    pack_list(lst, root, workers=4, batch_size=2, window=3, force=True)
+    pack_list(lst, root, PackSettings(workers=4, batch_size=2, window=3, force=True))
     assert ((tmp_path / "many.rec").read_bytes(), (tmp_path / "many.idx").read_bytes()) == expected
     assert max(ahead) < 3 and len(ahead) == 30
 
@@ -113,7 +115,7 @@ def test_thread_pipeline_error_stops_the_pack_and_resume_finishes_it(tmp_path, m
     """A worker's error reaches the caller; nothing final appears; resume gives the same
     bytes as an uninterrupted pack."""
     root, lst = _list(tmp_path, 40)
-    pack_list(lst, root, workers=1)
+    pack_list(lst, root, PackSettings(workers=1))
     expected = (tmp_path / "many.rec").read_bytes()
     for name in ("many.rec", "many.idx"):
         (tmp_path / name).unlink()
@@ -130,11 +132,11 @@ def test_thread_pipeline_error_stops_the_pack_and_resume_finishes_it(tmp_path, m
 
     monkeypatch.setattr(pack_executors, "encode_batch", failing)
     with pytest.raises(RuntimeError, match="disk on fire"):
-        pack_list(lst, root, workers=3, batch_size=2)
+        pack_list(lst, root, PackSettings(workers=3, batch_size=2))
     assert not (tmp_path / "many.rec").exists() and not (tmp_path / "many.idx").exists()
-    assert all(os.path.exists(p) for p in partial_paths(lst))
+    assert all(os.path.exists(p) for p in PackPaths.of(lst).partial)
     monkeypatch.setattr(pack_executors, "encode_batch", original)
-    result = pack_list(lst, root, workers=3, batch_size=2, resume=True)
+    result = pack_list(lst, root, PackSettings(workers=3, batch_size=2, resume=True))
     assert result.packed == 40 and (tmp_path / "many.rec").read_bytes() == expected
 
 
@@ -195,11 +197,10 @@ def test_a_ctrl_c_returns_only_once_the_worker_threads_have_left(tmp_path, monke
     inside, _ = _busy_transform(monkeypatch)
     for attempt in range(5):  # the Ctrl-C reaches the main thread at a different moment each
         with pytest.raises(KeyboardInterrupt):
-            pack_list(lst, root, workers=3, batch_size=2,
-                      progress=_ctrl_c_after(monkeypatch, 10 + 8 * attempt),
-                      resume=attempt > 0)
+            pack_list(lst, root, PackSettings(workers=3, batch_size=2, resume=attempt > 0),
+                      progress=_ctrl_c_after(monkeypatch, 10 + 8 * attempt))
         assert inside[0] == 0 and pack_executors.pack_threads_running() == 0, attempt
-    assert pack_list(lst, root, workers=3, resume=True).packed == 120
+    assert pack_list(lst, root, PackSettings(workers=3, resume=True)).packed == 120
 
 
 def test_a_worker_stuck_reading_is_left_behind_counted(tmp_path, monkeypatch):
@@ -211,7 +212,7 @@ def test_a_worker_stuck_reading_is_left_behind_counted(tmp_path, monkeypatch):
     monkeypatch.setattr(pack_executors, "STOP_WAIT", 0.5)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        pack_list(lst, root, workers=2, batch_size=2)
+        pack_list(lst, root, PackSettings(workers=2, batch_size=2))
     assert time.monotonic() - started < 30
     assert pack_executors.pack_threads_running() == 1 and inside[0] == 0
     stuck.set()

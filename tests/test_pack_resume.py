@@ -24,7 +24,8 @@ import pytest
 
 from recio import portable
 from recio.errors import InterruptedPackError, OutputBusyError
-from recio.image.packing.output import partial_paths
+from recio.image.packing.paths import PackPaths
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.pipeline import pack_list
 from recio.image.packing.parts import Fault
 from recio.image.packing.shards import pack_shards
@@ -263,7 +264,7 @@ def test_resume_keeps_only_the_parts_whose_checksums_verify(corpus):
     lst = corpus / "job.lst"
     options = ImageOptions(resize=24)
     with pytest.raises(Exception):
-        pack_shards(lst, corpus / "img", options, num_shards=4,
+        pack_shards(lst, corpus / "img", PackSettings(options, num_shards=4),
                     fault=Fault("error", 3, always=True))
     staged = corpus / ".recio-pack-job"
     done = sorted(n for n in os.listdir(staged) if n.startswith("part-") and
@@ -276,19 +277,19 @@ def test_resume_keeps_only_the_parts_whose_checksums_verify(corpus):
         f.seek(100)
         f.write(bytes([byte[0] ^ 1]))
     (staged / "part-00003.zombie.rec.partial").write_bytes(b"left by a killed attempt")
-    result = pack_shards(lst, corpus / "img", options, num_shards=4, resume=True)
+    result = pack_shards(lst, corpus / "img", PackSettings(options, num_shards=4, resume=True))
     assert (result.parts, result.parts_kept) == (4, 2)  # parts 0 and 2; 1 packed again
     clean = corpus / "clean"
     clean.mkdir()
     shutil.copy(lst, clean / "job.lst")
-    pack_shards(clean / "job.lst", corpus / "img", options, num_shards=4)
+    pack_shards(clean / "job.lst", corpus / "img", PackSettings(options, num_shards=4))
     assert_same_files(corpus, clean, "job")
 
 
 def test_resume_refuses_other_settings_and_a_changed_list(script, corpus):
     lst = corpus / "job.lst"
     with pytest.raises(Exception):
-        pack_shards(lst, corpus / "img", ImageOptions(resize=24), num_shards=4,
+        pack_shards(lst, corpus / "img", PackSettings(ImageOptions(resize=24), num_shards=4),
                     fault=Fault("error", 2, always=True))
     prefix, root = corpus / "job", corpus / "img"
     for extra, says, started in [
@@ -331,20 +332,20 @@ def test_a_new_pack_over_an_interrupted_one_is_refused_not_discarded(script, cor
     at = "recio.image.packing.worker:_read_image_file:20:INT"
     proc = _run_killed(plain, hook_env(corpus, kill_at=at), None, None)
     assert proc.returncode == 130
-    partial = [open(p, "rb").read() for p in partial_paths(corpus / "job.lst")]
+    partial = [open(p, "rb").read() for p in PackPaths.of(corpus / "job.lst").partial]
     again = subprocess.run(plain, capture_output=True, text=True, timeout=60)
     assert again.returncode == 2 and "Traceback" not in again.stderr
     assert again.stderr.count("\n") == 1
     assert "job.rec.partial and job.pack.journal" in again.stderr
     assert "continue it with --resume, or start over with --force" in again.stderr
-    assert [open(p, "rb").read() for p in partial_paths(corpus / "job.lst")] == partial
+    assert [open(p, "rb").read() for p in PackPaths.of(corpus / "job.lst").partial] == partial
     # a pack in parts of the same list is refused too (it would not continue the journal)
     parts = subprocess.run(plain + ["--num-shards", "2", "--resume"], capture_output=True,
                            text=True, timeout=60)
     assert parts.returncode == 2 and "the way it was started" in parts.stderr
     forced = subprocess.run(plain + ["--force"], capture_output=True, text=True, timeout=60)
     assert forced.returncode == 0 and "resumed" not in forced.stdout, forced.stderr
-    assert not any(os.path.exists(p) for p in partial_paths(corpus / "job.lst"))
+    assert not any(os.path.exists(p) for p in PackPaths.of(corpus / "job.lst").partial)
     # an interrupted pack in parts: refused by a plain pack and by one in parts
     os.unlink(corpus / "job.rec")
     os.unlink(corpus / "job.idx")

@@ -18,7 +18,8 @@ from PIL import Image
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import OutputExistsError
 from recio.image.packing import worker as pack_worker
-from recio.image.packing.output import partial_paths
+from recio.image.packing.paths import PackPaths
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.pipeline import NothingFoundError, pack_list
 
 
@@ -94,7 +95,7 @@ def test_the_first_hundred_missing_stop_the_pack_early(site):
     with pytest.raises(NothingFoundError, match="is ROOT right"):
         pack_list(lst, root, progress=lambda done, total: seen.append(done))
     assert max(seen) < 200  # stopped after about 100 items, not 5000
-    assert not any(os.path.exists(p) for p in partial_paths(lst))
+    assert not any(os.path.exists(p) for p in PackPaths.of(lst).partial)
 
 
 @pytest.mark.parametrize("line, cause", [
@@ -131,7 +132,7 @@ def test_allow_outside_root_reads_there(site):
     tmp, root = site
     lst = tmp / "out.lst"
     lst.write_text("0\t0\t../secret.jpg\n1\t0\ta/1.jpg\n")
-    result = pack_list(lst, root, pass_through=True, allow_outside_root=True)
+    result = pack_list(lst, root, PackSettings(pass_through=True, allow_outside_root=True))
     assert result.packed == 2 and SENTINEL in (tmp / "out.rec").read_bytes()
 
 
@@ -146,7 +147,7 @@ def test_a_record_its_header_makes_too_large_is_skipped(tmp_path, monkeypatch):
     (root / "small.jpg").write_bytes(bytes(100))
     lst = tmp_path / "job.lst"
     lst.write_text("0\t0\tbig.jpg\n1\t0\tsmall.jpg\n")
-    result = pack_list(lst, root, pass_through=True)
+    result = pack_list(lst, root, PackSettings(pass_through=True))
     assert (result.packed, result.skips) == (1, {"too_large": 1})
     assert "record of 1014 bytes is too large" in (tmp_path / "job.errors.tsv").read_text()
 
@@ -163,7 +164,7 @@ def test_fifos_devices_and_folders_are_not_opened(site):
     rows = (tmp / "sp.errors.tsv").read_text()
     assert "is a FIFO, not a regular file" in rows and "is a directory" in rows
     lst.write_text("0\t0\ta/dev.jpg\n1\t0\ta/0.jpg\n")
-    result = pack_list(lst, root, allow_outside_root=True, force=True)
+    result = pack_list(lst, root, PackSettings(allow_outside_root=True, force=True))
     assert result.skips == {"not_a_file": 1}
 
 
@@ -188,10 +189,10 @@ def test_resume_after_a_kill_in_the_first_moments(site, journal):
     tmp, root = site
     lst = tmp / "early.lst"
     lst.write_text("".join(f"{i}\t0\ta/{i}.jpg\n" for i in range(6)))
-    rec_partial, journal_path = partial_paths(lst)
+    rec_partial, journal_path = PackPaths.of(lst).partial
     open(rec_partial, "wb").close()
     open(journal_path, "wb").write(journal)
-    result = pack_list(lst, root, resume=True)
+    result = pack_list(lst, root, PackSettings(resume=True))
     assert result.packed == 6 and result.resumed == 0
     fresh = tmp / "fresh"
     fresh.mkdir()
@@ -269,7 +270,7 @@ def test_mutated_lists_never_crash_hang_or_leave_root(site, data):
         assert SENTINEL not in rec.read_bytes() and b"root:" not in rec.read_bytes()
     else:
         assert not rec.exists()
-    assert not any(os.path.exists(p) for p in partial_paths(folder / "f.lst"))
+    assert not any(os.path.exists(p) for p in PackPaths.of(folder / "f.lst").partial)
 
 
 def test_a_few_mutated_lists_through_the_real_command(script, site):

@@ -35,6 +35,7 @@ from recio.image.lists import (
     read_list,
     read_list_entries,
 )
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.worker import _inside, _read_image_file, _Skip, make_job
 from recio.image.packing.pipeline import count_items, pack_list
 from recio.image.packing.shards import pack_shards
@@ -224,7 +225,7 @@ def test_backslash_paths_leaving_root_are_outside_root(photos, path):
     tmp, root = photos
     for name, written in (("slash", path.replace("\\", "/")), ("backslash", path)):
         lst = _write(tmp / f"{name}.lst", [f"0\t0\t{written}", "1\t0\tcat/0.jpg"])
-        result = pack_list(lst, root, pass_through=True)
+        result = pack_list(lst, root, PackSettings(pass_through=True))
         assert result.packed == 1 and result.skips == {"outside_root": 1}, name
         assert SENTINEL not in _outputs(lst)[0] and b"root:" not in _outputs(lst)[0]
 
@@ -233,7 +234,7 @@ def test_allow_outside_root_reads_a_backslash_path_there(photos):
     """With ``allow_outside_root`` a ``..\\`` path is read where it leads, as ``../``."""
     tmp, root = photos
     lst = _write(tmp / "out.lst", ["0\t0\t..\\secret.jpg", "1\t0\tcat\\0.jpg"])
-    result = pack_list(lst, root, pass_through=True, allow_outside_root=True)
+    result = pack_list(lst, root, PackSettings(pass_through=True, allow_outside_root=True))
     assert result.packed == 2 and SENTINEL in _outputs(lst)[0]
 
 
@@ -269,7 +270,7 @@ def test_a_url_root_reads_backslash_paths_as_object_keys(path, cause):
     outside ROOT."""
     fsspec = need("fsspec")
     fsspec.filesystem("memory").pipe("/portable-root/cat/0.jpg", b"cat zero")
-    job = make_job("memory://portable-root", ImageOptions(), True, False, False)
+    job = make_job("memory://portable-root", PackSettings(pass_through=True))
     if cause is None:
         assert _read_image_file(job, path) == b"cat zero"
     else:
@@ -287,7 +288,7 @@ def test_drive_paths_are_refused_by_the_library_too(photos):
     with pytest.raises(ListFileError, match="line 2: .*Windows absolute path"):
         pack_list(lst, root)
     with pytest.raises(ListFileError, match="line 2: .*Windows absolute path"):
-        pack_shards(lst, root, num_shards=2)
+        pack_shards(lst, root, PackSettings(num_shards=2))
     assert _tree(tmp) == before
 
 
@@ -309,11 +310,11 @@ def test_a_file_name_holding_backslashes_is_used_when_no_separated_path_exists(p
     tmp, root = photos
     (root / "x\\1.jpg").write_bytes(b"literal")
     lst = _write(tmp / "lit.lst", ["0\t0\tx\\1.jpg"])
-    assert pack_list(lst, root, pass_through=True).packed == 1
+    assert pack_list(lst, root, PackSettings(pass_through=True)).packed == 1
     assert b"literal" in _outputs(lst)[0]
     (root / "x").mkdir()
     (root / "x" / "1.jpg").write_bytes(b"separated")
-    assert pack_list(lst, root, pass_through=True, force=True).packed == 1
+    assert pack_list(lst, root, PackSettings(pass_through=True, force=True)).packed == 1
     rec = _outputs(lst)[0]
     assert b"separated" in rec and b"literal" not in rec
 
@@ -334,7 +335,7 @@ def test_crlf_indexes_read_like_lf_indexes(photos):
     same keys, offsets and records as the LF one, through recio's index and MXNet's API."""
     tmp, root = photos
     lst = _write(tmp / "p.lst", LINUX_LINES)
-    pack_list(lst, root, pass_through=True)
+    pack_list(lst, root, PackSettings(pass_through=True))
     rec, idx = str(tmp / "p.rec"), tmp / "p.idx"
     lf = idx.read_bytes()
     crlf = tmp / "crlf.idx"
@@ -420,7 +421,7 @@ def test_a_cp1252_list_from_windows_finds_the_utf8_names(photos):
     assert _outputs(cp1252) == _outputs(utf8)
     (root / os.fsdecode(b"caf\xe9")).mkdir()
     (root / os.fsdecode(b"caf\xe9") / "1.jpg").write_bytes(b"latin-1 name")
-    assert pack_list(cp1252, root, pass_through=True, force=True).packed == 2
+    assert pack_list(cp1252, root, PackSettings(pass_through=True, force=True)).packed == 2
     assert b"latin-1 name" in _outputs(cp1252)[0]
 
 

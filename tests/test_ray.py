@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from recio.cli.im2rec import im2rec_cmd
 from recio.image.pixels.codec import decode
 from recio.image.header import unpack
+from recio.image.packing.settings import PackSettings
 from recio.records.index import open_index
 from recio.records.reader import RecordReader
 from recio.records.manifest import load_manifest
@@ -167,9 +168,9 @@ def test_a_task_that_fails_once_is_retried_and_the_output_is_unchanged(ray_clust
     _, local = pack("local", corpus, "local", corpus / "img")
     assert local.exit_code == 0, local.output
     report = ShardPackReport("ray")
-    recio.ray.pack_shards_on_ray(corpus / "ray.lst", corpus / "img", ImageOptions(resize=24),
-                                 num_shards=4, pack_label=True, checksums=True,
-                                 fault=Fault.parse(fault), report=report)
+    recio.ray.pack_shards_on_ray(corpus / "ray.lst", corpus / "img",
+                        PackSettings(ImageOptions(resize=24), num_shards=4, pack_label=True,
+                                     checksums=True), fault=Fault.parse(fault), report=report)
     attempts = {t["shard"]: t["attempt"] for t in report.timings()}
     failed = int(fault.split(":")[1])
     assert attempts == {k: 2 if k == failed else 1 for k in range(4)}
@@ -233,8 +234,8 @@ def test_a_shard_that_cannot_be_staged_fails_the_job_and_the_bucket_gets_nothing
     engine = RayEngine(max_retries=1, ray_remote_args={"runtime_env": {"env_vars": {
         "RECIO_STAGING_DIR": str(corpus / "no-such-folder")}}})
     with pytest.raises(PartFailedError) as err:
-        pack_shards(f"{bucket}/sets/job.lst", corpus / "img", ImageOptions(resize=24),
-                    num_shards=4, engine=engine)
+        pack_shards(f"{bucket}/sets/job.lst", corpus / "img",
+                    PackSettings(ImageOptions(resize=24), num_shards=4), engine=engine)
     message = str(err.value)
     assert "\n" not in message and " failed: " in message and "no manifest" in message
     assert message.startswith(f"{bucket}/sets/job.lst: shard ")

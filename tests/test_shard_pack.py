@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from recio.cli.im2rec import im2rec_cmd
 from recio.errors import InterruptedPackError, OutputExistsError
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.pipeline import NothingFoundError, pack_list
 from recio.image.packing.pipeline import PackResult
 from recio.image.packing.parts import Fault, PartFailedError
@@ -31,14 +32,15 @@ def test_shards_are_list_ranges_with_the_records_of_an_unsharded_pack(tmp_path):
     whole = tmp_path / "whole.lst"
     whole.write_bytes(lst.read_bytes())
     options = ImageOptions(resize=16)
-    expected = pack_list(whole, tmp_path / "img", options, pack_label=True)
+    expected = pack_list(whole, tmp_path / "img", PackSettings(options, pack_label=True))
     with RecordReader(expected.rec_path) as reader:
         index = open_index(expected.idx_path, rec_size=os.path.getsize(expected.rec_path))
         want = [(k, reader.read_at(o)) for k, o in
                 zip(index.key_array().tolist(), index.offsets.tolist())]
     report = ShardPackReport("local")
-    result = pack_shards(lst, tmp_path / "img", options, num_shards=4, pack_label=True,
-                         checksums=True, report=report)
+    result = pack_shards(lst, tmp_path / "img",
+                         PackSettings(options, num_shards=4, pack_label=True,
+                                      checksums=True), report=report)
     manifest = tmp_path / "job.manifest.json"
     assert result.rec_path == str(manifest) and result.packed == len(want) == 29
     assert result.skips == {"missing": 1, "malformed_line": 1}
@@ -73,8 +75,9 @@ def test_shards_packed_by_worker_processes_are_those_packed_by_threads(tmp_path,
     sets = {}
     for executor in ("thread", "process"):
         lst = make_corpus(tmp_path / executor, n=20)
-        pack_shards(lst, tmp_path / executor / "img", ImageOptions(resize=16), num_shards=3,
-                    pack_label=True, checksums=True, workers=2, executor=executor)
+        pack_shards(lst, tmp_path / executor / "img",
+                    PackSettings(ImageOptions(resize=16), num_shards=3, pack_label=True,
+                                 checksums=True, workers=2, executor=executor))
         sets[executor] = tmp_path / executor
     assert_same_files(sets["process"], sets["thread"], "job")
     assert len(load_manifest(sets["process"] / "job.manifest.json").shards) == 3
@@ -82,7 +85,8 @@ def test_shards_packed_by_worker_processes_are_those_packed_by_threads(tmp_path,
 
 def test_a_part_whose_images_are_all_missing_gets_no_shard_and_numbers_stay_dense(tmp_path):
     lst = make_corpus(tmp_path, n=12, missing=(4, 5, 6, 7), bad_lines=(), multi=False)
-    result = pack_shards(lst, tmp_path / "img", ImageOptions(resize=12), num_shards=3)
+    result = pack_shards(lst, tmp_path / "img",
+                         PackSettings(ImageOptions(resize=12), num_shards=3))
     shards = load_manifest(result.rec_path).shards
     assert [os.path.basename(s.rec) for s in shards] == ["job-00000.rec", "job-00001.rec"]
     assert [(s.min_key, s.max_key) for s in shards] == [(0, 3), (8, 11)]
@@ -92,18 +96,18 @@ def test_a_part_whose_images_are_all_missing_gets_no_shard_and_numbers_stay_dens
 def test_a_pack_that_finds_nothing_writes_nothing(tmp_path):
     lst = make_corpus(tmp_path, n=6, missing=(), bad_lines=())
     with pytest.raises(NothingFoundError, match="is ROOT right"):
-        pack_shards(lst, tmp_path / "elsewhere", num_shards=2, max_missing=0.5)
+        pack_shards(lst, tmp_path / "elsewhere", PackSettings(num_shards=2, max_missing=0.5))
     assert sorted(os.listdir(tmp_path)) == ["img", "job.lst"]
 
 
 def test_existing_outputs_are_refused_and_force_replaces_the_whole_set(tmp_path):
     lst = make_corpus(tmp_path, n=10, missing=(), bad_lines=())
-    pack_shards(lst, tmp_path / "img", num_shards=5)
+    pack_shards(lst, tmp_path / "img", PackSettings(num_shards=5))
     before = sorted(os.listdir(tmp_path))
     with pytest.raises(OutputExistsError):
-        pack_shards(lst, tmp_path / "img", num_shards=2)
+        pack_shards(lst, tmp_path / "img", PackSettings(num_shards=2))
     assert sorted(os.listdir(tmp_path)) == before
-    pack_shards(lst, tmp_path / "img", num_shards=2, force=True)
+    pack_shards(lst, tmp_path / "img", PackSettings(num_shards=2, force=True))
     names = sorted(n for n in os.listdir(tmp_path) if n.startswith("job-"))
     assert names == ["job-00000.idx", "job-00000.rec", "job-00001.idx", "job-00001.rec"]
     assert load_manifest(tmp_path / "job.manifest.json").records == 10
@@ -112,7 +116,8 @@ def test_existing_outputs_are_refused_and_force_replaces_the_whole_set(tmp_path)
 def test_a_failed_part_names_its_shard_publishes_nothing_and_resume_finishes(tmp_path):
     lst = make_corpus(tmp_path, n=12, missing=(), bad_lines=())
     with pytest.raises(PartFailedError) as err:
-        pack_shards(lst, tmp_path / "img", num_shards=3, fault=Fault("error", 1, always=True))
+        pack_shards(lst, tmp_path / "img", PackSettings(num_shards=3),
+                    fault=Fault("error", 1, always=True))
     assert str(err.value).startswith(f"{lst}: shard 1 (list lines ")
     assert "no manifest" in str(err.value) and "--resume" in str(err.value)
     assert "\n" not in str(err.value)
@@ -123,15 +128,16 @@ def test_a_failed_part_names_its_shard_publishes_nothing_and_resume_finishes(tmp
     assert sorted(staged) == ["job.json", "part-00000.ATTEMPT.idx", "part-00000.ATTEMPT.rec",
                               "part-00000.json"]
     with pytest.raises(InterruptedPackError, match="--resume, or start over with --force"):
-        pack_shards(lst, tmp_path / "img", num_shards=3)
+        pack_shards(lst, tmp_path / "img", PackSettings(num_shards=3))
     report = ShardPackReport("local")
-    result = pack_shards(lst, tmp_path / "img", num_shards=3, resume=True, report=report)
+    result = pack_shards(lst, tmp_path / "img", PackSettings(num_shards=3, resume=True),
+                         report=report)
     assert (result.parts, result.parts_kept, result.resumed) == (3, 1, 4)
     assert [t["kept"] for t in report.timings()] == [True, False, False]
     clean = tmp_path / "clean"
     clean.mkdir()
     (clean / "job.lst").write_bytes(lst.read_bytes())
-    pack_shards(clean / "job.lst", tmp_path / "img", num_shards=3)
+    pack_shards(clean / "job.lst", tmp_path / "img", PackSettings(num_shards=3))
     assert_same_files(tmp_path, clean, "job")
 
 
@@ -213,9 +219,10 @@ def test_a_pack_without_shards_joined_from_parts_is_pack_lists_output(tmp_path):
     lst = make_corpus(tmp_path, n=25, missing=(2, 20), bad_lines=(5,))
     (tmp_path / "whole.lst").write_bytes(lst.read_bytes())
     options = ImageOptions(resize=20)
-    whole = pack_list(tmp_path / "whole.lst", tmp_path / "img", options, pack_label=True)
-    joined = pack_shards(lst, tmp_path / "img", options, num_shards=None, engine=_TwoParts(),
-                         pack_label=True)
+    whole = pack_list(tmp_path / "whole.lst", tmp_path / "img",
+                      PackSettings(options, pack_label=True))
+    joined = pack_shards(lst, tmp_path / "img", PackSettings(options, pack_label=True),
+                         engine=_TwoParts())
     assert (joined.rec_path, joined.idx_path) == (str(tmp_path / "job.rec"),
                                                   str(tmp_path / "job.idx"))
     for suffix in (".rec", ".idx", ".errors.tsv"):
@@ -225,7 +232,7 @@ def test_a_pack_without_shards_joined_from_parts_is_pack_lists_output(tmp_path):
                                                              whole.bytes)
     assert not [n for n in os.listdir(tmp_path) if n.startswith((".recio-", "job-", "job.man"))]
     with pytest.raises(OutputExistsError):
-        pack_shards(lst, tmp_path / "img", options, num_shards=None, engine=_TwoParts())
+        pack_shards(lst, tmp_path / "img", PackSettings(options), engine=_TwoParts())
 
 
 def test_engine_ray_without_ray_installed_says_what_to_install(tmp_path):

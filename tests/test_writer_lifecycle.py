@@ -22,9 +22,10 @@ from conftest import SIGKILL
 from hypothesis import given, settings, strategies as st
 
 import recio
+from recio.image.packing.settings import PackSettings
 from recio.records import framing
 from recio.sequence.cbf import CBFReader, CBFWriter
-from recio.image.packing.output import partial_paths
+from recio.image.packing.paths import PackPaths
 from recio.image.packing.pipeline import pack_list
 from recio.sequence import SequenceWriter, sample_counts, unpack_sequence
 
@@ -602,16 +603,17 @@ def test_pack_interrupted_by_an_exception_leaves_no_final_file_and_resumes(tmp_p
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        pack_list(lst, root, pass_through=True, progress=stop)
+        pack_list(lst, root, PackSettings(pass_through=True), progress=stop)
     left = _names(tmp_path)
     assert not set(PACK_FINALS) & set(left)
-    assert all(os.path.exists(p) for p in partial_paths(lst)) and not _temps(tmp_path)
-    resumed = pack_list(lst, root, pass_through=True, resume=True)
+    assert all(os.path.exists(p) for p in PackPaths.of(lst).partial) and not _temps(tmp_path)
+    resumed = pack_list(lst, root, PackSettings(pass_through=True, resume=True))
     assert resumed.resumed >= 12 and resumed.packed == 40 and resumed.skipped == 1
     data = {n: (tmp_path / n).read_bytes() for n in PACK_FINALS}
     assert set(PACK_FINALS) <= set(_names(tmp_path)) and not _temps(tmp_path)
-    assert not any(os.path.exists(p) for p in partial_paths(lst))
-    fresh = pack_list(lst, root, pass_through=True, force=True)  # same as one clean run
+    assert not any(os.path.exists(p) for p in PackPaths.of(lst).partial)
+    fresh = pack_list(lst, root,
+                      PackSettings(pass_through=True, force=True))  # same as one clean run
     assert fresh.packed == 40
     assert {n: (tmp_path / n).read_bytes() for n in PACK_FINALS} == data
 
@@ -619,13 +621,13 @@ def test_pack_interrupted_by_an_exception_leaves_no_final_file_and_resumes(tmp_p
 @pytest.mark.posix_only("makes a symlink")
 def test_pack_whose_journal_cannot_be_created_leaves_nothing(tmp_path):
     lst, root = _image_list(tmp_path)
-    rec_partial, journal = partial_paths(lst)
+    rec_partial, journal = PackPaths.of(lst).partial
     # the second output cannot be created: a link into a folder that does not exist (a folder
     # or a FIFO there is refused before anything is opened: test_special_files.py)
     os.symlink(tmp_path / "no-such-folder" / "journal", journal)
     before = _names(tmp_path)
     with pytest.raises(OSError):
-        pack_list(lst, root, pass_through=True)
+        pack_list(lst, root, PackSettings(pass_through=True))
     assert _names(tmp_path) == before
 
 
@@ -633,14 +635,14 @@ def test_pack_whose_journal_cannot_be_created_leaves_nothing(tmp_path):
 @pytest.mark.linux_only("names each fsynced descriptor through /proc/self/fd")
 def test_pack_commit_order_and_fsync(tmp_path, monkeypatch):
     lst, root = _image_list(tmp_path)
-    pack_list(lst, root, pass_through=True)
+    pack_list(lst, root, PackSettings(pass_through=True))
     events = []
     real_fsync, real_replace = os.fsync, os.replace
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append(
         ("fsync", os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))), real_fsync(fd)))
     monkeypatch.setattr(os, "replace", lambda s, d: (events.append(
         ("replace", os.path.basename(d), sorted(os.listdir(tmp_path)))), real_replace(s, d)))
-    pack_list(lst, root, pass_through=True, fsync=True, force=True)
+    pack_list(lst, root, PackSettings(pass_through=True, fsync=True, force=True))
     replaces = [e for e in events if e[0] == "replace"]
     assert [e[1] for e in replaces] == ["data.rec", "data.idx", "data.errors.tsv"]
     assert "data.idx" not in replaces[0][2]  # no new .rec beside the old index
@@ -651,6 +653,7 @@ def test_pack_commit_order_and_fsync(tmp_path, monkeypatch):
 PACK_CHILD = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, {repo!r})
+    from recio.image.packing.settings import PackSettings
     from recio.image.packing.pipeline import pack_list
     lst, root, ending = sys.argv[1:4]
 
@@ -664,7 +667,7 @@ PACK_CHILD = textwrap.dedent("""
         print("ready", flush=True)
         sys.stdin.read()
 
-    pack_list(lst, root, pass_through=True, progress=progress)
+    pack_list(lst, root, PackSettings(pass_through=True), progress=progress)
 """)
 
 
@@ -682,5 +685,5 @@ def test_pack_process_ending_mid_pack_leaves_no_final_file(ending, tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == {"exit": 3, "os_exit": 4, "kill": -SIGKILL}[ending], err
     assert not set(PACK_FINALS) & set(_names(tmp_path))
-    assert all(os.path.exists(p) for p in partial_paths(lst))  # what resume continues from
-    assert pack_list(lst, root, pass_through=True, resume=True).packed == 40
+    assert all(os.path.exists(p) for p in PackPaths.of(lst).partial)  # what resume continues from
+    assert pack_list(lst, root, PackSettings(pass_through=True, resume=True)).packed == 40

@@ -14,7 +14,13 @@ import click
 
 from recio import storage
 from recio.cli.termination import EXIT_TERMINATED, Terminated, sigterm_interrupts
-from recio.errors import NothingFoundError, OutputExistsError, OutputWriteError, RecordIOError
+from recio.errors import (
+    NothingFoundError,
+    OutputExistsError,
+    OutputWriteError,
+    PackSettingsError,
+    RecordIOError,
+)
 from recio.records.temp_files import output_of_temp
 from recio.storage import is_url, local_path
 from recio.storage import size as storage_size
@@ -104,7 +110,7 @@ def handle_errors(func: Callable) -> Callable:
         try:
             with sigterm_interrupts():  # SIGTERM stops the command as Ctrl-C does
                 return func(*args, **kwargs)
-        except OutputExistsError as exc:
+        except (OutputExistsError, PackSettingsError) as exc:
             fail(exc.for_command())
         except NothingFoundError as exc:  # found nothing to do where work was expected
             fail(str(exc), code=EXIT_DAMAGE)

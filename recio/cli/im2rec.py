@@ -5,7 +5,6 @@ import os
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass
 from typing import Any, List, Optional, Sequence
 
 import click
@@ -28,10 +27,12 @@ from recio.errors import RecordIOError, plural
 from recio.image.pixels.codec import DEFAULT_MAX_PIXELS
 from recio.image.list_folder import DEFAULT_EXTS, make_lists, near_folders, normalize_exts
 from recio.image.packing.executors import pack_threads_running
-from recio.image.packing.output import has_partial
+from recio.image.packing.paths import PackPaths
 from recio.image.packing.prefix import PrefixLists
-from recio.image.packing.progress import PackProgress, staging_folder
-from recio.image.packing.pipeline import PackResult, describe_skips
+from recio.image.packing.progress import PackProgress
+from recio.image.packing.settings import PackSettings
+from recio.image.packing.worker import describe_skips
+from recio.image.packing.pipeline import PackResult
 from recio.image.packing.dispatch import pack_prefix_to
 from recio.image.pixels.transform import RESIZE_MODES, ImageOptions
 from recio.storage import is_url
@@ -285,19 +286,15 @@ def im2rec_cmd(prefix: str, root: str, make_list: bool, exts: Sequence[str], chu
         if ignored:
             click.echo(f"warning: --pass-through stores the files untouched: "
                        f"{', '.join(ignored)} ignored", err=True)
-    if checksums and num_shards is None and shard_size is None:
-        fail("--checksums goes with --num-shards or --shard-size (a shard set's sidecars)")
-    if num_shards is not None and shard_size is not None:
-        fail("give --num-shards or --shard-size, not both")
+    settings = PackSettings(options, pass_through=pass_through, pack_label=pack_label,
+                            allow_outside_root=allow_outside_root, workers=num_thread,
+                            executor=executor, resume=resume, force=force,
+                            max_missing=max_missing, num_shards=num_shards,
+                            shard_size=shard_size, checksums=checksums)
     if ray_address is not None and engine != "ray":
         fail("--ray-address goes with --engine ray")
-    sharding = {"num_shards": num_shards, "checksums": checksums,
-                "shard_size": shard_size,
-                "engine": _ray_engine(ray_address) if engine == "ray" else None}
-    _pack_mode(prefix, root, options, PackSettings(pass_through, pack_label, num_thread, executor,
-                                                   resume, force, allow_outside_root,
-                                                   max_missing), strict, quiet, as_json,
-               sharding)
+    _pack_mode(prefix, root, settings, _ray_engine(ray_address) if engine == "ray" else None,
+               strict, quiet, as_json)
 
 
 def _ray_engine(address: Optional[str]) -> Any:
@@ -347,22 +344,8 @@ def _rel(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
-@dataclass
-class PackSettings:
-    """The pack options passed through to ``pack_prefix`` as they are."""
-
-    pass_through: bool
-    pack_label: bool
-    workers: int
-    executor: str
-    resume: bool
-    force: bool
-    allow_outside_root: bool
-    max_missing: float
-
-
-def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSettings,
-               strict: bool, quiet: bool, as_json: bool, sharding: dict) -> None:
+def _pack_mode(prefix: str, root: str, settings: PackSettings, engine: Any, strict: bool,
+               quiet: bool, as_json: bool) -> None:
     bars: list = []
 
     def progress_for(lst: str):
@@ -380,9 +363,8 @@ def _pack_mode(prefix: str, root: str, options: ImageOptions, settings: PackSett
             for line in _lists_lines(found):
                 click.echo(line, err=True)
 
-    results = pack_prefix_to(prefix, root, options, progress_for=progress_for,
-                             on_lists=on_lists, **sharding,
-                             **{k: v for k, v in asdict(settings).items()})
+    results = pack_prefix_to(prefix, root, settings, engine=engine,
+                             progress_for=progress_for, on_lists=on_lists)
     done: List[PackResult] = []
     term = SigtermSeen()
     try:
@@ -462,8 +444,8 @@ def _interrupted(exc: BaseException) -> str:
 
 def _kept(lst: str) -> str:
     """What an interrupted pack of ``lst`` kept, and how to go on."""
-    stem = os.path.splitext(lst)[0]
-    parts = PackProgress(staging_folder(stem))
+    paths = PackPaths.of(lst)
+    parts = PackProgress(paths.staging)
     try:
         saved = parts.job()
     except (OSError, RecordIOError):
@@ -471,7 +453,7 @@ def _kept(lst: str) -> str:
     if saved is not None:
         return (f"the finished parts of {_rel(lst)} are kept ({parts.done_count()} in "
                 f"{_rel(parts.folder)}); rerun with --resume to continue")
-    if not is_url(lst) and has_partial(lst):
+    if not is_url(lst) and paths.has_partial():
         return f"the partial output of {_rel(lst)} is kept; rerun with --resume to continue"
     return f"nothing of {_rel(lst)} was written; run the command again"
 

@@ -1,7 +1,8 @@
 """recio on Ray (``pip install 'recio[ray]'``): distributed packing and RecordIO in Ray Data.
 
 * :class:`RayEngine` runs ``im2rec --num-shards N --engine ray``: one Ray task per shard
-  (``recio.image.packing.shards``); :func:`pack_shards_on_ray` is the same from Python.
+  (``recio.image.packing.shards``); :func:`pack_shards_on_ray` is the same from Python, with the same
+  ``PackSettings`` as every other engine.
 * :func:`read_records` / :class:`RecordDatasource` read ``.rec`` files, folders, globs and
   shard-set manifests into a ``ray.data.Dataset``, in parallel by byte ranges of the ``.idx``.
 * :class:`RecordDatasink` writes any Dataset with a payload (or image) column as a shard set:

@@ -120,7 +120,8 @@ class RayEngine:
     def run(self, parts: Iterator[ListPart], job: PartJob,
             progress: Optional[ProgressCallback]) -> Iterator[PartResult]:
         ray = connect(self.address, **self.init_options)
-        options: Dict[str, Any] = {"num_cpus": job.workers, "max_retries": self.max_retries,
+        options: Dict[str, Any] = {"num_cpus": job.settings.workers,
+                                   "max_retries": self.max_retries,
                                    "retry_exceptions": [OSError, StorageError]}
         options.update(self.ray_remote_args)
         task = ray.remote(_pack_part_task)

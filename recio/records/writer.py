@@ -149,12 +149,13 @@ class RecordWriter(ManagedWriter):
 
     @classmethod
     def _sink(cls, file: BinaryIO, path: Optional[str],
-              owner: Optional[Callable[[], Optional[ManagedWriter]]] = None) -> "RecordWriter":
+              owner: Optional[Callable[[], Optional[ManagedWriter]]] = None, *,
+              offset: int = 0) -> "RecordWriter":
         """The framing and buffering of a RecordWriter over a file another writer owns (the
         owner drains it with ``_drain`` and has the lifecycle: ``owner()`` is aborted when a
-        write fails)."""
+        write fails). ``offset``: where ``file`` is positioned (records already in it)."""
         self = cls.__new__(cls)
-        self._bind(file, path, 0, 1 << 20, owned=True)
+        self._bind(file, path, offset, 1 << 20, owned=True)
         self.closed = False
         self._owner = owner
         return self

@@ -12,8 +12,9 @@ from __future__ import annotations
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from recio.records.reader import RecordReader
 from recio.records.shuffle import ShuffleBuffer
 from recio.records.source import is_remote_source, resolve_source
 from recio.records.split import InputSplit, SourceLayout, record_range
+from recio.storage import StorageOptions
 
 #: one record on its way to a batch: (name for messages, payload, its file, its byte offset)
 Record = Tuple[str, bytes, str, int]
@@ -58,41 +60,74 @@ class DataBatch:
 _DECODE_THREAD = "recio-decode"
 
 
+@dataclass(frozen=True)
+class EngineSettings:
+    """What :class:`BatchEngine` needs of its iterator, checked and normalised by the iterator
+    (``recio.image.batches.iterators.RecordBatchIter``, whose arguments these are): a value, so the
+    engine holds no reference back to the iterator and a reader of the engine sees every
+    setting it uses, typed."""
+
+    #: one ``.rec`` (a str: path or URL; the only kind with ``path_imgidx``) or several (a
+    #: list of str, streamed in order)
+    path_imgrec: Any
+    path_imgidx: Optional[str]
+    #: decodes one record's image into one batch slot: ``sample_shape``, ``dtype``,
+    #: ``params(rng, slots)``, ``__call__(image_bytes, slot_array, params_row)``
+    augmenter: Any
+    batch_size: int
+    label_width: int
+    shuffle: bool
+    seed: int
+    shuffle_buffer: int
+    round_batch: bool
+    carry_over: bool
+    part_index: int
+    num_parts: int
+    labels: Optional[Dict[int, np.ndarray]]
+    strict_labels: bool
+    on_undecodable: str
+    preprocess_threads: int
+    prefetch_buffer: int
+    storage_options: StorageOptions = None
+    cache_dir: Any = None
+    cache_limit: Union[int, str, None] = None
+
+
 class BatchEngine:
-    """The state the producer thread needs (no reference back to the iterator).
+    """The state the producer thread needs (no reference back to the iterator), made from
+    the iterator's :class:`EngineSettings`."""
 
-    ``it`` is the ``RecordBatchIter`` whose settings are copied (typed ``Any``: this module
-    cannot import the iterator's, which imports it)."""
-
-    def __init__(self, it: Any) -> None:
+    def __init__(self, settings: EngineSettings) -> None:
         self.unpack = unpack
-        self.path = it.path_imgrec
-        self.batch_size, self.label_width = it.batch_size, it.label_width
-        self.augment = it.augmenter
-        self.data_shape = (it.batch_size,) + tuple(it.augmenter.sample_shape)
-        self.dtype = np.dtype(it.augmenter.dtype)
-        self.shuffle, self.seed = it.shuffle, it.seed
-        self.shuffle_buffer = it.shuffle_buffer
-        self.round_batch, self.carry_over = it.round_batch, it.carry_over
-        self.part_index, self.num_parts = it.part_index, it.num_parts
-        self.labels, self.strict_labels = it.labels, it.strict_labels
-        self.on_undecodable = it.on_undecodable
+        self.path = settings.path_imgrec
+        self.batch_size, self.label_width = settings.batch_size, settings.label_width
+        self.augment = settings.augmenter
+        self.data_shape = (settings.batch_size,) + tuple(settings.augmenter.sample_shape)
+        self.dtype = np.dtype(settings.augmenter.dtype)
+        self.shuffle, self.seed = settings.shuffle, settings.seed
+        self.shuffle_buffer = settings.shuffle_buffer
+        self.round_batch, self.carry_over = settings.round_batch, settings.carry_over
+        self.part_index, self.num_parts = settings.part_index, settings.num_parts
+        self.labels, self.strict_labels = settings.labels, settings.strict_labels
+        self.on_undecodable = settings.on_undecodable
         # batch arrays handed out before, reused once nobody else holds them (see _new_data)
         self.buffers: List[np.ndarray] = []
-        self.max_buffers = it.prefetch_buffer + 3
+        self.max_buffers = settings.prefetch_buffer + 3
         self.recycle = sys.implementation.name == "cpython"
         self.skipped = 0
         self.reader = None
         self.keys: Optional[List[Any]] = None
         self.offsets: Optional[List[int]] = None
-        self.storage_options = it.storage_options
-        cache = ShardCache.configured(it.cache_dir, it.cache_limit, self.storage_options)
+        self.storage_options = settings.storage_options
+        cache = ShardCache.configured(settings.cache_dir, settings.cache_limit,
+                                      self.storage_options)
         self.layout: Optional[SourceLayout] = None
-        if it.path_imgidx is not None:
+        if settings.path_imgidx is not None:
             self.reader = RecordReader(self.path, storage_options=self.storage_options,
                                        shard_cache=cache)
             try:
-                index = open_checked_index(self.path, it.path_imgidx, rec_size=self.reader.size,
+                index = open_checked_index(self.path, settings.path_imgidx,
+                                           rec_size=self.reader.size,
                                            storage_options=self.storage_options,
                                            shard_cache=cache)
             except BaseException:
@@ -108,8 +143,8 @@ class BatchEngine:
             self.layout = SourceLayout(self.path, self.storage_options, cache)
         elif not is_remote_source(self.path):  # a missing file, a FIFO or a device is named
             resolve_source(self.path)            # now, not at the first batch
-        self.threads = it.preprocess_threads  # started last: a bad .idx must not leak threads
-        self.pool = ThreadPoolExecutor(max_workers=it.preprocess_threads,
+        self.threads = settings.preprocess_threads  # started last: a bad .idx must not leak threads
+        self.pool = ThreadPoolExecutor(max_workers=settings.preprocess_threads,
                                        thread_name_prefix=_DECODE_THREAD)
 
     def close(self) -> None:

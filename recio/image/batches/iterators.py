@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 import numpy as np
 
 from recio.image.batches.augmenter import RRC_AREA, RRC_RATIO, Augmenter
-from recio.image.batches.engine import BatchEngine, DataBatch, describe_path
+from recio.image.batches.engine import BatchEngine, DataBatch, EngineSettings, describe_path
 from recio.image.pixels.codec import DEFAULT_MAX_PIXELS
 from recio.image.undecodable import SKIP, check_policy
 from recio.records.closed import check_open
@@ -118,7 +118,12 @@ class RecordBatchIter:
         self.prefetch_buffer = int(prefetch_buffer)
         self.labels, self.strict_labels = labels, bool(strict_labels)
         self.on_undecodable = check_policy(on_undecodable)
-        self._engine = BatchEngine(self)
+        self._engine = BatchEngine(EngineSettings(
+            self.path_imgrec, self.path_imgidx, augmenter, self.batch_size, self.label_width,
+            self.shuffle, self.seed, self.shuffle_buffer, self.round_batch, self.carry_over,
+            self.part_index, self.num_parts, labels, self.strict_labels, self.on_undecodable,
+            self.preprocess_threads, self.prefetch_buffer, storage_options, cache_dir,
+            cache_limit))
         self._epoch = 0
         self._start_at = (0, 0)  # this epoch's (sweep, offset)
         self._resume: Optional[Tuple[int, int]] = None  # where the next epoch carries on

@@ -30,19 +30,10 @@ from recio.image.packing.output import PackOutput
 from recio.image.packing.worker import Outcome, PackJob, Task, encode_batch
 from recio.image.pixels.transform import set_opencv_threads
 
-#: how workers run: threads share one process (the decoders, OpenCV and NumPy's large array
-#: operations release the GIL while they decode, resize and encode; how far two threads scale
-#: in each mode is measured by benchmarks/bench_im2rec.py); processes avoid the GIL entirely.
-#: "auto" means threads:
-#: the same CPU time per image without pickling, and less memory (measurements in
-#: benchmarks/README.md).
-_EXECUTORS = ("auto", "thread", "process")
-AUTO_EXECUTOR = "thread"
-
-
 class BatchSink(Protocol):
-    """Where :func:`encode_in_order` hands each batch's outcomes, in list order: the pipeline's
-    writer (``recio.image.packing.pipeline``), whose ``out`` is aborted on an error."""
+    """Where :func:`encode_in_order` hands each batch's outcomes, in list order: the pack's
+    writer (``recio.image.packing.output.InOrderWriter``), whose ``out`` is aborted on an
+    error."""
 
     out: PackOutput
 
@@ -105,14 +96,6 @@ def _start_thread(target: Any, name: str) -> threading.Event:
     return ended
 
 
-def check_workers(workers: int, executor: str) -> None:
-    """ValueError unless ``executor`` is one of ``_EXECUTORS`` and ``workers`` at least 1."""
-    if executor not in _EXECUTORS:
-        raise ValueError(f"executor must be one of {_EXECUTORS}, got {executor!r}")
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-
-
 def _init_process_worker(parent: int) -> None:
     """Worker processes leave Ctrl-C to the parent, which stops them cleanly; SIGTERM (how
     the parent stops them) ends them, whatever handler they inherited. On Linux a worker also
@@ -163,15 +146,18 @@ def _batched(tasks: Iterable[Task], size: int) -> Iterator[List[Task]]:
         yield batch
 
 
-def encode_in_order(job: PackJob, tasks: Iterator[Task], workers: int, kind: str,
-                    batch_size: int, window: int, sink: BatchSink) -> None:
+def encode_in_order(job: PackJob, tasks: Iterator[Task], sink: BatchSink) -> None:
     """Encode ``tasks`` in batches (in this thread, on ``workers`` threads, or on ``workers``
-    processes with at most ``window`` batches in flight) and hand every batch to ``sink`` in
-    list order.
+    processes with at most ``window`` batches in flight: ``job.settings``) and hand every
+    batch to ``sink`` in list order.
 
     On any error or Ctrl-C the workers are stopped at once and the output is aborted, which
     keeps the partial files for ``resume``.
     """
+    settings = job.settings
+    workers, kind = settings.workers, settings.executor_kind
+    batch_size = settings.batch_size or (8 if workers > 1 and kind == "process" else 4)
+    window = settings.window or 4 * workers
     pool: Optional[Pool] = None
     others: set = set()  # the children this process had before the pool's
     try:
@@ -194,9 +180,9 @@ def encode_in_order(job: PackJob, tasks: Iterator[Task], workers: int, kind: str
                 for batch in _batched(tasks, batch_size):
                     pending.append(pool.apply_async(encode_batch, (job, batch)))
                     if len(pending) >= window:
-                        sink.write(_outcomes(pending.popleft(), started, sink.out.lst_path))
+                        sink.write(_outcomes(pending.popleft(), started, sink.out.paths.lst))
                 while pending:
-                    sink.write(_outcomes(pending.popleft(), started, sink.out.lst_path))
+                    sink.write(_outcomes(pending.popleft(), started, sink.out.paths.lst))
     except BaseException:
         if pool is not None:
             _stop_pool(pool, others)
@@ -363,3 +349,5 @@ class _ThreadPipeline:
                     self.writing = False
                     self.next_write += 1
                     self.state.notify_all()
+
+

@@ -12,9 +12,13 @@ Journal lines (tab-separated): a header ``#recio-pack-journal 1 <json settings>`
 was dropped) or ``S pos line key path reason cause`` for a skip, so a resumed pack's summary
 counts the whole pack (the first skip, transparency dropped), as an uninterrupted one's.
 
+The records are written by the one record writer (``recio.records.writer.RecordWriter``,
+over the ``.rec.partial``); :class:`InOrderWriter` takes each batch of outcomes, in list order,
+from the executors (``recio.image.packing.executors``), writes it and counts it.
+
 Kept apart from the pipeline (``recio.image.packing.pipeline``) because this is the on-disk contract
 that a resumed run, a pack in parts (``recio.image.packing.shards``) and the command line
-(``im2rec --resume``) all rely on.
+(``im2rec --resume``) all rely on. Every path is ``recio.image.packing.paths.PackPaths``'.
 """
 from __future__ import annotations
 
@@ -22,67 +26,32 @@ import errno
 import json
 import os
 import shlex
-from dataclasses import asdict
-from typing import Dict, Iterator, List, Optional, Tuple, Union, cast
+import weakref
+from dataclasses import asdict, dataclass
+from typing import Callable, Dict, Iterator, List, Optional, Protocol, Tuple, Union, cast
 
-from recio import storage
-from recio.errors import FileInUseError, RecordIOError
-from recio.image.packing.worker import PackJob
+from recio.errors import FileInUseError, NothingFoundError, RecordIOError
+from recio.image.packing.paths import PackPaths
+from recio.image.packing.settings import EARLY_MISSING, PackSettings
+from recio.image.packing.worker import Outcome, PackJob, describe_skips, item_location
 from recio.image.packing.resume_settings import check_same_settings
 from recio.image.pixels.transform import ImageOptions
 from recio.records.atomic import AtomicFile, ManagedWriter, OutputSet
 from recio.records.framing import MAGIC, PART_HEADER
-from recio.records.index_format import format_index, sibling_index_path
-from recio.records.lock import lock_path, pack_journal_path
+from recio.records.index_format import format_index
 from recio.records.write_errors import is_write_only_error, write_failed
+from recio.records.writer import RecordWriter
 
 PathLike = Union[str, "os.PathLike[str]"]
+#: ``progress(done, total)``: items of the list done so far
+ProgressCallback = Callable[[int, int], None]
 
 JOURNAL_MAGIC = "#recio-pack-journal"
 JOURNAL_VERSION = 1
 _BUFFER = 1 << 20
 
 
-def output_paths(lst_path: PathLike) -> Tuple[str, str, str]:
-    """``(rec, idx, errors.tsv)`` paths for a list: the same name with another suffix."""
-    stem = os.path.splitext(os.fspath(lst_path))[0]
-    return stem + ".rec", sibling_index_path(stem + ".rec"), stem + ".errors.tsv"
-
-
-def beside_the_list(lst_path: PathLike) -> str:
-    """What to do when the folder of a list refuses its outputs (read-only, no permission):
-    a pack writes them beside the list, so pack a copy of the list from elsewhere."""
-    name = os.path.basename(os.fspath(lst_path))
-    return (f"a pack writes its outputs beside the list: copy {name} into a folder you can "
-            "write to and pack that copy (its paths are relative to ROOT: the same images)")
-
-
-def partial_paths(lst_path: PathLike) -> Tuple[str, str]:
-    """``(rec.partial, pack.journal)``: where an unfinished pack keeps its progress."""
-    stem = os.path.splitext(os.fspath(lst_path))[0]
-    return stem + ".rec.partial", pack_journal_path(stem)
-
-
-def check_pack_paths(lst_path: PathLike) -> None:
-    """Refuse a pack of ``lst_path`` before it starts when a file it writes, reads back or
-    deletes (outputs, error report, partial files, lock) is a FIFO, a device, a socket or a
-    directory (``recio.storage.regular``): opening one would block, and nothing is ever
-    written beside it or deleted in its place. URLs pass."""
-    stem = os.path.splitext(os.fspath(lst_path))[0]
-    for path in (*output_paths(lst_path), *partial_paths(lst_path), lock_path(stem)):
-        storage.check_output(path)
-
-
-def has_partial(lst_path: PathLike) -> bool:
-    """True when an interrupted pack of this list left progress that ``resume`` can use: its
-    ``.rec.partial`` and journal, or its journal beside the ``.rec`` it was publishing when it
-    stopped (the journal goes last)."""
-    rec_partial, journal = partial_paths(lst_path)
-    return os.path.exists(journal) and (os.path.exists(rec_partial)
-                                        or os.path.exists(output_paths(lst_path)[0]))
-
-
-#: im2rec's option for each image setting a journal records (``pack_settings``)
+#: im2rec's option for each image setting a journal records (``journal_header``)
 _OPTION_FLAGS = {"color": "--color", "resize": "--resize", "encoding": "--encoding",
                  "quality": "--quality", "max_pixels": "--max-pixels",
                  "resize_mode": "--resize-mode"}
@@ -121,19 +90,19 @@ def journal_field(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def pack_settings(lst_path: str, root: str, job: PackJob) -> dict:
+def journal_header(paths: PackPaths, root: str, settings: PackSettings) -> dict:
     """What the journal's header records of a pack, which ``resume`` requires unchanged: the
     list (path, size, mtime), ROOT and the image settings."""
-    st = os.stat(lst_path)
-    return {"lst": os.path.abspath(lst_path), "lst_size": st.st_size,
-            "lst_mtime_ns": st.st_mtime_ns,
-            "root": os.path.abspath(root), "options": asdict(job.options),
-            "pass_through": job.pass_through, "pack_label": job.pack_label}
+    st = os.stat(paths.lst)
+    return {"lst": paths.lst, "lst_size": st.st_size, "lst_mtime_ns": st.st_mtime_ns,
+            "root": os.path.abspath(root), "options": asdict(settings.options),
+            "pass_through": settings.pass_through, "pack_label": settings.pack_label}
 
 
 class JournalState:
-    """Counts recovered from a journal: next position, records, skips, bytes kept. ``first``:
-    the position of the pack's first item (a part of a list starts past 0)."""
+    """What the journal vouches for: next position, records, skips, bytes; recovered from a
+    journal by a resume, then counted on by :class:`InOrderWriter`. ``first``: the position
+    of the pack's first item (a part of a list starts past 0)."""
 
     def __init__(self, first: int = 0) -> None:
         self.first = first
@@ -226,52 +195,56 @@ class PackOutput(ManagedWriter):
     """The files of one pack, with recio's writer lifecycle
     (``recio.records.atomic.ManagedWriter``).
 
-    Records go to ``.rec.partial`` and each finished item to the journal, the journal line only
-    after the record's bytes were handed to the OS. ``close()`` writes ``.idx`` and
-    ``.errors.tsv`` from the journal and renames ``.rec.partial`` to ``.rec``, then the others
-    into place (an old ``.idx`` goes first, an old ``.errors.tsv`` too when nothing failed this
-    time), then deletes the journal. ``abort()`` (an error, Ctrl-C) and an output dropped
-    without ``close()`` keep the ``.partial`` and the journal, which ``resume`` continues from;
-    no final name appears. Opening is all or nothing: a fresh ``.rec.partial`` whose journal
-    cannot be created is deleted again.
+    Records go to ``.rec.partial`` through ``records``, a ``RecordWriter`` over it, and each
+    finished item to the journal, the journal line only after the record's bytes were handed
+    to the OS. ``close()`` writes ``.idx`` and ``.errors.tsv`` from the journal and renames
+    ``.rec.partial`` to ``.rec``, then the others into place (an old ``.idx`` goes first, an
+    old ``.errors.tsv`` too when nothing failed this time), then deletes the journal.
+    ``abort()`` (an error, Ctrl-C) and an output dropped without ``close()`` keep the
+    ``.partial`` and the journal, which ``resume`` continues from; no final name appears.
+    Opening is all or nothing: a fresh ``.rec.partial`` whose journal cannot be created is
+    deleted again.
     """
 
-    def __init__(self, lst_path: str, settings: dict, state: JournalState, fsync: bool) -> None:
-        self.lst_path = lst_path
-        self.rec_path, self.idx_path, self.errors_path = output_paths(lst_path)
-        self.rec_partial, self.journal = partial_paths(lst_path)
+    def __init__(self, paths: PackPaths, header: dict, state: JournalState,
+                 fsync: bool) -> None:
+        self.paths = paths
+        self.rec_path = paths.rec
         self.fsync = fsync
         if state.journal_end:  # a journal whose header (at least) is kept: go on from it
-            self.rec = open(self.rec_partial, "r+b", buffering=_BUFFER)
+            self.rec = open(paths.rec_partial, "r+b", buffering=0)
             try:
                 self.rec.truncate(state.rec_end)
                 self.rec.seek(state.rec_end)
-                self.log = open(self.journal, "r+b", buffering=_BUFFER)
+                self.log = open(paths.journal, "r+b", buffering=_BUFFER)
                 self.log.truncate(state.journal_end)
                 self.log.seek(state.journal_end)
             except BaseException:
                 self.rec.close()
                 raise
         else:
-            self._start_fresh(settings)
-        self._begin(OutputSet([AtomicFile.adopt(self.rec_path, self.rec_partial, self.rec,
+            self._start_fresh(header)
+        #: frames and buffers the records (a write that fails aborts this output)
+        self.records = RecordWriter._sink(self.rec, paths.rec, weakref.ref(self),
+                                          offset=state.rec_end)
+        self._begin(OutputSet([AtomicFile.adopt(paths.rec, paths.rec_partial, self.rec,
                                                 keep_on_discard=True, fsync=fsync)]),
-                    f"pack output {self.rec_partial!r}")
+                    f"pack output {paths.rec_partial!r}")
 
-    def _start_fresh(self, settings: dict) -> None:
+    def _start_fresh(self, header: dict) -> None:
         """Create ``.rec.partial`` and the journal with its header; all or nothing (a full
         disk leaves neither, and says so of the ``.rec``)."""
         made: List[str] = []
         files: list = []
         try:
-            self.rec = open(self.rec_partial, "wb", buffering=_BUFFER)
-            made.append(self.rec_partial)
+            self.rec = open(self.paths.rec_partial, "wb", buffering=0)
+            made.append(self.paths.rec_partial)
             files.append(self.rec)
-            self.log = open(self.journal, "wb", buffering=_BUFFER)
-            made.append(self.journal)
+            self.log = open(self.paths.journal, "wb", buffering=_BUFFER)
+            made.append(self.paths.journal)
             files.append(self.log)
             self.log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} "
-                           f"{json.dumps(settings)}\n".encode())
+                           f"{json.dumps(header)}\n".encode())
             self.log.flush()
         except BaseException as exc:
             for f in files:
@@ -286,29 +259,30 @@ class PackOutput(ManagedWriter):
             raise
 
     def write(self, entries: List[str]) -> None:
-        """Vouch in the journal for a batch whose records were written to ``self.rec``."""
+        """Vouch in the journal for a batch whose records were written to ``self.records``."""
         try:
-            self.rec.flush()  # record bytes reach the OS before the journal vouches for them
+            self.records.flush()  # record bytes reach the OS before the journal vouches
             self.log.write("".join(entries).encode("utf-8", "surrogateescape"))
             self.log.flush()
         except OSError as exc:  # a full disk: what the journal vouches for stays, to resume
             raise write_failed(exc, self.rec_path, resumable=True) from exc
 
     def _finish(self) -> None:
-        self.rec.flush()
+        self.records._finish()
+        self.records.closed = True
         self.log.close()
         outputs = self._outputs
-        idx = outputs.add(AtomicFile(self.idx_path, "wb", fsync=self.fsync))
+        idx = outputs.add(AtomicFile(self.paths.idx, "wb", fsync=self.fsync))
         errors: Optional[AtomicFile] = None
         keys: List[str] = []
         offsets: List[int] = []
-        for fields in _journal_entries(self.journal):
+        for fields in _journal_entries(self.paths.journal):
             if fields[0] == "R":
                 keys.append(fields[2])
                 offsets.append(int(fields[3]))
             else:
                 if errors is None:
-                    errors = outputs.add(AtomicFile(self.errors_path, "wb", fsync=self.fsync))
+                    errors = outputs.add(AtomicFile(self.paths.errors, "wb", fsync=self.fsync))
                     errors.file.write(b"line\tindex\tpath\treason\n")
                 errors.file.write("\t".join(fields[2:6]).encode("utf-8", "surrogateescape")
                                   + b"\n")
@@ -318,10 +292,12 @@ class PackOutput(ManagedWriter):
                 offsets.clear()
         idx.file.write(format_index(keys, offsets))
         if errors is None:
-            outputs.obsolete.append(self.errors_path)  # from an earlier run; none failed now
+            outputs.obsolete.append(self.paths.errors)  # from an earlier run; none failed now
         self.errors_written = errors is not None
 
     def _drop(self) -> None:
+        self.records.closed = True
+        self.records._drop()
         try:
             self.log.close()
         except OSError:  # a full disk: a journal line cut short is one a resume ignores
@@ -330,7 +306,7 @@ class PackOutput(ManagedWriter):
     def remove_partial(self) -> None:
         """Delete the ``.rec.partial`` and the journal (after ``abort()``): for a pack that is
         not worth resuming."""
-        for path in (self.rec_partial, self.journal):
+        for path in self.paths.partial:
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -349,4 +325,119 @@ class PackOutput(ManagedWriter):
                                  path=exc.path) from None
         except OSError as exc:  # a full disk while the .idx is written: a resume writes it
             raise write_failed(exc, self.rec_path, resumable=True) from exc
-        os.unlink(self.journal)
+        os.unlink(self.paths.journal)
+
+
+class Counts(Protocol):
+    """What the found-nothing rules read of a pack's counts (a ``JournalState``, or the
+    ``PackResult`` of a pack in parts)."""
+
+    packed: int
+    skips: Dict[str, int]
+    first_skip: Optional[Tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class FoundChecks:
+    """When a pack counts as having found (nearly) nothing: ``early``, all of the first
+    ``min(EARLY_MISSING, total)`` items missing; at the end (``max_missing`` not None),
+    nothing packed or more than ``max_missing`` of the ``total`` items missing."""
+
+    total: int
+    max_missing: Optional[float]
+    early: bool
+
+
+class InOrderWriter:
+    """Takes the outcomes of each batch, in list order (``recio.image.packing.executors`` hands
+    them over): writes the records through the output's ``RecordWriter``, has the journal
+    vouch for them, counts packed and skipped items (by cause) into ``state``, reports
+    progress, and stops a pack that finds nothing (``checks``)."""
+
+    def __init__(self, out: PackOutput, state: JournalState,
+                 progress: Optional[ProgressCallback], job: PackJob, checks: FoundChecks) -> None:
+        self.out, self.state, self.progress = out, state, progress
+        self.job, self.checks, self.total = job, checks, checks.total
+        self.first_missing: Optional[str] = None
+        if progress is not None:
+            progress(state.done, self.total)
+
+    def write(self, outcomes: List[Outcome]) -> None:
+        """Write one batch's records and journal lines (a skip becomes an ``S`` line)."""
+        entries = []
+        records, state = self.out.records, self.state
+        try:
+            for pos, line, item, payload, cause, reason, alpha in outcomes:
+                if payload is not None and item is not None:
+                    offset = records.write(payload)
+                    entries.append(f"R\t{pos}\t{item.index}\t{offset}\t{records.tell()}\t"
+                                   f"{int(alpha)}\n")
+                    state.packed += 1
+                    state.alpha_dropped += alpha
+                else:
+                    # pack_worker gives every outcome without a payload its cause and reason
+                    assert cause is not None and reason is not None
+                    key, path = ("-", "-") if item is None else (item.index,
+                                                                 journal_field(item.path))
+                    entries.append(f"S\t{pos}\t{line}\t{key}\t{path}\t"
+                                   f"{journal_field(reason)}\t{cause}\n")
+                    state.skipped += 1
+                    state.skips[cause] = state.skips.get(cause, 0) + 1
+                    if state.first_skip is None:  # as the journal keeps it, for a resume
+                        state.first_skip = (line, journal_field(reason))
+                    if cause == "missing" and self.first_missing is None and item is not None:
+                        self.first_missing = item_location(self.job, item.path)
+        except OSError as exc:  # a full disk, an I/O error: kept for --resume
+            raise write_failed(exc, self.out.rec_path, resumable=True) from exc
+        self.out.write(entries)
+        state.next_pos += len(outcomes)
+        state.rec_end = records.tell()
+        if self.progress is not None:
+            self.progress(state.done, self.total)
+        self.check_found(final=False)
+
+    def check_found(self, final: bool) -> None:
+        """Raise :class:`NothingFoundError` when the pack has found (nearly) nothing
+        (``self.checks``)."""
+        checks, state = self.checks, self.state
+        missing = state.skips.get("missing", 0)
+        early = not final and checks.early and state.packed == 0 \
+            and missing >= min(EARLY_MISSING, checks.total) and missing == state.done
+        if early:
+            raise nothing_found(state, state.done, self.first_missing, self.job.root,
+                                self.out.paths.lst)
+        if final and checks.max_missing is not None:
+            check_found(state, checks.total, checks.max_missing, self.first_missing,
+                        self.job.root, self.out.paths.lst)
+
+
+def check_found(counts: Counts, total: int, max_missing: float, first_missing: Optional[str],
+                root: str, lst_path: str) -> None:
+    """The end-of-pack rule: :class:`NothingFoundError` when nothing of ``total`` items was
+    packed or more than ``max_missing`` of them are missing (one owner for ``pack_list`` and
+    a pack in parts)."""
+    missing = counts.skips.get("missing", 0)
+    if counts.packed == 0 or missing > max_missing * total:
+        raise nothing_found(counts, total, first_missing, root, lst_path)
+
+
+def nothing_found(counts: Counts, tried: int, first_missing: Optional[str], root: str,
+                  lst_path: str) -> NothingFoundError:
+    """The error for a pack that found (nearly) nothing, saying what is missing where."""
+    missing = counts.skips.get("missing", 0)
+    if missing and first_missing is not None:
+        message = (f"{missing} of the {tried} images tried are missing under ROOT {root} "
+                   f"(first: {first_missing}); is ROOT right? Nothing was written")
+    elif not counts.skips:
+        message = ("no image to pack: the list holds no line; nothing was written (make one "
+                   "with im2rec PREFIX ROOT --list)")
+    else:
+        first = ""
+        if counts.first_skip is not None:
+            line, reason = counts.first_skip
+            first = f"; first, line {line}: {reason}"
+        message = (f"no image could be packed ({describe_skips(counts.skips)}{first}); "
+                   "nothing was written")
+    return NothingFoundError(message, path=lst_path)
+
+

@@ -23,18 +23,18 @@ import numpy as np
 
 from recio import storage
 from recio.errors import OutputWriteError, RecordIOError
-from recio.image.packing.output import output_paths, partial_paths
+from recio.image.packing.output import FoundChecks
+from recio.image.packing.paths import PackPaths
 from recio.image.packing.progress import PackProgress, attempt_token, part_name
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.worker import Task, make_job
 from recio.image.packing.pipeline import (
-    FoundChecks,
     NothingFoundError,
     PackResult,
     ProgressCallback,
     pack_tasks,
     resume_state,
 )
-from recio.image.pixels.transform import ImageOptions
 from recio.records.atomic import atomic_open, publish_staged
 from recio.records.index import open_index
 from recio.records.manifest import RECORD_CHECKSUM_SUFFIX, Shard, file_crc32
@@ -104,18 +104,12 @@ class ListPart:
 
 @dataclass(frozen=True)
 class PartJob:
-    """What every part's task needs besides its items (picklable: it travels to workers)."""
+    """What every part's task needs besides its items (picklable: it travels to workers):
+    the pack's settings, whole, and where the parts go."""
 
     root: str
-    options: ImageOptions
+    settings: PackSettings
     staging: str
-    pass_through: bool = False
-    pack_label: bool = False
-    allow_outside_root: bool = False
-    checksums: bool = False
-    #: threads (or processes) encoding images inside one task
-    workers: int = 1
-    executor: str = "auto"
     storage_options: StorageOptions = None
     fault: Optional[Fault] = None
     #: the list being packed (named by errors)
@@ -231,8 +225,8 @@ def part_failed(part: ListPart, job: PartJob,
 
 
 class LocalEngine:
-    """Parts one after another in this process, each on ``PartJob.workers`` threads or
-    processes (``im2rec --engine local``, the default)."""
+    """Parts one after another in this process, each on ``PartJob.settings.workers`` threads
+    or processes (``im2rec --engine local``, the default)."""
 
     name = "local"
 
@@ -301,34 +295,32 @@ def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback]
                               or None) if remote else storage.local_path(job.staging)
     # names this attempt's outputs; never written itself
     lst_name = os.path.join(folder, f"{part_name(part.number)}.{attempt_token()}.lst")
+    paths = PackPaths.of(lst_name)
     try:
-        result = PackResult(lst_name, *output_paths(lst_name)[:2], None)
+        result = PackResult(paths.lst, paths.rec, paths.idx, None)
         first = part.tasks[0][0] if part.tasks else 0
-        settings = {"part": part.number, "first": first}
+        header = {"part": part.number, "first": first}
         # an earlier attempt's progress (killed): go on from it
-        resumed = not remote and progress_store.claim_partial(
-            part.number, os.path.splitext(lst_name)[0])
+        resumed = not remote and progress_store.claim_partial(part.number, paths.stem)
         try:
-            state = resume_state(lst_name, settings, resumed, result, first)
+            state = resume_state(paths, header, resumed, result, first)
         except RecordIOError:  # files that do not fit their journal: start the part over
-            for path in (*partial_paths(lst_name), output_paths(lst_name)[0]):
+            for path in (*paths.partial, paths.rec):
                 if os.path.exists(path):
                     os.unlink(path)
-            state = resume_state(lst_name, settings, False, result, first)
+            state = resume_state(paths, header, False, result, first)
         assert state is not None  # a part's own files are never complete yet
         checks = FoundChecks(part.list_total, None, early=bool(part.tasks) and first == 0)
-        image_job = make_job(job.root, job.options, job.pass_through, job.pack_label,
-                             job.allow_outside_root, job.storage_options)
+        image_job = make_job(job.root, job.settings, job.storage_options)
         tasks = (task for task in part.tasks if task[0] >= state.next_pos)
-        sink = pack_tasks(image_job, tasks, lst_name, settings, state, result,
-                          checks, job.workers, job.executor, progress, 0, 0, False)
-        rec, idx, errors = output_paths(lst_name)
+        sink = pack_tasks(image_job, tasks, paths, header, state, result, checks, progress)
+        rec, idx, errors = paths.rec, paths.idx, paths.errors
         error_rows = b""
         if result.errors_path is not None:
             with open(errors, "rb") as f:
                 error_rows = f.read()[len(ERRORS_HEADER):]
             os.unlink(errors)
-        shard = describe_shard(rec, idx, job.checksums) if result.packed else None
+        shard = describe_shard(rec, idx, job.settings.checksums) if result.packed else None
         if shard is None:
             for path in (rec, idx):
                 os.unlink(path)
@@ -343,9 +335,8 @@ def pack_part(part: ListPart, job: PartJob, progress: Optional[ProgressCallback]
         return done
     except Exception:
         if not remote:  # this attempt's own files (a pack's partial files survive its abort)
-            stem = os.path.splitext(lst_name)[0]
             for leftover in os.listdir(folder):
-                if os.path.join(folder, leftover).startswith(stem + "."):
+                if os.path.join(folder, leftover).startswith(paths.stem + "."):
                     os.unlink(os.path.join(folder, leftover))
         raise  # an interruption (Ctrl-C, SIGTERM) keeps them for the next attempt
     finally:

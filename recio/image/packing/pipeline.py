@@ -5,51 +5,44 @@ Workers (threads or processes, ``recio.image.packing.executors``) decode, resize
 from a bounded window of batches in flight, so memory stays bounded however long the list is.
 A bad image never stops the run: it is skipped, counted and reported in ``PREFIX.errors.tsv``
 (line, index, path, reason). Records go to a ``.rec.partial`` with a journal from which an
-interrupted pack resumes (``recio.image.packing.output``); a PREFIX naming several lists is
-``recio.image.packing.prefix``.
+interrupted pack resumes (``recio.image.packing.output``, which also writes them in order); a
+PREFIX naming several lists is ``recio.image.packing.prefix``. What to do is one
+``recio.image.packing.settings.PackSettings``, where to write it one
+``recio.image.packing.paths.PackPaths``.
 
-This module is the pipeline that ties them together: what a pack found (``PackResult``), the
-rules for a pack that found (nearly) nothing, and the in-order writer.
+This module is the pipeline that ties them together: what a pack found (``PackResult``), and
+the pack of one list from its checks to its result.
 """
 from __future__ import annotations
 
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from recio import portable
-from recio.errors import (
-    InterruptedPackError,
-    ListFileError,
-    NothingFoundError,
-    OutputWriteError,
-    plural,
-)
+from recio.errors import InterruptedPackError, ListFileError, NothingFoundError, OutputWriteError
 from recio.image.lists import ListItem, foreign_list_path, read_list_entries
-from recio.image.packing.executors import AUTO_EXECUTOR, check_workers, encode_in_order
+from recio.image.packing.executors import encode_in_order
 from recio.image.packing.output import (
+    FoundChecks,
+    InOrderWriter,
     JournalState,
     PackOutput,
-    beside_the_list,
-    check_pack_paths,
-    has_partial,
-    journal_field,
-    output_paths,
-    pack_settings,
-    partial_paths,
+    ProgressCallback,
+    journal_header,
     recover_journal,
 )
-from recio.image.packing.progress import PackProgress, staging_folder
-from recio.image.packing.worker import Outcome, PackJob, Task, item_location, make_job
-from recio.image.pixels.transform import ImageOptions, set_opencv_threads
+from recio.image.packing.paths import PackPaths
+from recio.image.packing.progress import PackProgress
+from recio.image.packing.settings import PackSettings
+from recio.image.packing.worker import PackJob, Task, make_job
+from recio.image.pixels.transform import set_opencv_threads
 from recio.records.atomic import check_outputs, remove_orphaned_temps
-from recio.records.framing import encode_record
-from recio.records.lock import OutputLock, lock_path
+from recio.records.lock import OutputLock
 from recio.records.write_errors import is_write_only_error, write_failed
 
 PathLike = Union[str, "os.PathLike[str]"]
-ProgressCallback = Callable[[int, int], None]
 
 
 @dataclass
@@ -98,32 +91,6 @@ class PackResult:
                 "seconds_lost": round(self.seconds_lost, 3)}
 
 
-#: why an item was skipped (the key of ``PackResult.skips``)
-SKIP_CAUSES = ("missing", "outside_root", "not_a_file", "unreadable", "too_large",
-               "malformed_line", "not_an_image")
-#: how each cause of ``SKIP_CAUSES`` is written after its count: (one, several)
-_SKIP_WORDS = {"missing": ("missing", "missing"), "outside_root": ("outside ROOT", "outside ROOT"),
-               "not_a_file": ("not a regular file", "not regular files"),
-               "unreadable": ("unreadable", "unreadable"), "too_large": ("too large", "too large"),
-               "malformed_line": ("malformed line", "malformed lines"),
-               "not_an_image": ("not an image", "not images")}
-
-
-def describe_skips(skips: Dict[str, int]) -> str:
-    """Skip counts by cause as words, e.g. ``"2 missing, 1 malformed line"``."""
-    out = []
-    for cause, n in skips.items():
-        one, several = _SKIP_WORDS.get(cause, (cause.replace("_", " "),) * 2)
-        out.append(plural(n, one, several))
-    return ", ".join(out)
-
-
-#: a pack fails (no output) when more than this share of its items is missing under ROOT
-MAX_MISSING = 0.5
-#: ... and stops early when this many items were tried and every one was missing
-EARLY_MISSING = 100
-
-
 def count_items(lst_path: PathLike) -> int:
     """Number of items (non-blank lines, malformed ones included) in a list, read before a pack
     writes anything: a path this OS cannot open at all (on POSIX a Windows drive or UNC path,
@@ -142,19 +109,17 @@ def count_items(lst_path: PathLike) -> int:
     return count
 
 
-def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
-              pass_through: bool = False, pack_label: bool = False, workers: int = 1,
-              executor: str = "auto", resume: bool = False, force: bool = False,
-              allow_outside_root: bool = False, max_missing: float = MAX_MISSING,
-              progress: Optional[ProgressCallback] = None, batch_size: int = 0,
-              window: int = 0, fsync: bool = False) -> PackResult:
-    """Pack the images of ``lst_path`` (paths relative to ``root``) into ``.rec`` + ``.idx``.
+def pack_list(lst_path: PathLike, root: PathLike, settings: Optional[PackSettings] = None, *,
+              progress: Optional[ProgressCallback] = None) -> PackResult:
+    """Pack the images of ``lst_path`` (paths relative to ``root``) into ``.rec`` + ``.idx``
+    as ``settings`` say (default: ``PackSettings()``, im2rec's defaults).
 
     Records are written in list order with ``id = index``, ``id2 = 0`` and the first label (all
     labels with ``pack_label`` when there are several). ``workers`` > 1 runs that many threads or
     processes (``executor``). ``resume`` continues an interrupted pack of the same list with the
     same settings (or returns at once if the outputs are already complete). ``progress(done,
-    total)`` is called as items finish.
+    total)`` is called as items finish. A shard set (``num_shards``, ``shard_size``) is
+    ``recio.image.packing.shards.pack_shards``'.
 
     What is skipped, counted by cause in ``PackResult.skips`` and listed in ``.errors.tsv``:
     malformed list lines, missing files, paths resolving outside ``root`` (absolute, ``..``,
@@ -169,86 +134,68 @@ def pack_list(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions
     The pack holds ``STEM.pack.lock`` (``recio.records.lock``) while it runs: a second pack of
     the same list meanwhile gets :class:`~recio.errors.OutputBusyError` at once.
 
-    ``fsync=True`` fsyncs the finished files before they are renamed into place (and their
+    ``fsync`` fsyncs the finished files before they are renamed into place (and their
     folder after), so a returned result survives an OS crash; resuming after an OS crash is
     best effort (the journal is flushed to the OS, not fsynced, after every batch).
     """
-    lst_path = os.path.abspath(os.fspath(lst_path))
+    settings = settings or PackSettings()
+    paths = PackPaths.of(lst_path)
     root = os.path.abspath(os.fspath(root))
-    options = options or ImageOptions()
-    check_workers(workers, executor)
-    check_pack_paths(lst_path)  # no FIFO or device where the pack writes
-    with OutputLock(lock_path(os.path.splitext(lst_path)[0]), output=output_paths(lst_path)[0],
-                    remedy=beside_the_list(lst_path)):
-        _check_interrupted(lst_path, resume, force)
-        if not resume:
-            check_outputs(output_paths(lst_path)[:2], [lst_path], force=force)
-        job = make_job(root, options, pass_through, pack_label, allow_outside_root)
-        settings = pack_settings(lst_path, root, job)
+    paths.check()  # no FIFO or device where the pack writes
+    with OutputLock(paths.lock, output=paths.rec, remedy=paths.beside_the_list()):
+        _check_interrupted(paths, settings)
+        if not settings.resume:
+            check_outputs([paths.rec, paths.idx], [paths.lst], force=settings.force)
+        job = make_job(root, settings)
+        header = journal_header(paths, root, settings)
         started = time.perf_counter()
-        total = count_items(lst_path)
-        result = PackResult(lst_path, *output_paths(lst_path)[:2], None)
-        if resume:
-            remove_orphaned_temps(os.path.splitext(lst_path)[0])  # a killed run's .idx temps
-        state = resume_state(lst_path, settings, resume, result)
+        total = count_items(paths.lst)
+        result = PackResult(paths.lst, paths.rec, paths.idx, None)
+        if settings.resume:
+            remove_orphaned_temps(paths.stem)  # a killed run's .idx temps
+        state = resume_state(paths, header, settings.resume, result)
         if state is None:
             return result  # resume found the outputs complete
-        tasks = list_tasks(lst_path, ListTally(result, pack_label))
+        tasks = list_tasks(paths.lst, ListTally(result, settings.pack_label))
         tasks = (task for task in tasks if task[0] >= state.next_pos)
-        checks = FoundChecks(total, max_missing, early=True)
-        pack_tasks(job, tasks, lst_path, settings, state, result, checks, workers, executor,
-                   progress, batch_size, window, fsync)
+        checks = FoundChecks(total, settings.max_missing, early=True)
+        pack_tasks(job, tasks, paths, header, state, result, checks, progress)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _check_interrupted(lst_path: str, resume: bool, force: bool) -> None:
-    """What an interrupted pack of ``lst_path`` left is never discarded unasked: without
+def _check_interrupted(paths: PackPaths, settings: PackSettings) -> None:
+    """What an interrupted pack of the list left is never discarded unasked: without
     ``resume`` its partial files are refused (:class:`InterruptedPackError`) unless ``force``
     (then they are written over); an interrupted pack in parts (``recio.image.packing.shards``)
-    is refused unless ``force`` deletes it (``pack_shards(resume=True)`` continues it)."""
-    parts = PackProgress(staging_folder(os.path.splitext(lst_path)[0]))
+    is refused unless ``force`` deletes it (``pack_shards`` with ``resume`` continues it)."""
+    parts = PackProgress(paths.staging)
     if parts.job() is not None:
-        if not force:
+        if not settings.force:
             raise InterruptedPackError(
                 f"an interrupted pack of this list in parts is kept in {parts.folder}; continue "
                 "it with --resume (as it was started: --num-shards, --shard-size, --engine "
-                "ray), or start over with --force (which deletes it)", path=lst_path)
+                "ray), or start over with --force (which deletes it)", path=paths.lst)
         parts.discard()
-    if not resume and not force and has_partial(lst_path):
-        names = " and ".join(os.path.basename(p) for p in partial_paths(lst_path))
+    if not settings.resume and not settings.force and paths.has_partial():
+        names = " and ".join(os.path.basename(p) for p in paths.partial)
         raise InterruptedPackError(f"an interrupted pack of this list left {names}; continue "
                                    "it with --resume, or start over with --force (which "
-                                   "deletes them)", path=lst_path)
+                                   "deletes them)", path=paths.lst)
 
 
-@dataclass(frozen=True)
-class FoundChecks:
-    """When a pack counts as having found (nearly) nothing: ``early``, all of the first
-    ``min(EARLY_MISSING, total)`` items missing; at the end (``max_missing`` not None),
-    nothing packed or more than ``max_missing`` of the ``total`` items missing."""
-
-    total: int
-    max_missing: Optional[float]
-    early: bool
-
-
-def pack_tasks(job: PackJob, tasks: Iterator[Task], lst_path: str, settings: dict,
-               state: Optional[JournalState], result: PackResult, checks: FoundChecks,
-               workers: int, executor: str, progress: Optional[ProgressCallback],
-               batch_size: int, window: int, fsync: bool) -> _InOrderSink:
-    """Encode ``tasks`` into the outputs named after ``lst_path`` (``output_paths``), counting
-    into ``result``: the pipeline behind :func:`pack_list` and ``pack_part``. ``state``:
-    where a resumed pack continues (None: from the start)."""
-    state = state or JournalState()
-    out = PackOutput(lst_path, settings, state, fsync)
-    sink = _InOrderSink(out, result, state, progress, job, checks)
-    kind = AUTO_EXECUTOR if executor == "auto" else executor
-    if not batch_size:
-        batch_size = 8 if workers > 1 and kind == "process" else 4
+def pack_tasks(job: PackJob, tasks: Iterator[Task], paths: PackPaths, header: dict,
+               state: JournalState, result: PackResult, checks: FoundChecks,
+               progress: Optional[ProgressCallback]) -> InOrderWriter:
+    """Encode ``tasks`` into the outputs at ``paths`` (as ``job.settings`` say), counting into
+    ``result``: the pipeline behind :func:`pack_list` and ``pack_part``. ``state``: where the
+    pack continues (a fresh ``JournalState`` for a new one); ``header``: what its journal
+    records (``journal_header``)."""
+    out = PackOutput(paths, header, state, job.settings.fsync)
+    sink = InOrderWriter(out, state, progress, job, checks)
     opencv_threads = set_opencv_threads(1)
     try:
-        encode_in_order(job, tasks, workers, kind, batch_size, window or 4 * workers, sink)
+        encode_in_order(job, tasks, sink)
         sink.check_found(final=True)
     except NothingFoundError:
         out.abort()
@@ -258,14 +205,22 @@ def pack_tasks(job: PackJob, tasks: Iterator[Task], lst_path: str, settings: dic
         if not isinstance(exc, OutputWriteError) and not is_write_only_error(exc):
             raise
         out.abort()
-        raise write_failed(exc, out.rec_path, resumable=True) from exc
+        raise write_failed(exc, paths.rec, resumable=True) from exc
     finally:
         if opencv_threads is not None:
             set_opencv_threads(opencv_threads)
     out.close()
-    result.errors_path = output_paths(lst_path)[2] if out.errors_written else None
-    result.bytes = sink.offset
+    _take_counts(result, state)
+    result.errors_path = paths.errors if out.errors_written else None
+    result.bytes = state.rec_end
     return sink
+
+
+def _take_counts(result: PackResult, state: JournalState) -> None:
+    """``result`` gets what the journal vouches for (the items of an earlier run included)."""
+    result.packed, result.skipped = state.packed, state.skipped
+    result.skips = dict(state.skips)
+    result.alpha_dropped, result.first_skip = state.alpha_dropped, state.first_skip
 
 
 def list_tasks(lst_path: str, tally: "ListTally") -> Iterator[Task]:
@@ -309,121 +264,24 @@ class ListTally:
         return bool(seen)
 
 
-def resume_state(lst_path: str, settings: dict, resume: bool, result: PackResult,
+def resume_state(paths: PackPaths, header: dict, resume: bool, result: PackResult,
                  first: int = 0) -> Optional[JournalState]:
     """Where packing starts: the journal's progress when resuming an interrupted pack, a fresh
     start otherwise, or None when ``resume`` finds the outputs already complete (``result``
-    then says so). ``result`` gets the counts of the items done before. ``first``: the
-    position of the first item (a part of a list, ``recio.image.packing.parts``)."""
-    rec_path, idx_path, errors_path = output_paths(lst_path)
-    rec_partial, journal = partial_paths(lst_path)
+    then says so). ``result`` gets the number of items done before (``resumed``). ``first``:
+    the position of the first item (a part of a list, ``recio.image.packing.parts``)."""
     state = JournalState(first)
-    if resume and has_partial(lst_path):
-        if not os.path.exists(rec_partial):  # publishing was cut short after the .rec: the
-            os.replace(rec_path, rec_partial)  # journal writes the .idx and report again
-        state = recover_journal(rec_partial, journal, settings, first)
-    elif resume and os.path.exists(rec_path) and os.path.exists(idx_path) \
-            and not os.path.exists(rec_partial):
+    if resume and paths.has_partial():
+        if not os.path.exists(paths.rec_partial):  # publishing was cut short after the .rec:
+            os.replace(paths.rec, paths.rec_partial)  # the journal writes .idx, report again
+        state = recover_journal(paths.rec_partial, paths.journal, header, first)
+    elif resume and os.path.exists(paths.rec) and os.path.exists(paths.idx) \
+            and not os.path.exists(paths.rec_partial):
         result.already_done = True
-        result.errors_path = errors_path if os.path.exists(errors_path) else None
-        result.bytes = os.path.getsize(rec_path)
+        result.errors_path = paths.errors if os.path.exists(paths.errors) else None
+        result.bytes = os.path.getsize(paths.rec)
         return None
     result.resumed = state.done
-    result.packed, result.skipped = state.packed, state.skipped
-    result.skips = dict(state.skips)
-    result.alpha_dropped, result.first_skip = state.alpha_dropped, state.first_skip
     return state
 
 
-class _InOrderSink:
-    """Takes the outcomes of each batch, in list order: frames and writes the records, has the
-    journal vouch for them, counts packed and skipped items (by cause), reports progress, and
-    stops a pack that finds nothing."""
-
-    def __init__(self, out: "PackOutput", result: PackResult, state: JournalState,
-                 progress: Optional[ProgressCallback], job: PackJob, checks: FoundChecks) -> None:
-        self.out, self.result, self.progress = out, result, progress
-        self.job, self.checks, self.total = job, checks, checks.total
-        self.offset = state.rec_end
-        self.done = state.done
-        self.first_missing: Optional[str] = None
-        if progress is not None:
-            progress(self.done, self.total)
-
-    def write(self, outcomes: List[Outcome]) -> None:
-        """Write one batch's records and journal lines (a skip becomes an ``S`` line)."""
-        entries = []
-        rec, result = self.out.rec, self.result
-        for pos, line, item, payload, cause, reason, alpha in outcomes:
-            if payload is not None and item is not None:
-                framed = encode_record(payload)
-                try:
-                    rec.write(framed)
-                except OSError as exc:  # a full disk, an I/O error: kept for --resume
-                    raise write_failed(exc, self.out.rec_path, resumable=True) from exc
-                entries.append(f"R\t{pos}\t{item.index}\t{self.offset}\t"
-                               f"{self.offset + len(framed)}\t{int(alpha)}\n")
-                self.offset += len(framed)
-                result.packed += 1
-                result.alpha_dropped += alpha
-            else:
-                # pack_worker gives every outcome without a payload its cause and reason
-                assert cause is not None and reason is not None
-                key, path = ("-", "-") if item is None else (item.index, journal_field(item.path))
-                entries.append(f"S\t{pos}\t{line}\t{key}\t{path}\t{journal_field(reason)}\t"
-                               f"{cause}\n")
-                result.skipped += 1
-                result.skips[cause] = result.skips.get(cause, 0) + 1
-                if result.first_skip is None:  # as the journal keeps it, for a resume
-                    result.first_skip = (line, journal_field(reason))
-                if cause == "missing" and self.first_missing is None and item is not None:
-                    self.first_missing = item_location(self.job, item.path)
-        self.out.write(entries)
-        self.done += len(outcomes)
-        if self.progress is not None:
-            self.progress(self.done, self.total)
-        self.check_found(final=False)
-
-    def check_found(self, final: bool) -> None:
-        """Raise :class:`NothingFoundError` when the pack has found (nearly) nothing
-        (``self.checks``)."""
-        checks, result = self.checks, self.result
-        missing = result.skips.get("missing", 0)
-        early = not final and checks.early and result.packed == 0 \
-            and missing >= min(EARLY_MISSING, checks.total) and missing == self.done
-        if early:
-            raise nothing_found(result, self.done, self.first_missing, self.job.root,
-                                self.out.lst_path)
-        if final and checks.max_missing is not None:
-            check_found(result, checks.total, checks.max_missing, self.first_missing,
-                        self.job.root, self.out.lst_path)
-
-
-def check_found(result: PackResult, total: int, max_missing: float, first_missing: Optional[str],
-                root: str, lst_path: str) -> None:
-    """The end-of-pack rule: :class:`NothingFoundError` when nothing of ``total`` items was
-    packed or more than ``max_missing`` of them are missing (one owner for
-    :func:`pack_list` and a shard set packed in parts)."""
-    missing = result.skips.get("missing", 0)
-    if result.packed == 0 or missing > max_missing * total:
-        raise nothing_found(result, total, first_missing, root, lst_path)
-
-
-def nothing_found(result: PackResult, tried: int, first_missing: Optional[str], root: str,
-                  lst_path: str) -> NothingFoundError:
-    """The error for a pack that found (nearly) nothing, saying what is missing where."""
-    missing = result.skips.get("missing", 0)
-    if missing and first_missing is not None:
-        message = (f"{missing} of the {tried} images tried are missing under ROOT {root} "
-                   f"(first: {first_missing}); is ROOT right? Nothing was written")
-    elif not result.skips:
-        message = ("no image to pack: the list holds no line; nothing was written (make one "
-                   "with im2rec PREFIX ROOT --list)")
-    else:
-        first = ""
-        if result.first_skip is not None:
-            line, reason = result.first_skip
-            first = f"; first, line {line}: {reason}"
-        message = (f"no image could be packed ({describe_skips(result.skips)}{first}); "
-                   "nothing was written")
-    return NothingFoundError(message, path=lst_path)

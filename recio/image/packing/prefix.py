@@ -15,14 +15,14 @@ import difflib
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, List, Optional, Union
+from typing import Callable, Iterator, List, Optional, Union
 
 from recio import storage
 from recio.errors import ListFileError, NothingFoundError
 from recio.image.list_folder import near_folders
 from recio.image.lists import prefix_extension
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.pipeline import PackResult, ProgressCallback, pack_list
-from recio.image.pixels.transform import ImageOptions
 from recio.storage import StorageOptions
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -43,28 +43,26 @@ def find_lists(prefix: PathLike) -> List[str]:
     return sorted(found)
 
 
-def pack_prefix(prefix: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
+def pack_prefix(prefix: PathLike, root: PathLike, settings: Optional[PackSettings] = None, *,
                 progress_for: Optional[Callable[[str], Optional[ProgressCallback]]] = None,
-                on_lists: Optional[Callable[["PrefixLists"], None]] = None,
-                pack_one: Optional[Callable[..., PackResult]] = None,
-                **pack_options: Any) -> Iterator[PackResult]:
-    """Pack every ``.lst`` im2rec finds for ``prefix`` (:func:`prefix_lists`), one after
-    another, yielding each list's ``PackResult`` as it completes: what ``im2rec PREFIX ROOT``
-    does.
+                on_lists: Optional[Callable[["PrefixLists"], None]] = None
+                ) -> Iterator[PackResult]:
+    """Pack every ``.lst`` im2rec finds for a local ``prefix`` (:func:`prefix_lists`) with
+    ``pack_list``, one after another, yielding each list's ``PackResult`` as it completes.
 
     ``on_lists(found)`` is called once before anything is packed, with the lists that will be
     packed and those left out (so a command can name them); ``progress_for(lst_path)`` gives
-    the progress callback for one list (or None); ``pack_options`` are ``pack_list``'s
-    keywords; ``pack_one`` packs one list instead of ``pack_list`` (same arguments). No list at
-    all raises ``ListFileError`` saying how to make one (and naming near prefixes); lists that
-    hold no line at all, ``NothingFoundError``.
+    the progress callback for one list (or None). No list at all raises ``ListFileError``
+    saying how to make one (and naming near prefixes); lists that hold no line at all,
+    ``NothingFoundError``. ``im2rec`` itself (shards, URLs, an engine) is
+    ``recio.image.packing.dispatch.pack_prefix_to``.
     """
     found = prefix_lists(prefix, root)
     if on_lists is not None:
         on_lists(found)
     for lst in found.lists:
         progress = progress_for(lst) if progress_for is not None else None
-        yield (pack_one or pack_list)(lst, root, options, progress=progress, **pack_options)
+        yield pack_list(lst, root, settings, progress=progress)
 
 
 @dataclass

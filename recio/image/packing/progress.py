@@ -44,30 +44,23 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from recio import portable, storage
 from recio.errors import OutputWriteError
-from recio.image.packing.output import output_paths, partial_paths
+from recio.image.packing.paths import PackPaths
 from recio.records.atomic import atomic_open
 from recio.records.manifest import file_crc32
 from recio.records.write_errors import folder_write_failed, is_write_only_error
 from recio.storage import StorageOptions
 
-#: the staging folder of ``STEM``'s pack: ``DIR/.recio-pack-NAME``
-_STAGING_PREFIX = ".recio-pack-"
 _PROGRESS_FORMAT = "recio-pack-progress"
 _PROGRESS_VERSION = 1
 _JOB_FILE = "job.json"
 _DONE = re.compile(r"part-(\d{5,})\.json\Z")
-#: an attempt's partial files (``pack_output.partial_paths`` of its stem) and the ``.rec`` a
+#: an attempt's partial files (``PackPaths.partial`` of its stem) and the ``.rec`` a
 #: publish cut short renamed the ``.rec.partial`` to: ``part-NNNNN.ATTEMPT.SUFFIX``
 _PARTIAL = re.compile(r"(part-\d{5,})\.([0-9a-z-]+)\.(pack\.journal|rec\.partial|rec)\Z")
 #: ``ATTEMPT`` of :func:`attempt_token`: host, process, random
 _TOKEN = re.compile(r"h([0-9a-f]{8})-p(\d+)-r[0-9a-f]+\Z")
 #: files checksummed at once when a resume verifies the kept parts
 _VERIFY_THREADS = 8
-
-
-def staging_folder(stem: str) -> str:
-    """``data/train`` -> ``data/.recio-pack-train`` (a URL stays a URL)."""
-    return storage.join(storage.dirname(stem), _STAGING_PREFIX + storage.basename(stem))
 
 
 def part_name(number: int) -> str:
@@ -251,26 +244,23 @@ class PackProgress:
                 except OSError:
                     continue
                 candidates.append((size, match.group(2)))
-        new_partial, new_journal = partial_paths(stem + ".lst")
+        new = PackPaths.of(stem + ".lst")
         claimed = False
         for _, token in sorted(candidates, reverse=True):
-            old = self.path(f"{prefix}.{token}")
-            old_partial, old_journal = partial_paths(old + ".lst")
-            old_rec = output_paths(old + ".lst")[0]
+            old = PackPaths.of(self.path(f"{prefix}.{token}") + ".lst")
             if not claimed:
                 try:
-                    os.rename(old_journal, new_journal)  # the journal first: whoever moves it
+                    os.rename(old.journal, new.journal)  # the journal first: whoever moves it
                 except FileNotFoundError:            # owns the pair
                     continue
-                for source, target in ((old_partial, new_partial),
-                                       (old_rec, output_paths(stem + ".lst")[0])):
+                for source, target in ((old.rec_partial, new.rec_partial), (old.rec, new.rec)):
                     try:
                         os.rename(source, target)
                         claimed = True
                     except FileNotFoundError:
                         pass
                 if not claimed:  # a journal without its records: nothing to go on from
-                    os.unlink(new_journal)
+                    os.unlink(new.journal)
                     continue
             self._forget_attempt(prefix, token)
         return claimed
@@ -296,3 +286,5 @@ class PackProgress:
             except (OSError, ValueError):
                 return False
         return False
+
+

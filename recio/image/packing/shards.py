@@ -48,14 +48,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from recio import storage
 from recio.errors import InterruptedPackError
-from recio.image.packing.executors import check_workers
-from recio.image.packing.output import (
-    beside_the_list,
-    check_pack_paths,
-    has_partial,
-    output_paths,
-    partial_paths,
-)
+from recio.image.packing.output import check_found
 from recio.image.packing.parts import (
     ERRORS_HEADER,
     Engine,
@@ -65,20 +58,19 @@ from recio.image.packing.parts import (
     PartJob,
     PartResult,
 )
-from recio.image.packing.progress import PackProgress, staging_folder
+from recio.image.packing.paths import PackPaths
+from recio.image.packing.progress import PackProgress
+from recio.image.packing.settings import PackSettings
 from recio.image.packing.worker import Task
 from recio.image.packing.resume_settings import check_same_settings
 from recio.image.packing.pipeline import (
-    MAX_MISSING,
     ListTally,
     NothingFoundError,
     PackResult,
     ProgressCallback,
-    check_found,
     count_items,
     list_tasks,
 )
-from recio.image.pixels.transform import ImageOptions
 from recio.records.atomic import (
     AtomicFile,
     OutputSet,
@@ -87,14 +79,8 @@ from recio.records.atomic import (
     remove_orphaned_temps,
 )
 from recio.records.index import open_index
-from recio.records.lock import OutputLock, lock_path
-from recio.records.manifest import (
-    RECORD_CHECKSUM_SUFFIX,
-    file_crc32,
-    load_manifest,
-    manifest_path,
-    shard_stem,
-)
+from recio.records.lock import OutputLock
+from recio.records.manifest import RECORD_CHECKSUM_SUFFIX, file_crc32, load_manifest, shard_stem
 from recio.records.reader import RecordReader
 from recio.records.shards.commit import (
     COMBINED_INDEX_SUFFIX,
@@ -159,85 +145,70 @@ class ShardPackReport:
                 for p in sorted(self.parts, key=lambda p: p.number)]
 
 
-def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptions] = None, *,
-                num_shards: Optional[int], shard_size: Optional[int] = None,
-                engine: Optional[Engine] = None, checksums: bool = False,
-                pass_through: bool = False, pack_label: bool = False, workers: int = 1,
-                executor: str = "auto", resume: bool = False, force: bool = False,
-                allow_outside_root: bool = False, max_missing: float = MAX_MISSING,
-                progress: Optional[ProgressCallback] = None,
+def pack_shards(lst_path: PathLike, root: PathLike, settings: Optional[PackSettings] = None, *,
+                engine: Optional[Engine] = None, progress: Optional[ProgressCallback] = None,
                 storage_options: StorageOptions = None, fault: Optional[Fault] = None,
                 report: Optional[ShardPackReport] = None) -> PackResult:
-    """Pack ``lst_path`` in parts on ``engine`` (default :class:`LocalEngine`) into the shard
-    set ``STEM-NNNNN.rec``/``.idx`` (STEM: the list's path without ``.lst``; local or a URL),
-    ``STEM.combined.idx`` and ``STEM.manifest.json``, one shard per part; with ``shard_size``
-    instead into shards of at most that many bytes; with neither into one ``STEM.rec`` +
-    ``STEM.idx``, byte for byte what ``pack_list`` writes (the driver joins the parts: one
-    sequential copy of the records, which shards avoid). ``root``: the images, a folder or a
-    URL. Returns the ``PackResult`` (for a set, ``rec_path`` is the manifest and ``idx_path``
-    None); ``report`` collects each part's timing.
+    """Pack ``lst_path`` in parts on ``engine`` (default :class:`LocalEngine`) as ``settings``
+    say: with ``num_shards`` into the shard set ``STEM-NNNNN.rec``/``.idx`` (STEM: the list's
+    path without ``.lst``; local or a URL), ``STEM.combined.idx`` and ``STEM.manifest.json``,
+    one shard per part; with ``shard_size`` instead into shards of at most that many bytes;
+    with neither into one ``STEM.rec`` + ``STEM.idx``, byte for byte what ``pack_list``
+    writes (the driver joins the parts: one sequential copy of the records, which shards
+    avoid). ``root``: the images, a folder or a URL. Returns the ``PackResult`` (for a set,
+    ``rec_path`` is the manifest and ``idx_path`` None); ``report`` collects each part's
+    timing.
 
     ``resume`` continues an interrupted or failed pack of the list (the same settings; any
     engine, process or machine that sees the outputs) or returns at once when its outputs are
     complete; ``force`` replaces existing outputs and discards an interrupted pack. See the
     module docstring for what appears when."""
-    lst_path = storage.absolute(lst_path)
+    settings = settings or PackSettings()
+    paths = PackPaths.of(lst_path)
     root = storage.absolute(root)
-    check_workers(workers, executor)
-    if num_shards is not None and num_shards < 1:
-        raise ValueError(f"num_shards must be at least 1, got {num_shards}")
-    if shard_size is not None and shard_size < 1:
-        raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
-    if num_shards is not None and shard_size is not None:
-        raise ValueError("give num_shards or shard_size, not both")
     engine = engine or LocalEngine()
-    options = options or ImageOptions()
-    layout = "shards" if num_shards is not None else "sized" if shard_size is not None \
-        else "joined"
-    stem = os.path.splitext(lst_path)[0]
-    rec_path, idx_path, errors_path = output_paths(lst_path)
+    layout = settings.layout
     started = time.perf_counter()
-    result = PackResult(lst_path, rec_path if layout == "joined" else manifest_path(stem),
-                        idx_path if layout == "joined" else None, None)  # type: ignore[arg-type]
-    store = PackProgress(staging_folder(stem), storage_options)
-    check_pack_paths(lst_path)  # no FIFO or device where the pack writes (a URL passes)
-    with OutputLock(lock_path(stem), storage_options, output=result.rec_path,
-                    remedy=beside_the_list(lst_path)) as lock, \
-            storage.local_copy(lst_path, storage_options) as local_lst:
+    result = PackResult(paths.lst, paths.rec if layout == "joined" else paths.manifest,
+                        paths.idx if layout == "joined" else None, None)  # type: ignore[arg-type]
+    store = PackProgress(paths.staging, storage_options)
+    paths.check()  # no FIFO or device where the pack writes (a URL passes)
+    with OutputLock(paths.lock, storage_options, output=result.rec_path,
+                    remedy=paths.beside_the_list()) as lock, \
+            storage.local_copy(paths.lst, storage_options) as local_lst:
         total = count_items(local_lst)
-        settings = _settings(local_lst, root, options, pass_through, pack_label,
-                             allow_outside_root, checksums, layout, num_shards, shard_size)
-        _check_plain_partial(lst_path, force)
+        job_settings = _job_settings(local_lst, root, settings)
+        _check_plain_partial(paths, settings.force)
         saved = store.job()
-        if saved is not None and not resume and not force:
-            raise _interrupted_error(store, saved, lst_path)
-        resumed = saved is not None and resume
+        if saved is not None and not settings.resume and not settings.force:
+            raise _interrupted_error(store, saved, paths.lst)
+        resumed = saved is not None and settings.resume
         if resumed:
             assert saved is not None  # resumed: there was a job
-            check_same_settings(saved.get("settings") or {}, settings, lst_path,
+            check_same_settings(saved.get("settings") or {}, job_settings, paths.lst,
                                 storage.basename(store.folder))
             per_part = int(saved["layout"]["per_part"])
             kept = _kept_parts(store, saved["job"], -(-total // per_part),
-                               stem if layout == "shards" else None)
+                               paths.stem if layout == "shards" else None)
         else:
-            outputs = (set_outputs(stem, storage_options) if layout != "joined"
-                       else [rec_path, idx_path])
-            if resume and _complete(layout, stem, rec_path, idx_path, storage_options):
+            outputs = (set_outputs(paths.stem, storage_options) if layout != "joined"
+                       else [paths.rec, paths.idx])
+            if settings.resume and _complete(layout, paths, storage_options):
                 if store.leftovers():  # a run killed while deleting it at the very end
                     store.discard()
-                return _already_done(result, layout, stem, errors_path, storage_options)
-            check_outputs(outputs, [lst_path], force=force, storage_options=storage_options)
-            per_part = part_size(total, num_shards if num_shards is not None else
-                                 max(engine.parallelism(), -(-total // PART_ITEMS)))
-            saved = store.start(settings, {"items": total, "per_part": per_part})
+                return _already_done(result, layout, paths, storage_options)
+            check_outputs(outputs, [paths.lst], force=settings.force,
+                          storage_options=storage_options)
+            per_part = part_size(total, settings.num_shards if settings.num_shards is not None
+                                 else max(engine.parallelism(), -(-total // PART_ITEMS)))
+            saved = store.start(job_settings, {"items": total, "per_part": per_part})
             kept = {}
-        if not storage.is_url(stem):
-            remove_orphaned_temps(stem)  # writers of an earlier run killed mid-publish
+        if not storage.is_url(paths.stem):
+            remove_orphaned_temps(paths.stem)  # writers of an earlier run killed mid-publish
         result.resumed = sum(p.items for p in kept.values())
-        _, parts = split_list(local_lst, per_part, pack_label, result, total)
-        job = PartJob(root, options, store.folder, pass_through, pack_label,
-                      allow_outside_root, checksums, workers, executor, storage_options, fault,
-                      lst_path, saved["job"], uuid.uuid4().hex[:8])
+        _, parts = split_list(local_lst, per_part, settings.pack_label, result, total)
+        job = PartJob(root, settings, store.folder, storage_options, fault, paths.lst,
+                      saved["job"], uuid.uuid4().hex[:8])
         if report is not None:
             report.parts.extend(kept.values())
         try:
@@ -247,24 +218,25 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
             for part in finished:
                 _add_counts(result, part.result)
             first_missing = next((p.first_missing for p in finished if p.first_missing), None)
-            check_found(result, total, max_missing, first_missing, root, lst_path)
+            check_found(result, total, settings.max_missing, first_missing, root, paths.lst)
         except NothingFoundError:
             store.discard()  # nothing in it is worth resuming
             raise
         lock.check()
-        _write_errors(finished, errors_path, storage_options)
+        _write_errors(finished, paths.errors, storage_options)
+        force = settings.force or resumed
         if layout == "shards":
-            commit_staged(stem, [p.shard for p in finished if p.shard is not None],
-                          _made_by(lst_path, result), checksums=checksums,
-                          force=force or resumed, storage_options=storage_options)
+            commit_staged(paths.stem, [p.shard for p in finished if p.shard is not None],
+                          _made_by(paths.lst, result), checksums=settings.checksums,
+                          force=force, storage_options=storage_options)
         elif layout == "sized":
-            _reshard(finished, stem, shard_size, checksums, force or resumed,  # type: ignore
-                     _made_by(lst_path, result), storage_options)
+            _reshard(finished, paths.stem, settings.shard_size, settings.checksums,  # type: ignore
+                     force, _made_by(paths.lst, result), storage_options)
         else:
-            _join(finished, rec_path, idx_path, storage_options)
+            _join(finished, paths.rec, paths.idx, storage_options)
         store.finish()
     result.bytes = sum(p.shard.rec_bytes for p in finished if p.shard is not None)
-    result.errors_path = errors_path if result.skipped else None
+    result.errors_path = paths.errors if result.skipped else None
     result.parts, result.parts_kept = len(finished), len(kept)
     result.retried = sum(1 for p in new if p.attempt > 1)
     result.seconds_lost = sum(p.lost for p in new)
@@ -272,15 +244,14 @@ def pack_shards(lst_path: PathLike, root: PathLike, options: Optional[ImageOptio
     return result
 
 
-def _settings(local_lst: str, root: str, options: ImageOptions, pass_through: bool,
-              pack_label: bool, allow_outside_root: bool, checksums: bool, layout: str,
-              num_shards: Optional[int], shard_size: Optional[int]) -> Dict[str, Any]:
+def _job_settings(local_lst: str, root: str, settings: PackSettings) -> Dict[str, Any]:
     """What the parts' bytes and their layout depend on (a resume needs the same)."""
     size, crc = file_crc32(local_lst)
-    return {"list": {"bytes": size, "crc32": crc}, "root": root, "options": asdict(options),
-            "pass_through": pass_through, "pack_label": pack_label,
-            "allow_outside_root": allow_outside_root, "checksums": checksums,
-            "layout": layout, "num_shards": num_shards, "shard_size": shard_size}
+    return {"list": {"bytes": size, "crc32": crc}, "root": root,
+            "options": asdict(settings.options), "pass_through": settings.pass_through,
+            "pack_label": settings.pack_label, "allow_outside_root": settings.allow_outside_root,
+            "checksums": settings.checksums, "layout": settings.layout,
+            "num_shards": settings.num_shards, "shard_size": settings.shard_size}
 
 
 def _interrupted_error(store: PackProgress, saved: Dict[str, Any],
@@ -294,18 +265,18 @@ def _interrupted_error(store: PackProgress, saved: Dict[str, Any],
         "deletes it)", path=lst_path)
 
 
-def _check_plain_partial(lst_path: str, force: bool) -> None:
+def _check_plain_partial(paths: PackPaths, force: bool) -> None:
     """A pack in parts of a list whose plain pack (``pack_list``) was interrupted: refused,
     or with ``force`` the plain pack's partial files are deleted."""
-    if storage.is_url(lst_path) or not has_partial(lst_path):
+    if storage.is_url(paths.lst) or not paths.has_partial():
         return
     if not force:
-        names = " and ".join(os.path.basename(p) for p in partial_paths(lst_path))
+        names = " and ".join(os.path.basename(p) for p in paths.partial)
         raise InterruptedPackError(
             f"an interrupted pack of this list left {names}; continue it the way it was started "
             "(--resume without --num-shards, --shard-size, --engine ray or URLs), or start "
-            "over with --force (which deletes them)", path=lst_path)
-    for path in partial_paths(lst_path):
+            "over with --force (which deletes them)", path=paths.lst)
+    for path in paths.partial:
         storage.remove(path)
 
 
@@ -348,18 +319,17 @@ def _committed_names(records: Dict[int, Dict[str, Any]], parts: int,
     return moved
 
 
-def _complete(layout: str, stem: str, rec_path: str, idx_path: str,
-              storage_options: StorageOptions) -> bool:
-    paths = [rec_path, idx_path] if layout == "joined" else [manifest_path(stem)]
-    return all(storage.exists(p, storage_options) for p in paths)
+def _complete(layout: str, paths: PackPaths, storage_options: StorageOptions) -> bool:
+    outputs = [paths.rec, paths.idx] if layout == "joined" else [paths.manifest]
+    return all(storage.exists(p, storage_options) for p in outputs)
 
 
-def _already_done(result: PackResult, layout: str, stem: str, errors_path: str,
+def _already_done(result: PackResult, layout: str, paths: PackPaths,
                   storage_options: StorageOptions) -> PackResult:
     result.already_done = True
-    result.errors_path = errors_path if storage.exists(errors_path, storage_options) else None
+    result.errors_path = paths.errors if storage.exists(paths.errors, storage_options) else None
     result.bytes = (storage.size(result.rec_path, storage_options) if layout == "joined"
-                    else load_manifest(manifest_path(stem), storage_options).nbytes)
+                    else load_manifest(paths.manifest, storage_options).nbytes)
     return result
 
 

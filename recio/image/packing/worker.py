@@ -2,9 +2,9 @@
 pack it behind its header.
 
 A failure of one item is never an error: it becomes an outcome with a cause (one of
-``recio.image.packing.pipeline.SKIP_CAUSES``) and a reason, which the pack counts and reports.
-Reading is careful: only a regular file under ROOT (after symlinks), opened without blocking,
-smaller than a record can hold; under a URL ROOT, one GET per object.
+``SKIP_CAUSES``) and a reason, which the pack counts and reports. Reading
+is careful: only a regular file under ROOT (after symlinks), opened without blocking, smaller
+than a record can hold; under a URL ROOT, one GET per object.
 
 Apart from the pipeline (``recio.image.packing.pipeline``) and the executors that run it
 (``recio.image.packing.executors``) because this is the part that runs in a worker, thread or
@@ -15,27 +15,25 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from recio import portable, storage
-from recio.errors import ImageError
+from recio.errors import ImageError, plural
 from recio.image.pixels.codec import has_alpha
 from recio.image.header import IRHeader, pack
 from recio.image.lists import ListItem, list_path_candidates, native_list_path
-from recio.image.pixels.transform import ImageOptions, transform_image
+from recio.image.packing.settings import PackSettings
+from recio.image.pixels.transform import transform_image
 from recio.records.framing import MAX_RECORD_LENGTH
 from recio.storage import StorageOptions
 
 @dataclass(frozen=True)
 class PackJob:
-    """The settings every worker needs (picklable: it goes to worker processes with each
-    batch)."""
+    """What every worker needs (picklable: it goes to worker processes with each batch): the
+    pack's settings and ROOT, resolved once."""
 
     root: str
-    options: ImageOptions
-    pass_through: bool
-    pack_label: bool
-    allow_outside_root: bool = False
+    settings: PackSettings
     real_root: str = ""
     #: Linux's /proc/self/fd is there: ROOT is checked on the opened file
     proc_fd: bool = False
@@ -43,15 +41,33 @@ class PackJob:
     storage_options: StorageOptions = None
 
 
-def make_job(root: str, options: ImageOptions, pass_through: bool, pack_label: bool,
-             allow_outside_root: bool, storage_options: StorageOptions = None) -> PackJob:
-    """The settings every worker needs, for a local ROOT (made absolute) or a URL."""
+def make_job(root: str, settings: PackSettings,
+             storage_options: StorageOptions = None) -> PackJob:
+    """What every worker needs, for a local ROOT (made absolute) or a URL."""
     if storage.is_url(root):
-        return PackJob(storage.absolute(root), options, pass_through, pack_label,
-                       allow_outside_root, storage_options=storage_options)
+        return PackJob(storage.absolute(root), settings, storage_options=storage_options)
     root = os.path.abspath(os.fspath(root))
-    return PackJob(root, options, pass_through, pack_label, allow_outside_root,
-                   os.path.realpath(root), portable.has_proc_fd())
+    return PackJob(root, settings, os.path.realpath(root), portable.has_proc_fd())
+
+
+#: why an item was skipped (an outcome's cause, the key of ``PackResult.skips``)
+SKIP_CAUSES = ("missing", "outside_root", "not_a_file", "unreadable", "too_large",
+               "malformed_line", "not_an_image")
+#: how each cause of ``SKIP_CAUSES`` is written after its count: (one, several)
+_SKIP_WORDS = {"missing": ("missing", "missing"), "outside_root": ("outside ROOT", "outside ROOT"),
+               "not_a_file": ("not a regular file", "not regular files"),
+               "unreadable": ("unreadable", "unreadable"), "too_large": ("too large", "too large"),
+               "malformed_line": ("malformed line", "malformed lines"),
+               "not_an_image": ("not an image", "not images")}
+
+
+def describe_skips(skips: Dict[str, int]) -> str:
+    """Skip counts by cause as words, e.g. ``"2 missing, 1 malformed line"``."""
+    out = []
+    for cause, n in skips.items():
+        one, several = _SKIP_WORDS.get(cause, (cause.replace("_", " "),) * 2)
+        out.append(plural(n, one, several))
+    return ", ".join(out)
 
 
 #: (position, line number, item, or None and the reason a malformed line was refused)
@@ -73,13 +89,14 @@ def _encode_one(job: PackJob, task: Task) -> Outcome:
     """Read, transform and pack one list item; a failure becomes a cause and a reason, never
     an error."""
     pos, line, item, refused = task
+    settings = job.settings
     if item is None:
         return pos, line, None, None, "malformed_line", refused, False
     try:
         data = _read_image_file(job, item.path)
-        alpha = (not job.pass_through and has_alpha(data)
-                 and not (job.options.color == -1 and job.options.encoding == ".png"))
-        payload = pack(_header(job, item), data if job.pass_through else
+        alpha = (not settings.pass_through and has_alpha(data)
+                 and not (settings.options.color == -1 and settings.options.encoding == ".png"))
+        payload = pack(_header(job, item), data if settings.pass_through else
                        _transform(job, data, item_location(job, item.path)))
     except _Skip as skip:
         return pos, line, item, None, skip.cause, skip.reason, False
@@ -92,13 +109,13 @@ def _encode_one(job: PackJob, task: Task) -> Outcome:
 
 def _header(job: PackJob, item: ListItem) -> IRHeader:
     labels = item.labels
-    return IRHeader(0, list(labels) if job.pack_label and len(labels) > 1 else labels[0],
-                    item.index, 0)
+    several = job.settings.pack_label and len(labels) > 1
+    return IRHeader(0, list(labels) if several else labels[0], item.index, 0)
 
 
 def _transform(job: PackJob, data: bytes, path: str) -> bytes:
     try:
-        return transform_image(data, job.options, path)
+        return transform_image(data, job.settings.options, path)
     except ImageError as exc:
         raise _Skip("not_an_image", exc.message) from None
 
@@ -148,7 +165,7 @@ def _read_image_file(job: PackJob, relpath: str) -> bytes:
 def _read_local_file(job: PackJob, relpath: str) -> bytes:
     """:func:`_read_image_file` for ``relpath`` as this OS names it."""
     path = os.path.join(job.root, relpath)
-    check_root = not job.allow_outside_root
+    check_root = not job.settings.allow_outside_root
     if check_root and (not job.proc_fd or os.path.isabs(relpath)
                        or ".." in relpath.replace("\\", "/").split("/")):
         check_root = False
@@ -203,7 +220,7 @@ def _usable(data: bytes, what: str) -> bytes:
 
 def _read_image_object(job: PackJob, relpath: str) -> bytes:
     key = relpath.replace("\\", "/")  # an object key's separator is / (a Windows list's \\)
-    if not job.allow_outside_root and (key.startswith("/") or ".." in key.split("/")
+    if not job.settings.allow_outside_root and (key.startswith("/") or ".." in key.split("/")
                                        or storage.is_url(relpath)
                                        or storage.is_windows_absolute(relpath)):
         raise _Skip("outside_root", _OUTSIDE_ROOT)
@@ -247,3 +264,5 @@ def encode_batch(job: PackJob, batch: List[Task],
             break
         outcomes.append(_encode_one(job, task))
     return outcomes
+
+
