@@ -49,7 +49,7 @@ def srgb_grey(buf: np.ndarray) -> Optional[np.ndarray]:
     try:
         with Image.open(io.BytesIO(buf.tobytes())) as img:
             profile = img.info.get("icc_profile")
-    except Exception:  # noqa: BLE001 - an unreadable chunk: OpenCV says what is wrong
+    except Exception:  # an unreadable chunk: OpenCV says what is wrong
         return None
     if not is_known_srgb_profile(profile):
         return None

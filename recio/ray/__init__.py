@@ -19,6 +19,7 @@ from typing import Any, Optional, Union
 from recio._lazy import lazy_exports as _lazy_exports
 from recio.optional import require
 
+# the imports below need Ray (so E402): without it, require() says what to install instead
 require("ray", feature="recio.ray (the Ray engine and Ray Data)")
 
 from recio.image.packing import PackResult  # noqa: E402
