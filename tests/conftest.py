@@ -128,6 +128,11 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs_facility(item, ...): the test checks what these "
                                        "RECIO_TEST_REMOVE items give (none named: every one); "
                                        "skipped in a run that removed one")
+    config.addinivalue_line("markers", "slow: needs a cluster (Ray), a server (moto's S3, the GCS "
+                                       "emulator), spawned workers, packs in subprocesses or "
+                                       "otherwise takes seconds; `make test-fast` (-m 'not slow') "
+                                       "leaves it out, `make test` runs it (is_slow() below marks "
+                                       "some itself)")
     for name, (_, where) in PLATFORM_MARKS.items():
         config.addinivalue_line("markers", f"{name}(reason): the test can only run on {where} "
                                            "(elsewhere a skip with the reason, allowed under CI)")
