@@ -83,6 +83,7 @@ def test_log_progress_is_silent_for_short_jobs(capsys, monkeypatch):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_a_command_logs_progress_lines_when_stderr_is_not_a_terminal(tmp_path):
     rec = GOLDEN / "records" / "tricky.rec"
     env = dict(os.environ, RECIO_PROGRESS_SECONDS="0")
@@ -98,6 +99,7 @@ def test_a_mistyped_subcommand_gets_a_suggestion():
     assert "No such command 'inspct'. Did you mean 'inspect'?" in proc.stderr
 
 
+@pytest.mark.slow
 def test_version_and_exit_statuses_are_documented():
     proc = subprocess.run([*command("recio"), "--version"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("recio, version ")

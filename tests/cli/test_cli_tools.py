@@ -244,6 +244,7 @@ def test_help_has_an_example(cmd):
     assert res.exit_code == 0 and "Example" in res.output and f"recio {cmd}" in res.output
 
 
+@pytest.mark.slow
 def test_console_script(script, split_files, tmp_path):
     exe = script("recio")
     ok = subprocess.run([*exe, "verify", split_files[1]], capture_output=True, text=True)
@@ -268,6 +269,7 @@ def test_console_script(script, split_files, tmp_path):
     assert res.returncode == 2
 
 
+@pytest.mark.slow
 def test_extract_then_im2rec_gives_the_same_files(script, golden, tmp_path):
     im2rec = script("im2rec")
     for name, extra in (("multi", ["--pack-label"]), ("all", [])):

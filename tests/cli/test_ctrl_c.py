@@ -49,6 +49,9 @@ PACKS = [("threads", ["--num-thread", "2"]),
          ("processes", ["--num-thread", "2", "--executor", "process"])]
 
 
+pytestmark = pytest.mark.slow  # every test here runs the commands many times or waits
+
+
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory):
     """``img/``: 160 photo-like JPEGs of 800x600 to 872x660 (each keeps OpenCV busy for a few

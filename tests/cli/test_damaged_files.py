@@ -109,6 +109,7 @@ def test_verify_says_truncated_counts_the_intact_records_and_points_to_repair(da
     assert fixed.keys() == whole.keys()[:7] and all(fixed[k] == whole[k] for k in fixed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [
     ["index", "{short}", "--force"], ["extract", "{short}", "{out}"],
     ["repack", "{short}", "{out}", "--shuffle"], ["split", "{short}", "-n", "2", "--write",
@@ -177,6 +178,7 @@ def test_an_index_whose_offsets_land_inside_records_is_named(dataset):
     assert res.exit_code == 1 and "BAD INDEX" in res.output and "DAMAGED" not in res.output
 
 
+@pytest.mark.slow
 def test_an_index_of_another_file_is_named_not_the_healthy_rec(dataset, script):
     folder, _ = dataset
     res = run("verify", folder / "train.rec", "--index", folder / "other.idx")
@@ -238,6 +240,7 @@ def test_one_wrong_index_line_is_named(dataset):
 
 
 # -- the wrong kind of file ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("which, words", [
     ("manifest", "a shard set's manifest"),
     ("idx", "an index (.idx)"), ("lst", "an image list (.lst)"), ("png", "an image (png)")])

@@ -16,6 +16,9 @@ from conftest import GOLDEN
 IMAGES = GOLDEN / "im2rec" / "images"
 
 
+pytestmark = pytest.mark.slow  # every test here runs the commands many times or waits
+
+
 def _jpeg(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(IMAGES / "cat" / "cat_0.jpg", path)

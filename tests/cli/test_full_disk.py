@@ -156,6 +156,7 @@ def test_dev_full():
     assert info.value.path == "/dev/full" and info.value.errno == errno.ENOSPC
 
 
+@pytest.mark.slow
 def test_the_pack_keeps_what_resume_continues(disk, corpus):
     """pack_list into a full disk: OutputWriteError with resumable=True; once there is room,
     resume=True finishes it with the bytes of an uninterrupted pack."""
@@ -197,6 +198,7 @@ def _commands(corpus, disk):
 INTERNAL = (".tmp", ".pack.lock", ".recio-pack-job", ".partial", ".journal")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("free", FREE)
 @pytest.mark.parametrize("name", ["index", "repair", "repack", "extract", "split", "show",
                                   "convert", "list", "pack", "shards"])
@@ -239,6 +241,7 @@ def read_only(tmp_path, corpus):
     subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["index", "repair", "extract", "split", "list", "pack",
                                   "shards"])
 def test_commands_on_a_read_only_file_system(read_only, corpus, name):

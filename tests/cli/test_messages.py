@@ -19,6 +19,7 @@ from recio.cli.termination import EXIT_TERMINATED
 
 # -- recio --help ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["60", "80", "200"])
 def test_recio_help_shows_every_command_summary_whole(script, columns):
     proc = subprocess.run([*script("recio"), "--help"], capture_output=True, text=True,
@@ -33,6 +34,7 @@ def test_recio_help_shows_every_command_summary_whole(script, columns):
         assert first.endswith(".") and f"{name} {first}" in flat, (name, flat)
 
 
+@pytest.mark.slow
 def test_the_exit_statuses_help_lists_are_the_ones_the_commands_use(script):
     proc = subprocess.run([*script("recio"), "--help"], capture_output=True, text=True)
     text = " ".join(proc.stdout.split())
@@ -66,6 +68,7 @@ def _written(folder):
     return total
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("sends SIGTERM and SIGINT")
 @pytest.mark.parametrize("sig, status, said", [(signal.SIGTERM, 143, "Terminated (SIGTERM)."),
                                                (signal.SIGINT, 130, "Interrupted.")])
@@ -170,6 +173,7 @@ def test_a_numeric_option_given_a_word_says_what_it_expects(name, command, param
     (["--shard-size", "abc"], "expected a shard size such as 600 (bytes), 64K, 32MB, 32MiB or "
                               "50GB, got 'abc'"),
 ])
+@pytest.mark.slow
 def test_im2rec_numeric_mistakes_in_a_real_command(script, tmp_path, args, says):
     proc = subprocess.run([*script("im2rec"), str(tmp_path / "data"), str(tmp_path), *args],
                           capture_output=True, text=True)
@@ -303,6 +307,7 @@ def im2rec_file(script, tmp_path):
     return tmp_path / "a.rec", [ids[i] for i in order]
 
 
+@pytest.mark.slow
 def test_a_missing_key_says_what_keys_the_file_has(im2rec_file):
     import pickle
 
@@ -344,6 +349,7 @@ def test_a_missing_key_of_a_file_keyed_by_record_number(tmp_path):
             reader[5]
 
 
+@pytest.mark.slow
 def test_mxnet_read_idx_says_the_same(im2rec_file):
     import recio.mx as mx
 

@@ -103,6 +103,7 @@ def _im2rec(script, prefix, root, *extra):
     return [*script("im2rec"), prefix, root, "--resize", "24", *extra]
 
 
+@pytest.mark.slow
 def test_im2rec_pack_into_a_read_only_folder_names_its_outputs_and_the_copy_to_make(
         script, corpus, read_only):
     rom = read_only.folder("rom", [corpus / "job.lst"])
@@ -124,6 +125,7 @@ def test_im2rec_pack_into_a_read_only_folder_names_its_outputs_and_the_copy_to_m
     assert "packed 29 images" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("kills the pack")
 def test_resuming_an_interrupted_pack_whose_folder_became_read_only(script, corpus, tmp_path):
     """Interrupted (SIGKILL) in a folder that is then remounted read-only: --resume names the
@@ -151,6 +153,7 @@ def test_resuming_an_interrupted_pack_whose_folder_became_read_only(script, corp
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
+@pytest.mark.slow
 def test_im2rec_list_into_a_read_only_folder(script, corpus, read_only):
     rom = read_only.folder("rom")
     images = corpus / "img"
@@ -185,6 +188,7 @@ def _packed(corpus, script):
     ("show", ["show", "{in}", "-o", "{out}/grid.png"], "grid.png"),
     ("inspect --plot", ["inspect", "{in}", "--plot", "{out}/stats.png"], "stats.png"),
 ])
+@pytest.mark.slow
 def test_recio_commands_writing_into_a_read_only_folder(script, corpus, read_only, name, args,
                                                          output):
     rec, idx = _packed(corpus, script)
@@ -206,6 +210,7 @@ def test_recio_commands_writing_into_a_read_only_folder(script, corpus, read_onl
     assert (rw / output).exists()
 
 
+@pytest.mark.slow
 def test_convert_into_a_read_only_folder_and_buckets_from_one(script, corpus, read_only):
     rom = read_only.folder("rom", [GOLDEN / "cbf" / "float.cbf"])
     proc = _run([*script("recio"), "convert", rom / "float.cbf", rom / "seq.rec"])
@@ -240,6 +245,7 @@ def _without_root_override():
     return ["setpriv", f"--bounding-set={drop}", f"--inh-caps={drop}"]
 
 
+@pytest.mark.slow
 def test_a_folder_this_user_may_not_write_in(script, corpus, tmp_path):
     """EACCES: a folder this user may not write in (chmod 555; the command runs as root without
     the capability to override a folder's mode)."""

@@ -40,6 +40,7 @@ def packed(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["same", pytest.param("symlink", marks=pytest.mark.posix_only(
     "makes a symlink, which Windows allows only with a privilege")), "hardlink"])
 def test_index_never_writes_over_its_rec(script, packed, how):
@@ -55,6 +56,7 @@ def test_index_never_writes_over_its_rec(script, packed, how):
     assert _tree(packed) == before and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_index_replaces_an_existing_idx_only_with_force(script, packed):
     (packed / "data.idx").write_text("0\t0\n")
     before = _tree(packed)
@@ -83,6 +85,7 @@ def test_resharding_in_place_is_refused_before_anything_is_written(script, tmp_p
     assert _tree(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_existing_parts_are_replaced_only_with_force(script, tmp_path):
     rec = GOLDEN / "im2rec" / "all.rec"
     (tmp_path / "out_1.idx").write_text("mine")
@@ -94,6 +97,7 @@ def test_existing_parts_are_replaced_only_with_force(script, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["out_0.idx", "out_0.rec", "out_1.idx", "out_1.rec"]
 
 
+@pytest.mark.slow
 def test_merging_files_with_the_same_keys_refuses_or_renumbers(script, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     for folder in (a, b):
@@ -133,6 +137,7 @@ def test_a_failure_in_a_later_part_leaves_no_part_at_all(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []  # parts 0 and 1 were complete: they are gone too
 
 
+@pytest.mark.slow
 def test_extract_into_a_folder_that_is_not_empty_needs_force(script, packed):
     before = _tree(packed)
     proc = _recio(script, "extract", packed / "data.rec", packed)
@@ -156,6 +161,7 @@ def test_extract_into_a_folder_that_is_not_empty_needs_force(script, packed):
     assert again.returncode == 0 and len(json.loads(again.stdout)["replaced"]) == 14
 
 
+@pytest.mark.slow
 def test_extract_never_writes_over_the_rec(script, packed):
     before = _tree(packed)
     proc = _recio(script, "extract", packed / "data.rec", packed, "--lst", "data.rec",
@@ -173,6 +179,7 @@ def test_reshard_keys_argument_is_checked(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_extract_puts_images_in_their_class_folders_and_repacks_the_same(script, tmp_path):
     root = GOLDEN / "im2rec" / "images"
     prefix = tmp_path / "data"

@@ -206,6 +206,7 @@ def test_every_command_refuses_a_special_input(here, case, kind):
     assert dev_names(kind) == devices  # nothing beside a device (no /dev/zero.idx)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [("index", "fifo"), ("show", "fifo"), ("repair", "fifo"),
                                   ("inspect", "fifo"), ("verify", "fifo"), ("index", "zero"),
                                   ("inspect", "zero"), ("verify", "null"), ("split", "socket"),
@@ -224,6 +225,7 @@ def test_the_commands_that_hung_run_as_a_user_runs_them(here, case):
     assert snapshot(folder) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["zero", "null", "block"])
 @pytest.mark.parametrize("command", [["index"], ["inspect"], ["verify"], ["show", "-o", "g.png"],
                                      ["repair", "-o", "fixed"], ["extract"]])
@@ -351,6 +353,7 @@ def test_every_reader_refuses_a_special_file(here, opener, kind):
     assert snapshot(folder) == before
 
 
+@pytest.mark.slow
 def test_a_shard_set_with_a_special_shard(here):
     """A manifest whose shard was replaced by a FIFO: ShardReader, verify and inspect refuse."""
     folder, keep = here

@@ -179,6 +179,7 @@ def use(seq):
             np.asarray(data).sum()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(sequences.map(pack_sequence).flatmap(mutated))
 def test_damaged_sequence_payload(payload):
@@ -230,6 +231,7 @@ CORPUS = [{"x": np.arange(12, dtype=np.float32).reshape(4, 3), "label": np.array
 TRUE_COUNTS = [[4, 1], [3, 1], [1, 1]]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.data())
 def test_damaged_record_is_checked_against_its_sidecar(tmp_path_factory, data):
@@ -267,6 +269,7 @@ def run_minibatches(rec, size):
     return seen
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.data())
 def test_damaged_record_through_minibatch_source(tmp_path_factory, data):
@@ -313,6 +316,7 @@ def sidecar_corpus(tmp_path_factory):
         return rec, f.read()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_damaged_sidecar(sidecar_corpus, data):
@@ -373,6 +377,7 @@ def read_cbf(path, per_stream_counts):
     return rows
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_damaged_cbf(cbf_files, tmp_path_factory, data):
@@ -428,6 +433,7 @@ def image_records(golden):
     return records
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_damaged_image_record(image_records, data):
@@ -480,6 +486,7 @@ def read_by_every_key(rec, idx):
     return got, batches
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_damaged_index_through_every_reader(indexed_images, tmp_path_factory, data):

@@ -13,6 +13,9 @@ from conftest import command, need
 EXAMPLES = pathlib.Path(__file__).parents[2] / "examples"
 
 
+pytestmark = pytest.mark.slow  # every test here runs the commands many times or waits
+
+
 def _user_dataset(tmp_path, classes=3, per_class=12):
     """A folder per class, listed and packed by im2rec as a user would."""
     rng = np.random.default_rng(0)

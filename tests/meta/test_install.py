@@ -42,6 +42,7 @@ def test_entry_point_is_declared(name):
     assert points.get(name) == SCRIPTS[name]
 
 
+@pytest.mark.slow
 def test_console_scripts_exist_and_work(golden, tmp_path):
     recio_exe, im2rec_exe = installed_script("recio"), installed_script("im2rec")
     for exe in (recio_exe, im2rec_exe):
@@ -62,6 +63,7 @@ def test_console_scripts_exist_and_work(golden, tmp_path):
     assert (tmp_path / "photos.lst").read_bytes() == (golden / "im2rec" / "all.lst").read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
 def test_a_script_beside_a_folder_named_recio_imports_the_installed_package(tmp_path):
     """A checkout cloned into a folder named ``recio`` (or any folder of that name) next to a

@@ -67,6 +67,7 @@ def test_type_checker_sees_what_runs(package):
     assert type_checking_imports(tree) == lazy_map(tree)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("package", sorted(LAZY_MODULES))
 def test_every_lazy_name_is_public_and_defined_where_it_says(package):
     if package == "recio.ray":
@@ -87,6 +88,7 @@ SURFACE = {"RecordReader", "RecordWriter", "IndexedRecordReader", "IndexedRecord
 SUBPACKAGES = {"records", "image", "sequence", "mx", "torch", "ray", "errors"}
 
 
+@pytest.mark.slow
 def test_mypy_sees_the_real_types_and_nothing_else(tmp_path):
     """mypy (which cannot run ``__getattr__``) gives every lazy name its real type, not ``Any``,
     and reports a name that is not exported (a user's typo, or a name moved to a subpackage)."""
@@ -139,6 +141,7 @@ def test_import_recio_loads_nothing_else():
     assert loaded.split() == ["recio", "recio._lazy", "recio.errors"]
 
 
+@pytest.mark.slow
 def test_subpackages_load_on_first_use():
     assert fresh("print(recio.sequence.SWEEP_ONCE == sys.maxsize - 2, "
                  "recio.records.write_index.__module__)").split() == ["True", "recio.records.index_format"]

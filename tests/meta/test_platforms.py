@@ -180,6 +180,7 @@ def test_the_python_check_passes_here():
     assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done
 
 
+@pytest.mark.slow
 def test_the_install_check_passes_here():
     """What ``make check-install`` and the Windows job run: every requirement of recio and its
     extras (the dev environment has them all) imports, and the commands list, pack and verify."""
@@ -189,6 +190,7 @@ def test_the_install_check_passes_here():
                      r"recio --version, im2rec --version, a list, a pack", done.stdout), done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torch", "torchdata")
 def test_the_install_check_with_torch_passes_here():
     done = _check_install("--torch", "--extras", "torch")
@@ -196,6 +198,7 @@ def test_the_install_check_with_torch_passes_here():
     assert "torch and torchdata" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_install_check_names_a_broken_an_old_and_a_missing_dependency(tmp_path):
     """A dependency that does not import (a package shadowing it that raises), one at a version
     recio excludes (an older click's metadata found first), and an extra recio lacks: each
@@ -283,6 +286,7 @@ def _run_marked(tmp_path, platform, extra=""):
                           timeout=120, env={**os.environ, **env})
 
 
+@pytest.mark.slow
 def test_marked_tests_run_on_linux_and_skip_elsewhere_with_their_reason(tmp_path):
     linux = _run_marked(tmp_path, "linux")
     assert linux.returncode == 0 and "4 passed" in linux.stdout, linux.stdout
@@ -296,6 +300,7 @@ def test_marked_tests_run_on_linux_and_skip_elsewhere_with_their_reason(tmp_path
         assert reason in windows.stdout, windows.stdout
 
 
+@pytest.mark.slow
 def test_an_undeclared_skip_still_fails_under_ci(tmp_path):
     done = _run_marked(tmp_path, "win32", '''
         def test_silent():
@@ -304,6 +309,7 @@ def test_an_undeclared_skip_still_fails_under_ci(tmp_path):
     assert done.returncode == 1 and "skipped under CI=true" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_a_marker_without_its_reason_is_refused(tmp_path):
     done = _run_marked(tmp_path, "linux", '''
         @pytest.mark.posix_only

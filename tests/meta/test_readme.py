@@ -383,6 +383,7 @@ def test_every_code_block_says_what_it_needs():
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in CODE_BLOCKS if b.lang in PYTHON_LANGS],
                          ids=lambda b: f"{b.doc}:{b.line}")
 def test_python_block_runs_as_written(block, tmp_path, monkeypatch):
@@ -391,6 +392,7 @@ def test_python_block_runs_as_written(block, tmp_path, monkeypatch):
     run_python(block.code, f"{block.doc}:{block.line}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in CODE_BLOCKS if b.lang in SHELL_LANGS],
                          ids=lambda b: f"{b.doc}:{b.line}")
 def test_shell_block_commands_exist_and_run(block, tmp_path, monkeypatch):
@@ -436,6 +438,7 @@ def other_pack(tmp_path_factory) -> pathlib.Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in CODE_BLOCKS if b.lang in PYTHON_LANGS
                                    and "images" in b.setups], ids=lambda b: f"{b.doc}:{b.line}")
 def test_image_blocks_run_on_any_rec_the_docs_make(block, other_pack, tmp_path, monkeypatch):

@@ -96,6 +96,7 @@ def test_the_changelog_keeps_a_changelog_and_names_this_version():
     assert {name for name, _ in releases} <= set(links), links
 
 
+@pytest.mark.slow
 def test_both_commands_print_the_same_version_line():
     version = metadata.version("recio")
     assert version == recio.__version__ == _project_version()

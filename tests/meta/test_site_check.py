@@ -9,6 +9,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "site_check.py"
 
@@ -31,6 +33,7 @@ def _fake_site(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_without_a_browser_it_fails_under_ci_and_says_what_to_install(tmp_path):
     site = _fake_site(tmp_path)
     nowhere = str(tmp_path / "no-such-chromium")

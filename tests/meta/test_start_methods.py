@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 
 from conftest import START_METHODS, count_process_starts, start_method_mismatch
 
@@ -64,6 +65,7 @@ def test_chooses_its_own(start_method):  # where there is another method (not on
 """
 
 
+@pytest.mark.slow
 def test_a_variant_that_did_not_use_its_method_fails(tmp_path):
     """A test run with the fixture (conftest loaded as a plugin) that starts no process, or
     starts one with another method than its variant's, errors, saying so; one that starts its

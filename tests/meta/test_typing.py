@@ -60,6 +60,7 @@ def report(tmp_path_factory) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_public_api_has_types_not_any(report):
     revealed = re.findall(r'^user\.py:\d+: note: Revealed type is "(.*)"$', report, re.M)
     assert len(revealed) == len(REVEALED), report

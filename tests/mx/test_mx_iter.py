@@ -487,6 +487,7 @@ STATS = _from_make("STATS = {", "STAT_EPOCHS")["STATS"]
 reduce_sample = _from_make("def reduce_sample", "def iterator")["reduce_sample"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(STATS))
 def test_random_augmentations_have_mxnets_distributions(name):
     """1000 samples of each random augmentation against MXNet's 1000: every statistic passes a

@@ -63,6 +63,7 @@ def linux_digests(tmp_path_factory) -> dict:
     return found
 
 
+@pytest.mark.slow
 @SEES_OPEN_FILES
 @pytest.mark.needs_facility()  # its reference run needs every one (it removes them itself)
 @pytest.mark.parametrize("removed", simulate.ITEMS + ("all",))
@@ -76,6 +77,7 @@ def test_same_bytes_without_each_linux_facility(removed, tmp_path, linux_digests
     assert found == linux_digests
 
 
+@pytest.mark.slow
 def test_the_issue_snippet_reads_without_pread(tmp_path):
     """``del os.pread; import recio`` then reading every record: once an AttributeError."""
     rec = GOLDEN / "records" / "tricky.rec"
@@ -177,6 +179,7 @@ def test_process_alive_never_signals_on_windows(monkeypatch):
     assert answers == [True, False, False, False, False]
 
 
+@pytest.mark.slow
 def test_no_linux_only_call_outside_portable():
     """Every use of a facility that some OS lacks goes through ``recio.portable``, where each
     has its fallback: no ``os.open`` (binary mode), ``os.pread``/``os.pwrite``, ``madvise``,
@@ -468,6 +471,7 @@ def test_the_test_mode_reached_this_process():
     assert done.stdout.strip() == str(hasattr(os, "pread"))
 
 
+@pytest.mark.slow
 def test_commands_print_names_their_output_cannot_encode(tmp_path):
     """A pipe on Windows encodes in the ANSI code page (cp1252): a file name outside it is
     printed as an escape, never a ``UnicodeEncodeError`` that fails the command."""

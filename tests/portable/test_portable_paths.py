@@ -202,6 +202,7 @@ def test_a_windows_list_packs_to_the_bytes_of_the_linux_list(photos, end, sep):
     assert _outputs(windows) == _outputs(linux)
 
 
+@pytest.mark.slow
 def test_the_command_packs_a_windows_list_like_a_linux_one(script, photos):
     """Through ``im2rec PREFIX ROOT`` (re-encoding, two threads): MXNet's Windows list gives
     the Linux list's files."""
@@ -237,6 +238,7 @@ def test_allow_outside_root_reads_a_backslash_path_there(photos):
     assert result.packed == 2 and SENTINEL in _outputs(lst)[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["C:\\data\\cat\\0.jpg", "C:/data/cat/0.jpg",
                                   "\\\\server\\share\\cat\\0.jpg", "d:\\x.jpg"])
 @pytest.mark.parametrize("extra", [[], ["--allow-outside-root"], ["--num-shards", "2"]])
@@ -384,6 +386,7 @@ def test_extract_class_folders_are_list_paths(name, folder):
     assert _class_folder(1.0, {1: name}) == folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
 def test_a_utf16_list_says_so(script, photos, encoding):
     """Windows PowerShell's ``>`` writes UTF-16: such a list is no list of UTF-8 lines, and the
@@ -438,6 +441,7 @@ def test_list_path_candidates_in_order(monkeypatch):
     assert list(list_path_candidates(raw)) == [raw, "café\\1.jpg"]
 
 
+@pytest.mark.slow
 def test_the_golden_list_written_on_windows_packs_to_mxnets_bytes(script, golden, tmp_path):
     """The golden list as MXNet on Windows would have written it (``\\``, CRLF), packed on
     Linux with the golden options, gives the very ``.rec`` and ``.idx`` MXNet 1.9.1 wrote."""

@@ -135,6 +135,7 @@ def problems(source: str, filename: str = "<source>") -> List[Tuple[int, str]]:
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_every_text_open_in_recio_names_its_encoding_and_newline():
     """The whole package: a text-mode open without ``encoding=`` (or a text-mode write without
     ``newline=``) reads or writes different bytes on Windows than on Linux."""

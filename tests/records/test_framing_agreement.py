@@ -204,6 +204,7 @@ def mutate(data, mutations):
 # an interrupted multi-part record: the error names the part that broke
 @example(payloads=[b"ab\x00\x00\n#\xd7\xce", b""], mutations=[("word", 257840, 0)])
 # damage that begins exactly where a part begins belongs to that part
+@pytest.mark.slow
 @example(payloads=[b"", b"\x00" * 5], mutations=[("flip", 0, 0), ("flip", 0, 0),
                                                  ("truncate", 352, 0)])
 def test_every_entry_point_agrees_on_damaged_files(tmp_path_factory, payloads, mutations):
@@ -358,6 +359,7 @@ def remote_outcomes(url):
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(payload, min_size=1, max_size=12), st.lists(mutation, min_size=0, max_size=3),
        st.sampled_from([16, 64, 1 << 20]), st.sampled_from([8, 32, 1 << 20]))

@@ -115,6 +115,7 @@ def idx_texts(draw):
     return data
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=idx_texts(), rec_size=st.one_of(st.none(), st.integers(0, 1300)),
        chunk=st.sampled_from([1, 7, 64, 1 << 20]))
@@ -132,6 +133,7 @@ def test_parser_equals_reference_int_keys(tmp_path_factory, data, rec_size, chun
     assert read_index(path, rec_size=rec_size) == expected
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=idx_texts(), rec_size=st.one_of(st.none(), st.integers(0, 1300)),
        chunk=st.sampled_from([1, 7, 64, 1 << 20]))
@@ -186,6 +188,7 @@ def test_no_final_newline_crlf_and_blank_lines(tmp_path):
     assert index.offsets.tolist() == [0, 16, 32]
 
 
+@pytest.mark.slow
 def test_large_index_in_many_blocks(tmp_path):
     """Range keys across block boundaries; keys that stop being a range; duplicates."""
     n = 300_000
@@ -245,6 +248,7 @@ def test_cache_of_int_keys(tmp_path, keys):
     assert cached.unique_keys() == list(dict.fromkeys(keys))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(keys=st.sampled_from([list(range(40)), [5, 3, 9, 3, 1, 40, 2]]),
@@ -473,6 +477,7 @@ def test_mx_string_keys(tmp_path):
 
 
 # -- write_index: the vectorised formatter is byte-identical -----------------------------------
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(keys=st.lists(st.integers(-2 ** 63, 2 ** 63 - 1), max_size=30),
        offsets=st.lists(st.integers(0, 2 ** 63 - 1), max_size=30))

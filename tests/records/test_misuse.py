@@ -240,6 +240,7 @@ def test_a_key_whose_text_reads_back_as_another_is_refused(tmp_path):
         assert reader[1.5] == b"x"
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(keys=st.lists(st.text(max_size=12), min_size=1, max_size=6, unique=True))
@@ -308,6 +309,7 @@ def _in_threads(count, work):
     return results, errors
 
 
+@pytest.mark.slow
 def test_keyed_reads_are_safe_from_many_threads(many):
     reader = recio.IndexedRecordReader(many)
     plain = recio.RecordReader(many)
@@ -324,6 +326,7 @@ def test_keyed_reads_are_safe_from_many_threads(many):
     assert errors == [None] * 6 and all(results)
 
 
+@pytest.mark.slow
 def test_a_shared_sequential_read_never_hands_a_record_out_twice(many):
     """Threads calling ``read()`` on one reader: each call either gives the next record or, when
     another thread is inside ``read()`` at that moment, raises ``ConcurrentUseError``; so no
@@ -349,6 +352,7 @@ def test_a_shared_sequential_read_never_hands_a_record_out_twice(many):
         assert len(records) == 200_000
 
 
+@pytest.mark.slow
 def test_a_second_iteration_while_one_is_under_way_is_refused(many):
     with recio.RecordReader(many) as reader:
         first = iter(reader)
@@ -381,6 +385,7 @@ def test_a_second_iteration_while_one_is_under_way_is_refused(many):
         assert reader.read() is not None
 
 
+@pytest.mark.slow
 def test_input_split_read_from_two_threads_is_refused_not_duplicated(many):
     split = recio.InputSplit(str(many))
 

@@ -84,6 +84,7 @@ def _read_pairs(stem, seconds, kind, results):
     results.put((right, wrong, errors, opens, other[:3], len(other)))
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("forks reader and writer processes")
 @pytest.mark.parametrize("kind", ["reader", "mx"])
 def test_readers_never_answer_another_record_while_the_pair_is_replaced(tmp_path, kind):
@@ -175,6 +176,7 @@ def test_a_pair_that_keeps_changing_raises_index_changed_error(tmp_path, monkeyp
     assert generation[0] == 1 + len(pair._WAITS)
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("kills im2rec with SIGKILL between its renames")
 def test_im2rec_killed_between_its_renames(script, tmp_path):
     """im2rec killed after renaming job.rec into place, before job.idx: every reader by key

@@ -87,6 +87,7 @@ payload_strategy = st.lists(
     max_size=30)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(payloads=payload_strategy, trailing=st.booleans())
 def test_roundtrip_any_payloads(payloads, trailing):

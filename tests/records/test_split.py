@@ -168,6 +168,7 @@ payload = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(files=st.lists(st.lists(payload, max_size=6), min_size=1, max_size=4),

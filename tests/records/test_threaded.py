@@ -141,6 +141,7 @@ def test_with_block_and_early_break_leave_no_thread():
     assert not thread.is_alive()
 
 
+@pytest.mark.slow
 def test_garbage_collection_stops_the_thread():
     name = "recio-test-gc"
 

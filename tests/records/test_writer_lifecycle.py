@@ -133,6 +133,7 @@ def test_exception_inside_with_discards(kind, tmp_path):
     assert _names(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_dropped_without_close_discards_and_warns(kind, tmp_path):
     w = MAKERS[kind](tmp_path)
@@ -170,6 +171,7 @@ FAILING = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_failing_constructor_leaves_nothing(kind, tmp_path):
     with warnings.catch_warnings():
@@ -281,6 +283,7 @@ def test_borrowed_file_is_flushed_never_closed_and_abort_drops_only_the_buffer(t
     assert out.getvalue() == framing.encode_record(b"small") + framing.encode_record(PAYLOADS[4])
 
 
+@pytest.mark.slow
 def test_borrowed_file_dropped_with_buffered_records_warns(tmp_path):
     out = io.BytesIO()
     w = recio.RecordWriter(out)
@@ -311,6 +314,7 @@ def test_raw_file_object_gets_the_same_bytes(tmp_path):
 
 # --------------------------------------------------------------------------- written in place
 
+@pytest.mark.slow
 def test_atomic_false_writes_in_place_abort_deletes_and_a_dropped_writer_keeps(tmp_path):
     path = tmp_path / "a.rec"
     w = recio.RecordWriter(path, atomic=False)
@@ -327,6 +331,7 @@ def test_atomic_false_writes_in_place_abort_deletes_and_a_dropped_writer_keeps(t
     _check("indexed", tmp_path)
 
 
+@pytest.mark.slow
 def test_mx_writer_keeps_its_files_when_dropped_like_mxnet(tmp_path):
     rec, idx = str(tmp_path / "m.rec"), str(tmp_path / "m.idx")
     w = recio.mx.MXIndexedRecordIO(idx, rec, "w")
@@ -402,6 +407,7 @@ def test_every_write_path_gives_the_framing_bytes(tmp_path_factory, sizes, magic
     assert path.read_bytes() == b"".join(framing.encode_record(p) for p in payloads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("atomic", [True, False])
 def test_disk_space_reserved_ahead_is_given_back(tmp_path, atomic):
     path = tmp_path / "big.rec"
@@ -432,6 +438,7 @@ def _scribble(arg, n):
         arg[:] = junk
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(sizes=st.lists(st.sampled_from([0, 10, 5000, 65536, 100_001, 400_000]), min_size=1,
                       max_size=24),
@@ -552,6 +559,7 @@ def _child(tmp_path, kind, ending):
     return proc.returncode, err, str(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("ending", ["exit", "raise"])
 def test_process_exiting_without_close_leaves_nothing(kind, ending, tmp_path):
@@ -561,6 +569,7 @@ def test_process_exiting_without_close_leaves_nothing(kind, ending, tmp_path):
     assert _names(out) == []  # no final file and no temporary file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("ending", ["os_exit", KILL])
 def test_process_dying_mid_write_leaves_no_final_name(kind, ending, tmp_path):
@@ -570,6 +579,7 @@ def test_process_dying_mid_write_leaves_no_final_name(kind, ending, tmp_path):
     assert _names(out) == sorted(_temps(out))  # what is left is visibly temporary
 
 
+@pytest.mark.slow
 def test_mx_script_that_never_closes_keeps_complete_files_like_mxnet(tmp_path):
     code, err, out = _child(tmp_path, "mx", "exit")
     assert code == 3 and "ResourceWarning" not in err, err
@@ -669,6 +679,7 @@ PACK_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ending", ["exit", "os_exit", KILL])
 def test_pack_process_ending_mid_pack_leaves_no_final_file(ending, tmp_path):
     lst, root = _image_list(tmp_path)

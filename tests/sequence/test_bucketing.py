@@ -105,6 +105,7 @@ def test_cost_model_agrees_with_the_sampler():
     assert np.mean(measured) == pytest.approx(bk.padded_cost(lengths, edges, 32), rel=0.05)
 
 
+@pytest.mark.slow
 def test_histogram_scale_dp():
     # a million sequences with ~2,000 distinct lengths: the DP only sees the histogram
     rng = np.random.default_rng(0)
@@ -396,6 +397,7 @@ def test_cli_missing_sidecar_one_line_exit_2(tmp_path):
     assert "sidecar" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.slow
 def test_console_script(script, seq_rec):
     rec, lengths = seq_rec
     proc = subprocess.run([*script("recio"), "buckets", str(rec), "-n", "2", "--json"],

@@ -303,6 +303,7 @@ def test_cli_errors_are_one_line_exit_2(golden, tmp_path):
     assert not (tmp_path / "o.rec").exists()
 
 
+@pytest.mark.slow
 def test_console_script(golden, tmp_path, script):
     rec = tmp_path / "c.rec"
     done = subprocess.run([*script("recio"), "convert", str(golden / "cbf" / "double.cbf"),

@@ -668,6 +668,7 @@ def ctf_files(draw):
     return text, streams, expected
 
 
+@pytest.mark.slow
 @given(ctf_files())
 @SETTINGS
 def test_random_files_parse_to_cntks_values(tmp_path, monkeypatch, case):

@@ -104,6 +104,7 @@ def seq_size(seq):
 
 # ----------------------------------------------------------------------------------- properties
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None)
 @given(corpora)
 def test_every_sequence_once_per_sweep_and_sizes_respected(case):
@@ -131,6 +132,7 @@ def test_every_sequence_once_per_sweep_and_sizes_respected(case):
     assert sum(mb.num_samples for mb in mbs) == 2 * sum(seq_size(s) for s in seqs)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 60), st.integers(1, 16), st.integers(0, 999), st.one_of(st.none(),
        st.integers(1, 40)), st.sampled_from(["memory", "file"]))
@@ -149,6 +151,7 @@ def test_single_sample_size_k_equals_k_size_one_and_doubling_merges(n, k, seed, 
     assert by_2k == [by_k[2 * j] + by_k[2 * j + 1] for j in range(steps // 2)]
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None)
 @given(corpora, st.integers(0, 60))
 def test_restore_continues_identically(case, stop):
@@ -163,6 +166,7 @@ def test_restore_continues_identically(case, stop):
     assert ids(fresh.next_minibatch(case["size"]) for _ in range(20)) == expected
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(corpora, st.integers(1, 5), st.integers(1, 5), st.integers(0, 30))
 def test_worker_shares_disjoint_complete_and_k_can_change(case, k1, k2, stop):
@@ -219,6 +223,7 @@ RESTORE_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_restore_in_a_new_process(tmp_path):
     rng = np.random.default_rng(6)
     cases, expected = [], []
@@ -265,6 +270,7 @@ def test_lazily_sorted_sweep_plan_matches_a_full_sort():
             assert plan.ids(pos, b).tolist() == order[pos:b].tolist()
 
 
+@pytest.mark.slow
 def test_big_corpus_every_sequence_once_and_restore():
     rng = np.random.default_rng(4)
     lengths = rng.integers(1, 51, 9000)
@@ -334,6 +340,7 @@ def test_restore_cost_does_not_depend_on_position(monkeypatch):
 
 # ----------------------------------------------------------------------------------- memory
 
+@pytest.mark.slow
 def test_window_bounds_resident_memory(tmp_path):
     rng = np.random.default_rng(2)
     dim = 16
@@ -386,6 +393,7 @@ class GeneratedCorpus:
                 for n in self.chunk_sample_counts(i)]
 
 
+@pytest.mark.slow
 def test_window_bounds_decoded_memory_of_whole_chunk_corpora():
     rng = np.random.default_rng(5)
     lengths = rng.integers(1, 51, 8000)  # ~200k samples of 64 bytes: ~13 MB decoded

@@ -68,6 +68,7 @@ sequences = st.dictionaries(st.text("abcxyz_", min_size=1, max_size=8),
                             st.one_of(dense, sparse()), min_size=1, max_size=4)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(sequences)
 def test_round_trip(seq):

@@ -300,6 +300,7 @@ def test_im2rec_from_local_images_to_the_bucket_and_back(s3, tmp_path):
     assert not any(".recio-" in k for k in server.keys(bucket))  # no staging left behind
 
 
+@pytest.mark.slow
 def test_im2rec_shard_size_splits_a_local_pack(tmp_path):
     images = GOLDEN / "im2rec" / "images"
     shutil.copy(GOLDEN / "im2rec" / "noshuffle.lst", tmp_path / "data.lst")
@@ -439,6 +440,7 @@ def test_remote_file_reopens_after_fork(golden_bucket):
     assert os.read(read, 1) == b"1"
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1 << 22), st.integers(0, 1 << 18)), max_size=60),
        st.integers(1, 1 << 23))
@@ -464,6 +466,7 @@ def test_urls_need_no_local_folder_and_make_none(s3, tmp_path):
     assert os.listdir(tmp_path) == [] and server.keys(bucket) == []
 
 
+@pytest.mark.slow
 def test_a_reader_dropped_mid_scan_stops_its_read_ahead_thread(tmp_path):
     import gc
     import time
@@ -583,6 +586,7 @@ def test_gs_urls_read_and_write_like_s3(gcs_endpoint):
     (["--checksums"], "--checksums goes with --num-shards or --shard-size"),
     (["--shard-size", "big"], "expected a shard size such as 600 (bytes), 64K"),
 ])
+@pytest.mark.slow
 def test_im2rec_shard_options_refuse_what_they_cannot_do(tmp_path, extra, message):
     shutil.copy(GOLDEN / "im2rec" / "noshuffle.lst", tmp_path / "data.lst")
     proc = run(["im2rec", str(tmp_path / "data"), str(GOLDEN / "im2rec" / "images"), *extra])

@@ -19,6 +19,7 @@ except ImportError:  # every test but the first needs it: see needs_torch
 needs_torch = pytest.mark.needs("torch")  # skips with the reason; under CI=true fails
 
 
+@pytest.mark.slow
 def test_missing_torch_gives_install_hint():
     import subprocess
     import sys
@@ -30,6 +31,7 @@ def test_missing_torch_gives_install_hint():
     assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in out.stdout
 
 
+@pytest.mark.slow
 def test_names_load_on_first_use():
     """recio.torch imports a module when one of its names is used: resume_state (NumPy only)
     works without torch, and MinibatchDataset does not load the record datasets."""
@@ -185,6 +187,7 @@ def test_iterable_dataset_single_process_and_shuffle(dataset):
     assert sorted(e0) == sorted(e1) == list(range(N)) and e0 != e1
 
 
+@pytest.mark.slow
 @needs_torch
 def test_iterable_dataset_set_epoch_reaches_persistent_workers(dataset):
     """Persistent workers keep the dataset copy they started with: set_epoch in the main

@@ -112,6 +112,7 @@ def test_main_process_buffers_are_reused_only_when_released(data):
     np.testing.assert_array_equal(view[1].numpy(), _want(3))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("persistent, start_method",
                          start_method_cases([(True,), (False,)], [(True,)]),
                          indirect=["start_method"])
@@ -157,6 +158,7 @@ def _buffers_made(label):
     return batching.pool().created
 
 
+@pytest.mark.slow
 def test_a_custom_collate_fn_gets_plain_samples_and_they_stay_intact(data):
     """A collate_fn that keeps the samples as they are: their buffers are never reused."""
     from torch.utils.data import DataLoader
@@ -222,6 +224,7 @@ def test_other_transforms_keep_the_per_sample_path(data):
     np.testing.assert_array_equal(samples[1][0].numpy(), _image(2).transpose(2, 0, 1))
 
 
+@pytest.mark.slow
 def test_random_resized_crop_boxes(tmp_path):
     """The box: area 8-100 % of the image, aspect 3/4-4/3 (its sides read back from a gradient
     image), positions all over; a large JPEG decoded at a reduced DCT scale gives the same

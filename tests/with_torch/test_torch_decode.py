@@ -101,6 +101,7 @@ def _corpus(rec):
         corpus.close()
 
 
+@pytest.mark.slow
 def test_sequence_records_through_record_dataset(sequences):
     want = _corpus(sequences)
     ds = RecordDataset(sequences, decode=unpack_sequence)
@@ -197,6 +198,7 @@ def _labels(batches):
     return [int(v) for b in batches for v in b]
 
 
+@pytest.mark.slow
 @needs_torchdata
 @pytest.mark.parametrize("shuffle_buffer", [0, 5])
 def test_iterable_resume_mid_epoch_with_a_callable_decode(sequences, shuffle_buffer):

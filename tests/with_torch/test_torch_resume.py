@@ -119,6 +119,7 @@ def test_iterable_one_to_two_ranks(files, shuffle_buffer):
     _once(before, *after)
 
 
+@pytest.mark.slow
 def test_iterable_two_ranks_to_one_and_three_to_two_workers(files):
     before, saved = [], []
     for rank, stop in ((0, 3), (1, 5)):  # ranks need not be in lockstep
@@ -134,6 +135,7 @@ def test_iterable_two_ranks_to_one_and_three_to_two_workers(files):
     _once(before, mid, _drain(_loader(ds2, 0)))
 
 
+@pytest.mark.slow
 def test_iterable_chain_of_resumes(files):
     """0 -> 3 workers -> 2 ranks x 2 workers -> 1 rank, 2 workers: each record once."""
     runs = []
@@ -234,6 +236,7 @@ def test_iterable_errors_on_mismatched_state(files, tmp_path):
         _iterable(files).load_state_dict(RecordSampler(N).state_dict())
 
 
+@pytest.mark.slow
 def test_iterable_misuse_of_a_reader_state_is_refused(files):
     """A reader's state in a reader of another shape raises instead of duplicating records."""
     _, saved = _take(_loader(_iterable(files), 2), 3)
@@ -270,6 +273,7 @@ def _sampled(ds, sampler, workers):
     return StatefulDataLoader(ds, sampler=sampler, batch_size=B, num_workers=workers)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_sampler_two_to_three_workers(mapped, shuffle):
     before, saved = _take(_sampled(mapped, RecordSampler(mapped, shuffle=shuffle, seed=4), 2), 7)
@@ -278,6 +282,7 @@ def test_sampler_two_to_three_workers(mapped, shuffle):
     _once(before, _drain(_sampled(mapped, sampler, 3)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_sampler_one_to_two_ranks(mapped, shuffle):
     before, saved = _take(_sampled(mapped, RecordSampler(mapped, shuffle=shuffle), 2), 5)
@@ -316,6 +321,7 @@ def test_sampler_ranks_in_lockstep_need_one_state(mapped):
     _once(before, [mapped.keys[i] for i in after])
 
 
+@pytest.mark.slow
 def test_sampler_ranks_not_in_lockstep(mapped):
     before, states = [], []
     for rank, stop in ((0, 2), (1, 6), (2, 4)):
@@ -332,6 +338,7 @@ def test_sampler_ranks_not_in_lockstep(mapped):
     _once(before, _drain(_sampled(mapped, sampler, 2)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_sampler_same_shape_continues_the_uninterrupted_order(mapped, shuffle):
     full = _drain(_sampled(mapped, RecordSampler(mapped, shuffle=shuffle, seed=2), 2))
@@ -437,6 +444,7 @@ def _run_sampler(n, replicas, stops, base, pad, drop_last=False):
     return out, states
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 40), st.lists(st.tuples(st.integers(1, 4), st.integers(0, 12),
                                               st.booleans()), min_size=1, max_size=3),
@@ -502,6 +510,7 @@ def _lockstep(n, replicas, k, **kw):
     return got, states, shares
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(n=st.integers(0, 60), replicas=st.integers(1, 6), new=st.integers(1, 6),
        pad=st.booleans(), drop_last=st.booleans(), shuffle=st.booleans(), data=st.data())
@@ -601,6 +610,7 @@ def _run_stream(files, slots, stops, saved, **kw):
     return out, states
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(1, 4), st.lists(st.integers(0, 15), min_size=4,
@@ -649,6 +659,7 @@ def test_iterable_refuses_a_partial_set_of_readers(files):
         _iterable(files, shuffle_buffer=0).load_state_dict(states[:2])
 
 
+@pytest.mark.slow
 def test_iterable_balanced_ranks_after_one_rank_of_two_workers_becomes_two_ranks(files):
     """1 rank x 2 workers -> 2 ranks x 1 worker is two readers before and after, but not the
     same readers: with balance="records" the new ranks get equal shares (DDP needs them), not

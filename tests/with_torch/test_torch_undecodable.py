@@ -214,6 +214,7 @@ def test_stream_raise_mode_raises_from_a_worker(keyed):
 
 
 # -- a training loop ------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("streamed", [False, True])
 def test_a_training_epoch_over_the_damaged_file_completes(streamed):
     """docs/training/pytorch.md's loop (ImageAugment, DataLoader workers, SGD) over MXNet's

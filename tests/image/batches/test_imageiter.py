@@ -265,6 +265,7 @@ def _our_threads():
             and t.name.startswith(("recio-ImageBatchIter", "recio-decode"))]
 
 
+@pytest.mark.slow
 def test_no_threads_left_after_close_or_early_stop(dataset):
     it = _iter(dataset, preprocess_threads=3, prefetch_buffer=2)
     next(it)

@@ -116,6 +116,7 @@ def _pack_golden(name, workers, executor, manifest, golden, tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(f"{name}{s}" for s in (".lst", ".rec", ".idx"))
 
 
+@pytest.mark.slow
 def test_console_scripts_pack(script, manifest, golden, tmp_path):
     shutil.copy(golden / "im2rec" / "all.lst", tmp_path)
     args = pack_args(manifest, "pack_all", tmp_path / "all", golden / "im2rec" / "images")
@@ -266,6 +267,7 @@ def test_both_modes_give_the_same_sizes_and_layouts(w, h, size, crop, color, mod
         assert np.abs(pixels.astype(float) - reference.astype(float)).max() <= 8
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["mxnet", "antialias"])
 def test_console_script_packs_golden_sizes_in_both_modes(mode, script, manifest, golden,
                                                         tmp_path):
@@ -524,6 +526,7 @@ def _wait_for_journal(journal, entries, proc, timeout=60):
     (signal.SIGINT, ["--num-thread", "2", "--executor", "process"]),
     (signal.SIGINT, ["--num-thread", "2", "--executor", "thread"]),
 ], ids=["kill", "ctrl-c", "ctrl-c-processes", "ctrl-c-threads"])
+@pytest.mark.slow
 def test_interrupted_pack_leaves_no_complete_output_and_resume_finishes(script, tmp_path, sig,
                                                                         workers):
     """A worker blocks reading image 25; the packer is killed or interrupted there
@@ -607,6 +610,7 @@ def _im2rec_with(method):
 _SPAWNING_IM2REC = _im2rec_with("spawn")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 @pytest.mark.parametrize("method", START_METHODS)
 def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp_path, method):
@@ -629,6 +633,7 @@ def test_a_worker_killed_mid_pack_stops_it_with_an_error_and_resume_finishes(tmp
     assert "packed 29 images" in done.stdout and not os.path.exists(partial_paths(lst)[0])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="a terminal's Ctrl-C to a process group "
                     "is POSIX's (a Windows console's reaches every process attached to it)")
 def test_ctrl_c_while_spawned_workers_start_says_interrupted_once(tmp_path):
@@ -682,6 +687,7 @@ except RecordIOError as exc:
 """
 
 
+@pytest.mark.slow
 def test_a_script_without_a_main_guard_gets_an_error_not_a_hang(tmp_path):
     """A spawned worker first runs the script that started the pack again (as its main module);
     without ``if __name__ == "__main__":`` that second pack fails (the first holds the lock)
@@ -723,6 +729,7 @@ def test_resume_refuses_other_settings_and_skips_finished_lists(golden, tmp_path
     assert finished.exit_code == 0 and "already packed" in finished.output
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("blocks the packer on a FIFO, then sends it SIGINT, SIGTERM or SIGKILL")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, SIGKILL],
                          ids=["ctrl-c", "sigterm", "kill"])

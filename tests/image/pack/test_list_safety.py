@@ -25,6 +25,7 @@ def _run(script, *args, cwd=None, env=None):
                           cwd=cwd, env=env, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("makes symlinks, which Windows allows only with a privilege")
 def test_symlink_cycles_end_and_each_folder_is_listed_once(script, tmp_path):
     root = tmp_path / "root"
@@ -40,6 +41,7 @@ def test_symlink_cycles_end_and_each_folder_is_listed_once(script, tmp_path):
     assert "did not enter 3 symlinked folder(s)" in proc.stderr  # a/self, a/to_b, b/to_a
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("makes files named with a tab, CR or LF, which Windows forbids")
 @pytest.mark.parametrize("bad", ["ta\tb.jpg", "cr\r.jpg", "lf\n.jpg"])
 def test_names_a_list_cannot_hold_are_skipped_and_counted(script, tmp_path, bad):
@@ -57,6 +59,7 @@ def test_names_a_list_cannot_hold_are_skipped_and_counted(script, tmp_path, bad)
     assert (tmp_path / "out.rec").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_existing_lists_are_kept_unless_force(script, tmp_path):
     root = GOLDEN / "im2rec" / "images"
     (tmp_path / "all.lst").write_text("mine\n")
@@ -89,6 +92,7 @@ def test_lists_appear_all_together_or_not_at_all(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []  # no train/test/val list, no temporary file
 
 
+@pytest.mark.slow
 def test_ratios_over_one_are_warned_and_counted(script, tmp_path):
     root = GOLDEN / "im2rec" / "images"
     proc = _run(script, tmp_path / "r", root, "--list", "--recursive", "--train-ratio", "0.8",
@@ -103,6 +107,7 @@ def test_ratios_over_one_are_warned_and_counted(script, tmp_path):
                for w in report["warnings"])
 
 
+@pytest.mark.slow
 def test_parts_rounded_down_leave_images_in_no_list(script, tmp_path):
     root = GOLDEN / "im2rec" / "images"
     proc = _run(script, tmp_path / "q", root, "--list", "--recursive", "--train-ratio", "0.7",
@@ -114,6 +119,7 @@ def test_parts_rounded_down_leave_images_in_no_list(script, tmp_path):
     assert "1 image(s) are in no list" in proc.stderr
 
 
+@pytest.mark.slow
 def test_json_report_is_valid_and_complete(script, tmp_path):
     root = GOLDEN / "im2rec" / "images"
     proc = _run(script, tmp_path / "j", root, "--list", "--recursive", "--json")
@@ -125,6 +131,7 @@ def test_json_report_is_valid_and_complete(script, tmp_path):
     assert report["warnings"] == []
 
 
+@pytest.mark.slow
 def test_listing_logs_progress_and_a_summary(script, tmp_path):
     env = dict(os.environ, RECIO_PROGRESS_SECONDS="0")
     proc = _run(script, tmp_path / "p", GOLDEN / "im2rec" / "images", "--list", "--recursive",
@@ -134,6 +141,7 @@ def test_listing_logs_progress_and_a_summary(script, tmp_path):
     assert "listed 13 images" in proc.stderr.splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_a_test_ratio_beside_train_ratio_one_is_pointed_out(script, tmp_path):
     proc = _run(script, tmp_path / "t", GOLDEN / "im2rec" / "images", "--list", "--recursive",
                 "--test-ratio", "0.2")

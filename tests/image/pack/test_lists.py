@@ -47,6 +47,7 @@ def test_cli_lists_are_byte_identical_to_mxnet(case, manifest, golden, tmp_path)
     assert written == sorted([f"{n}.lst" for n in CASES[case]] + classes)
 
 
+@pytest.mark.slow
 def test_console_script_list_mode(script, manifest, golden, tmp_path):
     root = golden / "im2rec" / "images"
     proc = subprocess.run([*script("im2rec"), *_args(manifest, "split", tmp_path / "split", root)],

@@ -86,6 +86,7 @@ def _run_im2rec(tmp_path, name):
     return prefix
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MANIFEST["im2rec"]))
 def test_im2rec_writes_mxnets_rec_and_idx(tmp_path, name):
     """The command as users run it, on the list MXNet's tools/im2rec.py packed (45 images: every
@@ -118,6 +119,7 @@ def test_im2rec_library_writes_mxnets_bytes(tmp_path):
             HERE / "im2rec" / name).with_suffix(".rec").read_bytes(), name
 
 
+@pytest.mark.slow
 def test_the_older_im2rec_references_are_reproduced(golden, tmp_path):
     """tests/data/golden/im2rec (made by MXNet for the sizes and headers): all.rec and
     multi.rec are now reproduced byte for byte too."""
@@ -135,6 +137,7 @@ def test_the_older_im2rec_references_are_reproduced(golden, tmp_path):
 
 # -- the opt-in fast mode -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_fast_mode_trades_mxnets_bytes_for_speed(tmp_path):
     """--resize-mode antialias writes other bytes, with MXNet's sizes, labels and record count;
     --help states the cost."""

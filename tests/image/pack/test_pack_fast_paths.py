@@ -186,6 +186,7 @@ def _ctrl_c_after(monkeypatch, images):
     return progress
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_returns_only_once_the_worker_threads_have_left(tmp_path, monkeypatch):
     """A pack on threads stopped by Ctrl-C raises KeyboardInterrupt only once its threads have
     left, each after the image it was on: a program that ends on it never shuts Python down
@@ -203,6 +204,7 @@ def test_a_ctrl_c_returns_only_once_the_worker_threads_have_left(tmp_path, monke
     assert pack_list(lst, root, workers=3, resume=True).packed == 120
 
 
+@pytest.mark.slow
 def test_a_worker_stuck_reading_is_left_behind_counted(tmp_path, monkeypatch):
     """A worker thread stuck reading a file does not keep Ctrl-C from stopping the pack: it
     is waited for ``STOP_WAIT`` seconds, then left behind, counted by
@@ -234,6 +236,7 @@ def _split_reference(data: bytes) -> list:
     return pieces + [data[start:]]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(size=st.integers(0, 5000), seed=st.integers(0, 2**32 - 1),
        places=st.lists(st.integers(0, 4999), max_size=6))

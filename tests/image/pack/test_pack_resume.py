@@ -129,6 +129,7 @@ def _interrupt(rng, cmd, env_folder, kind, cwd=None, base_env=None):
     return what, proc
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 @pytest.mark.parametrize("kind, options", PACKS, ids=[k for k, _ in PACKS])
 def test_packs_killed_at_random_moments_resume_to_the_uninterrupted_pack(script, corpus, kind,
@@ -160,6 +161,7 @@ def test_packs_killed_at_random_moments_resume_to_the_uninterrupted_pack(script,
         assert not os.listdir(other / "tmp"), history
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("kills the pack with SIGKILL")
 @pytest.mark.parametrize("options", [["--num-shards", "2"], ["--shard-size", "40KB"]],
                          ids=["shards", "sized"])
@@ -284,6 +286,7 @@ def test_resume_keeps_only_the_parts_whose_checksums_verify(corpus):
     assert_same_files(corpus, clean, "job")
 
 
+@pytest.mark.slow
 def test_resume_refuses_other_settings_and_a_changed_list(script, corpus):
     lst = corpus / "job.lst"
     with pytest.raises(RecordIOError, match=r"shard 2 \(list lines .*\) failed"):
@@ -321,6 +324,7 @@ def test_resume_refuses_other_settings_and_a_changed_list(script, corpus):
     assert again.returncode == 0 and "already packed (" in again.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_a_new_pack_over_an_interrupted_one_is_refused_not_discarded(script, corpus):
     """Plain and in parts: without --resume the progress is refused in one line that says
@@ -370,6 +374,7 @@ def _wait_for(path, proc, timeout=60):
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [[], ["--num-shards", "3"]], ids=["plain", "shards"])
 def test_a_second_pack_of_the_same_prefix_is_refused_at_once_naming_the_first(
         script, corpus, options):
@@ -398,6 +403,7 @@ def test_a_second_pack_of_the_same_prefix_is_refused_at_once_naming_the_first(
     assert_same_files(corpus, clean, "job")
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("kills the pack with SIGTERM, SIGKILL or SIGINT")
 def test_a_killed_pack_never_leaves_its_lock_stuck(script, corpus):
     cmd = _cmd(script, corpus / "job", corpus / "img", ["--num-shards", "3"])
@@ -419,6 +425,7 @@ def _children(pid):
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.linux_only("PR_SET_PDEATHSIG is Linux's; the workers are found in /proc")
 def test_worker_processes_end_with_a_pack_killed_by_sigkill(script, corpus):
     """SIGKILL gives the parent no chance to stop its worker processes: they end with it

@@ -57,6 +57,7 @@ def _im2rec(script, *args, **kwargs):
                           timeout=120, **kwargs)
 
 
+@pytest.mark.slow
 def test_the_wrong_root_fails_with_no_output(script, site):
     tmp, root = site
     lst = tmp / "data.lst"
@@ -70,6 +71,7 @@ def test_the_wrong_root_fails_with_no_output(script, site):
         assert _tree(tmp) == before  # no .rec/.idx/.errors.tsv, no partial files
 
 
+@pytest.mark.slow
 def test_more_than_half_missing_fails_and_keeps_an_older_output(script, site):
     tmp, root = site
     lst = tmp / "data.lst"
@@ -108,6 +110,7 @@ def test_the_first_hundred_missing_stop_the_pack_early(site):
     ("x\t0\ta/0.jpg", "malformed_line"),
     ("0\ta/0.jpg", "malformed_line"),
 ])
+@pytest.mark.slow
 def test_refused_lines_are_skipped_per_line(script, site, line, cause):
     tmp, root = site
     lst = tmp / "one.lst"
@@ -167,6 +170,7 @@ def test_fifos_devices_and_folders_are_not_opened(site):
     assert result.skips == {"not_a_file": 1}
 
 
+@pytest.mark.slow
 def test_existing_outputs_need_force_and_resume_continues(script, site):
     tmp, root = site
     lst = tmp / "data.lst"
@@ -200,6 +204,7 @@ def test_resume_after_a_kill_in_the_first_moments(site, journal):
     assert (fresh / "early.rec").read_bytes() == (tmp / "early.rec").read_bytes()
 
 
+@pytest.mark.slow
 def test_what_is_dropped_is_said(script, site):
     tmp, root = site
     lst = tmp / "d.lst"
@@ -240,6 +245,7 @@ _NASTY = ["\x00", "\t", "\r", "\n", "..", "/", "../secret.jpg", "/etc/passwd", "
           "a/alpha.png", "a/", "a/fifo.jpg"]
 
 
+@pytest.mark.slow
 @pytest.mark.posix_only("a FIFO is among the names the lists may hold")
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -272,6 +278,7 @@ def test_mutated_lists_never_crash_hang_or_leave_root(site, data):
     assert not any(os.path.exists(p) for p in partial_paths(folder / "f.lst"))
 
 
+@pytest.mark.slow
 def test_a_few_mutated_lists_through_the_real_command(script, site):
     tmp, root = site
     for i, line in enumerate(["0\t1e40\ta/0.jpg", "0\t0\t/dev/zero", "0\t0\ta/\udcff.jpg",

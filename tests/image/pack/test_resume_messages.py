@@ -18,6 +18,9 @@ from PIL import Image
 from support import hook_env, make_corpus
 
 
+pytestmark = pytest.mark.slow  # every test here runs the commands many times or waits
+
+
 @pytest.fixture
 def corpus(tmp_path):
     """A list with everything a summary counts: missing images, malformed lines, lines with

@@ -174,6 +174,7 @@ def test_split_list_cuts_in_list_order_without_holding_the_list(tmp_path):
     assert parts[1].lines.startswith("list lines ")
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(0, 10**12), max_size=40), st.data())
 def test_byte_ranges_of_an_index_cover_every_line_once(tmp_path_factory, offsets, data):
@@ -228,6 +229,7 @@ def test_a_pack_without_shards_joined_from_parts_is_pack_lists_output(tmp_path):
         pack_shards(lst, tmp_path / "img", options, num_shards=None, engine=_TwoParts())
 
 
+@pytest.mark.slow
 def test_engine_ray_without_ray_installed_says_what_to_install(tmp_path):
     """As on a machine without Ray (the import made to fail): one line, exit 2, no output."""
     import subprocess

@@ -29,6 +29,7 @@ RECOVERED = ("cut_40.jpg", "cut_75.jpg", "cut_98.jpg", "no_end_marker.jpg", "str
              "reserved_marker.jpg")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n, run in MANIFEST["im2rec"].items()
                                   if "--pass-through" not in run["args"]])
 def test_a_pack_of_damaged_jpegs_is_mxnets_byte_for_byte(tmp_path, name):
@@ -50,6 +51,7 @@ def test_a_pack_of_damaged_jpegs_is_mxnets_byte_for_byte(tmp_path, name):
         assert unreadable in errors
 
 
+@pytest.mark.slow
 def test_a_pass_through_pack_keeps_the_damaged_bytes(tmp_path):
     """--pass-through stores the files as they are, damaged ones too, as MXNet's does; an
     empty file is the one record recio leaves out (counted: MXNet stores a record with no
@@ -119,6 +121,7 @@ def test_the_iterator_yields_what_mxnets_yields():
             np.testing.assert_array_equal(batch.data[0].asnumpy(), EXPECTED[f"iter|{k}|data"])
 
 
+@pytest.mark.slow
 def test_verify_images_names_what_libjpeg_had_to_repair(script):
     """The readers decode a repaired JPEG, as MXNet's do; recio verify --images, a checker,
     reports it (libjpeg's own warning, or the missing end marker) and exits 1."""

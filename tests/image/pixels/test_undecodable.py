@@ -123,6 +123,7 @@ def test_every_reader_refuses_an_unknown_policy():
     assert ON_UNDECODABLE == ("skip", "raise")
 
 
+@pytest.mark.slow
 def test_python_shows_each_skipped_record_once_across_epochs(tmp_path):
     """Default warning filters, a real process: three epochs name each bad record once."""
     code = (f"import recio\n"
@@ -300,6 +301,7 @@ def test_every_reader_of_a_file_of_undecodable_payloads(tmp_path, reader):
 
 
 # -- the commands -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_show_skips_and_names_each_undecodable_image(script, tmp_path):
     out = tmp_path / "grid.png"
     proc = subprocess.run([*script("recio"), "show", REC, "-o", str(out), "-n", "20"],
@@ -319,6 +321,7 @@ def test_show_skips_and_names_each_undecodable_image(script, tmp_path):
     assert report["skipped"]["undecodable"] == len(BAD)
 
 
+@pytest.mark.slow
 def test_verify_images_lists_each_undecodable_image_and_exits_1(script):
     """A checker: it lists every image that does not decode, the empty one (an IRHeader and
     nothing after it, which the readers skip too) among them, and exits 1. It also names the

@@ -92,6 +92,7 @@ def test_face_layout_header_records_and_the_suggestion(tmp_path):
     assert stats.labels[0].counts == [3, 3]
 
 
+@pytest.mark.slow
 def test_infinite_header_labels_do_not_crash_and_json_is_valid(script, tmp_path):
     rec = _write(tmp_path / "inf.rec", 5, header=[float("inf"), float("inf")])
     for cmd in (["inspect", rec], ["verify", rec], ["inspect", rec, "--json"],
@@ -114,6 +115,7 @@ def test_infinite_header_labels_do_not_crash_and_json_is_valid(script, tmp_path)
     ("idx", "0\t0\n1\t1056\n", "an index (.idx)"),
     ("txt", "hello world\n", "a text file"),
 ])
+@pytest.mark.slow
 def test_files_that_are_not_record_files_are_named(script, tmp_path, kind, content, expect):
     path = tmp_path / f"x.{kind}"
     if content is None:
@@ -133,6 +135,7 @@ def test_an_empty_file_has_no_records(tmp_path):
     assert stats.records == 0 and stats.labels == []
 
 
+@pytest.mark.slow
 def test_many_files_by_glob_with_class_names(script, tmp_path):
     (tmp_path / "shards").mkdir()
     for k in range(3):
@@ -178,6 +181,7 @@ def test_unweighted_percentiles_are_numpys_inverted_cdf(values):
         assert got[f"p{q:g}"] == ordered[k]
 
 
+@pytest.mark.slow
 def test_plot_draws_a_picture(script, tmp_path):
     need("matplotlib")
     rec = _write(tmp_path / "p.rec", 120)
@@ -197,6 +201,7 @@ def test_plot_draws_a_picture(script, tmp_path):
     assert proc.returncode == 2 and "is an input of this command" in proc.stderr
 
 
+@pytest.mark.slow
 def test_plot_without_matplotlib_says_what_to_install(tmp_path):
     rec = _write(tmp_path / "m.rec", 10)
     code = ("import sys; sys.modules['matplotlib'] = None\n"
@@ -208,6 +213,7 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path):
     assert "Traceback" not in proc.stderr and not os.path.exists(tmp_path / "x.png")
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_histogram_and_percentiles(tmp_path):
     rec = _write(tmp_path / "c.rec", 70)
     proc = subprocess.run([*command("recio"), "inspect", rec], capture_output=True, text=True)
@@ -222,6 +228,7 @@ def _percentile_rows(stdout):
     return lines[start + 1:start + 6]
 
 
+@pytest.mark.slow
 def test_the_percentile_table_keeps_its_columns_apart(tmp_path):
     """Aspect ratios such as 0.442623 once ran into each other (0.4426230.442623...): every
     row has one cell per column, right-aligned under its header."""
@@ -242,6 +249,7 @@ def test_the_percentile_table_keeps_its_columns_apart(tmp_path):
     assert aspect["p0"] == "0.03093" and aspect["p100"] == "14.29"  # 3/97 and 100/7
 
 
+@pytest.mark.slow
 def test_every_image_is_measured_when_there_are_fewer_than_the_sample(tmp_path):
     """A small first image once made the sampler guess a large file and skip images ("sample of
     286" of 300); a file with fewer images than --sample has every one measured, and a larger
@@ -270,6 +278,7 @@ def test_every_image_is_measured_when_there_are_fewer_than_the_sample(tmp_path):
     assert report["dataset"]["sizes_sampled"] == 300 and report["dataset"]["sizes_unsized"] == 1
 
 
+@pytest.mark.slow
 def test_plot_axes_show_whole_counts_and_a_single_value_as_itself(tmp_path, monkeypatch):
     """All images 256 x 256 in 3 records: each size panel is one bar labelled 256 (aspect 1),
     not an axis from 255.5 to 256.5, and no count axis has a fractional tick."""

@@ -148,6 +148,7 @@ def test_reshard_damaged_input_leaves_nothing(split_files, tmp_path):
     assert not out.exists() or os.listdir(out) == []
 
 
+@pytest.mark.slow
 def test_reshard_refuses_to_replace_an_input(tmp_path):
     rec = write_rec(tmp_path / "s_0.rec", [b"a" * 9, b"b" * 3])
     before = open(rec, "rb").read()
@@ -159,6 +160,7 @@ def test_reshard_refuses_to_replace_an_input(tmp_path):
     assert res.returncode == 2 and "s_0.rec" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(payloads=st.lists(st.binary(max_size=300), min_size=1, max_size=30),
        n=st.integers(1, 7), use_idx=st.booleans())
@@ -351,6 +353,7 @@ def test_length_bins_cover_every_length_once(values, bins):
 
 
 # -- the command line over them ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", COMMANDS)
 def test_every_command_explains_itself(cmd):
     res = recio_cli(cmd, "--help")
@@ -359,12 +362,14 @@ def test_every_command_explains_itself(cmd):
     assert "Example" in res.stdout or "im2rec data/train" in res.stdout
 
 
+@pytest.mark.slow
 def test_im2rec_module_help():
     res = subprocess.run([sys.executable, "-m", "recio.im2rec", "--help"], capture_output=True,
                          text=True, timeout=60)
     assert res.returncode == 0 and "Usage: im2rec" in res.stdout
 
 
+@pytest.mark.slow
 def test_buckets_q_is_quiet_and_n_is_the_count(seq_rec):
     rec, lengths = seq_rec
     new = recio_cli("buckets", rec, "-n", "2", "-q", "--json")
@@ -372,6 +377,7 @@ def test_buckets_q_is_quiet_and_n_is_the_count(seq_rec):
     assert json.loads(new.stdout)["boundaries"] == bk.bucket_boundaries(lengths, 2, 32)
 
 
+@pytest.mark.slow
 def test_index_and_extract_commands_call_the_library(golden, tmp_path):
     rec = tmp_path / "multi.rec"
     shutil.copy(golden / "im2rec" / "multi.rec", rec)

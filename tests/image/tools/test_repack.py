@@ -123,6 +123,7 @@ def test_a_failed_write_leaves_no_output(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["faces.idx", "faces.rec"]  # no temporaries either
 
 
+@pytest.mark.slow
 def test_the_command(script, tmp_path):
     rec, idx, images = _face_set(tmp_path)
     before = _digest(rec, idx)

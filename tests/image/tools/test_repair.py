@@ -187,6 +187,7 @@ def check_images(folder, seed, op):
     assert [int(k) for k in out] == [k for k in keys if str(k) in out]  # file order kept
 
 
+@pytest.mark.slow
 @FAST
 @given(data=st.data())
 def test_every_intact_record_is_rescued_byte_for_byte(tmp_path_factory, data):
@@ -242,6 +243,7 @@ def check_plain(folder, seed, op):
     assert len(got) <= len(payloads)
 
 
+@pytest.mark.slow
 @FAST
 @given(data=st.data())
 def test_records_without_images_are_rescued_or_dropped_never_garbled(tmp_path_factory, data):
@@ -270,6 +272,7 @@ def test_cases_fresh_seeds_found(tmp_path, which, seed, op):
     (check_images if which == "images" else check_plain)(str(tmp_path), seed, op)
 
 
+@pytest.mark.slow
 def test_golden_file_cut_anywhere_keeps_mxnet_keys(golden, tmp_path):
     """MXNet's own im2rec file cut at every 4th byte: the records before the cut come back
     with im2rec's keys, byte for byte."""

@@ -80,6 +80,7 @@ def test_never_over_an_input_or_an_existing_picture(coloured, tmp_path):
     assert open(coloured, "rb").read() == before
 
 
+@pytest.mark.slow
 def test_the_command(script, coloured, tmp_path):
     out = tmp_path / "cmd.png"
     proc = subprocess.run([*script("recio"), "show", coloured, "-o", str(out), "-n", "4",

@@ -16,6 +16,9 @@ from recio.records.writer import IndexedRecordWriter
 from support import make_corpus
 
 
+pytestmark = pytest.mark.slow  # every test here runs the commands many times or waits
+
+
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
     """An im2rec pack of a shuffled list (keys in no file order, as a real one), and a second

@@ -53,6 +53,7 @@ def test_golden_records_in_one_shard_are_byte_identical(golden, tmp_path):
         (golden / "records" / "tricky.idx").read_bytes()
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(sizes=st.lists(st.integers(0, 300), min_size=0, max_size=40),
        max_records=st.one_of(st.none(), st.integers(1, 7)),
@@ -106,6 +107,7 @@ def test_no_manifest_and_no_shard_unless_every_shard_is_complete(tmp_path):
     assert files_in(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_writer_dropped_unclosed_leaves_nothing(tmp_path):
     writer = ShardWriter(tmp_path / "t", max_records=2)
     for key in range(5):
@@ -238,6 +240,7 @@ def test_malformed_manifests_are_one_clear_error(tmp_path, text, message):
     assert message in str(err.value) and str(path) in str(err.value)
 
 
+@pytest.mark.slow
 def test_recio_verify_on_a_manifest(shard_set, script):
     path, _ = shard_set
     ok = subprocess.run([*script("recio"), "verify", str(path), "--deep"], capture_output=True,
@@ -279,6 +282,7 @@ def test_combined_index_runs_across_the_shards_as_dali_reads_them(shard_set, tmp
         combined_index(path, load_manifest(path).shards[0].idx, force=True)
 
 
+@pytest.mark.slow
 def test_recio_index_combined(shard_set, tmp_path, script):
     path, payloads = shard_set
     out = tmp_path / "all.idx"
@@ -291,6 +295,7 @@ def test_recio_index_combined(shard_set, tmp_path, script):
     assert again.returncode == 2 and "--force" in again.stderr
 
 
+@pytest.mark.slow
 def test_input_split_inspect_and_split_take_a_manifest(shard_set, script):
     path, payloads = shard_set
     rec_paths = load_manifest(path).rec_paths()
@@ -337,6 +342,7 @@ def test_record_dataset_takes_a_manifest_a_list_and_a_glob(tmp_path):
         RecordDataset(manifest.path, keys=[30])
 
 
+@pytest.mark.slow
 def test_minibatch_source_and_verify_take_a_manifest_and_a_glob(tmp_path, script):
     from recio.sequence import pack_sequence
     from recio.sequence.minibatch import MinibatchSource
