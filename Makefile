@@ -12,8 +12,8 @@ ifeq ($(origin TORCH_PIN), undefined)
 TORCH_PIN := $(shell $(PYTHON) -c 'import sys; print("torch==2.13.0" if sys.version_info[:2] == (3, 11) else "")' 2>/dev/null)
 endif
 
-.PHONY: check-python install install-dev install-torch install-docs check-install test docs \
-	site-check demo bench clean
+.PHONY: check-python install install-dev install-torch install-docs check-install lint test \
+	test-fast docs site-check demo bench clean
 
 # Refuse, in one line, an interpreter pip may not install into (PEP 668 "externally managed",
 # e.g. Debian's /usr/bin/python3 outside a virtualenv, unless pip is configured to install there
@@ -40,7 +40,8 @@ ifneq ($(strip $(TORCH_PIN)),)
 	@$(PYTHON) -c 'import torch' 2>/dev/null || $(PIP) install -q '$(TORCH_PIN)'
 	@$(PYTHON) -c 'import torch' || \
 		{ echo "make: $(TORCH_PIN) was installed but does not import" >&2; exit 1; }
-	@# torchdata's StatefulDataLoader, for tests/test_torch_resume.py (--no-deps: keep the pinned torch)
+	@# torchdata's StatefulDataLoader, for tests/with_torch/test_torch_resume.py
+	@# (--no-deps: keep the pinned torch)
 	@$(PYTHON) -c 'import torchdata.stateful_dataloader' 2>/dev/null || $(PIP) install -q --no-deps 'torchdata==0.11.0'
 	@$(PYTHON) -c 'import torchdata.stateful_dataloader' || \
 		{ echo "make: torchdata==0.11.0 was installed but does not import" >&2; exit 1; }
@@ -52,7 +53,7 @@ endif
 # After the installs: every requirement of recio and of the extras installed (torch's where a
 # build is pinned) is there at a version recio accepts and imports, and the commands run (a list,
 # a resized pack, verify). One script for make and for the CI workflow's Windows job, which has
-# no make (.ci/check_install.py; tests/test_platforms.py runs it and checks both call it).
+# no make (.ci/check_install.py; tests/meta/test_platforms.py runs it and checks both call it).
 check-install:
 	$(PYTHON) .ci/check_install.py$(if $(strip $(TORCH_PIN)), --torch)$(if $(strip $(DOCS_PYTHON)), --docs)
 
@@ -99,17 +100,37 @@ site-check: install-docs
 # RECIO_TEST_REMOVE=all takes away os.pread/pwrite, madvise, O_NONBLOCK, /proc/self/fd and
 # fallocate, and applies Windows' rules for replacing open files (tests/simulate/sitecustomize.py,
 # which sees open files through /proc, so this pass runs where /proc is: Linux).
-PORTABLE_TESTS := $(addprefix tests/test_,records.py split.py writer_lifecycle.py \
-	output_safety.py index_scale.py im2rec.py repair.py pack_safety.py pack_fast_paths.py \
-	pack_resume.py damaged_files.py lists.py list_safety.py imageiter.py mx_compat.py \
-	shards.py inspect_verify.py minibatch.py portable.py portable_paths.py portable_text.py)
+PORTABLE_TESTS := tests/portable \
+	$(addprefix tests/records/test_,records.py split.py writer_lifecycle.py index_scale.py) \
+	tests/records/shards/test_shards.py \
+	$(addprefix tests/image/pack/test_,im2rec.py pack_safety.py pack_fast_paths.py \
+		pack_resume.py lists.py list_safety.py) \
+	$(addprefix tests/image/tools/test_,repair.py inspect_verify.py) \
+	tests/image/batches/test_imageiter.py tests/mx/test_mx_compat.py \
+	tests/sequence/test_minibatch.py \
+	$(addprefix tests/cli/test_,output_safety.py damaged_files.py)
 
 # Both pytest passes: CI=true, and torch left out on purpose where no build is pinned
 TEST_ENV = CI=true RECIO_TEST_WITHOUT='$(if $(strip $(TORCH_PIN)),,torch)'
 
+# The lint: ruff (pyproject.toml's [tool.ruff]; the dev extra pins it) over the library, the
+# tests, the benchmarks, the examples and the CI scripts: likely bugs and unused names, no
+# restyling. `make test` runs it first.
+LINT = $(PYTHON) -m ruff check recio tests benchmarks examples .ci
+lint:
+	$(LINT)
+
+# The edit-test loop: the whole suite but the tests marked slow (a Ray cluster, a local S3 or GCS
+# server, spawned workers, packs in subprocesses, anything taking seconds; pyproject.toml's
+# markers), with the lint, in about 1-2 minutes on 2 cores. `make test` runs everything.
+test-fast: lint
+	$(TEST_ENV) $(PYTHON) -m pytest -q -rs -m "not slow" tests
+
 # The type check: `$(PYTHON) -m mypy recio` (pyproject.toml's [tool.mypy]; the dev extra pins
 # mypy) checks the library as a user's type checker reads it (recio ships py.typed).
 test: install-dev install-torch install-docs check-install
+	@echo "== the lint (ruff)"
+	$(LINT)
 	@echo "== the type check (mypy)"
 	$(PYTHON) -m mypy recio
 	$(TEST_ENV) $(PYTHON) -m pytest -q -rs tests

@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - an install without the dev extra
 
 #: extras with an install step of their own (make install-torch, make install-docs)
 SEPARATE_EXTRAS = ("torch", "docs")
-#: what `--torch` checks besides the torch extra (tests/test_torch_resume.py needs it)
+#: what `--torch` checks besides the torch extra (tests/with_torch/test_torch_resume.py needs it)
 TORCH_MODULES = ("torch", "torchdata.stateful_dataloader")
 
 

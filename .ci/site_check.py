@@ -178,7 +178,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "mkdocs build (make docs) first", file=sys.stderr)
         return 1
     try:
-        import playwright.sync_api  # noqa: F401
+        import playwright.sync_api  # noqa: F401 - whether it imports
     except ImportError:
         missing = "Playwright is not installed (pip install -e '.[docs]', or pip install playwright)"
     else:

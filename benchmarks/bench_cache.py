@@ -27,7 +27,7 @@ empty cache folder):
 6. **Disk use under a limit**: the streaming reader (2 workers) for two epochs with
    ``cache_limit`` = ``--limit-shards`` shards; the folder's bytes (every file) are summed
    every 16 records: the peak against the limit plus one shard (target: never above;
-   ``tests/test_cache.py`` samples every millisecond).
+   ``tests/records/shards/test_cache.py`` samples every millisecond).
 7. **MosaicML Streaming** on the same bytes (MDS shards of the same records, the same shard
    size) when ``--streaming-python`` names a Python that has ``mosaicml-streaming`` (install it
    in its own virtualenv after ``pip install torch==2.13.0``, with the torch pin as a

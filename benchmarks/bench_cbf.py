@@ -25,10 +25,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from recio.sequence import Sparse  # noqa: E402
-from recio.sequence.cbf import CBFReader, CBFWriter  # noqa: E402
-from recio.sequence.cbf_format import StreamInfo  # noqa: E402
-from recio.sequence.convert import cbf_to_rec, rec_to_cbf  # noqa: E402
+from recio.sequence import Sparse
+from recio.sequence.cbf import CBFReader, CBFWriter
+from recio.sequence.cbf_format import StreamInfo
+from recio.sequence.convert import cbf_to_rec, rec_to_cbf
 
 DENSE_DIM, SPARSE_DIM, NNZ = 40, 10_000, 5
 TARGET_DENSE_MBS = 500

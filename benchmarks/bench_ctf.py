@@ -34,8 +34,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from recio.sequence.ctf import CTFReader  # noqa: E402
-from recio.sequence.ctf_streams import read_header  # noqa: E402
+from recio.sequence.ctf import CTFReader
+from recio.sequence.ctf_streams import read_header
 
 DENSE_DIM, SPARSE_DIM = 40, 1000
 HEADER = f"features\tF\tdense\t{DENSE_DIM}\nlabels\tL\tsparse\t{SPARSE_DIM}\n"

@@ -37,8 +37,8 @@ from typing import Dict, List, Optional, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_im2rec_io import mxnet_im2rec, real_script  # noqa: E402 - benchmarks/ on the path
-from corpus import make_corpus  # noqa: E402
+from bench_im2rec_io import mxnet_im2rec, real_script  # noqa: E402 - after the sys.path line
+from corpus import make_corpus  # noqa: E402 - after the sys.path line
 
 SIDE, QUALITY, THREADS = 256, 95, 2
 #: speed against MXNet's im2rec.py (same run), and peak memory of the whole process tree

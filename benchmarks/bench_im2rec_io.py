@@ -27,7 +27,7 @@ from typing import List, Optional
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from corpus import make_corpus  # noqa: E402
+from corpus import make_corpus  # noqa: E402 - after the sys.path line
 
 PASS_THROUGH_TARGET_MB_S = 200.0
 

@@ -34,9 +34,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from recio.records.framing import MAGIC  # noqa: E402
-from recio.records.index_cache import index_cache_path  # noqa: E402
-from recio.records.index_format import write_index  # noqa: E402
+from recio.records.framing import MAGIC
+from recio.records.index_cache import index_cache_path
+from recio.records.index_format import write_index
 
 #: MXNet at 5.8M records, a reference figure for when MXNet cannot run here
 AUTHOR_MXNET = {"open_s": 2.7, "rss_mb": 734.0}

@@ -84,7 +84,6 @@ def _pack_with_recio(paths, corpus_dir: str, prefix: str) -> None:
         for i, path in enumerate(paths):
             im = Image.open(path).convert("RGB")
             width, height = im.size
-            short = min(width, height)
             size = ((256, height * 256 // width) if width <= height
                     else (width * 256 // height, 256))
             im = im.resize(size, Image.BILINEAR)
@@ -277,7 +276,7 @@ def main() -> None:
     for kind in kinds:
         if kind.startswith("torch"):
             try:
-                import torch  # noqa: F401
+                import torch  # noqa: F401 - whether it imports
             except ImportError:
                 print("torch      skipped: PyTorch not installed (pip install 'recio[torch]')")
                 continue

@@ -52,9 +52,9 @@ from typing import Callable, Dict, List, Tuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_im2rec import pack_once, records  # noqa: E402
-from bench_im2rec_io import mxnet_im2rec, real_script  # noqa: E402
-from corpus import make_corpus  # noqa: E402
+from bench_im2rec import pack_once, records  # noqa: E402 - after the sys.path line
+from bench_im2rec_io import mxnet_im2rec, real_script  # noqa: E402 - after the sys.path line
+from corpus import make_corpus  # noqa: E402 - after the sys.path line
 
 SIDE = 256
 QUALITY = 95

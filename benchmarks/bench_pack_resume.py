@@ -40,7 +40,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from corpus import make_corpus  # noqa: E402
+from corpus import make_corpus  # noqa: E402 - after the sys.path line
 
 OPTIONS = ["--resize", "256", "--num-thread", "2"]
 

@@ -33,8 +33,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_im2rec import run_measured  # noqa: E402
-from corpus import make_corpus  # noqa: E402
+from bench_im2rec import run_measured  # noqa: E402 - after the sys.path line
+from corpus import make_corpus  # noqa: E402 - after the sys.path line
 
 TARGET_OVERHEAD = 0.15
 

@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import recio  # noqa: E402
-from recio.image.tools.repair import repair  # noqa: E402
-from recio.image.tools.verify import verify_file  # noqa: E402
+import recio
+from recio.image.tools.repair import repair
+from recio.image.tools.verify import verify_file
 
 #: repair should cost about what a full scan costs (it scans, then copies each record once)
 TARGET_MB_S = 300.0

@@ -176,7 +176,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - whether it imports
     except ImportError:
         print("bench_resume: needs torch (pip install 'recio[torch]'); skipped")
         return 0

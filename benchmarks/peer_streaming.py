@@ -71,7 +71,7 @@ def main() -> None:
     args = parser.parse_args()
     if "torchvision" not in sys.modules:
         try:
-            import torchvision  # noqa: F401 (the real one, where it works)
+            import torchvision  # noqa: F401 - whether the real one imports here
         except Exception:
             _stand_in_for_torchvision()
     import boto3

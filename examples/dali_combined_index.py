@@ -85,7 +85,7 @@ def main(folder: str) -> int:
 
 if __name__ == "__main__":
     try:
-        import nvidia.dali  # noqa: F401
+        import nvidia.dali  # noqa: F401 - whether it imports
     except ImportError:
         print("this check needs NVIDIA DALI: pip install nvidia-dali-cuda120", file=sys.stderr)
         sys.exit(2)

@@ -54,7 +54,7 @@ def open_source() -> "recio.MinibatchSource":
 def step(weights: np.ndarray, mb) -> float:
     """One SGD step; returns the loss. Deterministic, so resumed runs match bit for bit."""
     x = np.stack([f.mean(axis=0) for f in mb["frames"]]).astype(np.float64)
-    y = np.array([float(l[0]) for l in mb["label"]])
+    y = np.array([float(label[0]) for label in mb["label"]])
     x = np.hstack([x, np.ones((len(x), 1))])
     p = 1 / (1 + np.exp(-x @ weights))
     lengths = np.array([len(f) for f in mb["frames"]], dtype=np.float64)
@@ -103,8 +103,8 @@ def run_child(mode: str):
     done = subprocess.run([sys.executable, __file__, "--child", mode], capture_output=True,
                           text=True, env={**os.environ, "MINIBATCH_DEMO_OUT": OUT})
     lines = done.stdout.splitlines()
-    steps = [json.loads(l) for l in lines if l.startswith("[")]
-    weights = [json.loads(l[8:]) for l in lines if l.startswith("WEIGHTS ")]
+    steps = [json.loads(line) for line in lines if line.startswith("[")]
+    weights = [json.loads(line[8:]) for line in lines if line.startswith("WEIGHTS ")]
     return done.returncode, steps, weights[0] if weights else None
 
 

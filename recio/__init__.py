@@ -25,7 +25,7 @@ import typing as _typing
 from recio._lazy import lazy_exports as _lazy_exports
 from recio.errors import RecordIOError
 
-if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.image.header import IRHeader, pack, pack_img, unpack, unpack_img
     from recio.image.batches.iterators import ImageBatchIter
     from recio.records.index import read_index

@@ -1,7 +1,7 @@
 """Shared test helpers: the golden MXNet files, running the commands, and optional dependencies.
 
 Commands run as ``[sys.executable, "-m", "recio", ...]`` (the ``script`` fixture), so a test never
-depends on which ``recio`` is first on PATH; tests/test_install.py checks the console scripts.
+depends on which ``recio`` is first on PATH; tests/meta/test_install.py checks the console scripts.
 
 Optional dependencies (torch, fsspec, Ray) go through ``need("torch")`` or the
 ``@pytest.mark.needs("torch")`` marker. Outside CI a test needing a missing one is skipped with
@@ -37,12 +37,12 @@ if os.environ.get("RECIO_TEST_REMOVE"):
     simulate = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(simulate)  # applies the mode (once per process)
 
-from recio.optional import install_hint  # noqa: E402
+from recio.optional import install_hint  # noqa: E402 - once the simulation above is applied
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "golden"
 
 # gcsfs's experimental bucket-type probe speaks gRPC over TLS, which the local GCS emulator of
-# tests/test_remote.py does not (each probe would wait 60 s before falling back); read once,
+# tests/storage/test_remote.py does not (each probe would wait 60 s before falling back); read once,
 # when gcsfs is first imported
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
@@ -128,6 +128,11 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "needs_facility(item, ...): the test checks what these "
                                        "RECIO_TEST_REMOVE items give (none named: every one); "
                                        "skipped in a run that removed one")
+    config.addinivalue_line("markers", "slow: needs a cluster (Ray), a server (moto's S3, the GCS "
+                                       "emulator), spawned workers, packs in subprocesses or "
+                                       "otherwise takes seconds; `make test-fast` (-m 'not slow') "
+                                       "leaves it out, `make test` runs it (is_slow() below marks "
+                                       "some itself)")
     for name, (_, where) in PLATFORM_MARKS.items():
         config.addinivalue_line("markers", f"{name}(reason): the test can only run on {where} "
                                            "(elsewhere a skip with the reason, allowed under CI)")
@@ -141,7 +146,8 @@ def pytest_runtest_setup(item):
         gone = sorted(REMOVED & set(mark.args)) if mark.args else sorted(REMOVED)
         if gone:
             pytest.skip(f"{REMOVED_REASON}: it checks the behaviour of {', '.join(gone)}, "
-                        "which this run removed; tests/test_portable.py checks the fallback")
+                        "which this run removed; tests/portable/test_portable.py checks the "
+                        "fallback")
 
 
 def _fail_skips_under_ci(report) -> None:
@@ -252,11 +258,29 @@ def platform_skip_reason(item) -> str:
     return ""
 
 
+#: fixtures that make a test slow wherever it is: a server in its own process
+SLOW_FIXTURES = {"s3_server", "gcs_endpoint"}
+
+
+def is_slow(item) -> bool:
+    """Whether ``make test-fast`` leaves the test out (``-m "not slow"``), besides the tests
+    marked ``slow`` by hand: one that needs Ray (a local instance or cluster), starts a local
+    server (moto's S3, the GCS emulator), is the spawn variant of the ``start_method`` fixture
+    (each spawned worker imports recio, numpy and OpenCV again) or a release check."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return bool(SLOW_FIXTURES.intersection(item.fixturenames)
+                or any("ray" in mark.args for mark in item.iter_markers("needs"))
+                or (params.get("start_method") == "spawn" and START_METHODS[0] != "spawn")
+                or item.get_closest_marker("release"))
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         reason = platform_skip_reason(item)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
+        if is_slow(item):
+            item.add_marker(pytest.mark.slow)
 
 
 # -- a local S3 server ----------------------------------------------------------------------------
@@ -292,7 +316,7 @@ class S3Server:
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError("moto's S3 server did not start on 127.0.0.1")
+                    raise RuntimeError("moto's S3 server did not start on 127.0.0.1") from None
                 time.sleep(0.1)
         self.env = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing",
                     "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
@@ -399,7 +423,7 @@ def s3(s3_server, request):
 # run under the platform's default and spawn, in the ordinary ``pytest tests`` run.
 
 import multiprocessing  # noqa: E402  (this section is kept apart from the top of the file)
-import multiprocessing.context  # noqa: E402
+import multiprocessing.context  # noqa: E402 - as the line above
 
 #: the start methods the tests of worker processes run under: the platform's default (fork on
 #: Linux before Python 3.14, forkserver from 3.14, spawn on Windows and macOS, where fork is

@@ -11,7 +11,7 @@ import typing as _typing
 
 from recio._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.cli.entry import run_command
 
 #: exported name -> the module that defines it, imported on first use

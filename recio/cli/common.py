@@ -12,7 +12,6 @@ from typing import Any, Callable, Optional
 
 import click
 
-from recio import storage
 from recio.cli.termination import EXIT_TERMINATED, Terminated, sigterm_interrupts
 from recio.errors import (
     NothingFoundError,

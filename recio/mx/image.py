@@ -315,7 +315,7 @@ class ImageIter(DataIter):
         """Decode one image (RGB); a broken one raises ``RuntimeError`` naming the sample."""
         try:
             return imdecode(s)
-        except Exception as exc:  # noqa: BLE001 - MXNet's message, the cause kept
+        except Exception as exc:  # MXNet's message, the cause kept
             where = self.seq[(self.cur % len(self.seq)) - 1] if self.seq else self.cur - 1
             raise RuntimeError(f"Broken image index: {where}, {exc}") from exc
 

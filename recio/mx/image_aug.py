@@ -92,7 +92,7 @@ class RandomSizedCropAug(Augmenter):
         self.size = size
         if "min_area" in kwargs:
             warnings.warn("`min_area` is deprecated. Please use `area` instead.",
-                          DeprecationWarning)
+                          DeprecationWarning, stacklevel=2)
             area = kwargs.pop("min_area")
         if kwargs:
             raise ValueError(f"RandomSizedCropAug: unexpected arguments {sorted(kwargs)}")
@@ -259,7 +259,7 @@ _PCA_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009], [-0.5808, -0.0045, -0.8140],
 
 
 @suggests_keywords
-def CreateAugmenter(data_shape: Sequence[int], resize: int = 0,  # noqa: N802 - MXNet's name
+def CreateAugmenter(data_shape: Sequence[int], resize: int = 0,  # MXNet's name
                     rand_crop: bool = False, rand_resize: bool = False,
                     rand_mirror: bool = False, mean: Any = None, std: Any = None,
                     brightness: float = 0, contrast: float = 0, saturation: float = 0,

@@ -73,7 +73,7 @@ def imresize(src: Any, w: int, h: int, interp: int = 1) -> NDArray:
     return NDArray(cvops.resize(pixels, int(w), int(h), get_interp_method(interp, sizes)))
 
 
-def copyMakeBorder(src: Any, top: int, bot: int, left: int, right: int,  # noqa: N802
+def copyMakeBorder(src: Any, top: int, bot: int, left: int, right: int,  # MXNet's name
                    type: int = 0, value: float = 0.0,  # noqa: A002 - MXNet's name
                    values: Sequence[float] = ()) -> NDArray:
     """Pad an image with a constant border (MXNet's ``type=0``)."""
@@ -181,7 +181,8 @@ def random_size_crop(src: Any, size: Tuple[int, int], area: Union[float, Tuple[f
     h, w = src.shape[:2]
     src_area = h * w
     if "min_area" in kwargs:
-        warnings.warn("`min_area` is deprecated. Please use `area` instead.", DeprecationWarning)
+        warnings.warn("`min_area` is deprecated. Please use `area` instead.", DeprecationWarning,
+                      stacklevel=2)
         area = kwargs.pop("min_area")
     if kwargs:
         raise ValueError(f"random_size_crop: unexpected arguments {sorted(kwargs)}")

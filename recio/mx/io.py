@@ -257,7 +257,7 @@ def _mean_image(v: Dict[str, Any], augment: AugmentParams, shape: Tuple[int, ...
     return mean
 
 
-def ImageRecordIter(*args: Any, **kwargs: Any) -> MXDataIter:  # noqa: N802 - MXNet's name
+def ImageRecordIter(*args: Any, **kwargs: Any) -> MXDataIter:  # MXNet's name
     """Iterate over the images of a ``.rec`` in batches, as MXNet 1.9.1's ``ImageRecordIter``.
 
     Keyword arguments only, with MXNet's names and defaults: ``path_imgrec``, ``data_shape``
@@ -282,12 +282,12 @@ def ImageRecordIter(*args: Any, **kwargs: Any) -> MXDataIter:  # noqa: N802 - MX
     return _make_iter("ImageRecordIter", args, kwargs)
 
 
-def ImageRecordUInt8Iter(*args: Any, **kwargs: Any) -> MXDataIter:  # noqa: N802
+def ImageRecordUInt8Iter(*args: Any, **kwargs: Any) -> MXDataIter:  # MXNet's name
     """:func:`ImageRecordIter` with ``dtype='uint8'`` (MXNet's deprecated spelling)."""
     return _make_iter("ImageRecordUInt8Iter", args, kwargs, dtype="uint8")
 
 
-def ImageRecordInt8Iter(*args: Any, **kwargs: Any) -> MXDataIter:  # noqa: N802
+def ImageRecordInt8Iter(*args: Any, **kwargs: Any) -> MXDataIter:  # MXNet's name
     """:func:`ImageRecordIter` with ``dtype='int8'`` (MXNet's deprecated spelling)."""
     return _make_iter("ImageRecordInt8Iter", args, kwargs, dtype="int8")
 

@@ -242,7 +242,7 @@ class NDArray:
         return NDArray(self._data.transpose(*axes) if axes else self._data.T, self._ctx)
 
     @property
-    def T(self) -> "NDArray":  # noqa: N802 - MXNet's name
+    def T(self) -> "NDArray":  # MXNet's name
         return NDArray(self._data.T, self._ctx)
 
     def flatten(self) -> "NDArray":

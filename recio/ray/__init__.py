@@ -16,9 +16,10 @@ import typing as _typing
 from recio._lazy import lazy_exports as _lazy_exports
 from recio.optional import require
 
+# the imports below need Ray (so E402): without it, require() says what to install instead
 require("ray", feature="recio.ray (the Ray engine and Ray Data)")
 
-if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.ray.data import RecordDatasink, RecordDatasource, read_records
     from recio.ray.engine import RayEngine, connect, messages_to_stderr
     from recio.ray.pack import pack_shards_on_ray

@@ -57,8 +57,8 @@ from recio.records.writer import IndexedRecordWriter
 from recio.storage import StorageOptions
 
 _ray = require("ray", feature="recio.ray (Ray Data)")
-from ray.data import Dataset, Datasink, Datasource, ReadTask  # noqa: E402
-from ray.data.block import BlockAccessor, BlockMetadata  # noqa: E402
+from ray.data import Dataset, Datasink, Datasource, ReadTask  # noqa: E402 - after require()
+from ray.data.block import BlockAccessor, BlockMetadata  # noqa: E402 - as above
 
 Paths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 

@@ -34,7 +34,7 @@ import typing as _typing
 
 from recio._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.records.cache.shard_cache import ShardCache
     from recio.records.index import Index, open_index, read_index
     from recio.records.index_format import sibling_index_path, write_index

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import warnings
 import weakref
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import (
     Any,
     BinaryIO,

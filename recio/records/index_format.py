@@ -491,7 +491,7 @@ def check_key(key: Any, key_type: KeyType = None, idx_path: Optional[PathLike] =
         try:
             back = key_type(text)
             same = bool(back == key)
-        except Exception as exc:  # noqa: BLE001 - any failure of the user's key_type
+        except Exception as exc:  # any failure of the user's key_type
             back, same = f"an error ({type(exc).__name__}: {exc})", False
         if not same:
             problem = f"its text {text!r} reads back as {back!r}"

@@ -121,8 +121,10 @@ class Shard:
         return out
 
     def to_dict(self, folder: str) -> Dict[str, Any]:
-        rel = (lambda p: None if p is None else
-               storage.basename(p) if storage.is_url(p) else os.path.relpath(p, folder))
+        def rel(p: Optional[str]) -> Optional[str]:
+            return None if p is None else \
+                storage.basename(p) if storage.is_url(p) else os.path.relpath(p, folder)
+
         return {"rec": rel(self.rec), "idx": rel(self.idx), "crc": rel(self.crc),
                 "records": self.records, "rec_bytes": self.rec_bytes,
                 "idx_bytes": self.idx_bytes, "crc_bytes": self.crc_bytes,

@@ -87,7 +87,7 @@ def _produce(iterator: Iterator[Any], q: "queue.Queue", stop: threading.Event) -
         if close is not None:
             try:
                 close()
-            except Exception:  # noqa: BLE001 - an error while closing must not kill the thread
+            except Exception:  # an error while closing must not kill the thread
                 pass
 
 

@@ -129,7 +129,7 @@ class _RecordChecker:
             except RecordIOError as exc:
                 if pos == 0 and magic != MAGIC and self.path is not None:
                     raise not_a_record_file(self.path, self._bytes(0, min(size, SNIFF_BYTES)),
-                                            self.storage_options) or exc
+                                            self.storage_options) or exc from None
                 if magic == MAGIC and part_pos + HEADER_SIZE + (lrec & LENGTH_MASK) > size \
                         and self.find_head(part_pos + HEADER_SIZE) < 0:
                     raise self._truncated(pos, part_pos, lrec & LENGTH_MASK) from None

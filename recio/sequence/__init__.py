@@ -21,7 +21,7 @@ import typing as _typing
 
 from recio._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.sequence.bucketing import bucket_boundaries, BucketBatchSampler
     from recio.sequence.cbf import CBFReader, CBFWriter
     from recio.sequence.minibatch import MinibatchSource, SWEEP_FOREVER, SWEEP_ONCE

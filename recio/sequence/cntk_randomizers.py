@@ -317,7 +317,7 @@ class BlockRandomizer:
         taken_global = taken_local = 0
         while True:
             at_boundary = sweep_end
-            ends, epoch, g, l, got = self._walk(_SIZE_MAX - taken_global,
+            ends, epoch, g, local, got = self._walk(_SIZE_MAX - taken_global,
                                                 local_budget - taken_local, not at_boundary)
             sweep_end |= ends
             epoch_end |= epoch
@@ -325,7 +325,7 @@ class BlockRandomizer:
                 break
             out.extend(got)
             taken_global += g
-            taken_local += l
+            taken_local += local
             if epoch_end or not sweep_end or local_budget <= taken_local:
                 break
         return out, sweep_end, epoch_end

@@ -24,7 +24,7 @@ import typing as _typing
 
 from recio._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.torch.augment import ImageAugment
     from recio.torch.batching import collate_encoded, decode_on_device
     from recio.torch.datasets import RecordDataset

@@ -1,8 +1,9 @@
 """A fresh-seed fuzz campaign: every mutation property of the suite, with many examples.
 
-The properties in ``tests/test_fuzz_formats.py`` (sequence records, sidecars, CBF, .lst,
+The properties in ``tests/fuzz/test_fuzz_formats.py`` (sequence records, sidecars, CBF, .lst,
 image records, a damaged .idx through every reader, MinibatchSource), the framing agreement of
-``tests/test_framing_agreement.py`` and ``recio repair``'s in ``tests/test_repair.py`` run here
+``tests/records/test_framing_agreement.py`` and ``recio repair``'s in
+``tests/image/tools/test_repair.py`` run here
 with ``--examples`` examples each and hypothesis seeded with ``--seed`` (the suite itself runs
 few examples from a random seed on every run). One line per property: how many examples, how
 long, or the failing example. Run from the repository:
@@ -22,7 +23,9 @@ import time
 from hypothesis import Phase, seed, settings
 
 TESTS = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TESTS))
+#: the folders of the test modules below, and tests/ itself (conftest, support)
+sys.path[:0] = [str(TESTS / "fuzz"), str(TESTS / "records"), str(TESTS / "image" / "tools"),
+                str(TESTS)]
 
 PROPERTIES = {
     "test_fuzz_formats": ["test_damaged_sequence_payload",

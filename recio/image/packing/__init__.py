@@ -17,7 +17,7 @@ import typing as _typing
 
 from recio._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.image.packing.dispatch import pack_prefix_to
     from recio.image.packing.pipeline import PackResult, pack_list
     from recio.image.packing.shards import ShardPackReport, pack_shards

@@ -185,7 +185,7 @@ def recover_journal(rec_partial: str, journal: str, settings: dict,
 
 
 def _journal_entries(journal: str) -> Iterator[List[str]]:
-    with open(journal, "r", encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+    with open(journal, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
         f.readline()
         for line in f:
             yield line.rstrip("\n").split("\t")

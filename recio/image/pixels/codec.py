@@ -250,7 +250,7 @@ def image_size(data: ImageBytes) -> Optional[Tuple[int, int]]:
     try:
         with Image.open(io.BytesIO(bytes(data))) as img:
             return img.size
-    except Exception:  # noqa: BLE001 - any header Pillow cannot read: OpenCV may still decode it
+    except Exception:  # any header Pillow cannot read: OpenCV may still decode it
         return None
 
 
@@ -290,7 +290,7 @@ def _exif_orientation(data: ImageBytes) -> int:
     try:
         with Image.open(io.BytesIO(bytes(data))) as img:
             value = img.getexif().get(_ORIENTATION_TAG, 1)
-    except Exception:  # noqa: BLE001 - unreadable EXIF data: as OpenCV, no orientation
+    except Exception:  # unreadable EXIF data: as OpenCV, no orientation
         return 1
     return value if isinstance(value, int) and 1 <= value <= 8 else 1
 

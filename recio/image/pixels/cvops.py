@@ -8,7 +8,7 @@ NumPy with OpenCV 3.4.2's arithmetic, each pinned by a golden test against MXNet
 
 * :func:`resize` with ``INTER_CUBIC``: OpenCV 3.4.2's SSE2 vertical pass works in float32
   eight values at a time (the row's last ``width % 8`` values in fixed point); OpenCV 4 and 5
-  differ from it by 1 here and there (``tests/test_cvops.py``,
+  differ from it by 1 here and there (``tests/image/pixels/test_cvops.py``,
   ``test_opencv_bicubic_differs_so_numpy_does_it``).
 * :func:`warp_affine` with ``INTER_LINEAR`` and ``INTER_NEAREST``: OpenCV's 1/32-pixel grid
   and 15-bit weights as 3.4.2 computes them; OpenCV 5 differs

@@ -5,7 +5,7 @@ libpng 1.6 takes the HP/Microsoft "sRGB IEC61966-2.1" ICC profile (in countless 
 others for sRGB, so OpenCV 3.4 and 4 (MXNet's ``imdecode``, and ``cv2.imread`` in MXNet's
 ``im2rec.py``) convert such a PNG to grey in linear light: up to 63 levels off the plain
 weighted sum. OpenCV 5 ignores the profile. The golden arrays of ``tests/data/mxnet_png_icc``
-(made by the real MXNet 1.9.1) show the difference (``tests/test_image_codec.py``,
+(made by the real MXNet 1.9.1) show the difference (``tests/image/pixels/test_image_codec.py``,
 ``test_png_with_a_known_srgb_profile_greys_as_mxnet``); every other PNG greyscale is
 ``cv2.imdecode``'s own.
 """
@@ -49,7 +49,7 @@ def srgb_grey(buf: np.ndarray) -> Optional[np.ndarray]:
     try:
         with Image.open(io.BytesIO(buf.tobytes())) as img:
             profile = img.info.get("icc_profile")
-    except Exception:  # noqa: BLE001 - an unreadable chunk: OpenCV says what is wrong
+    except Exception:  # an unreadable chunk: OpenCV says what is wrong
         return None
     if not is_known_srgb_profile(profile):
         return None

@@ -12,7 +12,7 @@ import typing as _typing
 
 from recio._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/test_lazy.py)
+if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.records.shards.commit import combined_index
     from recio.records.shards.shard_set import ShardReader, ShardWriter
     from recio.records.shards.verify import verify_manifest
