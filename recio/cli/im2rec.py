@@ -104,7 +104,7 @@ class _MXNetCompatCommand(click.Command):
         return super().parse_args(ctx, converted)
 
 
-HELP = """Make image lists (--list) or pack the images of PREFIX*.lst into .rec/.idx.
+_HELP = """Make image lists (--list) or pack the images of PREFIX*.lst into .rec/.idx.
 
 \b
 Same command line as MXNet's tools/im2rec.py, and the same files, byte for byte: the .lst
@@ -152,7 +152,7 @@ pack in the way or one that is running; 130 interrupted (Ctrl-C); 143 terminated
 """
 
 
-@click.command("im2rec", cls=_MXNetCompatCommand, help=HELP,
+@click.command("im2rec", cls=_MXNetCompatCommand, help=_HELP,
                context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="recio")  # the same line as `recio --version`
 @click.argument("prefix", type=click.Path())

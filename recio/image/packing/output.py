@@ -46,8 +46,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 #: ``progress(done, total)``: items of the list done so far
 ProgressCallback = Callable[[int, int], None]
 
-JOURNAL_MAGIC = "#recio-pack-journal"
-JOURNAL_VERSION = 1
+_JOURNAL_MAGIC = "#recio-pack-journal"
+_JOURNAL_VERSION = 1
 _BUFFER = 1 << 20
 
 
@@ -69,7 +69,7 @@ def resume_command(journal: PathLike) -> Optional[str]:
         lst, root, options = saved["lst"], saved["root"], saved["options"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if magic != JOURNAL_MAGIC:
+    if magic != _JOURNAL_MAGIC:
         return None
     words = ["im2rec", lst, root]
     defaults = asdict(ImageOptions())
@@ -139,8 +139,8 @@ def recover_journal(rec_partial: str, journal: str, settings: dict,
             raise RecordIOError("not a recio pack journal; start over with --force (which "
                                 "deletes it and the .rec.partial beside it)",
                                 path=journal) from None
-        if magic != JOURNAL_MAGIC or int(version) != JOURNAL_VERSION:
-            raise RecordIOError(f"journal version {version} is not {JOURNAL_VERSION}; start "
+        if magic != _JOURNAL_MAGIC or int(version) != _JOURNAL_VERSION:
+            raise RecordIOError(f"journal version {version} is not {_JOURNAL_VERSION}; start "
                                 "over with --force (which deletes it)", path=journal)
         kept = " and ".join(os.path.basename(p) for p in (rec_partial, journal))
         check_same_settings(saved, settings, settings.get("lst", journal), kept)
@@ -243,7 +243,7 @@ class PackOutput(ManagedWriter):
             self.log = open(self.paths.journal, "wb", buffering=_BUFFER)
             made.append(self.paths.journal)
             files.append(self.log)
-            self.log.write(f"{JOURNAL_MAGIC} {JOURNAL_VERSION} "
+            self.log.write(f"{_JOURNAL_MAGIC} {_JOURNAL_VERSION} "
                            f"{json.dumps(header)}\n".encode())
             self.log.flush()
         except BaseException as exc:
@@ -404,7 +404,7 @@ class InOrderWriter:
         early = not final and checks.early and state.packed == 0 \
             and missing >= min(EARLY_MISSING, checks.total) and missing == state.done
         if early:
-            raise nothing_found(state, state.done, self.first_missing, self.job.root,
+            raise _nothing_found(state, state.done, self.first_missing, self.job.root,
                                 self.out.paths.lst)
         if final and checks.max_missing is not None:
             check_found(state, checks.total, checks.max_missing, self.first_missing,
@@ -418,10 +418,10 @@ def check_found(counts: Counts, total: int, max_missing: float, first_missing: O
     a pack in parts)."""
     missing = counts.skips.get("missing", 0)
     if counts.packed == 0 or missing > max_missing * total:
-        raise nothing_found(counts, total, first_missing, root, lst_path)
+        raise _nothing_found(counts, total, first_missing, root, lst_path)
 
 
-def nothing_found(counts: Counts, tried: int, first_missing: Optional[str], root: str,
+def _nothing_found(counts: Counts, tried: int, first_missing: Optional[str], root: str,
                   lst_path: str) -> NothingFoundError:
     """The error for a pack that found (nearly) nothing, saying what is missing where."""
     missing = counts.skips.get("missing", 0)

@@ -54,7 +54,7 @@ class PartFailedError(RecordIOError):
     ``resume``."""
 
 
-class InjectedFault(OSError):
+class _InjectedFault(OSError):
     """The failure a :class:`Fault` injects (an ``OSError``: engines retry it like a real I/O
     failure)."""
 
@@ -62,7 +62,7 @@ class InjectedFault(OSError):
 @dataclass(frozen=True)
 class Fault:
     """A failure injected into the task of shard ``shard`` half way through its items, to test
-    retries: ``mode`` ``"error"`` raises :class:`InjectedFault`, ``"crash"`` ends the worker
+    retries: ``mode`` ``"error"`` raises :class:`_InjectedFault`, ``"crash"`` ends the worker
     process at once (``os._exit``); on the first attempt only, or on every one (``always``).
 
     Parsed from ``RECIO_FAULT_INJECTION=MODE:SHARD[:always]`` (``crash:1``, ``error:0:always``)
@@ -266,7 +266,7 @@ def _fault_hook(job: PartJob, part: ListPart, attempt: int,
         if done >= half:
             if fault.mode == "crash":
                 os._exit(70)  # the worker process dies mid-shard, as a killed one would
-            raise InjectedFault(5, f"injected failure in shard {part.number}, attempt {attempt}")
+            raise _InjectedFault(5, f"injected failure in shard {part.number}, attempt {attempt}")
     return report
 
 

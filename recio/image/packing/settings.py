@@ -20,10 +20,10 @@ from recio.image.pixels.transform import ImageOptions
 #: "auto" means threads:
 #: the same CPU time per image without pickling, and less memory (measurements in
 #: benchmarks/README.md).
-EXECUTORS = ("auto", "thread", "process")
-AUTO_EXECUTOR = "thread"
+_EXECUTORS = ("auto", "thread", "process")
+_AUTO_EXECUTOR = "thread"
 #: a pack fails (no output) when more than this share of its items is missing under ROOT
-MAX_MISSING = 0.5
+_MAX_MISSING = 0.5
 #: ... and stops early when this many items were tried and every one was missing
 EARLY_MISSING = 100
 
@@ -35,10 +35,10 @@ class PackSettings:
     ``options``: what is done to each image (``ImageOptions``); ``pass_through`` stores the
     files' bytes untouched instead; ``pack_label`` stores every label of a line that has
     several; ``allow_outside_root`` reads list paths that resolve outside ROOT. ``workers``
-    threads or processes (``executor``: one of ``EXECUTORS``) encode the images. ``resume``
-    continues an interrupted pack, ``force`` replaces existing outputs (and discards an
-    interrupted pack). ``max_missing``: the share of the list that may be missing before the
-    pack fails with no output. ``num_shards`` or ``shard_size`` (not both) packs a shard set
+    threads or processes (``executor``: ``"auto"``, ``"thread"`` or ``"process"``) encode the
+    images. ``resume`` continues an interrupted pack, ``force`` replaces existing outputs (and
+    discards an interrupted pack). ``max_missing``: the share of the list that may be missing
+    before the pack fails with no output. ``num_shards`` or ``shard_size`` (not both) packs a shard set
     instead of one ``.rec``, with per-record CRC-32 sidecars when ``checksums``. ``fsync``
     makes a returned pack survive an OS crash; ``batch_size`` (items per batch a worker
     takes) and ``window`` (batches in flight) tune the pipeline, 0 choosing for the workers.
@@ -52,7 +52,7 @@ class PackSettings:
     executor: str = "auto"
     resume: bool = False
     force: bool = False
-    max_missing: float = MAX_MISSING
+    max_missing: float = _MAX_MISSING
     num_shards: Optional[int] = None
     shard_size: Optional[int] = None
     checksums: bool = False
@@ -61,9 +61,9 @@ class PackSettings:
     window: int = 0
 
     def __post_init__(self) -> None:
-        if self.executor not in EXECUTORS:
-            raise PackSettingsError(f"executor must be one of {EXECUTORS}, got {self.executor!r}",
-                                    f"--executor must be one of {', '.join(EXECUTORS)}")
+        if self.executor not in _EXECUTORS:
+            raise PackSettingsError(f"executor must be one of {_EXECUTORS}, got {self.executor!r}",
+                                    f"--executor must be one of {', '.join(_EXECUTORS)}")
         if self.workers < 1:
             raise PackSettingsError(f"workers must be at least 1, got {self.workers}",
                                     f"--num-thread must be at least 1, got {self.workers}")
@@ -104,4 +104,4 @@ class PackSettings:
     @property
     def executor_kind(self) -> str:
         """``"thread"`` or ``"process"``: ``executor`` with ``"auto"`` resolved."""
-        return AUTO_EXECUTOR if self.executor == "auto" else self.executor
+        return _AUTO_EXECUTOR if self.executor == "auto" else self.executor

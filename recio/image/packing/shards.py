@@ -3,7 +3,7 @@
 A pack in parts cuts the list, in list order, into ranges of list items (malformed lines
 included): ``im2rec PREFIX ROOT --num-shards S`` into S ranges of ``ceil(N / S)`` items, one per
 shard; the other packs in parts (``--shard-size``, ``--engine ray`` without shards, a URL
-PREFIX or ROOT) into ranges of at most :data:`PART_ITEMS` items, at least
+PREFIX or ROOT) into ranges of at most :data:`_PART_ITEMS` items, at least
 ``engine.parallelism()`` of them. Part k is one task, :func:`pack_part`: it packs its items with
 ``pack_list``'s pipeline into files of this attempt's own, ``STAGING/part-0000k.ATTEMPT.rec``/
 ``.idx``/``.crc32`` (uploaded when the staging folder is in a bucket), then writes the part's
@@ -97,7 +97,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 _COPY_BLOCK = 8 << 20
 #: a pack in parts without ``num_shards`` cuts its list into parts of at most this many items
 #: (what a resume may have to pack again of each part that was running)
-PART_ITEMS = 10_000
+_PART_ITEMS = 10_000
 
 
 # -- the driver ----------------------------------------------------------------------------------
@@ -200,7 +200,7 @@ def pack_shards(lst_path: PathLike, root: PathLike, settings: Optional[PackSetti
             check_outputs(outputs, [paths.lst], force=settings.force,
                           storage_options=storage_options)
             per_part = part_size(total, settings.num_shards if settings.num_shards is not None
-                                 else max(engine.parallelism(), -(-total // PART_ITEMS)))
+                                 else max(engine.parallelism(), -(-total // _PART_ITEMS)))
             saved = store.start(job_settings, {"items": total, "per_part": per_part})
             kept = {}
         if not storage.is_url(paths.stem):
