@@ -1,6 +1,8 @@
 """Packing: a ``.lst`` image list into records (im2rec's pack step), on every engine.
 
-From the command down:
+What a pack is asked to do is one ``PackSettings`` (``settings``: im2rec's options, checked
+once when made) and where it writes one ``PackPaths`` (``paths``: every file worked out once
+from the list's path); both are passed whole from the command down:
 
 * ``dispatch``   what ``im2rec PREFIX ROOT`` packs for each list: a plain pack or a pack in parts.
 * ``prefix``     which lists a PREFIX names, packed one by one.
@@ -19,11 +21,15 @@ from recio._lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:  # what a type checker sees; _LAZY says the same (tests/meta/test_lazy.py)
     from recio.image.packing.dispatch import pack_prefix_to
+    from recio.image.packing.paths import PackPaths
     from recio.image.packing.pipeline import PackResult, pack_list
+    from recio.image.packing.settings import PackSettings
     from recio.image.packing.shards import ShardPackReport, pack_shards
 
 #: exported name -> the module that defines it, imported on first use
 _LAZY = {
+    "PackSettings": "recio.image.packing.settings",
+    "PackPaths": "recio.image.packing.paths",
     "pack_list": "recio.image.packing.pipeline",
     "PackResult": "recio.image.packing.pipeline",
     "pack_shards": "recio.image.packing.shards",
