@@ -1,4 +1,6 @@
 """Helpers shared by several test modules."""
+import hashlib
+import json
 import os
 import signal
 from contextlib import contextmanager
@@ -265,3 +267,18 @@ def clean_pack(corpus, name, args):
                               timeout=120)
         assert proc.returncode == 0, proc.stderr
     return folder
+
+
+def golden_payloads(golden, name):
+    """The payloads of golden file ``name`` under ``golden/records``, each checked against the
+    manifest beside it (length, sha256, and the bytes where it lists them in hex):
+    ``(entries, records)``."""
+    entries = json.loads((golden / "records" / "manifest.json").read_text())[name]
+    records = list(RecordReader(golden / "records" / name))
+    assert len(records) == len(entries)
+    for entry, record in zip(entries, records):
+        assert len(record) == entry["length"]
+        assert hashlib.sha256(record).hexdigest() == entry["sha256"]
+        if entry.get("hex") is not None:
+            assert record.hex() == entry["hex"]
+    return entries, records

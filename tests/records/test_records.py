@@ -12,25 +12,8 @@ from hypothesis import strategies as st
 import recio
 from recio.errors import ClosedError
 from recio.records import framing
+from support import golden_payloads
 MAGIC = framing.MAGIC_BYTES
-
-
-def load_manifest(golden):
-    return json.loads((golden / "records" / "manifest.json").read_text())
-
-
-def golden_payloads(golden, name):
-    """The payloads of a golden file, rebuilt from the manifest (hex) or read and checked (sha)."""
-    entries = load_manifest(golden)[name]
-    reader = recio.RecordReader(golden / "records" / name)
-    records = list(reader)
-    assert len(records) == len(entries)
-    for entry, record in zip(entries, records):
-        assert len(record) == entry["length"]
-        assert hashlib.sha256(record).hexdigest() == entry["sha256"]
-        if entry.get("hex") is not None:
-            assert record.hex() == entry["hex"]
-    return entries, records
 
 
 def test_tricky_writer_is_byte_identical(golden, tmp_path):

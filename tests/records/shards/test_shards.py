@@ -19,7 +19,7 @@ from recio.records.shards.commit import combined_index
 from recio.records.shards.verify import verify_manifest
 from recio.records.shards.shard_set import ShardReader, ShardWriter
 from conftest import need
-from tests.test_records import golden_payloads
+from support import golden_payloads
 
 
 def write_set(prefix, payloads, **options):
