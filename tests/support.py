@@ -2,7 +2,10 @@
 import hashlib
 import json
 import os
+import pathlib
 import signal
+import socket
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -282,3 +285,65 @@ def golden_payloads(golden, name):
         if entry.get("hex") is not None:
             assert record.hex() == entry["hex"]
     return entries, records
+
+
+class CuttingProxy:
+    """A TCP proxy on 127.0.0.1 that forwards to the S3 server and drops each connection after
+    ``limit`` bytes of response: a connection lost mid-read."""
+
+    def __init__(self, upstream_port: int, limit: int) -> None:
+        self.limit, self.upstream = limit, upstream_port
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream))
+            threading.Thread(target=self._pipe, args=(client, upstream, None),
+                             daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, self.limit),
+                             daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst, limit) -> None:
+        sent = 0
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if limit is not None and sent + len(data) > limit:
+                    dst.sendall(data[:limit - sent])
+                    break
+                dst.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+#: MXNet 1.9.1's pack of a folder of damaged JPEGs (tests/data/mxnet_damaged, made by its
+#: make.py): the .rec and .idx, the list's lines, and the keys (= .lst indices) of the images
+#: that neither cv2.imread nor recio decodes (BAD) and of the rest (GOOD)
+MXNET_DAMAGED = pathlib.Path(__file__).parent / "data" / "mxnet_damaged"
+REC = str(MXNET_DAMAGED / "mxnet" / "raw_damaged.rec")
+IDX = str(MXNET_DAMAGED / "mxnet" / "raw_damaged.idx")
+LIST = [line.split("\t") for line in (MXNET_DAMAGED / "damaged.lst").read_text().splitlines()]
+_DECODERS = json.loads((MXNET_DAMAGED / "mxnet" / "manifest.json").read_text())["decoders"]
+BAD = [int(i) for i, _, path in LIST if _DECODERS[os.path.basename(path)]["cv2.imread"] is None]
+GOOD = [int(i) for i, _, _ in LIST if int(i) not in BAD]

@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import pytest
 from conftest import GOLDEN, command, need
+from support import CuttingProxy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -320,56 +321,6 @@ def test_im2rec_shard_size_splits_a_local_pack(tmp_path):
 
 
 # -- failures -------------------------------------------------------------------------------------
-class CuttingProxy:
-    """A TCP proxy on 127.0.0.1 that forwards to the S3 server and drops each connection after
-    ``limit`` bytes of response: a connection lost mid-read."""
-
-    def __init__(self, upstream_port: int, limit: int) -> None:
-        self.limit, self.upstream = limit, upstream_port
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen(16)
-        self.port = self.server.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream))
-            threading.Thread(target=self._pipe, args=(client, upstream, None),
-                             daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, self.limit),
-                             daemon=True).start()
-
-    @staticmethod
-    def _pipe(src, dst, limit) -> None:
-        sent = 0
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if limit is not None and sent + len(data) > limit:
-                    dst.sendall(data[:limit - sent])
-                    break
-                dst.sendall(data)
-                sent += len(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def close(self) -> None:
-        self.server.close()
-
-
 def test_failures_are_one_line_errors(s3_server, golden_bucket, tmp_path):
     url = url_of(golden_bucket, GOLDEN / "im2rec" / "all.rec")
     # a missing object and a missing bucket

@@ -20,7 +20,7 @@ import pytest
 import recio
 from conftest import start_method_cases
 from recio.errors import ImageError, SkippedRecordWarning
-from test_undecodable import BAD, GOOD, IDX, LIST, REC
+from support import BAD, GOOD, IDX, LIST, REC
 
 try:
     import torch

@@ -11,8 +11,6 @@ it, and gave 11 batches of one over ``raw_recoverable.rec`` (the eleven alone). 
 datasets' tests are in ``test_torch_undecodable.py``.
 """
 import json
-import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -26,19 +24,13 @@ from click.testing import CliRunner
 import recio
 import recio.mx as mx
 from conftest import need
+from support import BAD, GOOD, IDX, LIST, MXNET_DAMAGED, REC
 from recio.errors import ImageError, SkippedRecordWarning
 from recio.image.undecodable import ON_UNDECODABLE
 
-HERE = pathlib.Path(__file__).parents[2] / "data" / "mxnet_damaged"
-MX = HERE / "mxnet"
-REC, IDX = str(MX / "raw_damaged.rec"), str(MX / "raw_damaged.idx")
+MX = MXNET_DAMAGED / "mxnet"
 MANIFEST = json.loads((MX / "manifest.json").read_text())
 EXPECTED = np.load(MX / "expected.npz")
-#: the keys (= .lst indices) of damaged.lst's images that neither cv2.imread nor recio decodes
-LIST = [line.split("\t") for line in (HERE / "damaged.lst").read_text().splitlines()]
-BAD = [int(i) for i, _, path in LIST
-       if MANIFEST["decoders"][os.path.basename(path)]["cv2.imread"] is None]
-GOOD = [int(i) for i, _, _ in LIST if int(i) not in BAD]
 #: each record's byte offset, by key
 OFFSET = {int(k): int(o) for k, o in (line.split("\t") for line in open(IDX).read().split("\n")
                                        if line)}
@@ -177,7 +169,7 @@ def test_mx_image_iter_skips_counts_and_names(source):
     them (named, counted), or raises ImageError with on_undecodable='raise'."""
     kwargs = {"indexed": dict(path_imgrec=REC, path_imgidx=IDX),
               "sequential": dict(path_imgrec=REC),
-              "list": dict(path_imglist=str(HERE / "damaged.lst"), path_root=str(HERE))}[source]
+              "list": dict(path_imglist=str(MXNET_DAMAGED / "damaged.lst"), path_root=str(MXNET_DAMAGED))}[source]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         it = mx.image.ImageIter(1, (3, 16, 16), resize=16, **kwargs)
@@ -185,7 +177,7 @@ def test_mx_image_iter_skips_counts_and_names(source):
     assert labels == [float(LIST[k][1]) for k in GOOD] and it.num_skipped == len(BAD)
     if source == "list":
         def where(k):
-            return rf"^{re.escape(str(HERE / LIST[k][2]))}: key {k}: .+; skipped$"
+            return rf"^{re.escape(str(MXNET_DAMAGED / LIST[k][2]))}: key {k}: .+; skipped$"
     else:
         name = (lambda k: f"key {k}") if source == "indexed" else (lambda k: f"record #{k}")
         def where(k):
@@ -341,8 +333,8 @@ def test_im2rec_skips_counts_and_lists_each_undecodable_image(tmp_path):
     from recio.cli.im2rec import im2rec_cmd
 
     lst = tmp_path / "p.lst"
-    lst.write_text((HERE / "damaged.lst").read_text())
-    result = CliRunner().invoke(im2rec_cmd, [str(lst), str(HERE), "--resize", "64", "--quality",
+    lst.write_text((MXNET_DAMAGED / "damaged.lst").read_text())
+    result = CliRunner().invoke(im2rec_cmd, [str(lst), str(MXNET_DAMAGED), "--resize", "64", "--quality",
                                              "90"])
     assert result.exit_code == 0, result.output
     assert f"skipped {len(BAD)}" in result.output

@@ -402,7 +402,7 @@ def test_a_killed_download_leaves_no_torn_copy(s3, tmp_path):
 
 
 def test_a_download_cut_off_leaves_nothing(s3_server, dataset, tmp_path):
-    from test_remote import CuttingProxy
+    from support import CuttingProxy
 
     proxy = CuttingProxy(s3_server.port, 2000)
     try:
