@@ -37,7 +37,8 @@ def test_no_test_folder_is_named_like_a_module_the_code_imports():
     """A folder of tests/ found before site-packages must not stand in for a real module."""
     folders = {p.name for p in TESTS.rglob("*")
                if p.is_dir() and not NOT_TESTS.intersection(p.relative_to(TESTS).parts)}
-    imported = set(sys.stdlib_module_names) | {"recio", "torch", "torchdata", "ray", "numpy",
+    # sys.stdlib_module_names is Python 3.10+; on 3.9 find_spec below finds the stdlib too
+    imported = set(getattr(sys, "stdlib_module_names", ())) | {"recio", "torch", "torchdata", "ray", "numpy",
                                                "cv2", "PIL", "click", "tqdm", "fsspec", "s3fs",
                                                "gcsfs", "moto", "boto3", "pyarrow", "pandas",
                                                "matplotlib", "hypothesis", "pytest", "mxnet"}

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 import recio
 from recio.errors import ClosedError, ConcurrentUseError, RecordIOError
 from recio.records.index_format import key_text
+from conftest import need
 
 
 CBF_GOLDEN = pathlib.Path(__file__).parents[1] / "data" / "golden" / "cbf"
@@ -136,6 +137,8 @@ NOT_IO = {"close", "abort", "discard", "open", "describe", "chunk_range", "chunk
 REOPENS = {"MXRecordIO": {"reset"}, "MXRecordIO-w": {"reset"}, "MXIndexedRecordIO": {"reset"},
            "MXIndexedRecordIO-w": {"reset"}}
 OBJECTS = sorted(_objects())
+#: the objects that need torch (recio.torch's datasets)
+TORCH_OBJECTS = {"RecordDataset"}
 
 
 def _public_methods(obj):
@@ -151,6 +154,8 @@ def _public_methods(obj):
 
 @pytest.mark.parametrize("name", OBJECTS)
 def test_every_public_method_of_a_closed_object_raises_naming_its_file(files, name):
+    if name in TORCH_OBJECTS:
+        need("torch")
     make, path, methods = _objects()[name]
     obj = make(files)
     listed = set(methods) | NOT_IO | REOPENS.get(name, set())
@@ -171,6 +176,8 @@ def test_every_public_method_of_a_closed_object_raises_naming_its_file(files, na
 
 @pytest.mark.parametrize("name", OBJECTS)
 def test_a_closed_object_refuses_to_be_pickled(files, name):
+    if name in TORCH_OBJECTS:
+        need("torch")
     obj = _objects()[name][0](files)
     obj.close()
     with pytest.raises(ClosedError, match="I/O on a closed .*" + _objects()[name][1]):
