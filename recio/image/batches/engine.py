@@ -98,18 +98,12 @@ class BatchEngine:
     the iterator's :class:`EngineSettings`."""
 
     def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
         self.unpack = unpack
         self.path = settings.path_imgrec
-        self.batch_size, self.label_width = settings.batch_size, settings.label_width
         self.augment = settings.augmenter
         self.data_shape = (settings.batch_size,) + tuple(settings.augmenter.sample_shape)
         self.dtype = np.dtype(settings.augmenter.dtype)
-        self.shuffle, self.seed = settings.shuffle, settings.seed
-        self.shuffle_buffer = settings.shuffle_buffer
-        self.round_batch, self.carry_over = settings.round_batch, settings.carry_over
-        self.part_index, self.num_parts = settings.part_index, settings.num_parts
-        self.labels, self.strict_labels = settings.labels, settings.strict_labels
-        self.on_undecodable = settings.on_undecodable
         # batch arrays handed out before, reused once nobody else holds them (see _new_data)
         self.buffers: List[np.ndarray] = []
         self.max_buffers = settings.prefetch_buffer + 3
@@ -118,17 +112,16 @@ class BatchEngine:
         self.reader = None
         self.keys: Optional[List[Any]] = None
         self.offsets: Optional[List[int]] = None
-        self.storage_options = settings.storage_options
         cache = ShardCache.configured(settings.cache_dir, settings.cache_limit,
-                                      self.storage_options)
+                                      self.settings.storage_options)
         self.layout: Optional[SourceLayout] = None
         if settings.path_imgidx is not None:
-            self.reader = RecordReader(self.path, storage_options=self.storage_options,
+            self.reader = RecordReader(self.path, storage_options=self.settings.storage_options,
                                        shard_cache=cache)
             try:
                 index = open_checked_index(self.path, settings.path_imgidx,
                                            rec_size=self.reader.size,
-                                           storage_options=self.storage_options,
+                                           storage_options=self.settings.storage_options,
                                            shard_cache=cache)
             except BaseException:
                 self.reader.close()
@@ -137,10 +130,10 @@ class BatchEngine:
             self.index = index
             warn_repeated_keys(index, EVERY_LINE, self.path)
             keys, offsets = index.key_list(), index.offsets.tolist()
-            lo, hi = record_range(len(keys), self.part_index, self.num_parts)
+            lo, hi = record_range(len(keys), self.settings.part_index, self.settings.num_parts)
             self.keys, self.offsets = keys[lo:hi], offsets[lo:hi]
         elif cache is not None:  # found once, so a later epoch asks the store for nothing
-            self.layout = SourceLayout(self.path, self.storage_options, cache)
+            self.layout = SourceLayout(self.path, self.settings.storage_options, cache)
         elif not is_remote_source(self.path):  # a missing file, a FIFO or a device is named
             resolve_source(self.path)            # now, not at the first batch
         self.threads = settings.preprocess_threads  # started last: a bad .idx must not leak threads
@@ -160,9 +153,10 @@ class BatchEngine:
         """``(name, payload, file, byte offset)`` of every record of the part (the name, file
         and offset for messages), in sweep ``sweep``'s order (a new order for each sweep when
         shuffling)."""
-        rng = np.random.default_rng([self.seed, sweep, self.part_index, 0])
+        settings = self.settings
+        rng = np.random.default_rng([settings.seed, sweep, settings.part_index, 0])
         if self.keys is not None:
-            order = rng.permutation(len(self.keys)) if self.shuffle else range(len(self.keys))
+            order = rng.permutation(len(self.keys)) if settings.shuffle else range(len(self.keys))
             assert self.reader is not None and self.offsets is not None  # open with the keys
             keys, offsets, read_at = self.keys, self.offsets, self.reader.read_at
             for i in order:
@@ -174,14 +168,15 @@ class BatchEngine:
                 yield f"key {key_text(keys[i])}", record, self.path, offsets[i]
             return
 
-        split = InputSplit(self.path, self.part_index, self.num_parts,
-                           storage_options=self.storage_options, _layout=self.layout)
-        part = "" if self.num_parts == 1 else f" of part {self.part_index}/{self.num_parts}"
+        split = InputSplit(self.path, settings.part_index, settings.num_parts,
+                           storage_options=settings.storage_options, _layout=self.layout)
+        part = "" if settings.num_parts == 1 else \
+            f" of part {settings.part_index}/{settings.num_parts}"
         stream: Iterator[Record] = (
             (f"record #{n}{part}", payload, path, offset)
             for n, (path, offset, payload) in enumerate(split.records_with_offsets()))
-        if self.shuffle:
-            buffer: ShuffleBuffer[Record] = ShuffleBuffer(self.shuffle_buffer, rng)
+        if settings.shuffle:
+            buffer: ShuffleBuffer[Record] = ShuffleBuffer(settings.shuffle_buffer, rng)
             stream = buffer.shuffle(stream)
         yield from stream
 
@@ -207,18 +202,18 @@ class BatchEngine:
 
     def _label(self, name: str, header: Any, row: np.ndarray) -> Optional[str]:
         """Fill ``row`` with the record's labels (or its ``path_imglist`` line's)."""
-        lw = self.label_width
-        if self.labels is not None:
-            found = self.labels.get(int(header.id))
+        lw = self.settings.label_width
+        if self.settings.labels is not None:
+            found = self.settings.labels.get(int(header.id))
             if found is None:
                 raise RecordIOError(f"{name}: its image id {header.id} is not in path_imglist",
                                     path=describe_path(self.path))
             row[:] = found
             return None
         count = 1 if header.flag == 0 else header.flag
-        if count != lw and (self.strict_labels or count < lw):
+        if count != lw and (self.settings.strict_labels or count < lw):
             what = f"it has {count} label{'s' * (count != 1)} but label_width={lw}"
-            if self.strict_labels:
+            if self.settings.strict_labels:
                 raise RecordIOError(f"{name}: {what}; set label_width={count} or give labels "
                                     "with path_imglist (MXNet requires them to match)",
                                     path=describe_path(self.path))
@@ -240,14 +235,15 @@ class BatchEngine:
         in the ThreadedIter's producer thread). Each batch comes with where the next epoch
         starts when it is the epoch's padded last batch in ``carry_over`` mode (else None) and
         how many records of the sweep have been read after it."""
-        bs = self.batch_size
-        seed = [self.seed, sweep, self.part_index, 1] + ([offset] if offset else [])
+        settings = self.settings
+        bs = settings.batch_size
+        seed = [settings.seed, sweep, settings.part_index, 1] + ([offset] if offset else [])
         aug_rng = np.random.default_rng(seed)
         records = _Counted(islice(self.records(sweep), offset, None))
         first: List[Record] = []  # the epoch's first good records, for round_batch
         while True:
             data = self._new_data()
-            label = np.zeros((bs, self.label_width), dtype=np.float32)
+            label = np.zeros((bs, self.settings.label_width), dtype=np.float32)
             index = np.zeros(bs, dtype=np.uint64)
             filled = self._fill(records, data, label, index, 0, aug_rng, first)
             if filled == 0:
@@ -255,12 +251,12 @@ class BatchEngine:
             pad, resume = 0, None
             if filled < bs:
                 pad = bs - filled
-                if self.round_batch and self.carry_over:
+                if self.settings.round_batch and self.settings.carry_over:
                     # MXNet: fill from the next sweep, where the next epoch then continues
                     counted = _Counted(self.records(sweep + 1))
                     filled = self._fill(counted, data, label, index, filled, aug_rng, None)
                     resume = (sweep + 1, counted.count)
-                elif self.round_batch and first:
+                elif self.settings.round_batch and first:
                     while filled < bs:  # borrow from the start of the epoch, cycling if needed
                         before = filled
                         filled = self._fill(iter(first[:bs - filled]), data, label, index, filled,
@@ -301,7 +297,7 @@ class BatchEngine:
               index: np.ndarray, filled: int, aug_rng: np.random.Generator,
               first: Optional[List[Record]]) -> int:
         """Decode records into slots ``filled..`` until the batch is full or records run out."""
-        bs = self.batch_size
+        bs = self.settings.batch_size
         while filled < bs:
             chunk = list(islice(records, bs - filled))
             if not chunk:
@@ -318,7 +314,7 @@ class BatchEngine:
             w = filled
             for record, slot, problem in zip(chunk, slots, results):
                 if isinstance(problem, ImageError):
-                    skip_or_raise(problem, self.on_undecodable)
+                    skip_or_raise(problem, self.settings.on_undecodable)
                     self.skipped += 1
                     continue
                 if problem is not None:  # its labels do not fit label_width

@@ -71,7 +71,7 @@ def test_the_settings_are_frozen_and_the_engine_holds_no_iterator(dataset):
     del it
     gc.collect()
     assert gone() is None  # nothing in the engine kept the iterator alive
-    assert engine.batch_size == 4 and engine.path == rec
+    assert engine.settings.batch_size == 4 and engine.path == rec
 
 
 def test_mxnets_image_record_iter_builds_its_engine_from_settings_too(dataset):
@@ -80,8 +80,8 @@ def test_mxnets_image_record_iter_builds_its_engine_from_settings_too(dataset):
                          round_batch=False)
     try:
         engine = it._core._engine
-        assert isinstance(engine, BatchEngine) and engine.batch_size == 5
-        assert engine.round_batch is False and engine.path == rec
+        assert isinstance(engine, BatchEngine) and engine.settings.batch_size == 5
+        assert engine.settings.round_batch is False and engine.path == rec
         assert sum(5 - b.pad for b in it) == 17
     finally:
         it.close()
